@@ -1,0 +1,79 @@
+'use strict'
+// Shared by the specs: server checks (fail under CI, skip elsewhere), random key prefixes,
+// and raw clients for looking at what deadbolt wrote.
+
+const net = require('node:net')
+const { randomBytes } = require('node:crypto')
+
+const REDIS_URL = process.env.DEADBOLT_TEST_REDIS_URL || 'redis://127.0.0.1:6379'
+const MYSQL_URL = process.env.DEADBOLT_TEST_MYSQL_URL || 'mysql://root@127.0.0.1:3306/test'
+
+function answers(port, host = '127.0.0.1') {
+  return new Promise((resolve) => {
+    const s = net.connect({ port, host })
+    s.once('connect', () => { s.destroy(); resolve(true) })
+    s.once('error', () => resolve(false))
+    s.setTimeout(1000, () => { s.destroy(); resolve(false) })
+  })
+}
+
+/**
+ * Returns true if the server answers. Under CI a missing server is a failure (throws);
+ * elsewhere the calling test is skipped.
+ */
+async function needServer(t, name, port) {
+  if (await answers(port)) return true
+  const msg = `${name} is not answering on 127.0.0.1:${port} (start it with scripts/services.sh)`
+  if (process.env.CI) throw new Error(msg)
+  t.skip(msg)
+  return false
+}
+
+const needRedis = (t) => needServer(t, 'Redis', 6379)
+const needMysql = (t) => needServer(t, 'MariaDB', 3306)
+
+/** A random key prefix, so tests never see each other's keys. */
+function prefix(name = 'test') {
+  return `deadbolt:${name}:${randomBytes(6).toString('hex')}:`
+}
+
+let raw = null
+/** A plain ioredis client for checking what is in Redis. */
+function redisRaw() {
+  if (raw === null) {
+    const Redis = require('ioredis')
+    raw = new Redis(REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 1 })
+  }
+  return raw
+}
+
+function closeRaw() {
+  if (raw !== null) raw.disconnect()
+  raw = null
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+/** A TCP server that accepts connections and never answers (a hung Redis). */
+async function blackhole() {
+  const sockets = new Set()
+  const server = net.createServer((s) => { sockets.add(s); s.on('error', () => {}) })
+  await new Promise((r) => server.listen(0, '127.0.0.1', r))
+  return {
+    port: server.address().port,
+    close: () => { for (const s of sockets) s.destroy(); server.close() },
+  }
+}
+
+/** Waits until `fn()` is truthy (checked every 5 ms), failing after `ms`. */
+async function eventually(fn, ms = 5000, what = 'condition') {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await fn()
+    if (v) return v
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await sleep(5)
+  }
+}
+
+module.exports = { REDIS_URL, MYSQL_URL, answers, needRedis, needMysql, prefix, redisRaw, closeRaw, sleep, blackhole, eventually }

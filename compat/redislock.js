@@ -1,0 +1,175 @@
+'use strict'
+// The redislock 1.3 face: createLock, setDefaults, getAcquiredLocks, the three error classes,
+// and Lock objects with acquire/release/extend taking a callback or returning a promise.
+// Wire compatible: the lock key holds the lock's `_id` (SET key id PX timeout NX, compare-then-
+// DEL/PEXPIRE), so redislock and deadbolt processes exclude each other during a migration.
+
+const { randomUUID } = require('node:crypto')
+const { Native } = require('../lib/native')
+const { toRedisUrl } = require('../lib/redis-url')
+const { compat } = require('../lib/compat-promise')
+const { LockAcquisitionError, LockReleaseError, LockExtendError } = require('../lib/errors')
+const v = require('../lib/validate')
+
+const defaults = { timeout: 10000, retries: 0, delay: 50 }
+const acquiredLocks = new Set()
+/** One native client per server, shared by every lock that targets it. */
+const natives = new Map()
+
+function nativeFor(url) {
+  let native = natives.get(url)
+  if (native === undefined) {
+    native = new Native(url)
+    natives.set(url, native)
+  }
+  return native
+}
+
+function checkOptions(lock) {
+  v.checkInt(lock.timeout, 'timeout')
+  if (typeof lock.retries !== 'number') throw v.typeError('retries', 'of type number', lock.retries)
+  if (!Number.isInteger(lock.retries) || lock.retries < -1) throw v.rangeError('retries', 'an integer >= -1 (-1 retries forever)', lock.retries)
+  v.checkInt(lock.delay, 'delay', 0)
+}
+
+function settle(promise, fn) {
+  const p = compat(promise)
+  return typeof fn === 'function' ? p.nodeify(fn) : p
+}
+
+class Lock {
+  /**
+   * @param {unknown} client node_redis v3, node-redis v4/v5, ioredis, a URL or options
+   * @param {{timeout?: number, retries?: number, delay?: number}} [options]
+   */
+  constructor(client, options) {
+    const url = toRedisUrl(client)
+    this._id = randomUUID()
+    this._locked = false
+    this._key = null
+    this._handle = 0
+    /** Fencing token of the current acquisition (a bigint), or null. */
+    this.fencingToken = null
+    Object.defineProperty(this, '_native', { value: nativeFor(url), enumerable: false })
+    for (const key of Object.keys(defaults)) this[key] = defaults[key]
+    if (options && typeof options === 'object') {
+      for (const key of Object.keys(defaults)) if (key in options) this[key] = options[key]
+    }
+    checkOptions(this)
+  }
+
+  _reset() {
+    this._locked = false
+    this._key = null
+    this._handle = 0
+    this.fencingToken = null
+    acquiredLocks.delete(this)
+  }
+
+  /** Acquires `key`, retrying `retries` times (`-1`: forever) `delay` ms apart. */
+  acquire(key, fn) {
+    return settle(this._acquire(key), fn)
+  }
+
+  async _acquire(key) {
+    v.checkKey(key)
+    checkOptions(this)
+    if (this._locked) throw new LockAcquisitionError('Lock already held')
+    const native = this._native
+    const attempts = this.retries === -1 ? -1 : this.retries + 1
+    let handle = 0
+    let token
+    try {
+      token = await native.request((req) => {
+        handle = req
+        native.native.acquire(req, key, this._id, this.timeout, -1, attempts, this.delay, 0, undefined, 0, -1, true)
+      })
+    } catch (err) {
+      throw new LockAcquisitionError(err.cause?.message ?? err.message, { cause: err })
+    }
+    if (token === false) throw new LockAcquisitionError(`Could not acquire lock on "${key}"`)
+    this._locked = true
+    this._key = key
+    this._handle = handle
+    this.fencingToken = BigInt(token)
+    acquiredLocks.add(this)
+  }
+
+  /** Releases the lock; rejects if it was not held or had expired (the state resets). */
+  release(fn) {
+    return settle(this._release(), fn)
+  }
+
+  async _release() {
+    if (!this._locked) throw new LockReleaseError('Lock has not been acquired')
+    const key = this._key
+    const native = this._native
+    let released
+    try {
+      released = await native.request((req) => native.native.release(req, this._handle))
+    } catch (err) {
+      throw new LockReleaseError(err.cause?.message ?? err.message, { cause: err })
+    }
+    this._reset()
+    if (!released) throw new LockReleaseError(`Lock on "${key}" had expired`)
+  }
+
+  /** Sets the remaining lease to `time` ms (default: `timeout`). */
+  extend(time, fn) {
+    if (typeof time === 'function' && fn === undefined) {
+      fn = time
+      time = undefined
+    }
+    return settle(this._extend(time), fn)
+  }
+
+  async _extend(time) {
+    const ms = time === undefined || time === null ? this.timeout : time
+    v.checkInt(ms, 'time')
+    if (!this._locked) throw new LockExtendError('Lock has not been acquired')
+    const key = this._key
+    const native = this._native
+    let extended
+    try {
+      extended = await native.request((req) => native.native.extend(req, this._handle, ms))
+    } catch (err) {
+      throw new LockExtendError(err.cause?.message ?? err.message, { cause: err })
+    }
+    if (!extended) {
+      this._reset()
+      throw new LockExtendError(`Lock on "${key}" had expired`)
+    }
+  }
+}
+
+/** Returns a new lock for `client`, with `options` over the current defaults. */
+function createLock(client, options) {
+  return new Lock(client, options)
+}
+
+/** Sets the defaults used by locks created afterwards (timeout, retries, delay). */
+function setDefaults(options) {
+  options = options || {}
+  for (const key of Object.keys(defaults)) {
+    if (options[key] !== null && options[key] !== undefined) {
+      const value = parseInt(options[key], 10)
+      if (Number.isNaN(value)) throw v.rangeError(key, 'an integer', options[key])
+      defaults[key] = value
+    }
+  }
+}
+
+/** The locks this process currently holds through this face. */
+function getAcquiredLocks() {
+  return Array.from(acquiredLocks)
+}
+
+module.exports = {
+  createLock,
+  setDefaults,
+  getAcquiredLocks,
+  Lock,
+  LockAcquisitionError,
+  LockReleaseError,
+  LockExtendError,
+}

@@ -1,0 +1,28 @@
+'use strict'
+// deadbolt's public entry point. Three faces over one native engine:
+//  - the modern API: connect(url) → LockClient (leases, heartbeats, fencing, elections);
+//  - redislock 1.3: createLock, setDefaults, getAcquiredLocks and its error classes;
+//  - sql-lock: initialize, getLock, transaction, close and DLMError.
+// A user of either old library changes only the require line.
+
+const errors = require('./lib/errors')
+const { connect, LockClient, Lock, Election } = require('./lib/client')
+const redislock = require('./compat/redislock')
+
+module.exports = {
+  connect,
+  LockClient,
+  Lock,
+  Election,
+  LockError: errors.LockError,
+  LockAcquisitionError: errors.LockAcquisitionError,
+  LockReleaseError: errors.LockReleaseError,
+  LockExtendError: errors.LockExtendError,
+  LockLostError: errors.LockLostError,
+  LockBackendError: errors.LockBackendError,
+  LockClosedError: errors.LockClosedError,
+  LockAbortedError: errors.LockAbortedError,
+  createLock: redislock.createLock,
+  setDefaults: redislock.setDefaults,
+  getAcquiredLocks: redislock.getAcquiredLocks,
+}

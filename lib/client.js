@@ -1,0 +1,429 @@
+'use strict'
+// The modern API: connect() → LockClient → Lock. Leases, heartbeats, fencing tokens, data,
+// AbortSignal, Symbol.asyncDispose, leader election. One implementation for every backend.
+
+const { randomUUID } = require('node:crypto')
+const { Native } = require('./native')
+const {
+  LockAcquisitionError,
+  LockExtendError,
+  LockLostError,
+  LockClosedError,
+  LockAbortedError,
+} = require('./errors')
+const v = require('./validate')
+
+const HELD = 0
+const RELEASED = 1
+const LOST = 2
+
+const LOST_MESSAGES = {
+  'not-owned': 'was released or taken by another owner',
+  expired: 'expired before it was extended',
+  unreachable: 'could not be extended: the store was unreachable until the lease ran out',
+  'max-hold': 'was given up because maxHold was reached',
+}
+
+const DEFAULTS = Object.freeze({
+  ttl: 10_000,
+  wait: 10_000,
+  retryDelay: 50,
+  jitter: 0.5,
+  autoExtend: false,
+  maxHold: Infinity,
+})
+
+/** A held lock. Obtain one from `LockClient#acquire`, `tryAcquire` or `withLock`. */
+class Lock {
+  constructor(client, id, key, owner, token, ttl, onLost) {
+    this._client = client
+    this._id = id
+    this.key = key
+    this.owner = owner
+    this.fencingToken = BigInt(token)
+    this.ttl = ttl
+    this._state = HELD
+    this._onLost = onLost
+    this._ac = null
+    this._lostError = null
+  }
+
+  /** True until the lock is released or lost. */
+  get held() {
+    return this._state === HELD
+  }
+
+  /** Aborted with a LockLostError when the lock is lost. */
+  get signal() {
+    if (this._ac === null) {
+      this._ac = new AbortController()
+      if (this._state === LOST) this._ac.abort(this._lostError)
+    }
+    return this._ac.signal
+  }
+
+  _lost(reason) {
+    if (this._state !== HELD) return
+    this._state = LOST
+    const err = new LockLostError(`Lock on "${this.key}" ${LOST_MESSAGES[reason] ?? 'was lost'}`, { reason })
+    err.key = this.key
+    err.fencingToken = this.fencingToken
+    this._lostError = err
+    let heard = false
+    if (this._ac !== null) {
+      heard = true
+      this._ac.abort(err)
+    }
+    if (this._onLost) {
+      heard = true
+      try {
+        this._onLost(err)
+      } catch (e) {
+        process.nextTick(() => { throw e })
+      }
+    }
+    // A lost lock is never silent: with nobody listening, say so on the process.
+    if (!heard) process.emitWarning(err)
+  }
+
+  /**
+   * Sets the remaining lease to `ttl` ms (default: the lock's ttl). Rejects with a
+   * LockExtendError if the lock is no longer held (the lock then counts as lost).
+   */
+  async extend(ttl = this.ttl) {
+    v.checkInt(ttl, 'ttl')
+    if (this._state !== HELD) {
+      throw new LockExtendError(`Lock on "${this.key}" is no longer held`, { cause: this._lostError ?? undefined })
+    }
+    const native = this._client._native()
+    const ok = await native.request((req) => native.native.extend(req, this._id, ttl))
+    if (!ok) {
+      this._lost('not-owned')
+      throw new LockExtendError(`Lock on "${this.key}" had expired or was taken`, { cause: this._lostError ?? undefined })
+    }
+    this.ttl = ttl
+  }
+
+  /**
+   * Releases the lock. Idempotent: resolves true if this call released it, false if it had
+   * already been released, had expired or was taken.
+   */
+  async release() {
+    if (this._state === RELEASED) return false
+    const wasHeld = this._state === HELD
+    this._state = RELEASED
+    const native = this._client._nativeOrNull()
+    if (native === null) return false
+    native.holders.delete(this._id)
+    if (!wasHeld) return false
+    return native.request((req) => native.native.release(req, this._id))
+  }
+
+  [Symbol.asyncDispose]() {
+    return this.release()
+  }
+}
+
+function resolveAcquireOptions(defaults, options, waitDefault) {
+  if (options === undefined || options === null) options = {}
+  v.checkObject(options, 'options')
+  const o = { ...defaults, wait: waitDefault, ...stripUndefined(options) }
+  v.checkInt(o.ttl, 'options.ttl')
+  v.checkWait(o.wait, 'options.wait')
+  v.checkInt(o.retryDelay, 'options.retryDelay')
+  v.checkNumber(o.jitter, 'options.jitter', 0, 1)
+  v.checkBoolean(o.autoExtend, 'options.autoExtend')
+  if (o.extendEvery === undefined) o.extendEvery = Math.max(1, Math.floor(o.ttl / 3))
+  v.checkInt(o.extendEvery, 'options.extendEvery')
+  if (o.extendEvery >= o.ttl) throw v.rangeError('options.extendEvery', `less than ttl (${o.ttl})`, o.extendEvery)
+  v.checkWait(o.maxHold, 'options.maxHold')
+  if (o.data !== undefined) o.encoded = v.encodeData(o.data, 'options.data')
+  if (o.signal !== undefined) v.checkSignal(o.signal, 'options.signal')
+  if (o.onLost !== undefined) v.checkFunction(o.onLost, 'options.onLost')
+  return o
+}
+
+function stripUndefined(o) {
+  const r = {}
+  for (const k of Object.keys(o)) if (o[k] !== undefined) r[k] = o[k]
+  return r
+}
+
+function abortReason(signal) {
+  return signal.reason ?? new LockAbortedError('The operation was aborted')
+}
+
+/** Decodes a native lock info into the public shape. */
+function toInfo(key, raw) {
+  if (!raw) return null
+  return {
+    key,
+    owner: raw.owner,
+    fencingToken: BigInt(raw.fencingToken),
+    remainingMs: Number(raw.remainingMs),
+    data: v.decodeData(raw.data),
+  }
+}
+
+/** A connection to one lock store. Create with `connect(url)`. */
+class LockClient {
+  /** @internal */
+  constructor(url, options = {}) {
+    const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize } = options
+    this._defaults = { ...DEFAULTS, ...stripUndefined({ ttl, retryDelay, jitter }) }
+    this._url = url
+    this._native_ = new Native(url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize }))
+    this._closed = false
+  }
+
+  _native() {
+    if (this._closed) throw new LockClosedError('The lock client has been closed')
+    return this._native_
+  }
+
+  _nativeOrNull() {
+    return this._closed ? null : this._native_
+  }
+
+  /** Resolves when the store answers; rejects with a LockBackendError otherwise. */
+  async ping() {
+    const native = this._native()
+    await native.request((req) => native.native.ping(req))
+  }
+
+  async _acquire(key, options, waitDefault, raise) {
+    v.checkKey(key)
+    const o = resolveAcquireOptions(this._defaults, options, waitDefault)
+    const native = this._native()
+    const { signal } = o
+    if (signal?.aborted) throw abortReason(signal)
+    const owner = randomUUID()
+    const wait = o.wait === Infinity ? -1 : o.wait
+    const auto = o.autoExtend ? o.extendEvery : 0
+    const maxHold = o.maxHold === Infinity ? -1 : o.maxHold
+    let req = 0
+    let onAbort = null
+    if (signal) {
+      onAbort = () => native.native.cancel(req)
+      signal.addEventListener('abort', onAbort, { once: true })
+    }
+    let token
+    try {
+      token = await native.request((id) => {
+        req = id
+        native.native.acquire(id, key, owner, o.ttl, wait, -1, o.retryDelay, o.jitter, o.encoded, auto, maxHold, true)
+      })
+    } catch (err) {
+      if (err.code === 'ERR_LOCK_ABORTED' && signal?.aborted) throw abortReason(signal)
+      throw err
+    } finally {
+      if (onAbort) signal.removeEventListener('abort', onAbort)
+    }
+    if (token === false) {
+      if (!raise) return null
+      throw new LockAcquisitionError(`Could not acquire lock on "${key}"`)
+    }
+    const lock = new Lock(this, req, key, owner, token, o.ttl, o.onLost)
+    native.holders.set(req, lock)
+    return lock
+  }
+
+  /**
+   * Acquires `key`, waiting up to `options.wait` ms (default 10 000). Rejects with a
+   * LockAcquisitionError if it is still held by someone else then.
+   */
+  acquire(key, options) {
+    return this._acquire(key, options, this._defaults.wait, true)
+  }
+
+  /** Acquires `key` if it is free (by default without waiting); resolves null when busy. */
+  tryAcquire(key, options) {
+    return this._acquire(key, options, 0, false)
+  }
+
+  /**
+   * Runs `fn(lock)` while holding `key` (auto-extended by default) and releases it afterwards.
+   * Resolves with fn's result; rejects with fn's error if it threw, or with the LockLostError
+   * if the lock was lost while fn ran.
+   */
+  async withLock(key, options, fn) {
+    if (typeof options === 'function' && fn === undefined) {
+      fn = options
+      options = undefined
+    }
+    v.checkFunction(fn, 'fn')
+    const lock = await this.acquire(key, { autoExtend: true, ...(options ?? {}) })
+    let result
+    try {
+      result = await fn(lock)
+    } catch (err) {
+      await lock.release().catch(() => {})
+      throw err
+    }
+    const lostError = lock._lostError
+    await lock.release()
+    if (lostError) throw lostError
+    return result
+  }
+
+  /** Reads who holds `key`: `{ key, owner, fencingToken, remainingMs, data }`, or null if free. */
+  async inspect(key) {
+    v.checkKey(key)
+    const native = this._native()
+    const raw = await native.request((req) => native.native.inspect(req, key))
+    return toInfo(key, raw)
+  }
+
+  /** The current leader of election `name` (see `elect`), or null. */
+  leader(name) {
+    return this.inspect(name)
+  }
+
+  /** Campaigns for leadership of `name` until resigned or the client closes. */
+  elect(name, options = {}) {
+    v.checkKey(name, 'name')
+    v.checkObject(options, 'options')
+    return new Election(this, name, options)
+  }
+
+  /** Number of locks this client holds. */
+  get heldCount() {
+    return this._closed ? 0 : this._native_.native.heldCount()
+  }
+
+  /**
+   * Stops heartbeats, cancels pending acquisitions, releases every held lock and closes the
+   * connection. Idempotent.
+   */
+  async close() {
+    if (this._closed) return
+    const native = this._native_
+    const closing = native.request((req) => native.native.close(req))
+    this._closed = true
+    for (const lock of native.holders.values()) lock._state = RELEASED
+    native.holders.clear()
+    await closing
+  }
+
+  [Symbol.asyncDispose]() {
+    return this.close()
+  }
+}
+
+/** A campaign for leadership of one name. Create with `LockClient#elect`. */
+class Election {
+  constructor(client, name, options) {
+    const { ttl = 5_000, data, retryDelay, onElected, onRevoked, signal } = options
+    v.checkInt(ttl, 'options.ttl')
+    if (onElected !== undefined) v.checkFunction(onElected, 'options.onElected')
+    if (onRevoked !== undefined) v.checkFunction(onRevoked, 'options.onRevoked')
+    this._client = client
+    this.name = name
+    this._options = stripUndefined({ ttl, data, retryDelay, autoExtend: true, wait: Infinity })
+    // Validate the rest once, up front, so bad input throws here and not in the background.
+    resolveAcquireOptions(client._defaults, this._options, Infinity)
+    this._onElected = onElected
+    this._onRevoked = onRevoked
+    this._ac = new AbortController()
+    if (signal !== undefined) {
+      v.checkSignal(signal, 'options.signal')
+      if (signal.aborted) this._ac.abort(signal.reason)
+      else signal.addEventListener('abort', () => this.resign(), { once: true })
+    }
+    this._lock = null
+    this._done = this._campaign()
+  }
+
+  /** True while this candidate holds leadership. */
+  get isLeader() {
+    return this._lock !== null && this._lock.held
+  }
+
+  /** The current term (the leadership lock's fencing token), or null when not leader. */
+  get term() {
+    return this.isLeader ? this._lock.fencingToken : null
+  }
+
+  async _campaign() {
+    while (!this._ac.signal.aborted) {
+      let lock
+      let lost
+      const revoked = new Promise((resolve) => { lost = resolve })
+      try {
+        lock = await this._client.acquire(this.name, { ...this._options, signal: this._ac.signal, onLost: lost })
+      } catch (err) {
+        if (this._ac.signal.aborted) return
+        if (err.code === 'ERR_LOCK_CLOSED') return
+        // The store failed: try again after a pause rather than give up the campaign.
+        await new Promise((r) => setTimeout(r, this._options.retryDelay ?? 250).unref())
+        continue
+      }
+      this._lock = lock
+      if (this._onElected) safeCall(this._onElected, lock)
+      const err = await Promise.race([revoked, this._aborted()])
+      this._lock = null
+      if (err instanceof LockLostError && this._onRevoked) safeCall(this._onRevoked, err)
+    }
+  }
+
+  _aborted() {
+    const s = this._ac.signal
+    return s.aborted ? Promise.resolve(null) : new Promise((r) => s.addEventListener('abort', () => r(null), { once: true }))
+  }
+
+  /** Stops campaigning and gives up leadership if held. */
+  async resign() {
+    this._ac.abort()
+    const lock = this._lock
+    this._lock = null
+    if (lock) await lock.release()
+    await this._done
+  }
+
+  [Symbol.asyncDispose]() {
+    return this.resign()
+  }
+}
+
+function safeCall(fn, arg) {
+  try {
+    const r = fn(arg)
+    if (r && typeof r.then === 'function') r.then(undefined, (e) => process.nextTick(() => { throw e }))
+  } catch (e) {
+    process.nextTick(() => { throw e })
+  }
+}
+
+const SCHEMES = /^(redis|rediss|redis\+unix|unix|valkey|valkeys|mysql|mariadb|memory):\/\//i
+
+/**
+ * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://` or
+ * `memory://[name]`. Resolves once the store answers.
+ */
+async function connect(url, options = {}) {
+  if (typeof url !== 'string') throw v.typeError('url', 'of type string', url)
+  if (!SCHEMES.test(url)) throw v.valueError('url', 'must start with redis://, rediss://, mysql://, mariadb:// or memory://', url)
+  v.checkObject(options, 'options')
+  const o = stripUndefined(options)
+  if (o.ttl !== undefined) v.checkInt(o.ttl, 'options.ttl')
+  if (o.retryDelay !== undefined) v.checkInt(o.retryDelay, 'options.retryDelay')
+  if (o.jitter !== undefined) v.checkNumber(o.jitter, 'options.jitter', 0, 1)
+  if (o.connectTimeout !== undefined) v.checkInt(o.connectTimeout, 'options.connectTimeout')
+  if (o.responseTimeout !== undefined) v.checkInt(o.responseTimeout, 'options.responseTimeout')
+  if (o.poolSize !== undefined) v.checkNumber(o.poolSize, 'options.poolSize', 1, 1000)
+  if (o.table !== undefined && (typeof o.table !== 'string' || !/^[A-Za-z0-9_]{1,64}$/.test(o.table))) {
+    throw v.valueError('options.table', 'must be 1 to 64 letters, digits or underscores', o.table)
+  }
+  const client = new LockClient(url, o)
+  if (o.lazy !== true) {
+    try {
+      await client.ping()
+    } catch (err) {
+      await client.close().catch(() => {})
+      throw err
+    }
+  }
+  return client
+}
+
+module.exports = { connect, LockClient, Lock, Election, DEFAULTS }

@@ -1,0 +1,72 @@
+'use strict'
+// Every error a caller can receive carries a stable `code`; nobody should match on messages.
+
+/** Base class of deadbolt's lock errors. */
+class LockError extends Error {
+  constructor(message, options) {
+    super(message, options)
+    Object.defineProperty(this, 'name', { value: new.target.name, enumerable: false, writable: true, configurable: true })
+  }
+}
+
+function defineCode(Class, code) {
+  Object.defineProperty(Class.prototype, 'code', { value: code, enumerable: true, writable: true, configurable: true })
+  return Class
+}
+
+/** The lock was held by someone else when the wait or the retries ran out. */
+class LockAcquisitionError extends LockError {}
+/** Release of a lock that is not held, has expired or was taken. */
+class LockReleaseError extends LockError {}
+/** Extension of a lock that is not held, has expired or was taken. */
+class LockExtendError extends LockError {}
+/** A held lock was lost: its lease lapsed, or it was found gone or taken. */
+class LockLostError extends LockError {
+  constructor(message, options) {
+    super(message, options)
+    this.reason = options?.reason
+  }
+}
+/** The store failed or could not be reached; `cause` says why. */
+class LockBackendError extends LockError {}
+/** The client was closed. */
+class LockClosedError extends LockError {}
+/** The caller's AbortSignal fired (only when the signal carried no reason of its own). */
+class LockAbortedError extends LockError {}
+
+defineCode(LockAcquisitionError, 'ERR_LOCK_ACQUISITION')
+defineCode(LockReleaseError, 'ERR_LOCK_RELEASE')
+defineCode(LockExtendError, 'ERR_LOCK_EXTEND')
+defineCode(LockLostError, 'ERR_LOCK_LOST')
+defineCode(LockBackendError, 'ERR_LOCK_BACKEND')
+defineCode(LockClosedError, 'ERR_LOCK_CLOSED')
+defineCode(LockAbortedError, 'ERR_LOCK_ABORTED')
+
+/** Builds the error for a `[code, message]` record coming from the native layer. */
+function fromNative([code, message]) {
+  switch (code) {
+    case 'ERR_LOCK_BACKEND':
+      return new LockBackendError(`The lock store failed: ${message}`, { cause: new Error(message) })
+    case 'ERR_LOCK_CLOSED':
+      return new LockClosedError(message)
+    case 'ERR_LOCK_ABORTED':
+      return new LockAbortedError(message)
+    default: {
+      const err = new TypeError(message)
+      err.code = code
+      return err
+    }
+  }
+}
+
+module.exports = {
+  LockError,
+  LockAcquisitionError,
+  LockReleaseError,
+  LockExtendError,
+  LockLostError,
+  LockBackendError,
+  LockClosedError,
+  LockAbortedError,
+  fromNative,
+}

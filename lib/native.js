@@ -1,0 +1,99 @@
+'use strict'
+// The bridge to the addon. Each operation is one synchronous native call carrying a request
+// id; completions come back in batches through one wake-up per batch (see src/binding), and
+// are settled here. The event loop is held open only while requests are pending, so idle
+// clients and background heartbeats never keep a process alive.
+
+const { NativeClient } = require('../binding.js')
+const { fromNative } = require('./errors')
+
+const GRANTED = 0
+const TRUE = 1
+const FALSE = 2
+const ERROR = 3
+const LOST = 4
+const INFO = 5
+
+const LOST_REASONS = ['not-owned', 'expired', 'unreachable', 'max-hold']
+
+let nextRequest = 1
+
+class Native {
+  /**
+   * @param {string} url
+   * @param {object} [options] connectTimeout, responseTimeout, table, poolSize
+   */
+  constructor(url, options) {
+    /** request id → { resolve, reject } */
+    this.pending = new Map()
+    /** lock handle → object with `_lost(reason)` */
+    this.holders = new Map()
+    this.alive = false
+    this.native = new NativeClient(url, options, () => this.drain())
+  }
+
+  /** Starts an operation: `start(req)` makes the native call. Resolves with the raw outcome. */
+  request(start) {
+    const req = nextRequest++
+    return new Promise((resolve, reject) => {
+      this.pending.set(req, { resolve, reject })
+      if (!this.alive) {
+        this.alive = true
+        this.native.keepAlive(true)
+      }
+      try {
+        start(req)
+      } catch (err) {
+        this.pending.delete(req)
+        reject(err)
+      }
+    })
+  }
+
+  /** The id the next `request` will use (an acquire's id becomes its lock's handle). */
+  peekRequestId() {
+    return nextRequest
+  }
+
+  drain() {
+    const { records, errors, infos } = this.native.take()
+    for (let i = 0; i < records.length; i += 3) {
+      const req = records[i]
+      const kind = records[i + 1]
+      const value = records[i + 2]
+      if (kind === LOST) {
+        const holder = this.holders.get(req)
+        if (holder) {
+          this.holders.delete(req)
+          holder._lost(LOST_REASONS[value] ?? 'not-owned')
+        }
+        continue
+      }
+      const p = this.pending.get(req)
+      if (p === undefined) continue
+      this.pending.delete(req)
+      switch (kind) {
+        case GRANTED:
+          p.resolve(value)
+          break
+        case TRUE:
+          p.resolve(true)
+          break
+        case FALSE:
+          p.resolve(false)
+          break
+        case INFO:
+          p.resolve(infos[value])
+          break
+        default:
+          p.reject(fromNative(errors[value]))
+      }
+    }
+    if (this.pending.size === 0 && this.alive) {
+      this.alive = false
+      this.native.keepAlive(false)
+    }
+  }
+}
+
+module.exports = { Native, GRANTED, TRUE, FALSE, ERROR, LOST, INFO }

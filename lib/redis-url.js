@@ -1,0 +1,128 @@
+'use strict'
+// Turns what a redislock user passes as "client" into a connection URL for the native side.
+// The user's client is only read, never patched: deadbolt opens its own connection to the
+// same server (host, port or socket path, db, credentials, TLS).
+
+const { typeError } = require('./validate')
+
+function enc(s) {
+  return encodeURIComponent(String(s))
+}
+
+function build({ host = '127.0.0.1', port = 6379, path, db, username, password, tls }) {
+  const auth = password != null && password !== ''
+    ? `${username ? enc(username) : ''}:${enc(password)}@`
+    : username ? `${enc(username)}@` : ''
+  if (path) {
+    const q = db ? `?db=${Number(db)}` : ''
+    return `redis+unix://${auth}${path}${q}`
+  }
+  const h = String(host).includes(':') && !String(host).startsWith('[') ? `[${host}]` : host
+  const dbPart = db ? `/${Number(db)}` : ''
+  return `${tls ? 'rediss' : 'redis'}://${auth}${h}:${Number(port)}${dbPart}`
+}
+
+function fromUrlString(url, overrides = {}) {
+  const u = new URL(url)
+  const base = {
+    host: u.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1',
+    port: u.port || 6379,
+    db: u.pathname && u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0,
+    username: u.username ? decodeURIComponent(u.username) : undefined,
+    password: u.password ? decodeURIComponent(u.password) : undefined,
+    tls: u.protocol === 'rediss:',
+  }
+  return build({ ...base, ...overrides })
+}
+
+function defined(o) {
+  const r = {}
+  for (const [k, v] of Object.entries(o)) if (v !== undefined && v !== null) r[k] = v
+  return r
+}
+
+/** node_redis v3 (callback API): connection_options, selected_db, options. */
+function fromNodeRedis3(c) {
+  const o = c.options || {}
+  const co = c.connection_options || {}
+  return build(defined({
+    host: co.host ?? o.host,
+    port: co.port ?? o.port,
+    path: co.path ?? o.path,
+    db: c.selected_db ?? o.db,
+    username: o.user ?? o.username,
+    password: o.password ?? o.auth_pass,
+    tls: !!o.tls,
+  }))
+}
+
+/** node-redis v4/v5: options.url and/or options.socket, database, username, password. */
+function fromNodeRedis4(c) {
+  const o = c.options || {}
+  const s = o.socket || {}
+  const overrides = defined({
+    host: s.host,
+    port: s.port,
+    path: s.path,
+    db: o.database,
+    username: o.username,
+    password: o.password,
+    tls: s.tls ? true : undefined,
+  })
+  if (o.url) return fromUrlString(o.url, overrides)
+  return build(overrides)
+}
+
+/** ioredis: options.host/port/path/db/username/password/tls. */
+function fromIoredis(c) {
+  const o = c.options || {}
+  return build(defined({
+    host: o.host,
+    port: o.port,
+    path: o.path,
+    db: o.db,
+    username: o.username,
+    password: o.password,
+    tls: o.tls ? true : undefined,
+  }))
+}
+
+/**
+ * @param {unknown} client a node_redis v3, node-redis v4/v5 or ioredis client, a redis:// or
+ *   rediss:// URL, or an options object { url?, host?, port?, path?, db?, username?, password?, tls? }
+ * @returns {string} a URL the native side understands
+ */
+function toRedisUrl(client, name = 'client') {
+  if (typeof client === 'string') {
+    if (!/^(redis|rediss|redis\+unix|unix):\/\//i.test(client)) {
+      throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', client)
+    }
+    return client
+  }
+  if (client === null || typeof client !== 'object') {
+    throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', client)
+  }
+  if (client.connection_options !== undefined || typeof client.send_command === 'function') return fromNodeRedis3(client)
+  if (typeof client.isOpen === 'boolean' || typeof client.sendCommand === 'function' && client.options && ('socket' in client.options || 'url' in client.options)) {
+    return fromNodeRedis4(client)
+  }
+  if (client.options && typeof client.status === 'string') return fromIoredis(client)
+  // A plain options object.
+  const looksLikeOptions = ['url', 'host', 'port', 'path', 'socket', 'db', 'database'].some((k) => k in client)
+  if (!looksLikeOptions) {
+    throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', client)
+  }
+  if (client.socket || 'database' in client) return fromNodeRedis4({ options: client })
+  if (client.url) return fromUrlString(client.url, defined({ db: client.db, username: client.username, password: client.password }))
+  return build(defined({
+    host: client.host,
+    port: client.port,
+    path: client.path,
+    db: client.db,
+    username: client.username,
+    password: client.password,
+    tls: client.tls ? true : undefined,
+  }))
+}
+
+module.exports = { toRedisUrl }

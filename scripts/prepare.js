@@ -1,0 +1,14 @@
+#!/usr/bin/env node
+// `npm install` / `npm ci` on a clone builds the addon from source (release profile), once.
+// DEADBOLT_SKIP_BUILD=1 skips it (for example when only JavaScript dependencies changed).
+'use strict'
+const { spawnSync } = require('node:child_process')
+
+if (process.env.DEADBOLT_SKIP_BUILD === '1') {
+  console.log('deadbolt: DEADBOLT_SKIP_BUILD=1, not building the addon')
+  process.exit(0)
+}
+const args = ['build', '--platform', '--release', '--js', 'binding.js', '--dts', 'binding.d.ts']
+const napi = require.resolve('@napi-rs/cli/dist/cli.js')
+const r = spawnSync(process.execPath, [napi, ...args], { stdio: 'inherit' })
+process.exit(r.status ?? 1)

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Makes sure the servers the tests need answer on this machine: Redis on 127.0.0.1:6379 and
+# MariaDB on 127.0.0.1:3306 (root, empty password, database `test`). A server that answers
+# is left alone; one that does not is installed (Debian packages) if missing, then started.
+# Usage: scripts/services.sh [redis] [mariadb]   (default: both)
+set -euo pipefail
+
+want=("$@")
+[ ${#want[@]} -eq 0 ] && want=(redis mariadb)
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+apt_updated=0
+apt_install() {
+  if [ $apt_updated = 0 ]; then as_root apt-get update -qq; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() {
+  for _ in $(seq 1 100); do port_open "$1" && return 0; sleep 0.1; done
+  echo "services.sh: nothing answers on 127.0.0.1:$1" >&2
+  return 1
+}
+
+ensure_redis() {
+  if port_open 6379; then echo "redis: answering on 6379"; return; fi
+  command -v redis-server >/dev/null || apt_install redis-server
+  as_root mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/deadbolt.log
+  wait_port 6379
+  echo "redis: started on 6379"
+}
+
+ensure_mariadb() {
+  if port_open 3306; then
+    echo "mariadb: answering on 3306"
+  else
+    command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || apt_install mariadb-server
+    as_root mkdir -p /run/mysqld
+    as_root chown mysql:mysql /run/mysqld
+    if [ ! -d /var/lib/mysql/mysql ]; then
+      as_root mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
+    fi
+    as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
+    wait_port 3306
+    echo "mariadb: started on 3306"
+  fi
+  # The tests connect as root over TCP with an empty password, to database `test`.
+  for _ in $(seq 1 50); do
+    if mariadb -uroot -h127.0.0.1 -e 'CREATE DATABASE IF NOT EXISTS test' 2>/dev/null; then return; fi
+    as_root mariadb -uroot -e "CREATE DATABASE IF NOT EXISTS test; ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD(''); FLUSH PRIVILEGES;" 2>/dev/null || true
+    sleep 0.2
+  done
+  echo "services.sh: cannot log in to MariaDB as root over TCP" >&2
+  return 1
+}
+
+for s in "${want[@]}"; do
+  case "$s" in
+    redis) ensure_redis ;;
+    mariadb|mysql) ensure_mariadb ;;
+    *) echo "services.sh: unknown service $s" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole test suite (`npm test`): style and lint gates, Rust unit tests, then the
+# node --test specs against real servers (started by services.sh when they are not up).
+# Expects the addon built by `npm install` (or `npm run build`); it does not rebuild it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "servers"
+bash scripts/services.sh redis mariadb
+
+step "cargo fmt --check"
+cargo fmt --check
+
+step "cargo clippy -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+
+step "cargo test"
+cargo test
+
+step "generated binding is committed and current"
+if [ -d .git ] && ! git diff --exit-code -- binding.js binding.d.ts; then
+  echo "binding.js / binding.d.ts differ from the committed ones: commit the regenerated files" >&2
+  exit 1
+fi
+
+if ! ls deadbolt.*.node >/dev/null 2>&1; then
+  echo "The addon is not built: run 'npm install' (or 'npm run build') first" >&2
+  exit 1
+fi
+
+step "node --test"
+node --test --test-concurrency=1 __test__/

@@ -1,0 +1,168 @@
+//! Stores: each offers the same single-round-trip operations (see DESIGN.md §3).
+//! Nothing here knows about retries, heartbeats or JavaScript.
+
+pub mod keys;
+pub mod memory;
+pub mod mysql;
+pub mod redis;
+mod scripts;
+
+use std::fmt;
+use std::sync::Arc;
+
+/// An infrastructure failure: the store could not be reached or answered with an error.
+/// Expected outcomes (busy, not owned) are never errors.
+#[derive(Debug, Clone)]
+pub struct BackendError {
+    /// Human-readable cause, suitable for an error's `cause.message`.
+    pub message: String,
+}
+
+impl BackendError {
+    /// Wraps any displayable cause.
+    pub fn new(message: impl fmt::Display) -> Self {
+        Self {
+            message: message.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// Result of a store operation.
+pub type BackendResult<T> = Result<T, BackendError>;
+
+/// What a store knows about a held lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    /// Owner token of the current holder.
+    pub owner: String,
+    /// Latest fencing token issued for this name (the holder's, when the holder is deadbolt).
+    pub fencing_token: u64,
+    /// Remaining lease in milliseconds, by the store's clock (-1: no expiry).
+    pub remaining_ms: i64,
+    /// Payload stored with the lock, if any.
+    pub data: Option<Vec<u8>>,
+}
+
+/// One lease to extend in a batch (heartbeats).
+#[derive(Debug, Clone)]
+pub struct ExtendItem {
+    /// Lock name.
+    pub key: String,
+    /// Owner token.
+    pub owner: String,
+    /// New remaining lease in milliseconds.
+    pub ttl_ms: u64,
+}
+
+/// A connected store. Cloning is cheap and shares the connection(s).
+#[derive(Clone)]
+pub enum Store {
+    /// A single Redis server.
+    Redis(Arc<redis::RedisStore>),
+    /// MySQL or MariaDB.
+    Mysql(Arc<mysql::MysqlStore>),
+    /// In-process store (no server).
+    Memory(Arc<memory::MemoryStore>),
+}
+
+impl Store {
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or expired.
+    /// Returns the new fencing token, or `None` when someone else holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: dropping the future after the request was sent may leave the lock taken.
+    pub async fn try_acquire(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        data: Option<&[u8]>,
+    ) -> BackendResult<Option<u64>> {
+        match self {
+            Store::Redis(s) => s.try_acquire(key, owner, ttl_ms, data).await,
+            Store::Mysql(s) => s.try_acquire(key, owner, ttl_ms, data).await,
+            Store::Memory(s) => Ok(s.try_acquire(key, owner, ttl_ms, data)),
+        }
+    }
+
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` still holds it.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the operation is idempotent.
+    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> BackendResult<bool> {
+        match self {
+            Store::Redis(s) => s.extend(key, owner, ttl_ms).await,
+            Store::Mysql(s) => s.extend(key, owner, ttl_ms).await,
+            Store::Memory(s) => Ok(s.extend(key, owner, ttl_ms)),
+        }
+    }
+
+    /// Extends many leases in as few round trips as the store allows (one pipeline on Redis).
+    /// The result has one entry per item, in order.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: each extension is idempotent.
+    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<BackendResult<bool>> {
+        match self {
+            Store::Redis(s) => s.extend_many(items).await,
+            Store::Mysql(s) => s.extend_many(items).await,
+            Store::Memory(s) => items
+                .iter()
+                .map(|i| Ok(s.extend(&i.key, &i.owner, i.ttl_ms)))
+                .collect(),
+        }
+    }
+
+    /// Frees `key` if `owner` still holds it. Returns whether this call freed it.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the operation is idempotent.
+    pub async fn release(&self, key: &str, owner: &str) -> BackendResult<bool> {
+        match self {
+            Store::Redis(s) => s.release(key, owner).await,
+            Store::Mysql(s) => s.release(key, owner).await,
+            Store::Memory(s) => Ok(s.release(key, owner)),
+        }
+    }
+
+    /// Reads who holds `key`, or `None` when it is free.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn inspect(&self, key: &str) -> BackendResult<Option<LockInfo>> {
+        match self {
+            Store::Redis(s) => s.inspect(key).await,
+            Store::Mysql(s) => s.inspect(key).await,
+            Store::Memory(s) => Ok(s.inspect(key)),
+        }
+    }
+
+    /// Checks that the store answers.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
+    pub async fn ping(&self) -> BackendResult<()> {
+        match self {
+            Store::Redis(s) => s.ping().await,
+            Store::Mysql(s) => s.ping().await,
+            Store::Memory(_) => Ok(()),
+        }
+    }
+
+    /// Closes connections. Operations after this fail with a `BackendError`.
+    pub async fn close(&self) {
+        match self {
+            Store::Redis(s) => s.close().await,
+            Store::Mysql(s) => s.close().await,
+            Store::Memory(_) => {}
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! The acquire loop and the per-key local queues.
+//!
+//! One `Engine` serves one store and is shared by every client of the process that targets it.
+//! Waiters for a key in this process form a FIFO queue; only the head talks to the store, so
+//! N local waiters cost one poll, not N, and a releaser that asks again queues behind the
+//! waiters that were already there (no barging). The head is woken at once by a local release
+//! or by the store's release announcement, and otherwise polls with a jittered delay, so a
+//! release by a legacy client or a lost message costs at most one poll.
+
+use crate::backend::{BackendResult, LockInfo, Store};
+use crate::core::error::LockError;
+use crate::core::heartbeat::{Held, Scheduler};
+use crate::core::options::AcquireSpec;
+use crate::core::url::{open_store, ConnectOptions};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Instant;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+struct Waiter {
+    id: u64,
+    notify: Notify,
+    /// Set when the wake-up means "the lock was released, try now" rather than "you are the
+    /// head now, but your predecessor holds the lock".
+    released: AtomicBool,
+}
+
+#[derive(Default)]
+struct KeyQueue {
+    waiters: VecDeque<Arc<Waiter>>,
+    /// Whether this queue subscribed to the store's release announcements for the key.
+    watching: bool,
+}
+
+/// One store plus the process-local state around it.
+pub struct Engine {
+    store: Store,
+    queues: Mutex<HashMap<String, KeyQueue>>,
+    scheduler: Scheduler,
+    next_waiter: AtomicU64,
+}
+
+fn registry() -> &'static Mutex<HashMap<String, Weak<Engine>>> {
+    static ENGINES: OnceLock<Mutex<HashMap<String, Weak<Engine>>>> = OnceLock::new();
+    ENGINES.get_or_init(Default::default)
+}
+
+impl Engine {
+    /// The engine for `url`, shared with every other client of this process that uses the same
+    /// URL and options. Must run inside a tokio runtime; does no I/O.
+    pub fn open(url: &str, opts: &ConnectOptions) -> Result<Arc<Engine>, LockError> {
+        let id = format!("{url}\u{0}{opts:?}");
+        let mut engines = registry().lock().unwrap();
+        if let Some(engine) = engines.get(&id).and_then(Weak::upgrade) {
+            return Ok(engine);
+        }
+        engines.retain(|_, e| e.strong_count() > 0);
+        let store = open_store(url, opts)?;
+        let engine = Arc::new(Engine {
+            scheduler: Scheduler::start(store.clone()),
+            store,
+            queues: Mutex::new(HashMap::new()),
+            next_waiter: AtomicU64::new(1),
+        });
+        if let Store::Redis(redis) = &engine.store {
+            let weak = Arc::downgrade(&engine);
+            redis.set_wake(Arc::new(move |key: &str| {
+                if let Some(engine) = weak.upgrade() {
+                    engine.wake(key, true);
+                }
+            }));
+        }
+        engines.insert(id, Arc::downgrade(&engine));
+        Ok(engine)
+    }
+
+    /// The store this engine talks to.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The heartbeat scheduler of this engine.
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// Wakes the head waiter of `key`, if any.
+    fn wake(&self, key: &str, released: bool) {
+        let queues = self.queues.lock().unwrap();
+        if let Some(head) = queues.get(key).and_then(|q| q.waiters.front()) {
+            if released {
+                head.released.store(true, Ordering::Release);
+            }
+            head.notify.notify_one();
+        }
+    }
+
+    fn is_head(&self, key: &str, waiter: &Waiter) -> bool {
+        let queues = self.queues.lock().unwrap();
+        queues
+            .get(key)
+            .and_then(|q| q.waiters.front())
+            .is_some_and(|h| h.id == waiter.id)
+    }
+
+    /// Tries to take `spec.key`, waiting as the spec allows. Returns the fencing token, or
+    /// `None` when the lock stayed busy until the deadline or the attempts ran out.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe through `cancel`: when it fires, the call returns `Aborted` and leaves no
+    /// lock behind (a grant that raced the cancellation is released first). Dropping the
+    /// future instead is safe for the queue, but a grant in flight may stay until its ttl.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        spec: &AcquireSpec,
+        cancel: &CancellationToken,
+    ) -> Result<Option<u64>, LockError> {
+        let started = Instant::now();
+        let deadline = spec.wait.map(|w| started + w);
+        let single_shot = spec.max_attempts == Some(1) || spec.wait.is_some_and(|w| w.is_zero());
+        let waiter = Arc::new(Waiter {
+            id: self.next_waiter.fetch_add(1, Ordering::Relaxed),
+            notify: Notify::new(),
+            released: AtomicBool::new(false),
+        });
+        let mut slot = {
+            let mut queues = self.queues.lock().unwrap();
+            let queue = queues.entry(spec.key.clone()).or_default();
+            if single_shot && !queue.waiters.is_empty() {
+                // Others here already wait for it: it is busy, and a try must not barge.
+                return Ok(None);
+            }
+            queue.waiters.push_back(waiter.clone());
+            Slot {
+                engine: self.clone(),
+                key: spec.key.clone(),
+                waiter: waiter.clone(),
+                acquired: false,
+            }
+        };
+        let mut attempts: u64 = 0;
+        let mut try_now = true;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(LockError::Aborted);
+            }
+            if try_now && self.is_head(&spec.key, &waiter) {
+                waiter.released.store(false, Ordering::Release);
+                attempts += 1;
+                let granted = self
+                    .store
+                    .try_acquire(&spec.key, &spec.owner, spec.ttl_ms, spec.data.as_deref())
+                    .await?;
+                if let Some(token) = granted {
+                    if cancel.is_cancelled() {
+                        let _ = self.store.release(&spec.key, &spec.owner).await;
+                        return Err(LockError::Aborted);
+                    }
+                    slot.acquired = true;
+                    return Ok(Some(token));
+                }
+                if !single_shot && self.start_watching(&spec.key).await {
+                    // Subscribed only now: a release between the refusal and the subscription
+                    // would go unheard, so look once more before sleeping.
+                    continue;
+                }
+            } else if try_now {
+                // A poll period spent queued behind local waiters counts as an attempt, so
+                // redislock's `retries` bound the wait the same way with or without a queue.
+                attempts += 1;
+            }
+            if spec.max_attempts.is_some_and(|max| attempts >= max) {
+                return Ok(None);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let mut delay = spec.next_delay();
+            if let Some(d) = deadline {
+                delay = delay.min(d - now);
+            }
+            tokio::select! {
+                _ = waiter.notify.notified() => {
+                    // A promotion to head while the predecessor holds the lock is no reason
+                    // to ask the store; a release is.
+                    try_now = waiter.released.load(Ordering::Acquire);
+                }
+                _ = tokio::time::sleep(delay) => try_now = true,
+                _ = cancel.cancelled() => return Err(LockError::Aborted),
+            }
+        }
+    }
+
+    /// Subscribes the key's queue to release announcements, once. Returns true if it just did.
+    async fn start_watching(&self, key: &str) -> bool {
+        let Store::Redis(redis) = &self.store else {
+            return false;
+        };
+        {
+            let mut queues = self.queues.lock().unwrap();
+            match queues.get_mut(key) {
+                Some(q) if !q.watching => q.watching = true,
+                _ => return false,
+            }
+        }
+        redis.watch(key).await;
+        true
+    }
+
+    /// Frees the lock if `owner` still holds it and wakes the next local waiter.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn release(&self, key: &str, owner: &str) -> BackendResult<bool> {
+        let released = self.store.release(key, owner).await;
+        // Even a refused release may mean the lease lapsed: let the head look now.
+        self.wake(key, true);
+        released
+    }
+
+    /// Sets the remaining lease of a held lock.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn extend(&self, held: &Held, ttl_ms: u64) -> BackendResult<bool> {
+        let sent = Instant::now();
+        let owned = self.store.extend(&held.key, &held.owner, ttl_ms).await?;
+        if owned {
+            held.extended(sent, ttl_ms);
+        }
+        Ok(owned)
+    }
+
+    /// Reads who holds `key`.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn inspect(&self, key: &str) -> BackendResult<Option<LockInfo>> {
+        self.store.inspect(key).await
+    }
+}
+
+/// A waiter's place in its key's queue. Leaving (by return, error or drop) hands the head
+/// position on: after a grant the next waiter only learns it is head (the lock is ours now);
+/// otherwise it is told to look at once.
+struct Slot {
+    engine: Arc<Engine>,
+    key: String,
+    waiter: Arc<Waiter>,
+    acquired: bool,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut unwatch = false;
+        {
+            let mut queues = self.engine.queues.lock().unwrap();
+            if let Some(queue) = queues.get_mut(&self.key) {
+                let was_head = queue
+                    .waiters
+                    .front()
+                    .is_some_and(|h| h.id == self.waiter.id);
+                queue.waiters.retain(|w| w.id != self.waiter.id);
+                if let Some(next) = queue.waiters.front() {
+                    if was_head {
+                        if !self.acquired {
+                            next.released.store(true, Ordering::Release);
+                        }
+                        next.notify.notify_one();
+                    }
+                } else {
+                    unwatch = queue.watching;
+                    queues.remove(&self.key);
+                }
+            }
+        }
+        if unwatch {
+            if let Store::Redis(redis) = &self.engine.store {
+                let redis = redis.clone();
+                let key = std::mem::take(&mut self.key);
+                tokio::spawn(async move { redis.unwatch(&key).await });
+            }
+        }
+    }
+}

@@ -1,0 +1,8 @@
+#![deny(clippy::all)]
+//! deadbolt: distributed locks for Node.js. See README.md and DESIGN.md.
+
+pub mod backend;
+mod binding;
+pub mod core;
+
+pub use binding::NativeClient;
