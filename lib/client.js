@@ -252,7 +252,12 @@ class LockClient {
       options = undefined
     }
     v.checkFunction(fn, 'fn')
-    const lock = await this.acquire(key, { autoExtend: true, ...(options ?? {}) })
+    if (options !== undefined && options !== null) v.checkObject(options, 'options')
+    const userOnLost = options?.onLost
+    if (userOnLost !== undefined) v.checkFunction(userOnLost, 'options.onLost')
+    // The loss is reported through withLock's rejection, so it is heard even without onLost.
+    const onLost = (err) => { if (userOnLost) userOnLost(err) }
+    const lock = await this.acquire(key, { autoExtend: true, ...(options ?? {}), onLost })
     let result
     try {
       result = await fn(lock)

@@ -14,6 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Mutex as AsyncMutex;
 
+/// Reply of the inspect script: owner, pttl, fencing token, has-data flag, data.
+type InspectReply = Option<(Vec<u8>, i64, String, i64, Vec<u8>)>;
+
 /// Called with a lock key whenever a release of that key is announced.
 pub type WakeFn = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -204,7 +207,7 @@ impl RedisStore {
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> BackendResult<Option<LockInfo>> {
         let mut conn = self.conn()?;
-        let reply: Option<(Vec<u8>, i64, String, i64, Vec<u8>)> = INSPECT
+        let reply: InspectReply = INSPECT
             .key(key)
             .key(fence_key(key))
             .key(data_key(key))

@@ -1,18 +1,23 @@
 //! Held locks and the heartbeat scheduler.
 //!
-//! One scheduler task per engine keeps every lease alive: locks due within the same short
-//! window are extended together with one `extend_many` (one pipelined round trip on Redis), so
+//! One scheduler per engine keeps every lease alive: locks due within the same short window
+//! are extended together with one `extend_many` (one pipelined round trip on Redis), so
 //! 10 000 auto-extended locks cost a few round trips per tick, not 10 000 timers. The same
 //! scheduler notices when a lease that nobody extends passes its deadline, so a lost lock is
-//! reported even without auto-extension. Nothing here keeps the Node process alive.
+//! reported even without auto-extension.
+//!
+//! The timers live in one mutex-guarded ordered map that any thread updates directly: adding
+//! a lock or removing a released one costs a map operation, and the scheduler task is woken
+//! only when a new deadline becomes the earliest. Nothing here keeps the Node process alive.
 
 use crate::backend::{ExtendItem, Store};
 use crate::core::error::LostReason;
 use crate::core::options::AutoExtend;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 /// Called once when a held lock is lost.
 pub type LostFn = Box<dyn Fn(&Held, LostReason) + Send + Sync>;
@@ -22,6 +27,8 @@ const BATCH_WINDOW: Duration = Duration::from_millis(10);
 /// A failed extension is retried this soon (bounded by the lease's deadline).
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
+
 struct HeldState {
     ttl_ms: u64,
     /// When the lease ends by our conservative local reckoning: send time of the last
@@ -30,15 +37,19 @@ struct HeldState {
     acquired_at: Instant,
     auto: Option<AutoExtend>,
     watch_expiry: bool,
-    /// Released or lost: the scheduler drops it, and the loss callback never runs twice.
+    /// Released or lost: never scheduled again, and the loss callback never runs twice.
     done: bool,
     lost: Option<LostReason>,
+    /// Its key in the scheduler's map while it is in there.
+    scheduled: Option<Instant>,
 }
 
 /// A lock this process holds.
 pub struct Held {
     /// Handle chosen by the caller (unique within its session).
     pub id: u64,
+    /// Unique across the process: orders timers that fall on the same instant.
+    seq: u64,
     /// Lock name.
     pub key: String,
     /// Owner token.
@@ -65,6 +76,7 @@ impl Held {
     ) -> Held {
         Held {
             id,
+            seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
             key,
             owner,
             token,
@@ -76,6 +88,7 @@ impl Held {
                 watch_expiry,
                 done: false,
                 lost: None,
+                scheduled: None,
             }),
             on_lost,
         }
@@ -118,7 +131,8 @@ impl Held {
         (self.on_lost)(self, reason);
     }
 
-    /// When the scheduler should next look at it, or None if it needs no looking after.
+    /// When the scheduler should next look at it (from `now`), or None if it needs no
+    /// looking after.
     fn next_due(&self, now: Instant) -> Option<Instant> {
         let s = self.state.lock().unwrap();
         if s.done {
@@ -132,129 +146,188 @@ impl Held {
     }
 }
 
-enum Msg {
-    Add(Arc<Held>),
-    /// Results of a batch sent at the instant given.
-    Extended(Instant, Vec<Arc<Held>>, Vec<Result<bool, String>>),
+struct Timers {
+    due: Mutex<BTreeMap<(Instant, u64), Arc<Held>>>,
+    /// Wakes the task when a deadline earlier than the one it sleeps towards is added, or
+    /// when the scheduler is dropped.
+    earlier: Notify,
+    closed: std::sync::atomic::AtomicBool,
 }
 
-/// Handle to an engine's heartbeat task.
+/// Handle to an engine's heartbeat scheduler; its task ends when the handle is dropped.
 pub struct Scheduler {
-    tx: mpsc::UnboundedSender<Msg>,
+    timers: Arc<Timers>,
 }
 
 impl Scheduler {
-    /// Starts the task. It ends when the scheduler handle is dropped.
+    /// Starts the scheduler task. Must run inside a tokio runtime.
     pub fn start(store: Store) -> Scheduler {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, tx.downgrade(), rx));
-        Scheduler { tx }
+        let timers = Arc::new(Timers {
+            due: Mutex::new(BTreeMap::new()),
+            earlier: Notify::new(),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        });
+        tokio::spawn(run(store, timers.clone()));
+        Scheduler { timers }
     }
 
     /// Starts looking after `held` (extending it, or watching its expiry) if it needs it.
     pub fn add(&self, held: Arc<Held>) {
-        if held.next_due(Instant::now()).is_some() {
-            let _ = self.tx.send(Msg::Add(held));
+        schedule(&self.timers, held, Instant::now());
+    }
+
+    /// Stops looking after `held` (it was released or lost).
+    pub fn remove(&self, held: &Held) {
+        let at = held.state.lock().unwrap().scheduled.take();
+        if let Some(at) = at {
+            self.timers.due.lock().unwrap().remove(&(at, held.seq));
         }
+    }
+
+    /// Number of locks the scheduler looks after (for tests and diagnostics).
+    pub fn len(&self) -> usize {
+        self.timers.due.lock().unwrap().len()
+    }
+
+    /// Whether the scheduler looks after no lock.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
-async fn run(
-    store: Store,
-    tx: mpsc::WeakUnboundedSender<Msg>,
-    mut rx: mpsc::UnboundedReceiver<Msg>,
-) {
-    let mut due: BTreeMap<(Instant, u64), Arc<Held>> = BTreeMap::new();
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.timers.closed.store(true, Ordering::Release);
+        self.timers.earlier.notify_one();
+    }
+}
+
+/// Puts `held` in the map at its next due time counted from `from`.
+fn schedule(timers: &Timers, held: Arc<Held>, from: Instant) {
+    let Some(at) = held.next_due(from) else { return };
+    let first = {
+        let mut due = timers.due.lock().unwrap();
+        let mut s = held.state.lock().unwrap();
+        if s.done {
+            return;
+        }
+        if let Some(old) = s.scheduled.replace(at) {
+            due.remove(&(old, held.seq));
+        }
+        drop(s);
+        let first = due.first_key_value().is_none_or(|((t, _), _)| at < *t);
+        due.insert((at, held.seq), held);
+        first
+    };
+    if first {
+        timers.earlier.notify_one();
+    }
+}
+
+async fn run(store: Store, t: Arc<Timers>) {
     let far = Duration::from_secs(3600);
     loop {
-        let next = due
+        if t.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let next = t
+            .due
+            .lock()
+            .unwrap()
             .first_key_value()
             .map(|((at, _), _)| *at)
             .unwrap_or_else(|| Instant::now() + far);
         tokio::select! {
-            msg = rx.recv() => match msg {
-                Some(Msg::Add(held)) => {
-                    if let Some(at) = held.next_due(Instant::now()) {
-                        due.insert((at, held.id), held);
-                    }
+            _ = t.earlier.notified() => continue,
+            _ = tokio::time::sleep_until(next.into()) => {}
+        }
+        let now = Instant::now();
+        let horizon = now + BATCH_WINDOW;
+        let mut popped = Vec::new();
+        {
+            let mut due = t.due.lock().unwrap();
+            while let Some(entry) = due.first_entry() {
+                if entry.key().0 > horizon {
+                    break;
                 }
-                Some(Msg::Extended(sent, batch, results)) => {
-                    let now = Instant::now();
-                    for (held, result) in batch.into_iter().zip(results) {
-                        let at = match result {
-                            Ok(true) => {
-                                let ttl = held.state.lock().unwrap().ttl_ms;
-                                held.extended(sent, ttl);
-                                held.next_due(sent)
-                            }
-                            Ok(false) => {
-                                held.lose(LostReason::NotOwned);
-                                None
-                            }
-                            Err(_) => {
-                                let deadline = held.state.lock().unwrap().lease_deadline;
-                                if now + RETRY_AFTER_ERROR >= deadline {
-                                    held.lose(LostReason::Unreachable);
-                                    None
-                                } else {
-                                    Some(now + RETRY_AFTER_ERROR)
-                                }
-                            }
-                        };
-                        if let Some(at) = at {
-                            due.insert((at, held.id), held);
+                let held = entry.remove();
+                held.state.lock().unwrap().scheduled = None;
+                popped.push(held);
+            }
+        }
+        let mut batch = Vec::new();
+        for held in popped {
+            match tick(&held, now, &store) {
+                Tick::Extend => batch.push(held),
+                Tick::Later => schedule(&t, held, now),
+                Tick::Drop => {}
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let store = store.clone();
+        let weak = Arc::downgrade(&t);
+        // The batch runs on its own task so a slow store never delays other locks' expiry
+        // checks.
+        tokio::spawn(async move {
+            let items: Vec<ExtendItem> = batch
+                .iter()
+                .map(|h| ExtendItem {
+                    key: h.key.clone(),
+                    owner: h.owner.clone(),
+                    ttl_ms: h.state.lock().unwrap().ttl_ms,
+                })
+                .collect();
+            let results = store.extend_many(&items).await;
+            let done = Instant::now();
+            let Some(t) = weak.upgrade() else { return };
+            for (held, result) in batch.into_iter().zip(results) {
+                match result {
+                    Ok(true) => {
+                        let ttl = held.state.lock().unwrap().ttl_ms;
+                        held.extended(now, ttl);
+                        schedule(&t, held, now);
+                    }
+                    Ok(false) => held.lose(LostReason::NotOwned),
+                    Err(_) => {
+                        let deadline = held.state.lock().unwrap().lease_deadline;
+                        if done + RETRY_AFTER_ERROR >= deadline {
+                            held.lose(LostReason::Unreachable);
+                        } else {
+                            retry_soon(&t, held, done);
                         }
                     }
                 }
-                None => return,
-            },
-            _ = tokio::time::sleep_until(next.into()) => {
-                let now = Instant::now();
-                let horizon = now + BATCH_WINDOW;
-                let mut batch = Vec::new();
-                while let Some(entry) = due.first_entry() {
-                    if entry.key().0 > horizon {
-                        break;
-                    }
-                    let held = entry.remove();
-                    match tick(&held, now, &store) {
-                        Tick::Extend => batch.push(held),
-                        Tick::Later(at) => { due.insert((at, held.id), held); }
-                        Tick::Drop => {}
-                    }
-                }
-                if batch.is_empty() {
-                    continue;
-                }
-                let Some(tx) = tx.upgrade() else { return };
-                let store = store.clone();
-                // The batch runs on its own task so a slow store never delays other locks'
-                // bookkeeping (their expiry checks run on the next tick as usual).
-                tokio::spawn(async move {
-                    let items: Vec<ExtendItem> = batch
-                        .iter()
-                        .map(|h| ExtendItem {
-                            key: h.key.clone(),
-                            owner: h.owner.clone(),
-                            ttl_ms: h.state.lock().unwrap().ttl_ms,
-                        })
-                        .collect();
-                    let results = store
-                        .extend_many(&items)
-                        .await
-                        .into_iter()
-                        .map(|r| r.map_err(|e| e.message))
-                        .collect();
-                    let _ = tx.send(Msg::Extended(now, batch, results));
-                });
             }
+        });
+    }
+}
+
+/// Re-schedules a lock whose extension failed to be tried again shortly.
+fn retry_soon(timers: &Timers, held: Arc<Held>, now: Instant) {
+    let at = now + RETRY_AFTER_ERROR;
+    let first = {
+        let mut due = timers.due.lock().unwrap();
+        let mut s = held.state.lock().unwrap();
+        if s.done {
+            return;
         }
+        s.scheduled = Some(at);
+        drop(s);
+        let first = due.first_key_value().is_none_or(|((t, _), _)| at < *t);
+        due.insert((at, held.seq), held);
+        first
+    };
+    if first {
+        timers.earlier.notify_one();
     }
 }
 
 enum Tick {
     Extend,
-    Later(Instant),
+    /// Not due yet after all (its lease was extended by hand): schedule again.
+    Later,
     Drop,
 }
 
@@ -272,8 +345,7 @@ fn tick(held: &Arc<Held>, now: Instant, store: &Store) -> Tick {
                 held.lose(LostReason::Expired);
                 Tick::Drop
             } else {
-                // Extended by hand since we scheduled it.
-                Tick::Later(lease_deadline)
+                Tick::Later
             }
         }
         Some(auto) => {
@@ -293,5 +365,68 @@ fn tick(held: &Arc<Held>, now: Instant, store: &Store) -> Tick {
                 Tick::Extend
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::memory::MemoryStore;
+    use std::sync::atomic::AtomicUsize;
+
+    fn held(id: u64, ttl_ms: u64, auto: Option<AutoExtend>, lost: Arc<AtomicUsize>) -> Arc<Held> {
+        Arc::new(Held::new(
+            id,
+            format!("k{id}"),
+            "o".into(),
+            1,
+            ttl_ms,
+            Instant::now(),
+            auto,
+            true,
+            Box::new(move |_, _| {
+                lost.fetch_add(1, Ordering::SeqCst);
+            }),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_released_lock_leaves_the_scheduler_at_once() {
+        let sched = Scheduler::start(Store::Memory(Arc::new(MemoryStore::default())));
+        let lost = Arc::new(AtomicUsize::new(0));
+        let locks: Vec<_> = (0..1000).map(|i| held(i, 60_000, None, lost.clone())).collect();
+        for h in &locks {
+            sched.add(h.clone());
+        }
+        assert_eq!(sched.len(), 1000);
+        for h in &locks {
+            h.finish();
+            sched.remove(h);
+        }
+        assert!(sched.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unextended_lease_is_reported_lost_once_at_its_deadline() {
+        let sched = Scheduler::start(Store::Memory(Arc::new(MemoryStore::default())));
+        let lost = Arc::new(AtomicUsize::new(0));
+        let h = held(1, 30, None, lost.clone());
+        sched.add(h.clone());
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert_eq!(lost.load(Ordering::SeqCst), 1);
+        assert_eq!(h.lost_reason(), Some(LostReason::Expired));
+        assert!(sched.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_earlier_deadline_wakes_a_scheduler_sleeping_towards_a_later_one() {
+        let sched = Scheduler::start(Store::Memory(Arc::new(MemoryStore::default())));
+        let lost = Arc::new(AtomicUsize::new(0));
+        sched.add(held(1, 60_000, None, lost.clone()));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let short = held(2, 20, None, lost.clone());
+        sched.add(short.clone());
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert_eq!(short.lost_reason(), Some(LostReason::Expired));
     }
 }

@@ -125,6 +125,7 @@ impl Session {
         let Some(held) = held else { return Ok(false) };
         let owned = self.engine.extend(&held, ttl_ms).await?;
         if !owned {
+            self.engine.scheduler().remove(&held);
             held.lose(LostReason::NotOwned);
         }
         Ok(owned)
@@ -139,6 +140,7 @@ impl Session {
         let held = self.held.lock().unwrap().remove(&id);
         let Some(held) = held else { return Ok(false) };
         held.finish();
+        self.engine.scheduler().remove(&held);
         Ok(self.engine.release(&held.key, &held.owner).await?)
     }
 
@@ -192,6 +194,7 @@ impl Session {
         let mut released = 0;
         let futures = held.iter().map(|h| {
             h.finish();
+            self.engine.scheduler().remove(h);
             self.engine.release(&h.key, &h.owner)
         });
         for result in futures_util::future::join_all(futures).await {

@@ -1,0 +1,411 @@
+'use strict'
+// The modern API's behaviour, one suite for every backend. Each backend's spec file calls
+// `apiSuite` with its URL, a server check, and a way to break a lock from outside.
+
+const { describe, test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const path = require('node:path')
+const deadbolt = require('..')
+const { prefix, sleep, eventually } = require('./helpers')
+
+const { connect, LockAcquisitionError, LockExtendError, LockLostError } = deadbolt
+
+/**
+ * @param {object} b
+ * @param {string} b.name       backend name for the test titles
+ * @param {string} b.url        connection URL
+ * @param {(t) => Promise<boolean>} b.need   server check (fails under CI when down)
+ * @param {(key: string) => Promise<void>} [b.breakLock]  deletes the lock behind deadbolt's back
+ * @param {boolean} [b.crossProcess]  whether separate processes share the store
+ */
+function apiSuite(b) {
+  describe(`modern API on ${b.name}`, () => {
+    let locks
+    let ready = false
+    before(async () => {
+      ready = await b.need({ skip() {} })
+      if (ready) locks = await connect(b.url)
+    })
+    after(async () => { if (locks) await locks.close() })
+    const key = (name = 'k') => prefix(b.name) + name
+    const skipUnlessReady = async (t) => {
+      if (!ready) return !(await b.need(t))
+      return false
+    }
+
+    test('acquire returns a held lock with its key, owner and a bigint fencing token', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const lock = await locks.acquire(k)
+      assert.equal(lock.key, k)
+      assert.equal(typeof lock.owner, 'string')
+      assert.equal(typeof lock.fencingToken, 'bigint')
+      assert.equal(lock.held, true)
+      assert.equal(lock.signal.aborted, false)
+      assert.equal(await lock.release(), true)
+      assert.equal(lock.held, false)
+    })
+
+    test('tryAcquire resolves null while someone else holds the key', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const lock = await locks.acquire(k)
+      assert.equal(await locks.tryAcquire(k), null)
+      await lock.release()
+      const again = await locks.tryAcquire(k)
+      assert.ok(again)
+      await again.release()
+    })
+
+    test('acquire rejects with LockAcquisitionError when the wait runs out', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const lock = await locks.acquire(k)
+      await assert.rejects(locks.acquire(k, { wait: 100 }), (err) => err instanceof LockAcquisitionError && err.code === 'ERR_LOCK_ACQUISITION')
+      await lock.release()
+    })
+
+    test('a waiter gets the lock as soon as the holder releases it', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const first = await locks.acquire(k)
+      // A long poll delay: only the release's wake-up can hand the lock over quickly.
+      const waiting = locks.acquire(k, { wait: 10000, retryDelay: 5000, jitter: 0 })
+      await sleep(50)
+      const releasedAt = Date.now()
+      await first.release()
+      const second = await waiting
+      assert.ok(Date.now() - releasedAt < 2500, 'woken by the release, not by the 5 s poll')
+      assert.ok(second.fencingToken > first.fencingToken)
+      await second.release()
+    })
+
+    test('release is idempotent: true the first time, false afterwards', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const lock = await locks.acquire(key())
+      assert.equal(await lock.release(), true)
+      assert.equal(await lock.release(), false)
+    })
+
+    test('release of a lock whose lease expired resolves false', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const lock = await locks.acquire(key(), { ttl: 50, onLost() {} })
+      await sleep(150)
+      assert.equal(await lock.release(), false)
+    })
+
+    if (b.breakLock) test('extend sets a new lease and rejects with LockExtendError once the lock is gone', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const lock = await locks.acquire(k, { ttl: 1000, onLost() {} })
+      await lock.extend(5000)
+      const info = await locks.inspect(k)
+      assert.ok(info.remainingMs > 4000, `remaining ${info.remainingMs}`)
+      await b.breakLock(k)
+      await assert.rejects(lock.extend(5000), (err) => err instanceof LockExtendError && err.code === 'ERR_LOCK_EXTEND')
+      assert.equal(lock.held, false)
+    })
+
+    test('Symbol.asyncDispose releases the lock (await using)', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      {
+        const lock = await locks.acquire(k)
+        await lock[Symbol.asyncDispose]()
+      }
+      assert.equal(await locks.inspect(k), null)
+    })
+
+    test('inspect reports owner, fencing token, remaining lease and string data', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const lock = await locks.acquire(k, { ttl: 3000, data: 'host-a' })
+      const info = await locks.inspect(k)
+      assert.equal(info.key, k)
+      assert.equal(info.owner, lock.owner)
+      assert.equal(info.fencingToken, lock.fencingToken)
+      assert.ok(info.remainingMs > 2000 && info.remainingMs <= 3000, `remaining ${info.remainingMs}`)
+      assert.equal(info.data, 'host-a')
+      await lock.release()
+      assert.equal(await locks.inspect(k), null)
+    })
+
+    test('binary data comes back from inspect as the same bytes', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const bytes = Buffer.from([0, 1, 2, 255, 0x73, 0])
+      const lock = await locks.acquire(k, { data: bytes })
+      const info = await locks.inspect(k)
+      assert.ok(Buffer.isBuffer(info.data))
+      assert.deepEqual(info.data, bytes)
+      await lock.release()
+    })
+
+    test('a lease with autoExtend outlives three times its ttl', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const lock = await locks.acquire(k, { ttl: 300, autoExtend: true })
+      await sleep(1000)
+      assert.equal(lock.held, true)
+      const info = await locks.inspect(k)
+      assert.equal(info?.owner, lock.owner)
+      assert.equal(await locks.tryAcquire(k), null)
+      assert.equal(await lock.release(), true)
+    })
+
+    if (b.breakLock) test('a lock deleted from outside aborts its signal and calls onLost', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      let lostErr = null
+      const lock = await locks.acquire(k, { ttl: 3000, autoExtend: true, extendEvery: 100, onLost: (e) => { lostErr = e } })
+      const signal = lock.signal
+      await b.breakLock(k)
+      await eventually(() => signal.aborted, 2000, 'the signal to abort')
+      assert.ok(signal.reason instanceof LockLostError)
+      assert.equal(signal.reason.code, 'ERR_LOCK_LOST')
+      assert.equal(signal.reason.reason, 'not-owned')
+      assert.equal(lostErr, signal.reason)
+      assert.equal(lock.held, false)
+      assert.equal(await lock.release(), false)
+    })
+
+    test('a lease that nobody extends is reported lost when it expires', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const lock = await locks.acquire(key(), { ttl: 100 })
+      const reason = await abortReasonOf(lock.signal)
+      assert.equal(reason.reason, 'expired')
+      assert.equal(lock.held, false)
+    })
+
+    test('maxHold stops the heartbeat, gives the lock up and frees the key', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const lock = await locks.acquire(k, { ttl: 2000, autoExtend: true, extendEvery: 50, maxHold: 200 })
+      const reason = await abortReasonOf(lock.signal)
+      assert.equal(reason.reason, 'max-hold')
+      await eventually(async () => (await locks.inspect(k)) === null, 2000, 'the key to be freed')
+    })
+
+    test('an aborted acquire rejects with the signal reason and leaves no lock behind', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const holder = await locks.acquire(k)
+      const ac = new AbortController()
+      const waiting = locks.acquire(k, { wait: Infinity, signal: ac.signal })
+      await sleep(50)
+      const reason = new Error('stop waiting')
+      ac.abort(reason)
+      await assert.rejects(waiting, (err) => err === reason)
+      await holder.release()
+      await sleep(100)
+      assert.equal(await locks.inspect(k), null)
+    })
+
+    test('an already aborted signal rejects at once without touching the store', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      await assert.rejects(locks.acquire(k, { signal: AbortSignal.abort() }), { name: 'AbortError' })
+      assert.equal(await locks.inspect(k), null)
+    })
+
+    test('withLock runs the routine under the lock, returns its result and releases', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const result = await locks.withLock(k, async (lock) => {
+        assert.equal(lock.held, true)
+        assert.equal((await locks.inspect(k)).owner, lock.owner)
+        return 42
+      })
+      assert.equal(result, 42)
+      assert.equal(await locks.inspect(k), null)
+    })
+
+    test('withLock keeps the routine error and still releases', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const boom = new Error('boom')
+      await assert.rejects(locks.withLock(k, async () => { throw boom }), (err) => err === boom)
+      assert.equal(await locks.inspect(k), null)
+    })
+
+    test('withLock keeps the lease alive while a routine runs past the ttl', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      await locks.withLock(k, { ttl: 200 }, async (lock) => {
+        await sleep(700)
+        assert.equal(lock.held, true)
+        assert.equal((await locks.inspect(k)).owner, lock.owner)
+      })
+    })
+
+    if (b.breakLock) test('withLock rejects with LockLostError when the lock was lost during the routine', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      await assert.rejects(locks.withLock(k, { ttl: 2000, extendEvery: 50 }, async (lock) => {
+        await b.breakLock(k)
+        await eventually(() => !lock.held, 2000, 'loss')
+        return 'done'
+      }), (err) => err instanceof LockLostError)
+    })
+
+    test('fencing tokens strictly increase across acquisitions of one key', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      let last = 0n
+      for (let i = 0; i < 20; i++) {
+        const lock = await locks.acquire(k)
+        assert.ok(lock.fencingToken > last)
+        last = lock.fencingToken
+        await lock.release()
+      }
+    })
+
+    test('concurrent waiters in one process never overlap and are all served', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      let inside = 0
+      let max = 0
+      const served = new Array(10).fill(0)
+      await Promise.all(served.map(async (_, w) => {
+        for (let i = 0; i < 5; i++) {
+          await locks.withLock(k, { wait: 30000, retryDelay: 20 }, async () => {
+            inside++
+            max = Math.max(max, inside)
+            await sleep(1)
+            inside--
+            served[w]++
+          })
+        }
+      }))
+      assert.equal(max, 1)
+      assert.deepEqual(served, new Array(10).fill(5))
+    })
+
+    test('one leader is elected, resign hands leadership over, and leader() names it', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const name = key('election')
+      const elected = []
+      const candidates = ['a', 'b', 'c'].map((id) => locks.elect(name, { ttl: 500, data: id, retryDelay: 20, onElected: () => elected.push(id) }))
+      await eventually(() => elected.length === 1, 3000, 'a leader')
+      await sleep(100)
+      assert.equal(candidates.filter((c) => c.isLeader).length, 1)
+      const leader = candidates.find((c) => c.isLeader)
+      assert.equal((await locks.leader(name)).data, elected[0])
+      assert.equal(typeof leader.term, 'bigint')
+      const firstTerm = leader.term
+      await leader.resign()
+      await eventually(() => elected.length === 2, 3000, 'a new leader')
+      const next = candidates.find((c) => c.isLeader)
+      assert.ok(next.term > firstTerm)
+      assert.equal(candidates.filter((c) => c.isLeader).length, 1)
+      await Promise.all(candidates.map((c) => c.resign()))
+      assert.equal(await locks.leader(name), null)
+    })
+
+    test('bad input gets a TypeError or RangeError naming the argument', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const cases = [
+        [() => locks.acquire(), TypeError, /"key"/],
+        [() => locks.acquire(7), TypeError, /"key"/],
+        [() => locks.acquire(''), TypeError, /'key'/],
+        [() => locks.acquire('x'.repeat(1025)), RangeError, /"key.length"/],
+        [() => locks.acquire('k', { ttl: 0 }), RangeError, /ttl/],
+        [() => locks.acquire('k', { ttl: NaN }), RangeError, /ttl/],
+        [() => locks.acquire('k', { ttl: 1.5 }), RangeError, /ttl/],
+        [() => locks.acquire('k', { ttl: '10' }), TypeError, /ttl/],
+        [() => locks.acquire('k', { wait: -1 }), RangeError, /wait/],
+        [() => locks.acquire('k', { jitter: 2 }), RangeError, /jitter/],
+        [() => locks.acquire('k', { ttl: 100, extendEvery: 100 }), RangeError, /extendEvery/],
+        [() => locks.acquire('k', { data: 42 }), TypeError, /data/],
+        [() => locks.acquire('k', { signal: {} }), TypeError, /signal/],
+        [() => locks.acquire('k', { onLost: 'x' }), TypeError, /onLost/],
+        [() => locks.acquire('k', 'opts'), TypeError, /options/],
+        [() => locks.withLock('k', {}), TypeError, /fn/],
+        [() => locks.inspect(null), TypeError, /key/],
+      ]
+      for (const [fn, Class, re] of cases) {
+        await assert.rejects(fn, (err) => err instanceof Class && typeof err.code === 'string' && re.test(err.message), String(fn))
+      }
+      assert.throws(() => locks.elect(''), TypeError)
+      assert.throws(() => locks.elect('x', { ttl: -1 }), RangeError)
+    })
+
+    test('close releases held locks and later calls reject with ERR_LOCK_CLOSED', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const own = await connect(b.url)
+      const k = key()
+      const lock = await own.acquire(k, { autoExtend: true })
+      await own.close()
+      assert.equal(lock.held, false)
+      assert.equal(await locks.inspect(k), null)
+      await assert.rejects(own.acquire(key()), { code: 'ERR_LOCK_CLOSED' })
+      await own.close()
+    })
+
+    if (b.crossProcess) {
+      test('fencing tokens strictly increase across 1 000 acquisitions by 4 processes', async (t) => {
+        if (await skipUnlessReady(t)) return
+        const k = key('fence')
+        const outs = await Promise.all([0, 1, 2, 3].map(() => runChild(['fence', b.url, k, '250'])))
+        const perProcess = outs.map((o) => o.trim().split('\n').map(BigInt))
+        const all = perProcess.flat()
+        assert.equal(all.length, 1000)
+        assert.equal(new Set(all.map(String)).size, 1000, 'every token is unique')
+        for (const seq of perProcess) {
+          for (let i = 1; i < seq.length; i++) assert.ok(seq[i] > seq[i - 1], 'tokens increase within each process')
+        }
+      })
+
+      test('when the leader process dies another candidate takes over within ttl plus slack', async (t) => {
+        if (await skipUnlessReady(t)) return
+        const name = key('leader')
+        const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'child.js'), 'lead', b.url, name, '500'], { stdio: ['ignore', 'pipe', 'inherit'] })
+        await new Promise((resolve) => child.stdout.once('data', resolve))
+        let electedAt = 0
+        const election = locks.elect(name, { ttl: 500, retryDelay: 20, onElected: () => { electedAt = Date.now() } })
+        await sleep(200)
+        assert.equal(election.isLeader, false)
+        const killedAt = Date.now()
+        child.kill('SIGKILL')
+        await eventually(() => electedAt > 0, 5000, 'takeover')
+        assert.ok(electedAt - killedAt <= 500 + 1000, `took over after ${electedAt - killedAt} ms`)
+        await election.resign()
+      })
+
+      test('a held lock with a heartbeat does not keep the process alive', async (t) => {
+        if (await skipUnlessReady(t)) return
+        const out = await runChild(['hold-and-exit', b.url, key()])
+        assert.equal(out.trim(), 'acquired')
+      })
+    }
+  })
+}
+
+/**
+ * The reason `signal` aborts with. Loss notifications never hold the event loop open (by
+ * design), so the wait keeps it open with a timer of its own.
+ */
+function abortReasonOf(signal, ms = 5000) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the signal did not abort')), ms)
+    signal.addEventListener('abort', () => { clearTimeout(timer); resolve(signal.reason) }, { once: true })
+  })
+}
+
+function runChild(args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'child.js'), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (d) => { out += d })
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`child ${args[0]} did not exit`)) }, 60000)
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      if (code === 0) resolve(out)
+      else reject(new Error(`child ${args[0]} exited with ${code}`))
+    })
+  })
+}
+
+module.exports = { apiSuite }

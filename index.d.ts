@@ -1,0 +1,240 @@
+// Type definitions for deadbolt: distributed locks for Node.js (Rust core).
+// Three faces: the modern API (connect → LockClient), the redislock 1.3 face and the
+// sql-lock face. Every error carries a stable `code`.
+
+/// <reference types="node" />
+
+// ───────────────────────────── errors ─────────────────────────────
+
+/** Base class of deadbolt's lock errors. */
+export declare class LockError extends Error {
+  constructor(message?: string, options?: { cause?: unknown })
+  readonly code: string
+}
+/** The lock was held by someone else when the wait or the retries ran out. */
+export declare class LockAcquisitionError extends LockError {
+  readonly code: 'ERR_LOCK_ACQUISITION'
+}
+/** Release of a lock that was not held, had expired or was taken. */
+export declare class LockReleaseError extends LockError {
+  readonly code: 'ERR_LOCK_RELEASE'
+}
+/** Extension of a lock that is no longer held (expired or taken). */
+export declare class LockExtendError extends LockError {
+  readonly code: 'ERR_LOCK_EXTEND'
+}
+/** Why a lock was lost. */
+export type LostReason = 'not-owned' | 'expired' | 'unreachable' | 'max-hold'
+/** A held lock was lost: found gone or taken, its lease lapsed, or maxHold was reached. */
+export declare class LockLostError extends LockError {
+  readonly code: 'ERR_LOCK_LOST'
+  readonly reason: LostReason
+  readonly key: string
+  readonly fencingToken: bigint
+}
+/** The store failed or could not be reached; `cause` says why. */
+export declare class LockBackendError extends LockError {
+  readonly code: 'ERR_LOCK_BACKEND'
+  readonly cause: Error
+}
+/** The client was closed. */
+export declare class LockClosedError extends LockError {
+  readonly code: 'ERR_LOCK_CLOSED'
+}
+/** An AbortSignal without a reason of its own fired. */
+export declare class LockAbortedError extends LockError {
+  readonly code: 'ERR_LOCK_ABORTED'
+}
+
+// ───────────────────────────── modern API ─────────────────────────────
+
+/** A payload stored with a lock: read back by `inspect` as the same type. */
+export type LockData = string | Buffer | Uint8Array
+
+export interface ConnectOptions {
+  /** Default lease for acquisitions, in ms. Default 10 000. */
+  ttl?: number
+  /** Default base delay between polls while waiting, in ms. Default 50. */
+  retryDelay?: number
+  /** Default relative jitter of the poll delay, 0..1. Default 0.5 (±50 %). */
+  jitter?: number
+  /** Bound on opening a connection, in ms. Default 5 000. */
+  connectTimeout?: number
+  /** Bound on one Redis command's reply, in ms. Default 5 000. */
+  responseTimeout?: number
+  /** MySQL: the lease table, created on first use. Default `deadbolt_locks`. */
+  table?: string
+  /** MySQL: connection pool size. Default 10. */
+  poolSize?: number
+  /** Do not check that the store answers before resolving. Default false. */
+  lazy?: boolean
+}
+
+export interface AcquireOptions {
+  /** Lease length in ms (a positive integer). Default 10 000 (or the client's `ttl`). */
+  ttl?: number
+  /**
+   * Total time to wait for the lock, in ms; `Infinity` waits forever. Default 10 000 for
+   * `acquire` and `withLock`, 0 for `tryAcquire`.
+   */
+  wait?: number
+  /** Base delay between polls, in ms. Default 50. Waiters are also woken by releases. */
+  retryDelay?: number
+  /** Relative jitter of the poll delay, 0..1. Default 0.5. */
+  jitter?: number
+  /** Keep the lease alive with a background heartbeat. Default false (true in withLock). */
+  autoExtend?: boolean
+  /** Heartbeat period in ms, less than ttl. Default ttl / 3. */
+  extendEvery?: number
+  /**
+   * With autoExtend: after this many ms the heartbeat stops and the lock is given up (lost
+   * with reason 'max-hold' and released). Bounds how long a stuck event loop can keep a lock
+   * alive through the native heartbeat. Default Infinity.
+   */
+  maxHold?: number
+  /** Payload stored with the lock (at most 1 MiB). */
+  data?: LockData
+  /** Cancels the wait: the acquisition rejects with the signal's reason and leaves no lock. */
+  signal?: AbortSignal
+  /** Called once if the lock is lost. */
+  onLost?: (err: LockLostError) => void
+}
+
+/** Who holds a lock. */
+export interface LockInfo {
+  key: string
+  /** Owner token of the holder (the value stored in the store). */
+  owner: string
+  /** Latest fencing token issued for the key. */
+  fencingToken: bigint
+  /** Remaining lease in ms, by the store's clock. */
+  remainingMs: number
+  /** The payload stored with the lock, or null. */
+  data: string | Buffer | null
+}
+
+/** A held lock. */
+export declare class Lock implements AsyncDisposable {
+  readonly key: string
+  /** Owner token (the value stored under the key). */
+  readonly owner: string
+  /** Strictly increases per key across acquisitions: pass it to the resource you protect. */
+  readonly fencingToken: bigint
+  /** Current lease length in ms. */
+  readonly ttl: number
+  /** True until released or lost. */
+  readonly held: boolean
+  /** Aborted with a LockLostError when the lock is lost. */
+  readonly signal: AbortSignal
+  /** Sets the remaining lease to `ttl` ms; rejects with LockExtendError if no longer held. */
+  extend(ttl?: number): Promise<void>
+  /** Idempotent: true if this call released it, false if it was already released, expired or taken. */
+  release(): Promise<boolean>
+  [Symbol.asyncDispose](): Promise<boolean>
+}
+
+export interface ElectOptions {
+  /** Leadership lease in ms. Default 5 000. */
+  ttl?: number
+  /** Stored with the leadership lock, e.g. the host name. */
+  data?: LockData
+  /** Poll delay while a follower, in ms. Default: the client's retryDelay. */
+  retryDelay?: number
+  /** Called when this candidate becomes leader. */
+  onElected?: (lock: Lock) => void | Promise<void>
+  /** Called when leadership is lost (not on resign). */
+  onRevoked?: (err: LockLostError) => void
+  /** Aborting it resigns. */
+  signal?: AbortSignal
+}
+
+/** A campaign for leadership of one name. */
+export declare class Election implements AsyncDisposable {
+  readonly name: string
+  readonly isLeader: boolean
+  /** The leadership lock's fencing token (the term), or null when not leader. */
+  readonly term: bigint | null
+  /** Stops campaigning and gives up leadership. */
+  resign(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** A connection to one lock store. */
+export declare class LockClient implements AsyncDisposable {
+  /** Acquires `key`, waiting up to `wait` ms; rejects with LockAcquisitionError if still busy. */
+  acquire(key: string, options?: AcquireOptions): Promise<Lock>
+  /** Acquires `key` if free (no wait by default); resolves null when busy. */
+  tryAcquire(key: string, options?: AcquireOptions): Promise<Lock | null>
+  /**
+   * Runs `fn` holding `key` (auto-extended), releases afterwards. Rejects with fn's error, or
+   * with the LockLostError if the lock was lost while fn ran.
+   */
+  withLock<T>(key: string, fn: (lock: Lock) => T | Promise<T>): Promise<T>
+  withLock<T>(key: string, options: AcquireOptions, fn: (lock: Lock) => T | Promise<T>): Promise<T>
+  /** Who holds `key`, or null. */
+  inspect(key: string): Promise<LockInfo | null>
+  /** Campaigns for leadership of `name`. */
+  elect(name: string, options?: ElectOptions): Election
+  /** The current leader of `name`, or null. */
+  leader(name: string): Promise<LockInfo | null>
+  /** Resolves when the store answers. */
+  ping(): Promise<void>
+  /** Locks this client holds. */
+  readonly heldCount: number
+  /** Stops heartbeats, cancels waits, releases held locks, closes. Idempotent. */
+  close(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://` or `memory://[name]`.
+ * Resolves once the store answers (unless `lazy`).
+ */
+export declare function connect(url: string, options?: ConnectOptions): Promise<LockClient>
+
+// ───────────────────────────── redislock face ─────────────────────────────
+
+/** What `createLock` accepts as a client: it is only read, never patched. */
+export type RedisClientLike =
+  | string
+  | { url?: string; host?: string; port?: number; path?: string; db?: number; database?: number; username?: string; password?: string; tls?: unknown; socket?: unknown }
+  | object
+
+export interface RedislockOptions {
+  /** Lease in ms. Default 10 000. */
+  timeout?: number
+  /** Retries after the first attempt; -1 retries forever. Default 0. */
+  retries?: number
+  /** Delay between attempts in ms. Default 50. */
+  delay?: number
+}
+
+/** A promise that also supports bluebird's filtered catch and nodeify, as redislock's did. */
+export interface CompatPromise<T> extends Promise<T> {
+  catch<R = never>(onrejected?: ((reason: any) => R | PromiseLike<R>) | null): CompatPromise<T | R>
+  catch<R = never>(
+    filter: (new (...args: any[]) => Error) | ((err: any) => boolean) | object,
+    onrejected: (reason: any) => R | PromiseLike<R>,
+  ): CompatPromise<T | R>
+  nodeify(cb?: (err: Error | null, value?: T) => void): CompatPromise<T>
+  asCallback(cb?: (err: Error | null, value?: T) => void): CompatPromise<T>
+}
+
+/** A redislock-compatible lock object. */
+export interface RedisLock {
+  readonly _id: string
+  readonly _locked: boolean
+  readonly _key: string | null
+  timeout: number
+  retries: number
+  delay: number
+  /** Fencing token of the current acquisition, or null. */
+  readonly fencingToken: bigint | null
+  acquire(key: string, cb?: (err: Error | null) => void): CompatPromise<void>
+  release(cb?: (err: Error | null) => void): CompatPromise<void>
+  extend(time?: number, cb?: (err: Error | null) => void): CompatPromise<void>
+}
+
+export declare function createLock(client: RedisClientLike, options?: RedislockOptions): RedisLock
+export declare function setDefaults(options: RedislockOptions): void
+export declare function getAcquiredLocks(): RedisLock[]
