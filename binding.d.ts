@@ -19,9 +19,9 @@ export declare class NativeClient {
   /**
    * Starts acquiring `key` for `owner` as request `req` (which becomes the lock's handle).
    * `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
-   * auto-extension; `maxHold` < 0: none.
+   * auto-extension; `maxHold` < 0: none; `cancellable`: whether `cancel(req)` may stop it.
    */
-  acquire(req: number, key: string, owner: string, ttl: number, wait: number, maxAttempts: number, retryDelay: number, jitter: number, data: Buffer | undefined | null, extendEvery: number, maxHold: number, watchExpiry: boolean): void
+  acquire(req: number, key: string, owner: string, ttl: number, wait: number, maxAttempts: number, retryDelay: number, jitter: number, data: Buffer | undefined | null, extendEvery: number, maxHold: number, watchExpiry: boolean, cancellable: boolean): void
   /** Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`). */
   cancel(req: number): void
   /** Sets the remaining lease of held lock `id` to `ttl` ms; completes with true/false. */

@@ -238,3 +238,66 @@ export interface RedisLock {
 export declare function createLock(client: RedisClientLike, options?: RedislockOptions): RedisLock
 export declare function setDefaults(options: RedislockOptions): void
 export declare function getAcquiredLocks(): RedisLock[]
+
+// ───────────────────────────── sql-lock face ─────────────────────────────
+
+/** sql-lock's error types (its `INVALID_PARAMTERS` spelling included). */
+export declare const DLMErrorTypes: {
+  readonly INVALID_PARAMTERS: 'invalid_parameters'
+  readonly INVALID_PARAMETERS: 'invalid_parameters'
+  readonly NOT_INITIALIZED: 'not_initialized'
+  readonly INITIALIZATION_FAILED: 'initialization_failed'
+}
+export type DLMErrorType = 'invalid_parameters' | 'not_initialized' | 'initialization_failed'
+
+/**
+ * sql-lock's error. `err_message` keeps sql-lock's text ('Invalid Key', 'Mysql URI Missing',
+ * 'configuration not set'); `message` adds the detail. Bad input ('invalid_parameters') is a
+ * TypeError or RangeError that also passes `instanceof DLMError`, with Node's code
+ * (ERR_INVALID_ARG_TYPE, ERR_INVALID_ARG_VALUE or ERR_OUT_OF_RANGE).
+ */
+export declare class DLMError extends Error {
+  constructor(error: { err_type: DLMErrorType; err_message: string; code?: string }, options?: { message?: string; cause?: unknown })
+  err_type: DLMErrorType
+  err_message: string
+  /**
+   * 'ERR_LOCK_NOT_INITIALIZED', 'ERR_LOCK_INITIALIZATION_FAILED', or for 'invalid_parameters'
+   * 'ERR_INVALID_ARG_TYPE' | 'ERR_INVALID_ARG_VALUE' | 'ERR_OUT_OF_RANGE'.
+   */
+  code: string
+}
+
+export interface InitializationOptions {
+  /** Default ttl of getLock and transaction, in ms (a positive integer). Default 10 000. */
+  locking_ttl?: number
+  /** deadbolt: connection pool size. Held locks pin no connection. Default 10. */
+  poolSize?: number
+  /** deadbolt: the lease table, created on first use. Default `deadbolt_locks`. */
+  table?: string
+  /** deadbolt: bound on reaching the server, in ms. Default 5 000. */
+  connectTimeout?: number
+}
+
+/** Releases the lock; idempotent; resolves also when the lease had already run out. */
+export interface LockReleaser {
+  (): Promise<void>
+  /** The acquisition's fencing token: strictly increases per key. */
+  readonly fencingToken: bigint
+}
+
+/**
+ * Connects to `mysql://` or `mariadb://` and creates the lock table if needed. Rejects with a
+ * DLMError: 'invalid_parameters' (missing or malformed URI or options) or
+ * 'initialization_failed' (server unreachable or refusing; `cause` says why).
+ */
+export declare function initialize(mysqlUri: string, options?: InitializationOptions): Promise<void>
+/**
+ * Takes `key` for `ttl` ms (default: locking_ttl), waiting as long as it takes; resolves the
+ * releaser. Rejects with DLMError 'not_initialized' before initialize, 'invalid_parameters'
+ * for bad input (before any I/O), LockBackendError if the store fails.
+ */
+export declare function getLock(key: string, ttl?: number): Promise<LockReleaser>
+/** Runs `func` holding `key` (ttl: locking_ttl) and releases afterwards, also when it throws. */
+export declare function transaction<T>(key: string, func: () => T | Promise<T>): Promise<T>
+/** Releases the locks taken through this face and closes its connections. Idempotent. */
+export declare function close(): Promise<void>

@@ -18,6 +18,8 @@ const { connect, LockAcquisitionError, LockExtendError, LockLostError } = deadbo
  * @param {(t) => Promise<boolean>} b.need   server check (fails under CI when down)
  * @param {(key: string) => Promise<void>} [b.breakLock]  deletes the lock behind deadbolt's back
  * @param {boolean} [b.crossProcess]  whether separate processes share the store
+ * @param {(runPrefix: string) => Promise<void>} [b.cleanup]  deletes what the suite left in
+ *   the store under `runPrefix`, the prefix of every key the suite used
  */
 function apiSuite(b) {
   describe(`modern API on ${b.name}`, () => {
@@ -27,8 +29,14 @@ function apiSuite(b) {
       ready = await b.need({ skip() {} })
       if (ready) locks = await connect(b.url)
     })
-    after(async () => { if (locks) await locks.close() })
-    const key = (name = 'k') => prefix(b.name) + name
+    // One random prefix per run (so `cleanup` can find every key) and a counter per key.
+    const run = prefix(b.name)
+    let n = 0
+    after(async () => {
+      if (locks) await locks.close()
+      if (ready && b.cleanup) await b.cleanup(run)
+    })
+    const key = (name = 'k') => `${run}${++n}:${name}`
     const skipUnlessReady = async (t) => {
       if (!ready) return !(await b.need(t))
       return false

@@ -82,7 +82,7 @@ class Lock {
     try {
       token = await native.request((req) => {
         handle = req
-        native.native.acquire(req, key, this._id, this.timeout, -1, attempts, this.delay, 0, undefined, 0, -1, true)
+        native.native.acquire(req, key, this._id, this.timeout, -1, attempts, this.delay, 0, undefined, 0, -1, true, false)
       })
     } catch (err) {
       throw new LockAcquisitionError(err.cause?.message ?? err.message, { cause: err })

@@ -2,7 +2,7 @@
 // The modern API: connect() → LockClient → Lock. Leases, heartbeats, fencing tokens, data,
 // AbortSignal, Symbol.asyncDispose, leader election. One implementation for every backend.
 
-const { randomUUID } = require('node:crypto')
+const { randomBytes } = require('node:crypto')
 const { Native } = require('./native')
 const {
   LockAcquisitionError,
@@ -124,10 +124,67 @@ class Lock {
   }
 }
 
+/**
+ * Validates acquire options over the client's defaults. Builds one fixed-shape object (no
+ * spreads): this runs on every acquisition.
+ */
+/**
+ * A pending acquisition: `drain` settles it directly, so the caller's promise resolves with
+ * the Lock without another promise in between.
+ */
+class PendingAcquire {
+  constructor(client, key, owner, o, raise, resolve, reject) {
+    this.client = client
+    this.key = key
+    this.owner = owner
+    this.o = o
+    this.raise = raise
+    this.res = resolve
+    this.rej = reject
+    this.req = 0
+    this.onAbort = null
+  }
+
+  _detach() {
+    if (this.onAbort !== null) this.o.signal.removeEventListener('abort', this.onAbort)
+  }
+
+  /** Outcome from the native side: a fencing token, or false when busy. */
+  resolve(token) {
+    this._detach()
+    if (token === false) {
+      if (this.raise) this.rej(new LockAcquisitionError(`Could not acquire lock on "${this.key}"`))
+      else this.res(null)
+      return
+    }
+    const lock = new Lock(this.client, this.req, this.key, this.owner, token, this.o.ttl, this.o.onLost)
+    this.client._native_.holders.set(this.req, lock)
+    this.res(lock)
+  }
+
+  reject(err) {
+    this._detach()
+    const signal = this.o.signal
+    if (err.code === 'ERR_LOCK_ABORTED' && signal?.aborted) err = abortReason(signal)
+    this.rej(err)
+  }
+}
+
 function resolveAcquireOptions(defaults, options, waitDefault) {
-  if (options === undefined || options === null) options = {}
-  v.checkObject(options, 'options')
-  const o = { ...defaults, wait: waitDefault, ...stripUndefined(options) }
+  if (options === undefined || options === null) options = EMPTY
+  else v.checkObject(options, 'options')
+  const o = {
+    ttl: options.ttl ?? defaults.ttl,
+    wait: options.wait ?? waitDefault,
+    retryDelay: options.retryDelay ?? defaults.retryDelay,
+    jitter: options.jitter ?? defaults.jitter,
+    autoExtend: options.autoExtend ?? defaults.autoExtend,
+    extendEvery: options.extendEvery,
+    maxHold: options.maxHold ?? defaults.maxHold,
+    encoded: undefined,
+    signal: options.signal,
+    onLost: options.onLost,
+  }
   v.checkInt(o.ttl, 'options.ttl')
   v.checkWait(o.wait, 'options.wait')
   v.checkInt(o.retryDelay, 'options.retryDelay')
@@ -137,11 +194,13 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
   v.checkInt(o.extendEvery, 'options.extendEvery')
   if (o.extendEvery >= o.ttl) throw v.rangeError('options.extendEvery', `less than ttl (${o.ttl})`, o.extendEvery)
   v.checkWait(o.maxHold, 'options.maxHold')
-  if (o.data !== undefined) o.encoded = v.encodeData(o.data, 'options.data')
+  if (options.data !== undefined) o.encoded = v.encodeData(options.data, 'options.data')
   if (o.signal !== undefined) v.checkSignal(o.signal, 'options.signal')
   if (o.onLost !== undefined) v.checkFunction(o.onLost, 'options.onLost')
   return o
 }
+
+const EMPTY = Object.freeze({})
 
 function stripUndefined(o) {
   const r = {}
@@ -172,8 +231,23 @@ class LockClient {
     const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize } = options
     this._defaults = { ...DEFAULTS, ...stripUndefined({ ttl, retryDelay, jitter }) }
     this._url = url
+    this._resolvedDefaults = new Map()
+    // Owner tokens: a random prefix per client and a counter (unique, and cheaper than a
+    // UUID per acquisition).
+    this._ownerPrefix = randomBytes(12).toString('base64url') + '.'
+    this._owners = 0
     this._native_ = new Native(url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize }))
     this._closed = false
+  }
+
+  /** The resolved options of a call that passed none (cached: they never change). */
+  _defaultOptions(waitDefault) {
+    let cached = this._resolvedDefaults.get(waitDefault)
+    if (cached === undefined) {
+      cached = resolveAcquireOptions(this._defaults, undefined, waitDefault)
+      this._resolvedDefaults.set(waitDefault, cached)
+    }
+    return cached
   }
 
   _native() {
@@ -191,41 +265,37 @@ class LockClient {
     await native.request((req) => native.native.ping(req))
   }
 
-  async _acquire(key, options, waitDefault, raise) {
-    v.checkKey(key)
-    const o = resolveAcquireOptions(this._defaults, options, waitDefault)
-    const native = this._native()
-    const { signal } = o
-    if (signal?.aborted) throw abortReason(signal)
-    const owner = randomUUID()
-    const wait = o.wait === Infinity ? -1 : o.wait
-    const auto = o.autoExtend ? o.extendEvery : 0
-    const maxHold = o.maxHold === Infinity ? -1 : o.maxHold
-    let req = 0
-    let onAbort = null
-    if (signal) {
-      onAbort = () => native.native.cancel(req)
-      signal.addEventListener('abort', onAbort, { once: true })
-    }
-    let token
+  _acquire(key, options, waitDefault, raise) {
+    let o
+    let native
     try {
-      token = await native.request((id) => {
-        req = id
-        native.native.acquire(id, key, owner, o.ttl, wait, -1, o.retryDelay, o.jitter, o.encoded, auto, maxHold, true)
-      })
+      v.checkKey(key)
+      o = options === undefined ? this._defaultOptions(waitDefault) : resolveAcquireOptions(this._defaults, options, waitDefault)
+      native = this._native()
+      if (o.signal?.aborted) throw abortReason(o.signal)
     } catch (err) {
-      if (err.code === 'ERR_LOCK_ABORTED' && signal?.aborted) throw abortReason(signal)
-      throw err
-    } finally {
-      if (onAbort) signal.removeEventListener('abort', onAbort)
+      return Promise.reject(err)
     }
-    if (token === false) {
-      if (!raise) return null
-      throw new LockAcquisitionError(`Could not acquire lock on "${key}"`)
-    }
-    const lock = new Lock(this, req, key, owner, token, o.ttl, o.onLost)
-    native.holders.set(req, lock)
-    return lock
+    return new Promise((resolve, reject) => {
+      const owner = this._ownerPrefix + (++this._owners).toString(36)
+      const pending = new PendingAcquire(this, key, owner, o, raise, resolve, reject)
+      const req = native.track(pending)
+      pending.req = req
+      const wait = o.wait === Infinity ? -1 : o.wait
+      const auto = o.autoExtend ? o.extendEvery : 0
+      const maxHold = o.maxHold === Infinity ? -1 : o.maxHold
+      const signal = o.signal
+      if (signal !== undefined) {
+        pending.onAbort = () => native.native.cancel(req)
+        signal.addEventListener('abort', pending.onAbort, { once: true })
+      }
+      try {
+        native.native.acquire(req, key, owner, o.ttl, wait, -1, o.retryDelay, o.jitter, o.encoded, auto, maxHold, true, signal !== undefined)
+      } catch (err) {
+        native.pending.delete(req)
+        pending.reject(err)
+      }
+    })
   }
 
   /**
@@ -364,10 +434,15 @@ class Election {
         continue
       }
       this._lock = lock
-      if (this._onElected) safeCall(this._onElected, lock)
+      if (!this._ac.signal.aborted && this._onElected) safeCall(this._onElected, lock)
       const err = await Promise.race([revoked, this._aborted()])
       this._lock = null
-      if (err instanceof LockLostError && this._onRevoked) safeCall(this._onRevoked, err)
+      if (err instanceof LockLostError) {
+        if (this._onRevoked) safeCall(this._onRevoked, err)
+      } else {
+        // Resigned, possibly while the grant was on its way here: give it back.
+        await lock.release().catch(() => {})
+      }
     }
   }
 
@@ -379,9 +454,6 @@ class Election {
   /** Stops campaigning and gives up leadership if held. */
   async resign() {
     this._ac.abort()
-    const lock = this._lock
-    this._lock = null
-    if (lock) await lock.release()
     await this._done
   }
 

@@ -29,18 +29,29 @@ class Native {
     /** lock handle → object with `_lost(reason)` */
     this.holders = new Map()
     this.alive = false
-    this.native = new NativeClient(url, options, () => this.drain())
+    this.idleCheck = false
+    this.checkIdle = () => {
+      this.idleCheck = false
+      if (this.pending.size === 0 && this.alive) {
+        this.alive = false
+        this.native.keepAlive(false)
+      }
+    }
+    try {
+      this.native = new NativeClient(url, options, () => this.drain())
+    } catch (err) {
+      // The constructor reports "CODE: message" (a bad URL, an unknown scheme).
+      const m = /^(ERR_[A-Z_]+): ([\s\S]*)$/.exec(err.message)
+      const e = new TypeError(m ? m[2] : err.message)
+      e.code = m ? m[1] : 'ERR_INVALID_ARG_VALUE'
+      throw e
+    }
   }
 
   /** Starts an operation: `start(req)` makes the native call. Resolves with the raw outcome. */
   request(start) {
-    const req = nextRequest++
     return new Promise((resolve, reject) => {
-      this.pending.set(req, { resolve, reject })
-      if (!this.alive) {
-        this.alive = true
-        this.native.keepAlive(true)
-      }
+      const req = this.track({ resolve, reject })
       try {
         start(req)
       } catch (err) {
@@ -50,9 +61,18 @@ class Native {
     })
   }
 
-  /** The id the next `request` will use (an acquire's id becomes its lock's handle). */
-  peekRequestId() {
-    return nextRequest
+  /**
+   * Registers `pending` (anything with `resolve(outcome)` and `reject(err)`) under a new
+   * request id and returns the id; the caller then makes the native call with it.
+   */
+  track(pending) {
+    const req = nextRequest++
+    this.pending.set(req, pending)
+    if (!this.alive) {
+      this.alive = true
+      this.native.keepAlive(true)
+    }
+    return req
   }
 
   drain() {
@@ -89,9 +109,11 @@ class Native {
           p.reject(fromNative(errors[value]))
       }
     }
-    if (this.pending.size === 0 && this.alive) {
-      this.alive = false
-      this.native.keepAlive(false)
+    // Let go of the event loop only if nothing new was started by the time the promise
+    // continuations ran: sequential callers then never toggle it at all.
+    if (this.pending.size === 0 && this.alive && !this.idleCheck) {
+      this.idleCheck = true
+      setImmediate(this.checkIdle)
     }
   }
 }

@@ -6,13 +6,114 @@
 use super::keys::{data_key, fence_key, release_channel};
 use super::scripts::{ACQUIRE, EXTEND, INSPECT, RELEASE};
 use super::{BackendError, BackendResult, ExtendItem, LockInfo};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use redis::{Client, RedisError, ServerErrorKind, Value};
+use redis::{RedisResult, Script};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Mutex as AsyncMutex;
+use tokio::sync::{mpsc, oneshot};
+
+/// Most commands one batch carries (one write on the socket).
+const MAX_BATCH: usize = 512;
+
+/// A command waiting for the batcher, with where its reply goes.
+struct Request {
+    cmd: redis::Cmd,
+    /// The script the command runs by hash, to load it if the server answers NOSCRIPT.
+    script: Option<&'static Script>,
+    reply: oneshot::Sender<RedisResult<Value>>,
+}
+
+/// Coalesces the commands issued in one scheduler tick into one pipelined write. Without it
+/// the multiplexed connection writes each command with its own syscall, which on a loaded
+/// core costs more than the command itself. Batches are sent concurrently, replies are
+/// matched by order on the multiplexed connection.
+async fn batch_loop(conn: ConnectionManager, mut requests: mpsc::UnboundedReceiver<Request>) {
+    while let Some(first) = requests.recv().await {
+        // Let every task that is ready this tick queue its command before we send.
+        tokio::task::yield_now().await;
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match requests.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(_) => break,
+            }
+        }
+        tokio::spawn(send_batch(conn.clone(), batch));
+    }
+}
+
+async fn send_batch(mut conn: ConnectionManager, batch: Vec<Request>) {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    let mut replies = Vec::with_capacity(batch.len());
+    for r in batch {
+        pipe.add_command(r.cmd);
+        replies.push((r.script, r.reply));
+    }
+    let results = conn.req_packed_commands(&pipe, 0, replies.len()).await;
+    let values = match results {
+        Ok(values) if values.len() == replies.len() => values,
+        Ok(values) => {
+            let e = BackendError::new(format!(
+                "expected {} replies, got {}",
+                replies.len(),
+                values.len()
+            ));
+            for (_, reply) in replies {
+                let _ = reply.send(Err(RedisError::from((
+                    redis::ErrorKind::Client,
+                    "pipeline",
+                    e.message.clone(),
+                ))));
+            }
+            return;
+        }
+        Err(e) => {
+            for (_, reply) in replies {
+                let _ = reply.send(Err(e.clone()));
+            }
+            return;
+        }
+    };
+    for (((script, reply), value), cmd) in replies.into_iter().zip(values).zip(pipe.cmd_iter()) {
+        let result = match value {
+            Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript) => {
+                // The script cache is empty (a restart, SCRIPT FLUSH): load it and ask again.
+                match script {
+                    Some(script) => match script.prepare_invoke().load_async(&mut conn).await {
+                        Ok(_) => conn.req_packed_command(cmd).await,
+                        Err(e) => Err(e),
+                    },
+                    None => Err(e.into()),
+                }
+            }
+            Value::ServerError(e) => Err(e.into()),
+            v => Ok(v),
+        };
+        let _ = reply.send(result);
+    }
+}
+
+/// An `EVALSHA` of `script` with `keys` and `args`.
+fn evalsha(script: &Script, keys: &[&[u8]], args: &[&[u8]]) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len());
+    for k in keys {
+        cmd.arg(*k);
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+fn parse<T: redis::FromRedisValue>(v: Value) -> BackendResult<T> {
+    T::from_redis_value(v).map_err(BackendError::new)
+}
 
 /// Reply of the inspect script: owner, pttl, fencing token, has-data flag, data.
 type InspectReply = Option<(Vec<u8>, i64, String, i64, Vec<u8>)>;
@@ -42,6 +143,7 @@ impl Default for RedisOptions {
 pub struct RedisStore {
     client: Client,
     conn: ConnectionManager,
+    batcher: mpsc::UnboundedSender<Request>,
     closed: AtomicBool,
     subscriber: AsyncMutex<Option<PubSubSink>>,
     /// Channel → (lock key → number of local watchers); subscribed while non-empty. Two keys
@@ -69,9 +171,12 @@ impl RedisStore {
             .set_max_delay(Duration::from_millis(200));
         let conn =
             ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(backend_err)?;
+        let (batcher, requests) = mpsc::unbounded_channel();
+        tokio::spawn(batch_loop(conn.clone(), requests));
         Ok(RedisStore {
             client,
             conn,
+            batcher,
             closed: AtomicBool::new(false),
             subscriber: AsyncMutex::new(None),
             watched: Mutex::new(HashMap::new()),
@@ -86,6 +191,21 @@ impl RedisStore {
         Ok(self.conn.clone())
     }
 
+    /// Sends one command through the batcher.
+    async fn exec(&self, cmd: redis::Cmd, script: Option<&'static Script>) -> BackendResult<Value> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(BackendError::new("the connection has been closed"));
+        }
+        let (reply, rx) = oneshot::channel();
+        self.batcher
+            .send(Request { cmd, script, reply })
+            .map_err(|_| BackendError::new("the connection has been closed"))?;
+        match rx.await {
+            Ok(result) => result.map_err(backend_err),
+            Err(_) => Err(BackendError::new("the connection has been closed")),
+        }
+    }
+
     /// See [`super::Store::try_acquire`].
     ///
     /// # Cancel Safety
@@ -97,22 +217,18 @@ impl RedisStore {
         ttl_ms: u64,
         data: Option<&[u8]>,
     ) -> BackendResult<Option<u64>> {
-        let mut conn = self.conn()?;
-        let (flag, payload): (&str, &[u8]) = match data {
-            Some(d) => ("1", d),
-            None => ("0", b""),
+        let (flag, payload): (&[u8], &[u8]) = match data {
+            Some(d) => (b"1", d),
+            None => (b"0", b""),
         };
-        ACQUIRE
-            .key(key)
-            .key(fence_key(key))
-            .key(data_key(key))
-            .arg(owner)
-            .arg(ttl_ms)
-            .arg(flag)
-            .arg(payload)
-            .invoke_async::<Option<u64>>(&mut conn)
-            .await
-            .map_err(backend_err)
+        let ttl = ttl_ms.to_string();
+        let (fence, data_k) = (fence_key(key), data_key(key));
+        let cmd = evalsha(
+            &ACQUIRE,
+            &[key.as_bytes(), fence.as_bytes(), data_k.as_bytes()],
+            &[owner.as_bytes(), ttl.as_bytes(), flag, payload],
+        );
+        parse(self.exec(cmd, Some(&ACQUIRE)).await?)
     }
 
     /// See [`super::Store::extend`].
@@ -120,16 +236,14 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> BackendResult<bool> {
-        let mut conn = self.conn()?;
-        EXTEND
-            .key(key)
-            .key(data_key(key))
-            .arg(owner)
-            .arg(ttl_ms)
-            .invoke_async::<i64>(&mut conn)
-            .await
-            .map(|n| n == 1)
-            .map_err(backend_err)
+        let ttl = ttl_ms.to_string();
+        let data_k = data_key(key);
+        let cmd = evalsha(
+            &EXTEND,
+            &[key.as_bytes(), data_k.as_bytes()],
+            &[owner.as_bytes(), ttl.as_bytes()],
+        );
+        parse::<i64>(self.exec(cmd, Some(&EXTEND)).await?).map(|n| n == 1)
     }
 
     /// Extends many leases in one pipelined round trip.
@@ -189,16 +303,13 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn release(&self, key: &str, owner: &str) -> BackendResult<bool> {
-        let mut conn = self.conn()?;
-        RELEASE
-            .key(key)
-            .key(data_key(key))
-            .arg(owner)
-            .arg(release_channel(key))
-            .invoke_async::<i64>(&mut conn)
-            .await
-            .map(|n| n == 1)
-            .map_err(backend_err)
+        let (data_k, channel) = (data_key(key), release_channel(key));
+        let cmd = evalsha(
+            &RELEASE,
+            &[key.as_bytes(), data_k.as_bytes()],
+            &[owner.as_bytes(), channel.as_bytes()],
+        );
+        parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?).map(|n| n == 1)
     }
 
     /// See [`super::Store::inspect`].
@@ -206,14 +317,13 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> BackendResult<Option<LockInfo>> {
-        let mut conn = self.conn()?;
-        let reply: InspectReply = INSPECT
-            .key(key)
-            .key(fence_key(key))
-            .key(data_key(key))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(backend_err)?;
+        let (fence, data_k) = (fence_key(key), data_key(key));
+        let cmd = evalsha(
+            &INSPECT,
+            &[key.as_bytes(), fence.as_bytes(), data_k.as_bytes()],
+            &[],
+        );
+        let reply: InspectReply = parse(self.exec(cmd, Some(&INSPECT)).await?)?;
         Ok(reply.map(|(owner, pttl, token, has_data, data)| LockInfo {
             owner: String::from_utf8_lossy(&owner).into_owned(),
             fencing_token: token.parse().unwrap_or(0),
@@ -227,12 +337,7 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe.
     pub async fn ping(&self) -> BackendResult<()> {
-        let mut conn = self.conn()?;
-        redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .map(|_| ())
-            .map_err(backend_err)
+        parse::<String>(self.exec(redis::cmd("PING"), None).await?).map(|_| ())
     }
 
     /// Marks the store closed; the shared connection is dropped with the last clone.

@@ -101,7 +101,7 @@ impl NativeClient {
 
     /// Starts acquiring `key` for `owner` as request `req` (which becomes the lock's handle).
     /// `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
-    /// auto-extension; `maxHold` < 0: none.
+    /// auto-extension; `maxHold` < 0: none; `cancellable`: whether `cancel(req)` may stop it.
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn acquire(
@@ -118,6 +118,7 @@ impl NativeClient {
         extend_every: f64,
         max_hold: f64,
         watch_expiry: bool,
+        cancellable: bool,
     ) {
         let spec = AcquireSpec {
             key,
@@ -137,7 +138,7 @@ impl NativeClient {
         let session = self.session.clone();
         let done = self.completions.clone();
         napi::bindgen_prelude::spawn(async move {
-            match session.acquire(req as u64, spec).await {
+            match session.acquire(req as u64, spec, cancellable).await {
                 Ok(Some(grant)) => done.done(req, Kind::Granted, grant.token as f64),
                 Ok(None) => done.done(req, Kind::False, 0.0),
                 Err(e) => done.error(req, e),

@@ -40,6 +40,8 @@ pub struct Engine {
     queues: Mutex<HashMap<String, KeyQueue>>,
     scheduler: Scheduler,
     next_waiter: AtomicU64,
+    /// Counts local releases, so a waiter can tell that one happened while it joined a queue.
+    releases: AtomicU64,
 }
 
 fn registry() -> &'static Mutex<HashMap<String, Weak<Engine>>> {
@@ -63,6 +65,7 @@ impl Engine {
             store,
             queues: Mutex::new(HashMap::new()),
             next_waiter: AtomicU64::new(1),
+            releases: AtomicU64::new(0),
         });
         if let Store::Redis(redis) = &engine.store {
             let weak = Arc::downgrade(&engine);
@@ -108,6 +111,9 @@ impl Engine {
     /// Tries to take `spec.key`, waiting as the spec allows. Returns the fencing token, or
     /// `None` when the lock stayed busy until the deadline or the attempts ran out.
     ///
+    /// Uncontended (nobody in this process waits for the key) it asks the store at once and
+    /// touches no queue; only a refusal makes it queue.
+    ///
     /// # Cancel Safety
     /// Cancel safe through `cancel`: when it fires, the call returns `Aborted` and leaves no
     /// lock behind (a grant that raced the cancellation is released first). Dropping the
@@ -120,6 +126,25 @@ impl Engine {
         let started = Instant::now();
         let deadline = spec.wait.map(|w| started + w);
         let single_shot = spec.max_attempts == Some(1) || spec.wait.is_some_and(|w| w.is_zero());
+        let mut attempts: u64 = 0;
+        if cancel.is_cancelled() {
+            return Err(LockError::Aborted);
+        }
+        let contended = self.queues.lock().unwrap().contains_key(&spec.key);
+        if contended && single_shot {
+            // Others here already wait for it: it is busy, and a try must not barge.
+            return Ok(None);
+        }
+        let releases_before = self.releases.load(Ordering::Acquire);
+        if !contended {
+            attempts = 1;
+            if let Some(token) = self.attempt(spec, cancel).await? {
+                return Ok(Some(token));
+            }
+            if single_shot {
+                return Ok(None);
+            }
+        }
         let waiter = Arc::new(Waiter {
             id: self.next_waiter.fetch_add(1, Ordering::Relaxed),
             notify: Notify::new(),
@@ -127,12 +152,11 @@ impl Engine {
         });
         let mut slot = {
             let mut queues = self.queues.lock().unwrap();
-            let queue = queues.entry(spec.key.clone()).or_default();
-            if single_shot && !queue.waiters.is_empty() {
-                // Others here already wait for it: it is busy, and a try must not barge.
-                return Ok(None);
-            }
-            queue.waiters.push_back(waiter.clone());
+            queues
+                .entry(spec.key.clone())
+                .or_default()
+                .waiters
+                .push_back(waiter.clone());
             Slot {
                 engine: self.clone(),
                 key: spec.key.clone(),
@@ -140,31 +164,25 @@ impl Engine {
                 acquired: false,
             }
         };
-        let mut attempts: u64 = 0;
-        let mut try_now = true;
+        // After a refusal on the fast path the next look waits for a wake-up or a poll, unless
+        // a local release slipped in before we were queued to hear it.
+        let mut try_now = contended || self.releases.load(Ordering::Acquire) != releases_before;
         loop {
             if cancel.is_cancelled() {
                 return Err(LockError::Aborted);
             }
-            if try_now && self.is_head(&spec.key, &waiter) {
+            let head = self.is_head(&spec.key, &waiter);
+            if head && !single_shot && self.start_watching(&spec.key).await {
+                // Subscribed only now: a release between the refusal and the subscription
+                // would go unheard, so look once more before sleeping.
+                try_now = true;
+            }
+            if try_now && head {
                 waiter.released.store(false, Ordering::Release);
                 attempts += 1;
-                let granted = self
-                    .store
-                    .try_acquire(&spec.key, &spec.owner, spec.ttl_ms, spec.data.as_deref())
-                    .await?;
-                if let Some(token) = granted {
-                    if cancel.is_cancelled() {
-                        let _ = self.store.release(&spec.key, &spec.owner).await;
-                        return Err(LockError::Aborted);
-                    }
+                if let Some(token) = self.attempt(spec, cancel).await? {
                     slot.acquired = true;
                     return Ok(Some(token));
-                }
-                if !single_shot && self.start_watching(&spec.key).await {
-                    // Subscribed only now: a release between the refusal and the subscription
-                    // would go unheard, so look once more before sleeping.
-                    continue;
                 }
             } else if try_now {
                 // A poll period spent queued behind local waiters counts as an attempt, so
@@ -194,6 +212,23 @@ impl Engine {
         }
     }
 
+    /// One request to the store. A grant that raced a cancellation is given back.
+    async fn attempt(
+        &self,
+        spec: &AcquireSpec,
+        cancel: &CancellationToken,
+    ) -> Result<Option<u64>, LockError> {
+        let granted = self
+            .store
+            .try_acquire(&spec.key, &spec.owner, spec.ttl_ms, spec.data.as_deref())
+            .await?;
+        if granted.is_some() && cancel.is_cancelled() {
+            let _ = self.release(&spec.key, &spec.owner).await;
+            return Err(LockError::Aborted);
+        }
+        Ok(granted)
+    }
+
     /// Subscribes the key's queue to release announcements, once. Returns true if it just did.
     async fn start_watching(&self, key: &str) -> bool {
         let Store::Redis(redis) = &self.store else {
@@ -216,6 +251,7 @@ impl Engine {
     /// Cancel safe: idempotent.
     pub async fn release(&self, key: &str, owner: &str) -> BackendResult<bool> {
         let released = self.store.release(key, owner).await;
+        self.releases.fetch_add(1, Ordering::AcqRel);
         // Even a refused release may mean the lease lapsed: let the head look now.
         self.wake(key, true);
         released

@@ -204,7 +204,9 @@ impl Drop for Scheduler {
 
 /// Puts `held` in the map at its next due time counted from `from`.
 fn schedule(timers: &Timers, held: Arc<Held>, from: Instant) {
-    let Some(at) = held.next_due(from) else { return };
+    let Some(at) = held.next_due(from) else {
+        return;
+    };
     let first = {
         let mut due = timers.due.lock().unwrap();
         let mut s = held.state.lock().unwrap();
@@ -394,7 +396,9 @@ mod tests {
     async fn a_released_lock_leaves_the_scheduler_at_once() {
         let sched = Scheduler::start(Store::Memory(Arc::new(MemoryStore::default())));
         let lost = Arc::new(AtomicUsize::new(0));
-        let locks: Vec<_> = (0..1000).map(|i| held(i, 60_000, None, lost.clone())).collect();
+        let locks: Vec<_> = (0..1000)
+            .map(|i| held(i, 60_000, None, lost.clone()))
+            .collect();
         for h in &locks {
             sched.add(h.clone());
         }

@@ -31,7 +31,10 @@ pub struct Grant {
 pub struct Session {
     engine: Arc<Engine>,
     held: Mutex<HashMap<u64, Arc<Held>>>,
+    /// Cancellation tokens of acquisitions the caller may cancel one by one.
     pending: Mutex<HashMap<u64, CancellationToken>>,
+    /// Cancelled by `close`: every pending acquisition's token is this one or a child of it.
+    closing: CancellationToken,
     closed: AtomicBool,
     events: Arc<dyn EventSink>,
 }
@@ -47,6 +50,7 @@ impl Session {
             engine: Engine::open(url, opts)?,
             held: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
+            closing: CancellationToken::new(),
             closed: AtomicBool::new(false),
             events,
         }))
@@ -61,22 +65,32 @@ impl Session {
     }
 
     /// Acquires `spec.key` under handle `id` (unique among this session's pending and held
-    /// locks). `None`: still busy when the wait ended.
+    /// locks). `None`: still busy when the wait ended. `cancellable`: whether
+    /// [`Session::cancel`] may cancel this one (it costs a token and a registry entry).
     ///
     /// # Cancel Safety
-    /// Cancel safe through [`Session::cancel`] with the same `id` (nothing is left behind);
-    /// dropping the future may leave a grant in flight held until its ttl.
+    /// Cancel safe through [`Session::cancel`] with the same `id`, or [`Session::close`]
+    /// (nothing is left behind); dropping the future may leave a grant in flight held until
+    /// its ttl.
     pub async fn acquire(
         self: &Arc<Self>,
         id: u64,
         spec: AcquireSpec,
+        cancellable: bool,
     ) -> Result<Option<Grant>, LockError> {
         self.check_open()?;
-        let cancel = CancellationToken::new();
-        self.pending.lock().unwrap().insert(id, cancel.clone());
+        let cancel = if cancellable {
+            let token = self.closing.child_token();
+            self.pending.lock().unwrap().insert(id, token.clone());
+            token
+        } else {
+            self.closing.clone()
+        };
         let sent = Instant::now();
         let result = self.engine.acquire(&spec, &cancel).await;
-        self.pending.lock().unwrap().remove(&id);
+        if cancellable {
+            self.pending.lock().unwrap().remove(&id);
+        }
         let token = match result? {
             Some(token) => token,
             None => return Ok(None),
@@ -187,9 +201,7 @@ impl Session {
         if self.closed.swap(true, Ordering::AcqRel) {
             return 0;
         }
-        for token in self.pending.lock().unwrap().values() {
-            token.cancel();
-        }
+        self.closing.cancel();
         let held: Vec<Arc<Held>> = self.held.lock().unwrap().drain().map(|(_, h)| h).collect();
         let mut released = 0;
         let futures = held.iter().map(|h| {
