@@ -17,11 +17,20 @@ export declare class NativeClient {
    */
   constructor(url: string, options: NativeConnectOptions | undefined | null, drain: () => void)
   /**
-   * Starts acquiring `key` for `owner` as request `req` (which becomes the lock's handle).
-   * `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
-   * auto-extension; `maxHold` < 0: none; `cancellable`: whether `cancel(req)` may stop it.
+   * Starts a batch of operations queued by `index.js` during one tick, so the batch costs
+   * one crossing and at most one wake-up of the runtime instead of one each.
+   *
+   * `ops` is a sequence of records (numbers); strings and payloads come in order from
+   * `strings` and `data`:
+   * - acquire: `[1, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery, maxHold,
+   *   flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the lock's
+   *   handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
+   *   auto-extension; `maxHold` < 0: none; flags: 1 = report expiry as loss, 2 =
+   *   cancellable by `cancel(req)`; `dataIndex` < 0: no payload.
+   * - release: `[2, req, id]`: completes with true (released now) or false.
+   * - extend: `[3, req, id, ttl]`: completes with true (extended) or false.
    */
-  acquire(req: number, key: string, owner: string, ttl: number, wait: number, maxAttempts: number, retryDelay: number, jitter: number, data: Buffer | undefined | null, extendEvery: number, maxHold: number, watchExpiry: boolean, cancellable: boolean): void
+  submit(ops: Float64Array, strings: Array<string>, data: Array<Buffer>): void
   /** Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`). */
   cancel(req: number): void
   /** Sets the remaining lease of held lock `id` to `ttl` ms; completes with true/false. */

@@ -82,7 +82,7 @@ class Lock {
     try {
       token = await native.request((req) => {
         handle = req
-        native.native.acquire(req, key, this._id, this.timeout, -1, attempts, this.delay, 0, undefined, 0, -1, true, false)
+        native.acquireOp(req, key, this._id, this.timeout, -1, attempts, this.delay, 0, undefined, 0, -1, 1)
       })
     } catch (err) {
       throw new LockAcquisitionError(err.cause?.message ?? err.message, { cause: err })
@@ -106,7 +106,7 @@ class Lock {
     const native = this._native
     let released
     try {
-      released = await native.request((req) => native.native.release(req, this._handle))
+      released = await native.request((req) => native.releaseOp(req, this._handle))
     } catch (err) {
       throw new LockReleaseError(err.cause?.message ?? err.message, { cause: err })
     }
@@ -131,7 +131,7 @@ class Lock {
     const native = this._native
     let extended
     try {
-      extended = await native.request((req) => native.native.extend(req, this._handle, ms))
+      extended = await native.request((req) => native.extendOp(req, this._handle, ms))
     } catch (err) {
       throw new LockExtendError(err.cause?.message ?? err.message, { cause: err })
     }

@@ -96,7 +96,7 @@ class Lock {
       throw new LockExtendError(`Lock on "${this.key}" is no longer held`, { cause: this._lostError ?? undefined })
     }
     const native = this._client._native()
-    const ok = await native.request((req) => native.native.extend(req, this._id, ttl))
+    const ok = await native.request((req) => native.extendOp(req, this._id, ttl))
     if (!ok) {
       this._lost('not-owned')
       throw new LockExtendError(`Lock on "${this.key}" had expired or was taken`, { cause: this._lostError ?? undefined })
@@ -116,7 +116,7 @@ class Lock {
     if (native === null) return false
     native.holders.delete(this._id)
     if (!wasHeld) return false
-    return native.request((req) => native.native.release(req, this._id))
+    return native.request((req) => native.releaseOp(req, this._id))
   }
 
   [Symbol.asyncDispose]() {
@@ -286,15 +286,11 @@ class LockClient {
       const maxHold = o.maxHold === Infinity ? -1 : o.maxHold
       const signal = o.signal
       if (signal !== undefined) {
-        pending.onAbort = () => native.native.cancel(req)
+        pending.onAbort = () => native.cancel(req)
         signal.addEventListener('abort', pending.onAbort, { once: true })
       }
-      try {
-        native.native.acquire(req, key, owner, o.ttl, wait, -1, o.retryDelay, o.jitter, o.encoded, auto, maxHold, true, signal !== undefined)
-      } catch (err) {
-        native.pending.delete(req)
-        pending.reject(err)
-      }
+      // Flags: 1 = report the lease's expiry as a loss, 2 = cancellable.
+      native.acquireOp(req, key, owner, o.ttl, wait, -1, o.retryDelay, o.jitter, o.encoded, auto, maxHold, signal === undefined ? 1 : 3)
     })
   }
 
@@ -373,6 +369,7 @@ class LockClient {
   async close() {
     if (this._closed) return
     const native = this._native_
+    native.flushOps()
     const closing = native.request((req) => native.native.close(req))
     this._closed = true
     for (const lock of native.holders.values()) lock._state = RELEASED

@@ -29,6 +29,15 @@ class Native {
     /** lock handle → object with `_lost(reason)` */
     this.holders = new Map()
     this.alive = false
+    // Acquire/release/extend calls made during one tick are queued here and submitted to
+    // the native side together from a microtask: one crossing and at most one wake-up of
+    // the runtime per batch instead of one per call.
+    this.ops = []
+    this.strings = []
+    this.data = []
+    this.opRequests = []
+    this.flushQueued = false
+    this.flush = () => this.flushOps()
     this.idleCheck = false
     this.checkIdle = () => {
       this.idleCheck = false
@@ -73,6 +82,63 @@ class Native {
       this.native.keepAlive(true)
     }
     return req
+  }
+
+  queueOps() {
+    if (!this.flushQueued) {
+      this.flushQueued = true
+      queueMicrotask(this.flush)
+    }
+  }
+
+  /** Queues an acquisition (see NativeClient#submit for the record layout). */
+  acquireOp(req, key, owner, ttl, wait, maxAttempts, retryDelay, jitter, data, extendEvery, maxHold, flags) {
+    const dataIndex = data === undefined ? -1 : this.data.push(data) - 1
+    this.ops.push(1, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery, maxHold, flags, dataIndex)
+    this.strings.push(key, owner)
+    this.opRequests.push(req)
+    this.queueOps()
+  }
+
+  releaseOp(req, id) {
+    this.ops.push(2, req, id)
+    this.opRequests.push(req)
+    this.queueOps()
+  }
+
+  extendOp(req, id, ttl) {
+    this.ops.push(3, req, id, ttl)
+    this.opRequests.push(req)
+    this.queueOps()
+  }
+
+  /** Submits the queued operations now. */
+  flushOps() {
+    this.flushQueued = false
+    if (this.ops.length === 0) return
+    const ops = new Float64Array(this.ops)
+    const { strings, data, opRequests } = this
+    this.ops = []
+    this.strings = []
+    this.data = []
+    this.opRequests = []
+    try {
+      this.native.submit(ops, strings, data)
+    } catch (err) {
+      for (const req of opRequests) {
+        const p = this.pending.get(req)
+        if (p !== undefined) {
+          this.pending.delete(req)
+          p.reject(err)
+        }
+      }
+    }
+  }
+
+  /** Cancels acquisition `req` (submitting queued operations first, so it cannot overtake). */
+  cancel(req) {
+    this.flushOps()
+    this.native.cancel(req)
   }
 
   drain() {

@@ -5,8 +5,9 @@
 use redis::Script;
 use std::sync::LazyLock;
 
-/// Acquire: `SET NX PX` on the lock key; on success bump the fencing counter and store (or
-/// clear) the data payload with the same lease.
+/// Acquire: `SET NX PX` on the lock key; on success bump the fencing counter and store the
+/// data payload with the same lease. Without a payload there is nothing to clear: a data key
+/// always expires or is deleted together with its lock key.
 /// KEYS: lock, fence, data. ARGV: owner, ttl ms, has-data flag ("1"/"0"), data.
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -15,8 +16,6 @@ if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
   local token = redis.call('INCR', KEYS[2])
   if ARGV[3] == '1' then
     redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2])
-  else
-    redis.call('DEL', KEYS[3])
   end
   return token
 end

@@ -99,51 +99,85 @@ impl NativeClient {
         })
     }
 
-    /// Starts acquiring `key` for `owner` as request `req` (which becomes the lock's handle).
-    /// `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
-    /// auto-extension; `maxHold` < 0: none; `cancellable`: whether `cancel(req)` may stop it.
+    /// Starts a batch of operations queued by `index.js` during one tick, so the batch costs
+    /// one crossing and at most one wake-up of the runtime instead of one each.
+    ///
+    /// `ops` is a sequence of records (numbers); strings and payloads come in order from
+    /// `strings` and `data`:
+    /// - acquire: `[1, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery, maxHold,
+    ///   flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the lock's
+    ///   handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
+    ///   auto-extension; `maxHold` < 0: none; flags: 1 = report expiry as loss, 2 =
+    ///   cancellable by `cancel(req)`; `dataIndex` < 0: no payload.
+    /// - release: `[2, req, id]`: completes with true (released now) or false.
+    /// - extend: `[3, req, id, ttl]`: completes with true (extended) or false.
     #[napi]
-    #[allow(clippy::too_many_arguments)]
-    pub fn acquire(
-        &self,
-        req: f64,
-        key: String,
-        owner: String,
-        ttl: f64,
-        wait: f64,
-        max_attempts: f64,
-        retry_delay: f64,
-        jitter: f64,
-        data: Option<Buffer>,
-        extend_every: f64,
-        max_hold: f64,
-        watch_expiry: bool,
-        cancellable: bool,
-    ) {
-        let spec = AcquireSpec {
-            key,
-            owner,
-            ttl_ms: ttl as u64,
-            wait: (wait >= 0.0).then(|| ms(wait)),
-            max_attempts: (max_attempts >= 0.0).then_some(max_attempts as u64),
-            retry_delay: ms(retry_delay),
-            jitter: jitter.clamp(0.0, 1.0),
-            data: data.map(|b| b.to_vec()),
-            auto_extend: (extend_every > 0.0).then(|| AutoExtend {
-                every: ms(extend_every),
-                max_hold: (max_hold >= 0.0).then(|| ms(max_hold)),
-            }),
-            watch_expiry,
-        };
+    pub fn submit(&self, ops: Float64Array, strings: Vec<String>, data: Vec<Buffer>) -> Result<()> {
+        let ops: &[f64] = &ops;
+        let mut strings = strings.into_iter();
+        let mut batch = Vec::new();
+        let mut i = 0;
+        while i < ops.len() {
+            let op = ops[i];
+            let need = match op as u8 {
+                1 => 11,
+                2 => 3,
+                3 => 4,
+                _ => return Err(Error::new(Status::InvalidArg, format!("unknown op {op}"))),
+            };
+            let r = ops
+                .get(i..i + need)
+                .ok_or_else(|| Error::new(Status::InvalidArg, "truncated op record".to_string()))?;
+            batch.push(match op as u8 {
+                1 => {
+                    let (Some(key), Some(owner)) = (strings.next(), strings.next()) else {
+                        return Err(Error::new(Status::InvalidArg, "missing key or owner"));
+                    };
+                    let payload = (r[10] >= 0.0)
+                        .then(|| data.get(r[10] as usize).map(|b| b.to_vec()))
+                        .flatten();
+                    let flags = r[9] as u32;
+                    Op::Acquire {
+                        req: r[1],
+                        spec: AcquireSpec {
+                            key,
+                            owner,
+                            ttl_ms: r[2] as u64,
+                            wait: (r[3] >= 0.0).then(|| ms(r[3])),
+                            max_attempts: (r[4] >= 0.0).then_some(r[4] as u64),
+                            retry_delay: ms(r[5]),
+                            jitter: r[6].clamp(0.0, 1.0),
+                            data: payload,
+                            auto_extend: (r[7] > 0.0).then(|| AutoExtend {
+                                every: ms(r[7]),
+                                max_hold: (r[8] >= 0.0).then(|| ms(r[8])),
+                            }),
+                            watch_expiry: flags & 1 != 0,
+                        },
+                        cancellable: flags & 2 != 0,
+                    }
+                }
+                2 => Op::Release {
+                    req: r[1],
+                    id: r[2],
+                },
+                _ => Op::Extend {
+                    req: r[1],
+                    id: r[2],
+                    ttl: r[3],
+                },
+            });
+            i += need;
+        }
         let session = self.session.clone();
         let done = self.completions.clone();
         napi::bindgen_prelude::spawn(async move {
-            match session.acquire(req as u64, spec, cancellable).await {
-                Ok(Some(grant)) => done.done(req, Kind::Granted, grant.token as f64),
-                Ok(None) => done.done(req, Kind::False, 0.0),
-                Err(e) => done.error(req, e),
+            // Spawned from inside the runtime: onto this worker's own queue, no wake-up each.
+            for op in batch {
+                tokio::spawn(op.run(session.clone(), done.clone()));
             }
         });
+        Ok(())
     }
 
     /// Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`).
@@ -249,6 +283,52 @@ impl NativeClient {
     }
 }
 
+/// One operation of a submitted batch.
+enum Op {
+    Acquire {
+        req: f64,
+        spec: AcquireSpec,
+        cancellable: bool,
+    },
+    Release {
+        req: f64,
+        id: f64,
+    },
+    Extend {
+        req: f64,
+        id: f64,
+        ttl: f64,
+    },
+}
+
+impl Op {
+    async fn run(self, session: Arc<Session>, done: Arc<Completions>) {
+        match self {
+            Op::Acquire {
+                req,
+                spec,
+                cancellable,
+            } => match session.acquire(req as u64, spec, cancellable).await {
+                Ok(Some(grant)) => done.done(req, Kind::Granted, grant.token as f64),
+                Ok(None) => done.done(req, Kind::False, 0.0),
+                Err(e) => done.error(req, e),
+            },
+            Op::Release { req, id } => complete(&done, req, session.release(id as u64).await),
+            Op::Extend { req, id, ttl } => {
+                complete(&done, req, session.extend(id as u64, ttl as u64).await)
+            }
+        }
+    }
+}
+
+fn complete(done: &Completions, req: f64, result: std::result::Result<bool, LockError>) {
+    match result {
+        Ok(true) => done.done(req, Kind::True, 0.0),
+        Ok(false) => done.done(req, Kind::False, 0.0),
+        Err(e) => done.error(req, e),
+    }
+}
+
 impl NativeClient {
     fn run(
         &self,
@@ -256,12 +336,6 @@ impl NativeClient {
         fut: impl std::future::Future<Output = std::result::Result<bool, LockError>> + Send + 'static,
     ) {
         let done = self.completions.clone();
-        napi::bindgen_prelude::spawn(async move {
-            match fut.await {
-                Ok(true) => done.done(req, Kind::True, 0.0),
-                Ok(false) => done.done(req, Kind::False, 0.0),
-                Err(e) => done.error(req, e),
-            }
-        });
+        napi::bindgen_prelude::spawn(async move { complete(&done, req, fut.await) });
     }
 }
