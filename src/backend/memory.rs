@@ -105,6 +105,30 @@ impl MemoryStore {
         }
     }
 
+    /// See [`super::Store::handoff`].
+    pub fn handoff(&self, key: &str, owner: &str, next: &super::NextOwner<'_>) -> Option<u64> {
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap();
+        match state.held.get(key) {
+            Some(entry) if entry.owner == owner && entry.expires > now => {}
+            _ => return None,
+        }
+        let token = {
+            let fence = state.fences.entry(key.to_string()).or_insert(0);
+            *fence += 1;
+            *fence
+        };
+        state.held.insert(
+            key.to_string(),
+            Entry {
+                owner: next.owner.to_string(),
+                expires: now + Duration::from_millis(next.ttl_ms),
+                data: next.data.map(<[u8]>::to_vec),
+            },
+        );
+        Some(token)
+    }
+
     /// See [`super::Store::inspect`].
     pub fn inspect(&self, key: &str) -> Option<LockInfo> {
         let now = Instant::now();
@@ -146,6 +170,22 @@ mod tests {
         assert!(!s.extend("k", "a", 1000));
         assert_eq!(s.try_acquire("k", "b", 1000, None), Some(2));
         assert!(!s.release("k", "a"));
+    }
+
+    #[test]
+    fn a_handoff_moves_the_lock_to_the_next_owner_with_a_new_token() {
+        let s = MemoryStore::default();
+        s.try_acquire("k", "a", 1000, Some(b"x"));
+        let next = crate::backend::NextOwner {
+            owner: "b",
+            ttl_ms: 500,
+            data: None,
+            previous_had_data: true,
+        };
+        assert_eq!(s.handoff("k", "a", &next), Some(2));
+        let info = s.inspect("k").unwrap();
+        assert_eq!((info.owner.as_str(), info.data), ("b", None));
+        assert_eq!(s.handoff("k", "a", &next), None, "a no longer holds it");
     }
 
     #[test]

@@ -62,6 +62,19 @@ pub struct ExtendItem {
     pub ttl_ms: u64,
 }
 
+/// Who a lock is handed to by [`Store::handoff`].
+#[derive(Debug, Clone, Copy)]
+pub struct NextOwner<'a> {
+    /// Owner token of the next holder.
+    pub owner: &'a str,
+    /// Its lease in ms.
+    pub ttl_ms: u64,
+    /// Its payload, if any.
+    pub data: Option<&'a [u8]>,
+    /// Whether the current holder stored a payload (that must not leak to the next one).
+    pub previous_had_data: bool,
+}
+
 /// A connected store. Cloning is cheap and shares the connection(s).
 #[derive(Clone)]
 pub enum Store {
@@ -130,6 +143,30 @@ impl Store {
             Store::Redis(s) => s.release(key, owner).await,
             Store::Mysql(s) => s.release(key, owner).await,
             Store::Memory(s) => Ok(s.release(key, owner)),
+        }
+    }
+
+    /// Whether [`Store::handoff`] is available.
+    pub fn supports_handoff(&self) -> bool {
+        !matches!(self, Store::Mysql(_))
+    }
+
+    /// If `owner` holds `key`, gives it straight to `next` (new lease, new fencing token) in
+    /// one atomic step and returns the token; `None` if `owner` no longer holds it.
+    /// Only for stores where [`Store::supports_handoff`] is true; others answer `None`.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
+    pub async fn handoff(
+        &self,
+        key: &str,
+        owner: &str,
+        next: &NextOwner<'_>,
+    ) -> BackendResult<Option<u64>> {
+        match self {
+            Store::Redis(s) => s.handoff(key, owner, next).await,
+            Store::Memory(s) => Ok(s.handoff(key, owner, next)),
+            Store::Mysql(_) => Ok(None),
         }
     }
 

@@ -4,7 +4,7 @@
 //! connection that is subscribed to a key's channel only while someone here waits on it.
 
 use super::keys::{data_key, fence_key, release_channel};
-use super::scripts::{ACQUIRE, EXTEND, INSPECT, RELEASE};
+use super::scripts::{ACQUIRE, EXTEND, HANDOFF, INSPECT, RELEASE};
 use super::{BackendError, BackendResult, ExtendItem, LockInfo};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use redis::{Client, RedisError, ServerErrorKind, Value};
@@ -310,6 +310,38 @@ impl RedisStore {
             &[owner.as_bytes(), channel.as_bytes()],
         );
         parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?).map(|n| n == 1)
+    }
+
+    /// See [`super::Store::handoff`].
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have been handed over when the future is dropped.
+    pub async fn handoff(
+        &self,
+        key: &str,
+        owner: &str,
+        next: &super::NextOwner<'_>,
+    ) -> BackendResult<Option<u64>> {
+        let ttl = next.ttl_ms.to_string();
+        let (fence, data_k) = (fence_key(key), data_key(key));
+        let (flag, payload): (&[u8], &[u8]) = match next.data {
+            Some(d) => (b"1", d),
+            None => (b"0", b""),
+        };
+        let had: &[u8] = if next.previous_had_data { b"1" } else { b"0" };
+        let cmd = evalsha(
+            &HANDOFF,
+            &[key.as_bytes(), fence.as_bytes(), data_k.as_bytes()],
+            &[
+                owner.as_bytes(),
+                next.owner.as_bytes(),
+                ttl.as_bytes(),
+                flag,
+                payload,
+                had,
+            ],
+        );
+        parse(self.exec(cmd, Some(&HANDOFF)).await?)
     }
 
     /// See [`super::Store::inspect`].

@@ -70,3 +70,26 @@ return {owner, redis.call('PTTL', KEYS[1]), token, 0, ''}
 "#,
     )
 });
+
+/// Handoff: compare the owner and give the lock straight to the next owner (a waiter in the
+/// same process) with a new lease and fencing token, in one step. The lock is never free in
+/// between, so nobody needs waking and nobody can barge.
+/// KEYS: lock, fence, data. ARGV: owner, next owner, ttl ms, next has data ("1"/"0"), data,
+/// previous holder had data ("1"/"0"). Returns the new token, or false if not owned.
+pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  local token = redis.call('INCR', KEYS[2])
+  if ARGV[4] == '1' then
+    redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
+  elseif ARGV[6] == '1' then
+    redis.call('DEL', KEYS[3])
+  end
+  return token
+end
+return false
+"#,
+    )
+});

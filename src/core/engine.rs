@@ -7,7 +7,7 @@
 //! or by the store's release announcement, and otherwise polls with a jittered delay, so a
 //! release by a legacy client or a lost message costs at most one poll.
 
-use crate::backend::{BackendResult, LockInfo, Store};
+use crate::backend::{BackendResult, LockInfo, NextOwner, Store};
 use crate::core::error::LockError;
 use crate::core::heartbeat::{Held, Scheduler};
 use crate::core::options::AcquireSpec;
@@ -25,13 +25,39 @@ struct Waiter {
     /// Set when the wake-up means "the lock was released, try now" rather than "you are the
     /// head now, but your predecessor holds the lock".
     released: AtomicBool,
+    /// What a releaser needs to hand the lock straight to this waiter.
+    owner: String,
+    ttl_ms: u64,
+    data: Option<Vec<u8>>,
+    mailbox: Mutex<Mailbox>,
 }
+
+/// Where a releaser leaves a handed-over lock for its waiter.
+#[derive(Default)]
+struct Mailbox {
+    /// The fencing token of a lock handed to this waiter and not yet taken.
+    grant: Option<u64>,
+    /// The waiter left: a grant arriving now must be given back.
+    gone: bool,
+}
+
+impl Waiter {
+    fn take_grant(&self) -> Option<u64> {
+        self.mailbox.lock().unwrap().grant.take()
+    }
+}
+
+/// Consecutive handoffs inside one process before a key is really released (and announced),
+/// so waiters in other processes get their chance.
+const MAX_LOCAL_HANDOFFS: u32 = 16;
 
 #[derive(Default)]
 struct KeyQueue {
     waiters: VecDeque<Arc<Waiter>>,
     /// Whether this queue subscribed to the store's release announcements for the key.
     watching: bool,
+    /// Handoffs in a row since the key was last really released.
+    handoffs: u32,
 }
 
 /// One store plus the process-local state around it.
@@ -149,6 +175,10 @@ impl Engine {
             id: self.next_waiter.fetch_add(1, Ordering::Relaxed),
             notify: Notify::new(),
             released: AtomicBool::new(false),
+            owner: spec.owner.clone(),
+            ttl_ms: spec.ttl_ms,
+            data: spec.data.clone(),
+            mailbox: Mutex::new(Mailbox::default()),
         });
         let mut slot = {
             let mut queues = self.queues.lock().unwrap();
@@ -168,8 +198,14 @@ impl Engine {
         // a local release slipped in before we were queued to hear it.
         let mut try_now = contended || self.releases.load(Ordering::Acquire) != releases_before;
         loop {
+            // (A grant waiting in the mailbox of a cancelled waiter is given back by the
+            // slot's drop.)
             if cancel.is_cancelled() {
                 return Err(LockError::Aborted);
+            }
+            if let Some(token) = waiter.take_grant() {
+                slot.acquired = true;
+                return Ok(Some(token));
             }
             let head = self.is_head(&spec.key, &waiter);
             if head && !single_shot && self.start_watching(&spec.key).await {
@@ -181,6 +217,11 @@ impl Engine {
                 waiter.released.store(false, Ordering::Release);
                 attempts += 1;
                 if let Some(token) = self.attempt(spec, cancel).await? {
+                    slot.acquired = true;
+                    return Ok(Some(token));
+                }
+                // Refused because a releaser was handing it to us just then?
+                if let Some(token) = waiter.take_grant() {
                     slot.acquired = true;
                     return Ok(Some(token));
                 }
@@ -223,7 +264,9 @@ impl Engine {
             .try_acquire(&spec.key, &spec.owner, spec.ttl_ms, spec.data.as_deref())
             .await?;
         if granted.is_some() && cancel.is_cancelled() {
-            let _ = self.release(&spec.key, &spec.owner).await;
+            let _ = self
+                .release(&spec.key, &spec.owner, spec.data.is_some())
+                .await;
             return Err(LockError::Aborted);
         }
         Ok(granted)
@@ -245,16 +288,82 @@ impl Engine {
         true
     }
 
-    /// Frees the lock if `owner` still holds it and wakes the next local waiter.
+    /// Frees the lock if `owner` still holds it and wakes the next local waiter; where the
+    /// store allows, a lock that a local waiter is queued for is handed straight to it
+    /// instead (one round trip, never free in between). `had_data`: whether the holder
+    /// stored a payload. Returns whether `owner` held it.
     ///
     /// # Cancel Safety
-    /// Cancel safe: idempotent.
-    pub async fn release(&self, key: &str, owner: &str) -> BackendResult<bool> {
-        let released = self.store.release(key, owner).await;
-        self.releases.fetch_add(1, Ordering::AcqRel);
-        // Even a refused release may mean the lease lapsed: let the head look now.
-        self.wake(key, true);
-        released
+    /// Not cancel safe once a handoff is under way (the next holder may miss its grant until
+    /// the lease ends); the plain release is idempotent.
+    pub async fn release(&self, key: &str, owner: &str, had_data: bool) -> BackendResult<bool> {
+        let mut owner = owner.to_string();
+        let mut had_data = had_data;
+        // Loops only when a waiter left while its grant was on the way: the grant is then
+        // released (or handed on) in turn.
+        loop {
+            let next = if self.store.supports_handoff() {
+                self.next_for_handoff(key)
+            } else {
+                None
+            };
+            let Some(waiter) = next else {
+                let released = self.store.release(key, &owner).await;
+                self.releases.fetch_add(1, Ordering::AcqRel);
+                // Even a refused release may mean the lease lapsed: let the head look now.
+                self.wake(key, true);
+                return released;
+            };
+            let handed = self
+                .store
+                .handoff(
+                    key,
+                    &owner,
+                    &NextOwner {
+                        owner: &waiter.owner,
+                        ttl_ms: waiter.ttl_ms,
+                        data: waiter.data.as_deref(),
+                        previous_had_data: had_data,
+                    },
+                )
+                .await;
+            self.releases.fetch_add(1, Ordering::AcqRel);
+            let token = match handed {
+                Ok(Some(token)) => token,
+                other => {
+                    self.wake(key, true);
+                    return other.map(|_| false);
+                }
+            };
+            let late = {
+                let mut mailbox = waiter.mailbox.lock().unwrap();
+                if mailbox.gone {
+                    true
+                } else {
+                    mailbox.grant = Some(token);
+                    false
+                }
+            };
+            if !late {
+                waiter.notify.notify_one();
+                return Ok(true);
+            }
+            owner = waiter.owner.clone();
+            had_data = waiter.data.is_some();
+        }
+    }
+
+    /// The head waiter of `key`, if a handoff to it is due (not too many in a row).
+    fn next_for_handoff(&self, key: &str) -> Option<Arc<Waiter>> {
+        let mut queues = self.queues.lock().unwrap();
+        let queue = queues.get_mut(key)?;
+        if queue.handoffs >= MAX_LOCAL_HANDOFFS {
+            queue.handoffs = 0;
+            return None;
+        }
+        let head = queue.waiters.front()?.clone();
+        queue.handoffs += 1;
+        Some(head)
     }
 
     /// Sets the remaining lease of a held lock.
@@ -291,6 +400,22 @@ struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        // A lock handed to us that we will not use (we timed out or were cancelled while
+        // it was on its way) goes back: released, or handed to the next waiter.
+        let late_grant = {
+            let mut mailbox = self.waiter.mailbox.lock().unwrap();
+            mailbox.gone = true;
+            mailbox.grant.take()
+        };
+        if late_grant.is_some() {
+            let engine = self.engine.clone();
+            let key = self.key.clone();
+            let owner = self.waiter.owner.clone();
+            let had_data = self.waiter.data.is_some();
+            tokio::spawn(async move {
+                let _ = engine.release(&key, &owner, had_data).await;
+            });
+        }
         let mut unwatch = false;
         {
             let mut queues = self.engine.queues.lock().unwrap();

@@ -68,6 +68,8 @@ pub struct Held {
     pub owner: String,
     /// Fencing token of this acquisition.
     pub token: u64,
+    /// Whether a payload was stored with it (a handoff must not pass it on).
+    pub has_data: bool,
     state: Mutex<HeldState>,
     on_lost: LostFn,
 }
@@ -84,6 +86,7 @@ impl Held {
         sent: Instant,
         auto: Option<AutoExtend>,
         watch_expiry: bool,
+        has_data: bool,
         on_lost: LostFn,
     ) -> Held {
         Held {
@@ -92,6 +95,7 @@ impl Held {
             key,
             owner,
             token,
+            has_data,
             state: Mutex::new(HeldState {
                 ttl_ms,
                 lease_deadline: sent + Duration::from_millis(ttl_ms),
@@ -398,6 +402,7 @@ mod tests {
             Instant::now(),
             auto,
             true,
+            false,
             Box::new(move |_, _| {
                 lost.fetch_add(1, Ordering::SeqCst);
             }),

@@ -96,6 +96,7 @@ impl Session {
             None => return Ok(None),
         };
         let weak = Arc::downgrade(self);
+        let has_data = spec.data.is_some();
         let held = Arc::new(Held::new(
             id,
             spec.key,
@@ -105,6 +106,7 @@ impl Session {
             sent,
             spec.auto_extend,
             spec.watch_expiry,
+            has_data,
             Box::new(move |held: &Held, reason| {
                 if let Some(session) = weak.upgrade() {
                     session.held.lock().unwrap().remove(&held.id);
@@ -114,7 +116,10 @@ impl Session {
         ));
         if self.closed.load(Ordering::Acquire) {
             // Closed while we waited: do not hand out a lock nobody will release.
-            let _ = self.engine.release(&held.key, &held.owner).await;
+            let _ = self
+                .engine
+                .release(&held.key, &held.owner, held.has_data)
+                .await;
             return Err(LockError::Closed);
         }
         self.held.lock().unwrap().insert(id, held.clone());
@@ -155,7 +160,10 @@ impl Session {
         let Some(held) = held else { return Ok(false) };
         held.finish();
         self.engine.scheduler().remove(&held);
-        Ok(self.engine.release(&held.key, &held.owner).await?)
+        Ok(self
+            .engine
+            .release(&held.key, &held.owner, held.has_data)
+            .await?)
     }
 
     /// Releases by name and owner, for locks this session does not track (the redislock face
@@ -165,7 +173,7 @@ impl Session {
     /// Cancel safe: idempotent.
     pub async fn release_owned(&self, key: &str, owner: &str) -> Result<bool, LockError> {
         self.check_open()?;
-        Ok(self.engine.release(key, owner).await?)
+        Ok(self.engine.release(key, owner, true).await?)
     }
 
     /// Reads who holds `key`.
@@ -207,7 +215,7 @@ impl Session {
         let futures = held.iter().map(|h| {
             h.finish();
             self.engine.scheduler().remove(h);
-            self.engine.release(&h.key, &h.owner)
+            self.engine.release(&h.key, &h.owner, h.has_data)
         });
         for result in futures_util::future::join_all(futures).await {
             if matches!(result, Ok(true)) {
