@@ -146,14 +146,8 @@ impl Store {
         }
     }
 
-    /// Whether [`Store::handoff`] is available.
-    pub fn supports_handoff(&self) -> bool {
-        !matches!(self, Store::Mysql(_))
-    }
-
     /// If `owner` holds `key`, gives it straight to `next` (new lease, new fencing token) in
     /// one atomic step and returns the token; `None` if `owner` no longer holds it.
-    /// Only for stores where [`Store::supports_handoff`] is true; others answer `None`.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
@@ -166,7 +160,7 @@ impl Store {
         match self {
             Store::Redis(s) => s.handoff(key, owner, next).await,
             Store::Memory(s) => Ok(s.handoff(key, owner, next)),
-            Store::Mysql(_) => Ok(None),
+            Store::Mysql(s) => s.handoff(key, owner, next).await,
         }
     }
 

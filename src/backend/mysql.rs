@@ -114,6 +114,15 @@ const SQL_RELEASE: &str = "UPDATE {table}
 SET owner = NULL, data = NULL, expires_at = '1970-01-01 00:00:00'
 WHERE name = ? AND owner = ? AND expires_at > UTC_TIMESTAMP(6)";
 
+// Hands a lease its owner still holds straight to the next owner (a waiter in the same
+// process) with a new expiry and payload. The new token travels back in the OK packet's
+// last-insert-id through LAST_INSERT_ID(expr), as in `SQL_ACQUIRE`; one row matched means
+// handed over.
+const SQL_HANDOFF: &str = "UPDATE {table}
+SET fence = LAST_INSERT_ID(fence + 1), owner = ?, data = ?,
+    expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE name = ? AND owner = ? AND expires_at > UTC_TIMESTAMP(6)";
+
 // Reads a live lease; the remaining time is computed by the server in microseconds.
 const SQL_INSPECT: &str =
     "SELECT owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), data
@@ -153,6 +162,7 @@ struct Statements {
     acquire: Arc<str>,
     extend: Arc<str>,
     release: Arc<str>,
+    handoff: Arc<str>,
     inspect: Arc<str>,
     /// `extend_many[i]` handles `2 << i` items. Batches are padded to these sizes so a few
     /// texts, each prepared once per connection, serve every batch size.
@@ -179,6 +189,7 @@ impl Statements {
             acquire: sql(SQL_ACQUIRE),
             extend: sql(SQL_EXTEND),
             release: sql(SQL_RELEASE),
+            handoff: sql(SQL_HANDOFF),
             inspect: sql(SQL_INSPECT),
             extend_many,
         }
@@ -372,6 +383,37 @@ impl MysqlStore {
                 })
             })
             .collect()
+    }
+
+    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
+    /// token in one statement (see `SQL_HANDOFF`); `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
+    pub async fn handoff(
+        &self,
+        key: &str,
+        owner: &str,
+        next: &super::NextOwner<'_>,
+    ) -> BackendResult<Option<u64>> {
+        check_key(key)?;
+        check_owner(owner)?;
+        check_owner(next.owner)?;
+        let micros = ttl_micros(next.ttl_ms)?;
+        let pool = self.ready().await?;
+        let sql = &self.sql.handoff;
+        let done = retry_on_conflict(|| {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(next.owner.as_bytes())
+                .bind(next.data)
+                .bind(micros)
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .execute(pool)
+        })
+        .await
+        .map_err(|e| db_error("handoff", e))?;
+        Ok((done.rows_affected() > 0).then(|| done.last_insert_id()))
     }
 
     /// Frees `key` if `owner` holds it and its lease has not expired. Returns whether this call
@@ -887,6 +929,36 @@ mod tests {
         assert!(!s.release(&k, &b).await.unwrap());
         assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, a);
         assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_handoff_gives_the_lock_to_the_next_owner_with_the_next_token() {
+        let store = store();
+        let (key, a, b) = (name(), owner(), owner());
+        let first = store
+            .try_acquire(&key, &a, 30_000, Some(b"a-data"))
+            .await
+            .unwrap()
+            .unwrap();
+        let next = crate::backend::NextOwner {
+            owner: &b,
+            ttl_ms: 30_000,
+            data: None,
+            previous_had_data: true,
+        };
+        let token = store.handoff(&key, &a, &next).await.unwrap();
+        assert_eq!(token, Some(first + 1));
+        let info = store.inspect(&key).await.unwrap().unwrap();
+        assert_eq!(
+            (info.owner.as_str(), info.data, info.fencing_token),
+            (b.as_str(), None, first + 1)
+        );
+        assert_eq!(
+            store.handoff(&key, &a, &next).await.unwrap(),
+            None,
+            "a no longer holds it"
+        );
+        assert!(store.release(&key, &b).await.unwrap());
     }
 
     #[tokio::test]

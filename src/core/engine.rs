@@ -302,12 +302,7 @@ impl Engine {
         // Loops only when a waiter left while its grant was on the way: the grant is then
         // released (or handed on) in turn.
         loop {
-            let next = if self.store.supports_handoff() {
-                self.next_for_handoff(key)
-            } else {
-                None
-            };
-            let Some(waiter) = next else {
+            let Some(waiter) = self.next_for_handoff(key) else {
                 let released = self.store.release(key, &owner).await;
                 self.releases.fetch_add(1, Ordering::AcqRel);
                 // Even a refused release may mean the lease lapsed: let the head look now.
