@@ -9,6 +9,7 @@ if (process.env.DEADBOLT_SKIP_BUILD === '1') {
   process.exit(0)
 }
 const args = ['build', '--platform', '--release', '--js', 'binding.js', '--dts', 'binding.d.ts']
-const napi = require.resolve('@napi-rs/cli/dist/cli.js')
-const r = spawnSync(process.execPath, [napi, ...args], { stdio: 'inherit' })
+// npm puts node_modules/.bin on PATH for lifecycle scripts, so the CLI's own bin is found.
+const r = spawnSync('napi', args, { stdio: 'inherit', shell: process.platform === 'win32' })
+if (r.error) console.error(`deadbolt: could not run napi (${r.error.message}); is @napi-rs/cli installed?`)
 process.exit(r.status ?? 1)
