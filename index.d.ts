@@ -130,7 +130,8 @@ export declare class Lock implements AsyncDisposable {
   extend(ttl?: number): Promise<void>
   /** Idempotent: true if this call released it, false if it was already released, expired or taken. */
   release(): Promise<boolean>
-  [Symbol.asyncDispose](): Promise<boolean>
+  /** Releases the lock (`await using`). */
+  [Symbol.asyncDispose](): Promise<void>
 }
 
 export interface ElectOptions {
@@ -276,6 +277,11 @@ export interface InitializationOptions {
   table?: string
   /** deadbolt: bound on reaching the server, in ms. Default 5 000. */
   connectTimeout?: number
+  /**
+   * deadbolt: base delay between a waiting getLock's polls, in ms (±50 % jitter). Waiters in
+   * the same process are woken at once by a release; other processes poll. Default 50.
+   */
+  retryDelay?: number
 }
 
 /** Releases the lock; idempotent; resolves also when the lease had already run out. */

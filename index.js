@@ -8,6 +8,7 @@
 const errors = require('./lib/errors')
 const { connect, LockClient, Lock, Election } = require('./lib/client')
 const redislock = require('./compat/redislock')
+const sqlLock = require('./compat/sql-lock')
 
 module.exports = {
   connect,
@@ -25,4 +26,10 @@ module.exports = {
   createLock: redislock.createLock,
   setDefaults: redislock.setDefaults,
   getAcquiredLocks: redislock.getAcquiredLocks,
+  initialize: sqlLock.initialize,
+  getLock: sqlLock.getLock,
+  transaction: sqlLock.transaction,
+  close: sqlLock.close,
+  DLMError: sqlLock.DLMError,
+  DLMErrorTypes: sqlLock.DLMErrorTypes,
 }
