@@ -35,7 +35,7 @@ const DEFAULTS = Object.freeze({
 
 /** A held lock. Obtain one from `LockClient#acquire`, `tryAcquire` or `withLock`. */
 class Lock {
-  constructor(client, id, key, owner, token, ttl, onLost) {
+  constructor(client, id, key, owner, token, ttl, onLost, deadline) {
     this._client = client
     this._id = id
     this.key = key
@@ -43,14 +43,17 @@ class Lock {
     this.fencingToken = BigInt(token)
     this.ttl = ttl
     this._state = HELD
+    // Local end of a lease nobody extends in the background (Infinity with autoExtend): after
+    // it, `held` is false even if the event loop was too busy to hear the loss yet.
+    this._deadline = deadline
     this._onLost = onLost
     this._ac = null
     this._lostError = null
   }
 
-  /** True until the lock is released or lost. */
+  /** True until the lock is released or lost (or, without autoExtend, its lease ran out). */
   get held() {
-    return this._state === HELD
+    return this._state === HELD && performance.now() < this._deadline
   }
 
   /** Aborted with a LockLostError when the lock is lost. */
@@ -96,7 +99,9 @@ class Lock {
       throw new LockExtendError(`Lock on "${this.key}" is no longer held`, { cause: this._lostError ?? undefined })
     }
     const native = this._client._native()
+    const sent = performance.now()
     const ok = await native.request((req) => native.extendOp(req, this._id, ttl))
+    if (this._deadline !== Infinity) this._deadline = sent + ttl
     if (!ok) {
       this._lost('not-owned')
       throw new LockExtendError(`Lock on "${this.key}" had expired or was taken`, { cause: this._lostError ?? undefined })
@@ -119,8 +124,8 @@ class Lock {
     return native.request((req) => native.releaseOp(req, this._id))
   }
 
-  [Symbol.asyncDispose]() {
-    return this.release()
+  async [Symbol.asyncDispose]() {
+    await this.release()
   }
 }
 
@@ -143,6 +148,8 @@ class PendingAcquire {
     this.rej = reject
     this.req = 0
     this.onAbort = null
+    // Counted from before the request: conservative, like the native side's reckoning.
+    this.started = performance.now()
   }
 
   _detach() {
@@ -157,7 +164,8 @@ class PendingAcquire {
       else this.res(null)
       return
     }
-    const lock = new Lock(this.client, this.req, this.key, this.owner, token, this.o.ttl, this.o.onLost)
+    const deadline = this.o.autoExtend ? Infinity : this.started + this.o.ttl
+    const lock = new Lock(this.client, this.req, this.key, this.owner, token, this.o.ttl, this.o.onLost, deadline)
     this.client._native_.holders.set(this.req, lock)
     this.res(lock)
   }

@@ -280,7 +280,7 @@ impl MysqlStore {
         let ttl_us = ttl_micros(ttl_ms)?;
         let pool = self.ready().await?;
         let sql = &self.sql.acquire;
-        let done = retry_on_conflict(|| {
+        let (done, reconnected) = retry_transient(|| {
             sqlx::query(AssertSqlSafe(sql.clone()))
                 .bind(key.as_bytes())
                 .bind(owner.as_bytes())
@@ -288,9 +288,10 @@ impl MysqlStore {
                 .bind(data)
                 .execute(pool)
         })
-        .await
-        .map_err(|e| db_error("try_acquire", e))?;
+        .await;
+        let done = done.map_err(|e| db_error("try_acquire", e))?;
         Ok(match done.last_insert_id() {
+            0 if reconnected => self.owned_token(key, owner).await?,
             0 => None,
             token => Some(token),
         })
@@ -385,6 +386,16 @@ impl MysqlStore {
             .collect()
     }
 
+    /// After a statement was sent twice (its connection broke), the token of `owner`'s live
+    /// lease on `key`, if the first sending took effect.
+    async fn owned_token(&self, key: &str, owner: &str) -> BackendResult<Option<u64>> {
+        Ok(self
+            .inspect(key)
+            .await?
+            .filter(|info| info.owner == owner)
+            .map(|info| info.fencing_token))
+    }
+
     /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
     /// token in one statement (see `SQL_HANDOFF`); `None` if `owner` no longer holds it.
     ///
@@ -402,7 +413,7 @@ impl MysqlStore {
         let micros = ttl_micros(next.ttl_ms)?;
         let pool = self.ready().await?;
         let sql = &self.sql.handoff;
-        let done = retry_on_conflict(|| {
+        let (done, reconnected) = retry_transient(|| {
             sqlx::query(AssertSqlSafe(sql.clone()))
                 .bind(next.owner.as_bytes())
                 .bind(next.data)
@@ -411,8 +422,11 @@ impl MysqlStore {
                 .bind(owner.as_bytes())
                 .execute(pool)
         })
-        .await
-        .map_err(|e| db_error("handoff", e))?;
+        .await;
+        let done = done.map_err(|e| db_error("handoff", e))?;
+        if done.rows_affected() == 0 && reconnected {
+            return self.owned_token(key, next.owner).await;
+        }
         Ok((done.rows_affected() > 0).then(|| done.last_insert_id()))
     }
 
@@ -668,13 +682,29 @@ async fn extend_one(
 /// none between these statements), but a multi-row extend can meet another client's
 /// transaction in a lock cycle, MySQL's `INSERT ... ON DUPLICATE KEY UPDATE` is known for
 /// gap-lock cycles, and Galera reports certification conflicts with this state.
-async fn retry_on_conflict<T, F, Fut>(mut run: F) -> Result<T, sqlx::Error>
+///
+/// It also repeats a statement once after its connection broke (I/O or protocol error), on a
+/// fresh connection: a pooled connection the server closed (a restart, a wait_timeout) is
+/// only found dead when used, and every statement here is safe to send again, provided the
+/// caller of a non-idempotent one checks the outcome (see [`MysqlStore::try_acquire`]).
+async fn retry_on_conflict<T, F, Fut>(run: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    retry_transient(run).await.0
+}
+
+/// [`retry_on_conflict`], also telling whether a broken connection was retried (so the
+/// statement may have run twice).
+async fn retry_transient<T, F, Fut>(mut run: F) -> (Result<T, sqlx::Error>, bool)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, sqlx::Error>>,
 {
     const ATTEMPTS: u32 = 5;
     let mut attempt = 1;
+    let mut reconnected = false;
     loop {
         match run().await {
             Err(e) if attempt < ATTEMPTS && is_conflict(&e) => {
@@ -682,9 +712,14 @@ where
                 // Jitter separates the transactions that collided.
                 tokio::time::sleep(Duration::from_micros(fastrand::u64(0..2000))).await;
             }
-            other => return other,
+            Err(e) if !reconnected && is_broken_connection(&e) => reconnected = true,
+            other => return (other, reconnected),
         }
     }
+}
+
+fn is_broken_connection(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Io(_) | sqlx::Error::Protocol(_))
 }
 
 fn is_conflict(e: &sqlx::Error) -> bool {

@@ -87,9 +87,13 @@ impl Session {
             self.closing.clone()
         };
         let sent = Instant::now();
-        let result = self.engine.acquire(&spec, &cancel).await;
+        let mut result = self.engine.acquire(&spec, &cancel).await;
         if cancellable {
             self.pending.lock().unwrap().remove(&id);
+        }
+        if matches!(result, Err(LockError::Aborted)) && self.closed.load(Ordering::Acquire) {
+            // Cancelled by close(), not by the caller's signal.
+            result = Err(LockError::Closed);
         }
         let token = match result? {
             Some(token) => token,
