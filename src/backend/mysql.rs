@@ -683,10 +683,13 @@ async fn extend_one(
 /// transaction in a lock cycle, MySQL's `INSERT ... ON DUPLICATE KEY UPDATE` is known for
 /// gap-lock cycles, and Galera reports certification conflicts with this state.
 ///
-/// It also repeats a statement once after its connection broke (I/O or protocol error), on a
-/// fresh connection: a pooled connection the server closed (a restart, a wait_timeout) is
-/// only found dead when used, and every statement here is safe to send again, provided the
-/// caller of a non-idempotent one checks the outcome (see [`MysqlStore::try_acquire`]).
+/// It also repeats a statement after its connection broke (I/O or protocol error): a pooled
+/// connection the server closed (a restart, a wait_timeout) is only found dead when used, and
+/// after a restart every idle connection in the pool is dead, so it may take several tries.
+/// Each costs next to nothing (a dead socket fails at once; a server that is down fails the
+/// pool's acquire with a timeout instead, which is not retried). Every statement here is safe
+/// to send again, provided the caller of a non-idempotent one checks the outcome (see
+/// [`MysqlStore::try_acquire`]).
 async fn retry_on_conflict<T, F, Fut>(run: F) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,
@@ -703,8 +706,9 @@ where
     Fut: Future<Output = Result<T, sqlx::Error>>,
 {
     const ATTEMPTS: u32 = 5;
+    const RECONNECTS: u32 = 32;
     let mut attempt = 1;
-    let mut reconnected = false;
+    let mut reconnects = 0;
     loop {
         match run().await {
             Err(e) if attempt < ATTEMPTS && is_conflict(&e) => {
@@ -712,8 +716,8 @@ where
                 // Jitter separates the transactions that collided.
                 tokio::time::sleep(Duration::from_micros(fastrand::u64(0..2000))).await;
             }
-            Err(e) if !reconnected && is_broken_connection(&e) => reconnected = true,
-            other => return (other, reconnected),
+            Err(e) if reconnects < RECONNECTS && is_broken_connection(&e) => reconnects += 1,
+            other => return (other, reconnects > 0),
         }
     }
 }
