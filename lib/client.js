@@ -35,20 +35,40 @@ const DEFAULTS = Object.freeze({
 
 /** A held lock. Obtain one from `LockClient#acquire`, `tryAcquire` or `withLock`. */
 class Lock {
-  constructor(client, id, key, owner, token, ttl, onLost, deadline) {
+  // Kept small: a process may hold tens of thousands. The owner string and the bigint token
+  // are made on demand, and what only a loss needs lives in one side record.
+  constructor(client, id, key, ownerSeq, token, ttl, onLost, deadline) {
     this._client = client
     this._id = id
     this.key = key
-    this.owner = owner
-    this.fencingToken = BigInt(token)
+    this._ownerSeq = ownerSeq
+    this._token = token
     this.ttl = ttl
     this._state = HELD
     // Local end of a lease nobody extends in the background (Infinity with autoExtend): after
     // it, `held` is false even if the event loop was too busy to hear the loss yet.
     this._deadline = deadline
-    this._onLost = onLost
-    this._ac = null
-    this._lostError = null
+    /** null, or { onLost, ac, lostError } once a loss callback, signal or loss exists. */
+    this._extra = onLost === undefined ? null : { onLost, ac: null, lostError: null }
+  }
+
+  /** Owner token (the value stored under the key). */
+  get owner() {
+    return this._client._ownerPrefix + this._ownerSeq.toString(36)
+  }
+
+  /** Strictly increases per key across acquisitions: pass it to the resource you protect. */
+  get fencingToken() {
+    return BigInt(this._token)
+  }
+
+  _extraState() {
+    if (this._extra === null) this._extra = { onLost: undefined, ac: null, lostError: null }
+    return this._extra
+  }
+
+  get _lostError() {
+    return this._extra === null ? null : this._extra.lostError
   }
 
   /** True until the lock is released or lost (or, without autoExtend, its lease ran out). */
@@ -58,11 +78,12 @@ class Lock {
 
   /** Aborted with a LockLostError when the lock is lost. */
   get signal() {
-    if (this._ac === null) {
-      this._ac = new AbortController()
-      if (this._state === LOST) this._ac.abort(this._lostError)
+    const x = this._extraState()
+    if (x.ac === null) {
+      x.ac = new AbortController()
+      if (this._state === LOST) x.ac.abort(x.lostError)
     }
-    return this._ac.signal
+    return x.ac.signal
   }
 
   _lost(reason) {
@@ -71,16 +92,17 @@ class Lock {
     const err = new LockLostError(`Lock on "${this.key}" ${LOST_MESSAGES[reason] ?? 'was lost'}`, { reason })
     err.key = this.key
     err.fencingToken = this.fencingToken
-    this._lostError = err
+    const x = this._extraState()
+    x.lostError = err
     let heard = false
-    if (this._ac !== null) {
+    if (x.ac !== null) {
       heard = true
-      this._ac.abort(err)
+      x.ac.abort(err)
     }
-    if (this._onLost) {
+    if (x.onLost) {
       heard = true
       try {
-        this._onLost(err)
+        x.onLost(err)
       } catch (e) {
         process.nextTick(() => { throw e })
       }
@@ -138,10 +160,10 @@ class Lock {
  * the Lock without another promise in between.
  */
 class PendingAcquire {
-  constructor(client, key, owner, o, raise, resolve, reject) {
+  constructor(client, key, ownerSeq, o, raise, resolve, reject) {
     this.client = client
     this.key = key
-    this.owner = owner
+    this.ownerSeq = ownerSeq
     this.o = o
     this.raise = raise
     this.res = resolve
@@ -165,7 +187,7 @@ class PendingAcquire {
       return
     }
     const deadline = this.o.autoExtend ? Infinity : this.started + this.o.ttl
-    const lock = new Lock(this.client, this.req, this.key, this.owner, token, this.o.ttl, this.o.onLost, deadline)
+    const lock = new Lock(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost, deadline)
     this.client._native_.holders.set(this.req, lock)
     this.res(lock)
   }
@@ -285,8 +307,9 @@ class LockClient {
       return Promise.reject(err)
     }
     return new Promise((resolve, reject) => {
-      const owner = this._ownerPrefix + (++this._owners).toString(36)
-      const pending = new PendingAcquire(this, key, owner, o, raise, resolve, reject)
+      const ownerSeq = ++this._owners
+      const owner = this._ownerPrefix + ownerSeq.toString(36)
+      const pending = new PendingAcquire(this, key, ownerSeq, o, raise, resolve, reject)
       const req = native.track(pending)
       pending.req = req
       const wait = o.wait === Infinity ? -1 : o.wait
