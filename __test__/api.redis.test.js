@@ -11,4 +11,5 @@ apiSuite({
   need: needRedis,
   breakLock: async (key) => { await redisRaw().del(key) },
   crossProcess: true,
+  fairAcrossProcesses: true,
 })

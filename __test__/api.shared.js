@@ -18,6 +18,8 @@ const { connect, LockAcquisitionError, LockExtendError, LockLostError } = deadbo
  * @param {(t) => Promise<boolean>} b.need   server check (fails under CI when down)
  * @param {(key: string) => Promise<void>} [b.breakLock]  deletes the lock behind deadbolt's back
  * @param {boolean} [b.crossProcess]  whether separate processes share the store
+ * @param {boolean} [b.fairAcrossProcesses]  whether the store tells a releaser that other
+ *   processes wait (Redis: pub/sub), so a busy process lets them have the key
  * @param {(runPrefix: string) => Promise<void>} [b.cleanup]  deletes what the suite left in
  *   the store under `runPrefix`, the prefix of every key the suite used
  */
@@ -147,6 +149,15 @@ function apiSuite(b) {
       const info = await locks.inspect(k)
       assert.ok(Buffer.isBuffer(info.data))
       assert.deepEqual(info.data, bytes)
+      await lock.release()
+    })
+
+    test('the data of an auto-extended lock lives as long as the lock', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const lock = await locks.acquire(k, { ttl: 300, autoExtend: true, data: 'payload' })
+      await sleep(1000)
+      assert.equal((await locks.inspect(k)).data, 'payload')
       await lock.release()
     })
 
@@ -380,6 +391,24 @@ function apiSuite(b) {
         assert.ok(electedAt - killedAt <= 500 + 1000, `took over after ${electedAt - killedAt} ms`)
         await election.resign()
       })
+
+      if (b.fairAcrossProcesses) {
+        test('a waiter in another process gets a key that a busy process keeps handing on', async (t) => {
+          if (await skipUnlessReady(t)) return
+          const k = key('fair')
+          // The child keeps 5 local workers cycling through the key (hold 1 ms) for 4 s.
+          const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'child.js'), 'churn', b.url, k, '4000'], { stdio: ['ignore', 'pipe', 'inherit'] })
+          try {
+            await new Promise((resolve) => child.stdout.once('data', resolve))
+            await sleep(200)
+            const lock = await locks.acquire(k, { wait: 3000 })
+            assert.equal((await locks.inspect(k)).owner, lock.owner)
+            await lock.release()
+          } finally {
+            child.kill('SIGKILL')
+          }
+        })
+      }
 
       test('a held lock with a heartbeat does not keep the process alive', async (t) => {
         if (await skipUnlessReady(t)) return

@@ -60,6 +60,18 @@ pub struct ExtendItem {
     pub owner: String,
     /// New remaining lease in milliseconds.
     pub ttl_ms: u64,
+    /// Whether a payload was stored with the lock (its lease is extended too).
+    pub has_data: bool,
+}
+
+/// What a release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseOutcome {
+    /// Whether the caller held the lock (and this call freed it).
+    pub released: bool,
+    /// Whether waiters in other processes are known to be listening for this release
+    /// (Redis: subscribers other than this process; other stores cannot tell).
+    pub others_waiting: bool,
 }
 
 /// Who a lock is handed to by [`Store::handoff`].
@@ -106,13 +118,20 @@ impl Store {
         }
     }
 
-    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` still holds it.
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` still holds it (and of its
+    /// payload, `has_data`).
     ///
     /// # Cancel Safety
     /// Cancel safe: the operation is idempotent.
-    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> BackendResult<bool> {
+    pub async fn extend(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        has_data: bool,
+    ) -> BackendResult<bool> {
         match self {
-            Store::Redis(s) => s.extend(key, owner, ttl_ms).await,
+            Store::Redis(s) => s.extend(key, owner, ttl_ms, has_data).await,
             Store::Mysql(s) => s.extend(key, owner, ttl_ms).await,
             Store::Memory(s) => Ok(s.extend(key, owner, ttl_ms)),
         }
@@ -139,10 +158,22 @@ impl Store {
     /// # Cancel Safety
     /// Cancel safe: the operation is idempotent.
     pub async fn release(&self, key: &str, owner: &str) -> BackendResult<bool> {
+        Ok(self.release_outcome(key, owner).await?.released)
+    }
+
+    /// [`Store::release`], also telling whether other processes wait for the key.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn release_outcome(&self, key: &str, owner: &str) -> BackendResult<ReleaseOutcome> {
+        let local = |released| ReleaseOutcome {
+            released,
+            others_waiting: false,
+        };
         match self {
             Store::Redis(s) => s.release(key, owner).await,
-            Store::Mysql(s) => s.release(key, owner).await,
-            Store::Memory(s) => Ok(s.release(key, owner)),
+            Store::Mysql(s) => s.release(key, owner).await.map(local),
+            Store::Memory(s) => Ok(local(s.release(key, owner))),
         }
     }
 

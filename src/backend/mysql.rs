@@ -1185,6 +1185,7 @@ mod tests {
             key: key.to_owned(),
             owner: owner.to_owned(),
             ttl_ms,
+            has_data: false,
         };
         let items = vec![
             item(&held, &a, 30_000),
@@ -1229,6 +1230,7 @@ mod tests {
                 key: k.clone(),
                 owner: a.clone(),
                 ttl_ms: 10_000 * (i as u64 + 1),
+                has_data: false,
             })
             .collect();
         let results = s.extend_many(&items).await;
@@ -1249,6 +1251,7 @@ mod tests {
             key: k.clone(),
             owner: a.clone(),
             ttl_ms: 20_000,
+            has_data: false,
         };
         let results = s.extend_many(&[item.clone(), item]).await;
         assert!(results.iter().all(|r| matches!(r, Ok(true))), "{results:?}");
@@ -1272,6 +1275,7 @@ mod tests {
                 key: k,
                 owner: a.clone(),
                 ttl_ms: 20_000,
+                has_data: false,
             });
             expected.push(held);
         }
@@ -1332,6 +1336,7 @@ mod tests {
                 key: k.clone(),
                 owner: a.clone(),
                 ttl_ms: 30_000,
+                has_data: false,
             })
             .collect();
         let extend = tokio::spawn({
@@ -1448,6 +1453,7 @@ mod tests {
                 key: k.clone(),
                 owner: a.clone(),
                 ttl_ms: 120_000,
+                has_data: false,
             })
             .collect();
         assert!(s

@@ -5,7 +5,7 @@
 
 use super::keys::{data_key, fence_key, release_channel};
 use super::scripts::{ACQUIRE, EXTEND, HANDOFF, INSPECT, RELEASE};
-use super::{BackendError, BackendResult, ExtendItem, LockInfo};
+use super::{BackendError, BackendResult, ExtendItem, LockInfo, ReleaseOutcome};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use redis::{Client, RedisError, ServerErrorKind, Value};
 use redis::{RedisResult, Script};
@@ -235,13 +235,20 @@ impl RedisStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> BackendResult<bool> {
+    pub async fn extend(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        has_data: bool,
+    ) -> BackendResult<bool> {
         let ttl = ttl_ms.to_string();
         let data_k = data_key(key);
+        let flag: &[u8] = if has_data { b"1" } else { b"0" };
         let cmd = evalsha(
             &EXTEND,
             &[key.as_bytes(), data_k.as_bytes()],
-            &[owner.as_bytes(), ttl.as_bytes()],
+            &[owner.as_bytes(), ttl.as_bytes(), flag],
         );
         parse::<i64>(self.exec(cmd, Some(&EXTEND)).await?).map(|n| n == 1)
     }
@@ -267,7 +274,8 @@ impl RedisStore {
                 .arg(&item.key)
                 .arg(data_key(&item.key))
                 .arg(&item.owner)
-                .arg(item.ttl_ms);
+                .arg(item.ttl_ms)
+                .arg(if item.has_data { "1" } else { "0" });
         }
         let mut first = pipe.query_async::<Vec<Value>>(&mut conn).await;
         // After a server restart the script cache is empty: load it once and send again.
@@ -302,14 +310,20 @@ impl RedisStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn release(&self, key: &str, owner: &str) -> BackendResult<bool> {
+    pub async fn release(&self, key: &str, owner: &str) -> BackendResult<ReleaseOutcome> {
         let (data_k, channel) = (data_key(key), release_channel(key));
         let cmd = evalsha(
             &RELEASE,
             &[key.as_bytes(), data_k.as_bytes()],
             &[owner.as_bytes(), channel.as_bytes()],
         );
-        parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?).map(|n| n == 1)
+        let n = parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?)?;
+        // Our own subscriber heard it too if someone here watches the key.
+        let ours = i64::from(self.watched.lock().unwrap().contains_key(&channel));
+        Ok(ReleaseOutcome {
+            released: n >= 1,
+            others_waiting: n - 1 > ours,
+        })
     }
 
     /// See [`super::Store::handoff`].

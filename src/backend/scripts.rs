@@ -24,14 +24,17 @@ return false
     )
 });
 
-/// Extend: compare the owner, then set the remaining lease of the lock and its data.
-/// KEYS: lock, data. ARGV: owner, ttl ms. Returns 1 if owned, 0 otherwise.
+/// Extend: compare the owner, then set the remaining lease of the lock and, if it has one,
+/// its data. KEYS: lock, data. ARGV: owner, ttl ms, has-data flag ("1"/"0"). Returns 1 if
+/// owned, 0 otherwise.
 pub static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  if ARGV[3] == '1' then
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  end
   return 1
 end
 return 0
@@ -40,14 +43,14 @@ return 0
 });
 
 /// Release: compare the owner, delete lock and data, and announce the release to waiters.
-/// KEYS: lock, data. ARGV: owner, channel. Returns 1 if this call released it, 0 otherwise.
+/// KEYS: lock, data. ARGV: owner, channel. Returns 0 if not owned, otherwise 1 + the number
+/// of subscribers the announcement reached (so the caller knows whether others wait).
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1], KEYS[2])
-  redis.call('PUBLISH', ARGV[2], '1')
-  return 1
+  return 1 + redis.call('PUBLISH', ARGV[2], '1')
 end
 return 0
 "#,

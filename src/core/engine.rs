@@ -15,7 +15,7 @@ use crate::core::url::{open_store, ConnectOptions};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -50,6 +50,10 @@ impl Waiter {
 /// Consecutive handoffs inside one process before a key is really released (and announced),
 /// so waiters in other processes get their chance.
 const MAX_LOCAL_HANDOFFS: u32 = 16;
+
+/// After such a real release, how long waiters here hold back when other processes are known
+/// to wait: long enough for them to hear the announcement and ask.
+const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
 
 #[derive(Default)]
 struct KeyQueue {
@@ -255,7 +259,7 @@ impl Engine {
 
     /// One request to the store. A grant that raced a cancellation is given back.
     async fn attempt(
-        &self,
+        self: &Arc<Self>,
         spec: &AcquireSpec,
         cancel: &CancellationToken,
     ) -> Result<Option<u64>, LockError> {
@@ -296,18 +300,29 @@ impl Engine {
     /// # Cancel Safety
     /// Not cancel safe once a handoff is under way (the next holder may miss its grant until
     /// the lease ends); the plain release is idempotent.
-    pub async fn release(&self, key: &str, owner: &str, had_data: bool) -> BackendResult<bool> {
+    pub async fn release(
+        self: &Arc<Self>,
+        key: &str,
+        owner: &str,
+        had_data: bool,
+    ) -> BackendResult<bool> {
         let mut owner = owner.to_string();
         let mut had_data = had_data;
         // Loops only when a waiter left while its grant was on the way: the grant is then
         // released (or handed on) in turn.
         loop {
             let Some(waiter) = self.next_for_handoff(key) else {
-                let released = self.store.release(key, &owner).await;
+                let outcome = self.store.release_outcome(key, &owner).await;
                 self.releases.fetch_add(1, Ordering::AcqRel);
-                // Even a refused release may mean the lease lapsed: let the head look now.
-                self.wake(key, true);
-                return released;
+                if matches!(outcome, Ok(o) if o.others_waiting) && self.has_waiters(key) {
+                    // Handoffs kept the key in this process for a while and other processes
+                    // wait for it: they heard the release, let them have it first.
+                    self.wake_later(key, FAIRNESS_PAUSE);
+                } else {
+                    // Even a refused release may mean the lease lapsed: let the head look now.
+                    self.wake(key, true);
+                }
+                return outcome.map(|o| o.released);
             };
             let handed = self
                 .store
@@ -348,6 +363,22 @@ impl Engine {
         }
     }
 
+    fn has_waiters(&self, key: &str) -> bool {
+        self.queues.lock().unwrap().contains_key(key)
+    }
+
+    /// Wakes the head waiter of `key` after `pause`.
+    fn wake_later(self: &Arc<Self>, key: &str, pause: Duration) {
+        let engine = Arc::downgrade(self);
+        let key = key.to_string();
+        tokio::spawn(async move {
+            tokio::time::sleep(pause).await;
+            if let Some(engine) = engine.upgrade() {
+                engine.wake(&key, true);
+            }
+        });
+    }
+
     /// The head waiter of `key`, if a handoff to it is due (not too many in a row).
     fn next_for_handoff(&self, key: &str) -> Option<Arc<Waiter>> {
         let mut queues = self.queues.lock().unwrap();
@@ -367,7 +398,10 @@ impl Engine {
     /// Cancel safe: idempotent.
     pub async fn extend(&self, held: &Held, ttl_ms: u64) -> BackendResult<bool> {
         let sent = Instant::now();
-        let owned = self.store.extend(&held.key, &held.owner, ttl_ms).await?;
+        let owned = self
+            .store
+            .extend(&held.key, &held.owner, ttl_ms, held.has_data)
+            .await?;
         if owned {
             held.extended(sent, ttl_ms);
         }

@@ -295,6 +295,7 @@ async fn run(store: Store, t: Arc<Timers>) {
                     key: h.key.clone(),
                     owner: h.owner.clone(),
                     ttl_ms: h.state.lock().unwrap().ttl_ms,
+                    has_data: h.has_data,
                 })
                 .collect();
             let results = store.extend_many(&items).await;
