@@ -1,0 +1,416 @@
+'use strict'
+// One adapter per library: the same small surface for every peer, so the scenarios in
+// worker.js are written once.
+//
+//   adapter.open()                 connect (and whatever the library needs before use)
+//   adapter.newLocker()            a holder of at most one lock at a time, with
+//     locker.acquire(key)          waits (unlimited retries) until it holds `key`
+//     locker.release()             releases what it holds
+//     locker.held()                does the library still consider it held?
+//     locker.serverKey / .serverValue   where and what the store should hold (verification)
+//   adapter.newAutoLocker(onLost)  the same, with the library's own auto-extension (scenario 5)
+//   adapter.close()
+//
+// Settings are the same for everyone (see SETTINGS): ttl 10 s, 10 ms between attempts,
+// unlimited retries. Libraries that cannot poll (sql-lock, GET_LOCK) wait on the server.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const { randomUUID } = require('node:crypto')
+const { sleep } = require('./util')
+
+const SETTINGS = Object.freeze({
+  ttl: 10_000,
+  retryDelay: 10,
+  // redlock is the only peer with a jitter option: give it deadbolt's default relative
+  // jitter (±50 % of the delay), i.e. ±5 ms.
+  redlockJitter: 5,
+  // Scenario 5 (auto-extension): lease and heartbeat period.
+  autoTtl: 3_000,
+  autoEvery: 1_000,
+  // GET_LOCK waits on the server; "unlimited" is a year, re-asked if it ever returns 0.
+  getLockTimeoutS: 31_536_000,
+})
+
+const ROOT = path.join(__dirname, '..')
+
+/**
+ * Which deadbolt is being measured: a hash over the addon and the JS it loads (index.js, lib/,
+ * compat/, binding.js), which a concurrent build or edit may change between runs.
+ */
+function deadboltFingerprint() {
+  const crypto = require('node:crypto')
+  const h = crypto.createHash('sha256')
+  let addon = null
+  const files = []
+  for (const f of fs.readdirSync(ROOT).sort()) {
+    if (f.startsWith('deadbolt.') && f.endsWith('.node')) addon = f
+    if (f === 'index.js' || f === 'binding.js' || (f.startsWith('deadbolt.') && f.endsWith('.node'))) files.push(f)
+  }
+  for (const dir of ['lib', 'compat']) {
+    try {
+      for (const f of fs.readdirSync(path.join(ROOT, dir)).sort()) if (f.endsWith('.js')) files.push(path.join(dir, f))
+    } catch {}
+  }
+  for (const f of files) {
+    try {
+      h.update(f)
+      h.update(fs.readFileSync(path.join(ROOT, f)))
+    } catch {}
+  }
+  let built = ''
+  try {
+    built = fs.statSync(path.join(ROOT, addon)).mtime.toISOString()
+  } catch {}
+  return { id: h.digest('hex').slice(0, 10), addon, built }
+}
+
+let loadedBuild = null
+
+/** The addon may be rebuilt under us by a concurrent build: wait until it is present and settled. */
+function loadDeadbolt() {
+  const deadline = Date.now() + 120_000
+  let lastErr
+  while (Date.now() < deadline) {
+    try {
+      const addon = fs.readdirSync(ROOT).find((f) => f.startsWith('deadbolt.') && f.endsWith('.node'))
+      if (addon) {
+        const st = fs.statSync(path.join(ROOT, addon))
+        if (Date.now() - st.mtimeMs > 1500 && st.size > 0) {
+          const before = deadboltFingerprint()
+          const mod = require(ROOT)
+          loadedBuild = before
+          return mod
+        }
+      }
+    } catch (err) {
+      lastErr = err
+      if (!/\.node|ELF|binding|Cannot find module|ENOENT|too short/i.test(String(err && err.message))) throw err
+    }
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500)
+  }
+  throw lastErr || new Error('the deadbolt addon did not appear within 120 s')
+}
+
+function redisHostPort(url) {
+  const u = new URL(url)
+  return { host: u.hostname || '127.0.0.1', port: Number(u.port || 6379), db: Number((u.pathname || '/0').slice(1) || 0) }
+}
+
+// ───────────────────────────── deadbolt (modern API) ─────────────────────────────
+
+function deadbolt(url) {
+  const { connect } = loadDeadbolt()
+  const opts = { ttl: SETTINGS.ttl, wait: Infinity, retryDelay: SETTINGS.retryDelay }
+  let client
+  return {
+    async open() {
+      client = await connect(url)
+    },
+    newLocker() {
+      let lock = null
+      return {
+        async acquire(key) {
+          lock = await client.acquire(key, opts)
+        },
+        release() {
+          const l = lock
+          lock = null
+          return l.release()
+        },
+        held: () => lock !== null && lock.held,
+        get serverKey() { return lock && lock.key },
+        get serverValue() { return lock && lock.owner },
+      }
+    },
+    newAutoLocker(onLost) {
+      let lock = null
+      const o = { ttl: SETTINGS.autoTtl, wait: Infinity, retryDelay: SETTINGS.retryDelay, autoExtend: true, extendEvery: SETTINGS.autoEvery, onLost }
+      return {
+        async acquire(key) {
+          lock = await client.acquire(key, o)
+        },
+        release() {
+          const l = lock
+          lock = null
+          return l.release()
+        },
+        held: () => lock !== null && lock.held,
+        get serverKey() { return lock && lock.key },
+        get serverValue() { return lock && lock.owner },
+      }
+    },
+    heldCount: () => client.heldCount,
+    async close() {
+      await client.close()
+    },
+  }
+}
+
+// ───────────────────────────── deadbolt's redislock face ─────────────────────────────
+
+function deadboltRedislock(url) {
+  const { createLock } = loadDeadbolt()
+  const opts = { timeout: SETTINGS.ttl, retries: -1, delay: SETTINGS.retryDelay }
+  return {
+    async open() {},
+    newLocker() {
+      // One redislock-style Lock object per worker, reused across keys (as redislock allows).
+      const lock = createLock(url, opts)
+      let key = null
+      return {
+        async acquire(k) {
+          await lock.acquire(k)
+          key = k
+        },
+        release: () => lock.release(),
+        held: () => lock._locked,
+        get serverKey() { return key },
+        get serverValue() { return lock._id },
+      }
+    },
+    async close() {},
+  }
+}
+
+// ───────────────────────────── redislock 1.3 (node_redis v3) ─────────────────────────────
+
+function redislock(url) {
+  const lib = require('redislock')
+  const opts = { timeout: SETTINGS.ttl, retries: -1, delay: SETTINGS.retryDelay }
+  let client
+  return {
+    async open() {
+      const { host, port, db } = redisHostPort(url)
+      client = require('redis3').createClient({ host, port, db })
+      await new Promise((resolve, reject) => {
+        client.once('ready', resolve)
+        client.once('error', reject)
+      })
+      client.on('error', (err) => process.stderr.write(`redis3 error: ${err.message}\n`))
+    },
+    newLocker() {
+      const lock = lib.createLock(client, opts)
+      let key = null
+      return {
+        async acquire(k) {
+          await lock.acquire(k)
+          key = k
+        },
+        release: () => lock.release(),
+        held: () => lock._locked,
+        get serverKey() { return key },
+        get serverValue() { return lock._id },
+      }
+    },
+    async close() {
+      await new Promise((resolve) => client.quit(() => resolve()))
+    },
+  }
+}
+
+// ───────────────────────────── redlock 4 (ioredis) ─────────────────────────────
+
+function redlock(url) {
+  const Redlock = require('redlock')
+  const Redis = require('ioredis')
+  let client
+  let rl
+  return {
+    async open() {
+      client = new Redis(url)
+      await client.ping()
+      rl = new Redlock([client], { retryCount: -1, retryDelay: SETTINGS.retryDelay, retryJitter: SETTINGS.redlockJitter, driftFactor: 0.01 })
+      rl.on('clientError', (err) => process.stderr.write(`redlock clientError: ${err.message}\n`))
+    },
+    newLocker() {
+      let lock = null
+      return {
+        async acquire(key) {
+          lock = await rl.lock(key, SETTINGS.ttl)
+        },
+        release() {
+          const l = lock
+          lock = null
+          return l.unlock()
+        },
+        held: () => lock !== null && lock.expiration > Date.now(),
+        get serverKey() { return lock && lock.resource[0] },
+        get serverValue() { return lock && lock.value },
+      }
+    },
+    async close() {
+      client.disconnect()
+    },
+  }
+}
+
+// ───────────────────────────── redis-semaphore 5 (ioredis) ─────────────────────────────
+
+function redisSemaphore(url) {
+  const { Mutex } = require('redis-semaphore')
+  const Redis = require('ioredis')
+  let client
+  let lostCount = 0
+  // The default onLockLost throws (an unhandled crash): count instead.
+  const countLost = () => { lostCount++ }
+  const make = (key, auto, onLost) =>
+    new Mutex(client, key, {
+      lockTimeout: auto ? SETTINGS.autoTtl : SETTINGS.ttl,
+      acquireTimeout: Infinity,
+      retryInterval: SETTINGS.retryDelay,
+      // Off in scenarios 1–4 (nobody else auto-extends there); on in scenario 5.
+      refreshInterval: auto ? SETTINGS.autoEvery : 0,
+      onLockLost: onLost || countLost,
+    })
+  const locker = (auto, onLost) => {
+    let m = null
+    return {
+      async acquire(key) {
+        m = make(key, auto, onLost)
+        await m.acquire()
+      },
+      release() {
+        const x = m
+        m = null
+        return x.release()
+      },
+      held: () => m !== null && m.isAcquired,
+      get serverKey() { return m && m._key },
+      get serverValue() { return m && m.identifier },
+    }
+  }
+  return {
+    async open() {
+      client = new Redis(url)
+      await client.ping()
+    },
+    newLocker: () => locker(false),
+    newAutoLocker: (onLost) => locker(true, onLost),
+    lost: () => lostCount,
+    async close() {
+      client.disconnect()
+    },
+  }
+}
+
+// ───────────────────────────── raw ioredis: SET NX PX + compare-and-delete ─────────────────────────────
+
+function rawIoredis(url) {
+  const Redis = require('ioredis')
+  let client
+  return {
+    async open() {
+      client = new Redis(url)
+      // defineCommand: EVALSHA, falling back to EVAL once (the idiomatic ioredis way).
+      client.defineCommand('delIfEqual', {
+        numberOfKeys: 1,
+        lua: "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+      })
+      await client.ping()
+    },
+    newLocker() {
+      let key = null
+      let token = null
+      return {
+        async acquire(k) {
+          const t = randomUUID()
+          for (;;) {
+            if ((await client.set(k, t, 'PX', SETTINGS.ttl, 'NX')) === 'OK') break
+            await sleep(SETTINGS.retryDelay)
+          }
+          key = k
+          token = t
+        },
+        release() {
+          const k = key
+          key = null
+          return client.delIfEqual(k, token)
+        },
+        held: () => key !== null,
+        get serverKey() { return key },
+        get serverValue() { return token },
+      }
+    },
+    async close() {
+      client.disconnect()
+    },
+  }
+}
+
+// ───────────────────────────── sql-lock 0.1 ─────────────────────────────
+
+function sqlLock(url) {
+  const lib = require('sql-lock')
+  return {
+    async open() {
+      await lib.initialize(url, { locking_ttl: SETTINGS.ttl })
+    },
+    newLocker() {
+      let releaser = null
+      return {
+        async acquire(key) {
+          // Waits on the InnoDB row lock (no client polling); one transaction per held lock.
+          releaser = await lib.getLock(key, SETTINGS.ttl)
+        },
+        release() {
+          const r = releaser
+          releaser = null
+          return r()
+        },
+        held: () => releaser !== null,
+      }
+    },
+    async close() {},
+  }
+}
+
+// ───────────────────────────── raw GET_LOCK / RELEASE_LOCK over mysql2 ─────────────────────────────
+
+function rawGetLock(url) {
+  const mysql = require('mysql2/promise')
+  return {
+    async open() {},
+    // GET_LOCK is owned by a connection: each holder needs a connection of its own.
+    perLockerConnection: true,
+    async newLocker() {
+      const conn = await mysql.createConnection(url)
+      let key = null
+      return {
+        async acquire(k) {
+          for (;;) {
+            const [[row]] = await conn.query('SELECT GET_LOCK(?, ?) AS r', [k, SETTINGS.getLockTimeoutS])
+            if (Number(row.r) === 1) break
+          }
+          key = k
+        },
+        async release() {
+          const k = key
+          key = null
+          await conn.query('SELECT RELEASE_LOCK(?)', [k])
+        },
+        held: () => key !== null,
+        close: () => conn.end().catch(() => {}),
+      }
+    },
+    async close() {},
+  }
+}
+
+// ───────────────────────────── registry ─────────────────────────────
+
+const LIBS = {
+  deadbolt: { label: 'deadbolt', backend: 'redis', make: (u) => deadbolt(u.redis), scenarios: [1, 2, 3, 4, 5] },
+  'deadbolt-redislock': { label: 'deadbolt (redislock face)', backend: 'redis', make: (u) => deadboltRedislock(u.redis), scenarios: [1, 2], compareTo: 'redislock' },
+  redislock: { label: 'redislock 1.3 (redis@3)', backend: 'redis', make: (u) => redislock(u.redis), scenarios: [1, 2, 3, 4] },
+  redlock: { label: 'redlock 4 (ioredis)', backend: 'redis', make: (u) => redlock(u.redis), scenarios: [1, 2, 3, 4] },
+  'redis-semaphore': { label: 'redis-semaphore 5 (ioredis)', backend: 'redis', make: (u) => redisSemaphore(u.redis), scenarios: [1, 2, 3, 4, 5] },
+  'raw-ioredis': { label: 'raw ioredis SET NX + EVALSHA', backend: 'redis', make: (u) => rawIoredis(u.redis), scenarios: [1, 2, 3, 4] },
+  'deadbolt-mysql': { label: 'deadbolt (mysql)', backend: 'mysql', make: (u) => deadbolt(u.mysql), scenarios: [1, 2, 3, 4, 5], deadbolt: true },
+  'sql-lock': { label: 'sql-lock 0.1', backend: 'mysql', make: (u) => sqlLock(u.mysql), scenarios: [1, 2, 3, 4] },
+  'raw-getlock': { label: 'raw GET_LOCK (mysql2)', backend: 'mysql', make: (u) => rawGetLock(u.mysql), scenarios: [1, 2, 3, 4] },
+}
+LIBS.deadbolt.deadbolt = true
+LIBS['deadbolt-redislock'].deadbolt = true
+
+module.exports = { LIBS, SETTINGS, loadDeadbolt, deadboltFingerprint, loadedBuild: () => loadedBuild }
