@@ -499,7 +499,7 @@ function safeCall(fn, arg) {
   }
 }
 
-const SCHEMES = /^(redis|rediss|redis\+unix|unix|valkey|valkeys|mysql|mariadb|memory):\/\//i
+const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|memory):\/\//i
 
 /**
  * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://` or

@@ -45,15 +45,15 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> 
         )));
     };
     match scheme.as_str() {
-        "redis" | "rediss" | "redis+unix" | "unix" | "valkey" | "valkeys" => {
+        "redis" | "rediss" | "redis+unix" | "unix" => {
             let redis_opts = RedisOptions {
                 connect_timeout_ms: opts.connect_timeout_ms,
                 response_timeout_ms: opts.response_timeout_ms,
             };
-            Ok(Store::Redis(Arc::new(RedisStore::connect(
-                url,
-                &redis_opts,
-            )?)))
+            // A URL the client cannot parse is bad input, not a store failure.
+            let store = RedisStore::connect(url, &redis_opts)
+                .map_err(|e| LockError::Invalid(format!("Invalid Redis URL: {e}")))?;
+            Ok(Store::Redis(Arc::new(store)))
         }
         "mysql" | "mariadb" => {
             let url = if scheme == "mariadb" {
@@ -66,9 +66,9 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> 
                 pool_size: opts.pool_size,
                 connect_timeout_ms: opts.connect_timeout_ms,
             };
-            Ok(Store::Mysql(Arc::new(MysqlStore::connect(
-                &url, mysql_opts,
-            )?)))
+            let store = MysqlStore::connect(&url, mysql_opts)
+                .map_err(|e| LockError::Invalid(format!("Invalid MySQL URL or options: {e}")))?;
+            Ok(Store::Mysql(Arc::new(store)))
         }
         "memory" => {
             let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
