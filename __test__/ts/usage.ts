@@ -1,0 +1,56 @@
+// Compiled by __test__/types.test.js with `tsc --strict`, then run: the typings must accept
+// real use (including `await using`) and refuse wrong calls, and the emitted code must work.
+import assert = require('node:assert/strict')
+import deadbolt = require('../..')
+import { connect, LockAcquisitionError, type Lock, type LockInfo } from '../..'
+
+async function main(): Promise<void> {
+  const locks = await connect('memory://types-test', { ttl: 2_000 })
+  const key = `types:${process.pid}`
+  {
+    await using lock = await locks.acquire(key, { wait: 1_000, data: 'host-a' })
+    const token: bigint = lock.fencingToken
+    assert.equal(typeof token, 'bigint')
+    const info: LockInfo | null = await locks.inspect(key)
+    assert.equal(info?.data, 'host-a')
+  }
+  // `await using` released it when the block ended.
+  assert.equal(await locks.inspect(key), null)
+
+  const maybe: Lock | null = await locks.tryAcquire(key)
+  assert.ok(maybe)
+  const busy = await locks.tryAcquire(key)
+  assert.equal(busy, null)
+  await maybe.release()
+
+  const n: number = await locks.withLock(key, async (l) => (l.held ? 1 : 0))
+  assert.equal(n, 1)
+
+  try {
+    const holder = await locks.acquire(key)
+    await locks.acquire(key, { wait: 10 }).finally(() => holder.release())
+  } catch (err) {
+    assert.ok(err instanceof LockAcquisitionError)
+    assert.equal(err.code, 'ERR_LOCK_ACQUISITION')
+  }
+
+  // The redislock face, typed too.
+  const legacy = deadbolt.createLock('redis://127.0.0.1:6379', { timeout: 1_000, retries: -1, delay: 10 })
+  const id: string = legacy._id
+  assert.equal(typeof id, 'string')
+
+  // @ts-expect-error the key must be a string
+  await locks.acquire(42).catch(() => {})
+  // @ts-expect-error ttl is a number
+  await locks.acquire(key, { ttl: '10' }).catch(() => {})
+  // @ts-expect-error unknown option
+  await locks.acquire(key, { ttlMs: 10 }).catch(() => {})
+
+  await locks.close()
+  console.log('ok')
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})

@@ -1,0 +1,26 @@
+'use strict'
+// index.d.ts against real TypeScript (strict): a program using the API, `await using`
+// included, must compile, and wrong calls must be refused; the emitted code must run.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { execFileSync } = require('node:child_process')
+const fs = require('node:fs')
+const path = require('node:path')
+
+test('a strict TypeScript program using the API and await using compiles and runs', () => {
+  const tsc = require.resolve('typescript/bin/tsc')
+  const project = path.join(__dirname, 'ts', 'tsconfig.json')
+  // Emitted beside its source (gitignored), where its require('../..') is this package.
+  const emitted = path.join(__dirname, 'ts', 'usage.js')
+  try {
+    execFileSync(process.execPath, [tsc, '-p', project], { encoding: 'utf8' })
+    const stdout = execFileSync(process.execPath, [emitted], { encoding: 'utf8' })
+    assert.equal(stdout.trim(), 'ok')
+  } catch (err) {
+    if (err.stdout || err.stderr) assert.fail(`${err.stdout ?? ''}${err.stderr ?? ''}`)
+    throw err
+  } finally {
+    fs.rmSync(emitted, { force: true })
+  }
+})
