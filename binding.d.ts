@@ -48,6 +48,8 @@ export declare class NativeClient {
    * true.
    */
   close(req: number): void
+  /** Counters for diagnostics and leak checks. */
+  stats(): NativeStats
   /** Number of locks this client holds. */
   heldCount(): number
   /** Takes every completion queued so far. */
@@ -96,4 +98,16 @@ export interface NativeLockInfo {
   remainingMs: number
   /** Stored payload, if any. */
   data?: Buffer
+}
+
+/** What a client and its store's engine currently keep (see `LockClient#stats`). */
+export interface NativeStats {
+  /** Locks this client holds. */
+  held: number
+  /** Waiters queued in this process for this store. */
+  waiting: number
+  /** Leases the heartbeat scheduler looks after for this store. */
+  scheduled: number
+  /** Release channels subscribed to (Redis). */
+  subscriptions: number
 }

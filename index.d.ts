@@ -160,6 +160,18 @@ export declare class Election implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>
 }
 
+/** Counters from `LockClient#stats()`. */
+export interface LockClientStats {
+  /** Locks this client holds. */
+  held: number
+  /** Acquisitions queued in this process for this store (all clients of it). */
+  waiting: number
+  /** Leases the heartbeat scheduler looks after (all clients of this store). */
+  scheduled: number
+  /** Redis release channels this process listens to. */
+  subscriptions: number
+}
+
 /** A connection to one lock store. */
 export declare class LockClient implements AsyncDisposable {
   /** Acquires `key`, waiting up to `wait` ms; rejects with LockAcquisitionError if still busy. */
@@ -182,6 +194,8 @@ export declare class LockClient implements AsyncDisposable {
   ping(): Promise<void>
   /** Locks this client holds. */
   readonly heldCount: number
+  /** What this client and its store's engine keep right now (diagnostics). */
+  stats(): LockClientStats
   /** Stops heartbeats, cancels waits, releases held locks, closes. Idempotent. */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>

@@ -301,6 +301,37 @@ function apiSuite(b) {
       assert.deepEqual(served, new Array(10).fill(5))
     })
 
+    test('after heavy contention the engine keeps nothing: no holds, waiters, timers or subscriptions', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const own = await connect(b.url)
+      try {
+        const k = key('leak')
+        await Promise.all(Array.from({ length: 20 }, async (_, w) => {
+          for (let i = 0; i < 10; i++) {
+            const lock = await own.acquire(i % 2 ? k : `${k}:${w}`, { wait: 30000, retryDelay: 5, autoExtend: i % 3 === 0, data: i % 4 === 0 ? 'd' : undefined })
+            await sleep(1)
+            await lock.release()
+          }
+        }))
+        // Aborted and timed-out waits leave nothing either.
+        const holder = await own.acquire(k)
+        const ac = new AbortController()
+        const aborted = own.acquire(k, { wait: Infinity, signal: ac.signal }).catch((e) => e)
+        const timedOut = own.acquire(k, { wait: 50 }).catch((e) => e)
+        await sleep(20)
+        ac.abort()
+        await aborted
+        await timedOut
+        await holder.release()
+        await eventually(() => {
+          const s = own.stats()
+          return s.held === 0 && s.waiting === 0 && s.scheduled === 0 && s.subscriptions === 0
+        }, 3000, `an empty engine, have ${JSON.stringify(own.stats())}`)
+      } finally {
+        await own.close()
+      }
+    })
+
     test('one leader is elected, resign hands leadership over, and leader() names it', async (t) => {
       if (await skipUnlessReady(t)) return
       const name = key('election')

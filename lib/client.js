@@ -388,6 +388,16 @@ class LockClient {
     return new Election(this, name, options)
   }
 
+  /**
+   * What this client and its store's engine keep right now: `held` (locks this client holds),
+   * `waiting` (acquisitions queued in this process for this store), `scheduled` (leases the
+   * heartbeat scheduler looks after), `subscriptions` (Redis release channels listened to).
+   */
+  stats() {
+    if (this._closed) return { held: 0, waiting: 0, scheduled: 0, subscriptions: 0 }
+    return this._native_.native.stats()
+  }
+
   /** Number of locks this client holds. */
   get heldCount() {
     return this._closed ? 0 : this._native_.native.heldCount()

@@ -392,6 +392,11 @@ impl RedisStore {
         *self.subscriber.lock().await = None;
     }
 
+    /// Number of release channels a local waiter listens to.
+    pub fn watched_channels(&self) -> usize {
+        self.watched.lock().unwrap().len()
+    }
+
     /// Sets the function called when a watched key's release is announced.
     pub fn set_wake(&self, wake: WakeFn) {
         *self.wake.lock().unwrap() = Some(wake);

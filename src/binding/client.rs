@@ -61,6 +61,19 @@ pub struct JsLockInfo {
     pub data: Option<Buffer>,
 }
 
+/// What a client and its store's engine currently keep (see `LockClient#stats`).
+#[napi(object, js_name = "NativeStats")]
+pub struct JsStats {
+    /// Locks this client holds.
+    pub held: u32,
+    /// Waiters queued in this process for this store.
+    pub waiting: u32,
+    /// Leases the heartbeat scheduler looks after for this store.
+    pub scheduled: u32,
+    /// Release channels subscribed to (Redis).
+    pub subscriptions: u32,
+}
+
 /// One client's connection to a store; used through `index.js`, never directly.
 #[napi]
 pub struct NativeClient {
@@ -242,6 +255,19 @@ impl NativeClient {
             session.close().await;
             Ok(true)
         });
+    }
+
+    /// Counters for diagnostics and leak checks.
+    #[napi]
+    pub fn stats(&self) -> JsStats {
+        let s = self.session.stats();
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        JsStats {
+            held: n(s.held),
+            waiting: n(s.waiting),
+            scheduled: n(s.scheduled),
+            subscriptions: n(s.subscriptions),
+        }
     }
 
     /// Number of locks this client holds.

@@ -114,6 +114,24 @@ impl Engine {
         &self.store
     }
 
+    /// Waiters queued in this process, over all keys.
+    pub fn waiting(&self) -> usize {
+        self.queues
+            .lock()
+            .unwrap()
+            .values()
+            .map(|q| q.waiters.len())
+            .sum()
+    }
+
+    /// Release channels this process is subscribed to (Redis).
+    pub fn subscriptions(&self) -> usize {
+        match &self.store {
+            Store::Redis(redis) => redis.watched_channels(),
+            _ => 0,
+        }
+    }
+
     /// The heartbeat scheduler of this engine.
     pub fn scheduler(&self) -> &Scheduler {
         &self.scheduler

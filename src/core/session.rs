@@ -27,6 +27,19 @@ pub struct Grant {
     pub token: u64,
 }
 
+/// What a session and its engine currently keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Locks this session holds.
+    pub held: usize,
+    /// Waiters queued in this process for locks of this store (all sessions).
+    pub waiting: usize,
+    /// Leases the heartbeat scheduler looks after (all sessions of this store).
+    pub scheduled: usize,
+    /// Release channels subscribed to (Redis; all sessions of this store).
+    pub subscriptions: usize,
+}
+
 /// One client's view of an engine.
 pub struct Session {
     engine: Arc<Engine>,
@@ -196,6 +209,16 @@ impl Session {
     pub async fn ping(&self) -> Result<(), LockError> {
         self.check_open()?;
         Ok(self.engine.store().ping().await?)
+    }
+
+    /// Counters for diagnostics and leak checks.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            held: self.held_count(),
+            waiting: self.engine.waiting(),
+            scheduled: self.engine.scheduler().len(),
+            subscriptions: self.engine.subscriptions(),
+        }
     }
 
     /// Number of locks this session holds.
