@@ -18,11 +18,13 @@ async function worker(locks, name, log) {
 
 async function main() {
   let locks
+  let onRedis = url.startsWith('redis')
   try {
     locks = await connect(url, { connectTimeout: 2000 })
   } catch (err) {
     console.log(`No store at ${url} (${err.cause?.message ?? err.message}); using the embedded memory:// store`)
     locks = await connect('memory://demo')
+    onRedis = false
   }
   const log = (s) => console.log(`[${new Date().toISOString().slice(11, 23)}] ${s}`)
   await Promise.all([worker(locks, 'worker A', log), worker(locks, 'worker B', log)])
@@ -35,7 +37,7 @@ async function main() {
   log(`leader record: ${JSON.stringify((await locks.leader('demo:leader'))?.data)}`)
   await election.resign()
 
-  if (url.startsWith('redis')) {
+  if (onRedis) {
     // The redislock face: the same calls a redislock user already makes.
     const lock = createLock(url, { timeout: 1000, retries: 3, delay: 20 })
     await lock.acquire('demo:legacy')
