@@ -103,42 +103,32 @@ function deadbolt(url) {
   const { connect } = loadDeadbolt()
   const opts = { ttl: SETTINGS.ttl, wait: Infinity, retryDelay: SETTINGS.retryDelay }
   let client
+  /** One worker's lock slot, acquiring with `o`. */
+  const locker = (o) => {
+    let lock = null
+    return {
+      async acquire(key) {
+        lock = await client.acquire(key, o)
+      },
+      release() {
+        const l = lock
+        lock = null
+        return l.release()
+      },
+      held: () => lock !== null && lock.held,
+      get serverKey() { return lock && lock.key },
+      get serverValue() { return lock && lock.owner },
+    }
+  }
   return {
     async open() {
       client = await connect(url)
     },
     newLocker() {
-      let lock = null
-      return {
-        async acquire(key) {
-          lock = await client.acquire(key, opts)
-        },
-        release() {
-          const l = lock
-          lock = null
-          return l.release()
-        },
-        held: () => lock !== null && lock.held,
-        get serverKey() { return lock && lock.key },
-        get serverValue() { return lock && lock.owner },
-      }
+      return locker(opts)
     },
     newAutoLocker(onLost) {
-      let lock = null
-      const o = { ttl: SETTINGS.autoTtl, wait: Infinity, retryDelay: SETTINGS.retryDelay, autoExtend: true, extendEvery: SETTINGS.autoEvery, onLost }
-      return {
-        async acquire(key) {
-          lock = await client.acquire(key, o)
-        },
-        release() {
-          const l = lock
-          lock = null
-          return l.release()
-        },
-        held: () => lock !== null && lock.held,
-        get serverKey() { return lock && lock.key },
-        get serverValue() { return lock && lock.owner },
-      }
+      return locker({ ttl: SETTINGS.autoTtl, wait: Infinity, retryDelay: SETTINGS.retryDelay, autoExtend: true, extendEvery: SETTINGS.autoEvery, onLost })
     },
     heldCount: () => client.heldCount,
     async close() {

@@ -220,9 +220,14 @@ impl Drop for Scheduler {
 
 /// Puts `held` in the map at its next due time counted from `from`.
 fn schedule(timers: &Timers, held: Arc<Held>, from: Instant) {
-    let Some(at) = held.next_due(from) else {
-        return;
-    };
+    if let Some(at) = held.next_due(from) {
+        schedule_at(timers, held, at);
+    }
+}
+
+/// Puts `held` in the map at `at` (replacing its earlier entry), unless it is done; wakes the
+/// scheduler task if that is now the earliest deadline.
+fn schedule_at(timers: &Timers, held: Arc<Held>, at: Instant) {
     let first = {
         let mut due = timers.due.lock().unwrap();
         let mut s = held.state.lock().unwrap();
@@ -314,32 +319,13 @@ async fn run(store: Store, t: Arc<Timers>) {
                         if done + RETRY_AFTER_ERROR >= deadline {
                             held.lose(LostReason::Unreachable);
                         } else {
-                            retry_soon(&t, held, done);
+                            // Try again shortly, still bounded by the lease.
+                            schedule_at(&t, held, done + RETRY_AFTER_ERROR);
                         }
                     }
                 }
             }
         });
-    }
-}
-
-/// Re-schedules a lock whose extension failed to be tried again shortly.
-fn retry_soon(timers: &Timers, held: Arc<Held>, now: Instant) {
-    let at = now + RETRY_AFTER_ERROR;
-    let first = {
-        let mut due = timers.due.lock().unwrap();
-        let mut s = held.state.lock().unwrap();
-        if s.done {
-            return;
-        }
-        s.scheduled = Some(at);
-        drop(s);
-        let first = due.first_key_value().is_none_or(|((t, _), _)| at < *t);
-        due.insert((at, held.seq), held);
-        first
-    };
-    if first {
-        timers.earlier.notify_one();
     }
 }
 
