@@ -1,4 +1,5 @@
 #![deny(clippy::all)]
+#![deny(missing_docs)]
 //! deadbolt: distributed locks for Node.js. See README.md and DESIGN.md.
 
 pub mod backend;
