@@ -187,7 +187,9 @@ impl NativeClient {
         napi::bindgen_prelude::spawn(async move {
             // Spawned from inside the runtime: onto this worker's own queue, no wake-up each.
             for op in batch {
-                tokio::spawn(op.run(session.clone(), done.clone()));
+                let req = op.req();
+                let run = op.run(session.clone(), done.clone());
+                tokio::spawn(guarded(req, done.clone(), run));
             }
         });
         Ok(())
@@ -231,12 +233,16 @@ impl NativeClient {
     pub fn inspect(&self, req: f64, key: String) {
         let session = self.session.clone();
         let done = self.completions.clone();
-        napi::bindgen_prelude::spawn(async move {
-            match session.inspect(&key).await {
-                Ok(info) => done.info(req, info),
-                Err(e) => done.error(req, e),
+        let run = {
+            let done = done.clone();
+            async move {
+                match session.inspect(&key).await {
+                    Ok(info) => done.info(req, info),
+                    Err(e) => done.error(req, e),
+                }
             }
-        });
+        };
+        napi::bindgen_prelude::spawn(guarded(req, done, run));
     }
 
     /// Checks that the store answers; completes with true.
@@ -327,7 +333,31 @@ enum Op {
     },
 }
 
+/// Runs an operation; if it panics (a bug), its request still completes, with an error,
+/// instead of leaving the caller's promise pending forever.
+async fn guarded(req: f64, done: Arc<Completions>, run: impl std::future::Future<Output = ()>) {
+    use futures_util::FutureExt;
+    if std::panic::AssertUnwindSafe(run)
+        .catch_unwind()
+        .await
+        .is_err()
+    {
+        done.error(
+            req,
+            LockError::Backend(crate::backend::BackendError::new(
+                "internal error: the operation panicked (a bug in deadbolt, please report it)",
+            )),
+        );
+    }
+}
+
 impl Op {
+    fn req(&self) -> f64 {
+        match self {
+            Op::Acquire { req, .. } | Op::Release { req, .. } | Op::Extend { req, .. } => *req,
+        }
+    }
+
     async fn run(self, session: Arc<Session>, done: Arc<Completions>) {
         match self {
             Op::Acquire {
@@ -362,6 +392,10 @@ impl NativeClient {
         fut: impl std::future::Future<Output = std::result::Result<bool, LockError>> + Send + 'static,
     ) {
         let done = self.completions.clone();
-        napi::bindgen_prelude::spawn(async move { complete(&done, req, fut.await) });
+        let run = {
+            let done = done.clone();
+            async move { complete(&done, req, fut.await) }
+        };
+        napi::bindgen_prelude::spawn(guarded(req, done, run));
     }
 }
