@@ -196,7 +196,11 @@ export declare class LockClient implements AsyncDisposable {
   readonly heldCount: number
   /** What this client and its store's engine keep right now (diagnostics). */
   stats(): LockClientStats
-  /** Stops heartbeats, cancels waits, releases held locks, closes. Idempotent. */
+  /**
+   * Stops heartbeats, cancels waits and releases held locks; later calls reject with
+   * ERR_LOCK_CLOSED. Idempotent. The connection is shared with other clients of the same
+   * server and closed once none is left.
+   */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
 }

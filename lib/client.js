@@ -404,8 +404,9 @@ class LockClient {
   }
 
   /**
-   * Stops heartbeats, cancels pending acquisitions, releases every held lock and closes the
-   * connection. Idempotent.
+   * Stops heartbeats, cancels pending acquisitions and releases every held lock. Idempotent.
+   * The connection is shared with other clients of the same server and closed once none is
+   * left; it never keeps the process alive.
    */
   async close() {
     if (this._closed) return
