@@ -37,8 +37,6 @@ export declare class NativeClient {
   extend(req: number, id: number, ttl: number): void
   /** Releases held lock `id`; completes with true (released now) or false. */
   release(req: number, id: number): void
-  /** Releases `key` if `owner` holds it; completes with true or false. */
-  releaseOwned(req: number, key: string, owner: string): void
   /** Reads who holds `key`; completes with an info or false. */
   inspect(req: number, key: string): void
   /** Checks that the store answers; completes with true. */

@@ -542,4 +542,4 @@ async function connect(url, options = {}) {
   return client
 }
 
-module.exports = { connect, LockClient, Lock, Election, DEFAULTS }
+module.exports = { connect, LockClient, Lock, Election }

@@ -184,4 +184,4 @@ class Native {
   }
 }
 
-module.exports = { Native, GRANTED, TRUE, FALSE, ERROR, LOST, INFO }
+module.exports = { Native }

@@ -218,16 +218,6 @@ impl NativeClient {
         self.run(req, async move { session.release(id as u64).await });
     }
 
-    /// Releases `key` if `owner` holds it; completes with true or false.
-    #[napi]
-    pub fn release_owned(&self, req: f64, key: String, owner: String) {
-        let session = self.session.clone();
-        self.run(
-            req,
-            async move { session.release_owned(&key, &owner).await },
-        );
-    }
-
     /// Reads who holds `key`; completes with an info or false.
     #[napi]
     pub fn inspect(&self, req: f64, key: String) {

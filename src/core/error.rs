@@ -59,25 +59,3 @@ pub enum LostReason {
     /// `maxHold` passed, so auto-extension stopped and the lock was given up.
     MaxHold,
 }
-
-impl LostReason {
-    /// A short message for the `LockLostError`.
-    pub fn message(self) -> &'static str {
-        match self {
-            LostReason::NotOwned => "the lock was released or taken by another owner",
-            LostReason::Expired => "the lease expired before it was extended",
-            LostReason::Unreachable => "the store could not be reached before the lease expired",
-            LostReason::MaxHold => "maxHold was reached, so the lock was given up",
-        }
-    }
-
-    /// A stable machine-readable reason.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LostReason::NotOwned => "not-owned",
-            LostReason::Expired => "expired",
-            LostReason::Unreachable => "unreachable",
-            LostReason::MaxHold => "max-hold",
-        }
-    }
-}

@@ -128,12 +128,6 @@ impl Held {
         self.state.lock().unwrap().lost
     }
 
-    /// Whether it is still held by our reckoning.
-    pub fn is_held(&self) -> bool {
-        let s = self.state.lock().unwrap();
-        !s.done && Instant::now() < s.lease_deadline
-    }
-
     /// Marks it lost and runs the callback, once.
     pub fn lose(&self, reason: LostReason) {
         {

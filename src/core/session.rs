@@ -183,16 +183,6 @@ impl Session {
             .await?)
     }
 
-    /// Releases by name and owner, for locks this session does not track (the redislock face
-    /// releasing after its lock object was re-created).
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: idempotent.
-    pub async fn release_owned(&self, key: &str, owner: &str) -> Result<bool, LockError> {
-        self.check_open()?;
-        Ok(self.engine.release(key, owner, true).await?)
-    }
-
     /// Reads who holds `key`.
     ///
     /// # Cancel Safety
