@@ -1,67 +1,162 @@
-//! Names of the side keys kept next to a lock key.
+//! The Redis key layout: what a lock keeps besides its own key, and where.
 //!
-//! Side keys must hash to the same Redis Cluster slot as the lock key, so that one script can
-//! touch all of them. A key that already carries a `{hash tag}` keeps it and gets a suffix; any
-//! other key is wrapped whole in braces, which makes the whole key the tag.
+//! The lock key is the user's key, holding the owner (redislock's wire format). Everything
+//! else lives under a **reserved namespace** that no lock name can produce: side keys start
+//! with the byte `0xFF`, which never occurs in UTF-8, and every lock name is a JavaScript
+//! string sent as UTF-8. So no lock name can reach another lock's state.
+//!
+//! Every side key carries a `{tag}` chosen so that it hashes to the same Redis Cluster slot as
+//! the lock key, so one script can touch all of them:
+//! - `0xFF deadbolt:fence:{tag}`: the fencing counter, **one per hash slot** (at most 16 384
+//!   keys however many names are ever locked). Every name in a slot draws its tokens from the
+//!   same counter, which only increases, so tokens strictly increase per name.
+//! - `0xFF deadbolt:data:{tag}<key>`: the payload of a held lock, expiring with it.
+//! - `deadbolt:released:{tag}<key>`: the pub/sub channel on which a release is announced
+//!   (channels are not keys; the tag keeps sharded pub/sub in the lock's slot).
+//!
+//! `tag` is taken from a table built the same way by every process: for each slot, the first
+//! string in the sequence "0", "1", …, "z", "10", … (base 36) whose CRC16 falls in that slot.
 
-/// Returns true when `key` contains a non-empty `{...}` hash tag, as Redis Cluster defines it.
-pub fn has_hash_tag(key: &str) -> bool {
-    let bytes = key.as_bytes();
-    match bytes.iter().position(|&b| b == b'{') {
-        Some(open) => match bytes[open + 1..].iter().position(|&b| b == b'}') {
-            Some(len) => len > 0,
-            None => false,
-        },
-        None => false,
+use std::sync::OnceLock;
+
+/// Number of hash slots in Redis Cluster.
+pub const SLOTS: usize = 16_384;
+
+/// First byte of every side key: never part of a UTF-8 string, hence of a lock name.
+const RESERVED: u8 = 0xFF;
+
+/// CRC16/XMODEM, the checksum Redis Cluster hashes keys with.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in bytes {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
     }
+    crc
 }
 
-/// The side key `suffix` for lock key `key`, in the same cluster slot.
-pub fn side_key(key: &str, suffix: &str) -> String {
-    if has_hash_tag(key) {
-        format!("{key}:{suffix}")
-    } else {
-        format!("{{{key}}}:{suffix}")
+/// The part of `key` Redis Cluster hashes: the first non-empty `{...}`, else the whole key.
+fn hashed_part(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{') {
+        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
     }
+    key
 }
 
-/// Key of the fencing counter (never expires, so tokens keep increasing after release).
-pub fn fence_key(key: &str) -> String {
-    side_key(key, "fence")
+/// The Redis Cluster hash slot of `key`.
+pub fn hash_slot(key: &[u8]) -> usize {
+    usize::from(crc16(hashed_part(key))) % SLOTS
 }
 
-/// Key of the data payload (expires with the lock).
-pub fn data_key(key: &str) -> String {
-    side_key(key, "data")
+fn base36(mut n: u32) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).expect("ASCII digits")
+}
+
+/// For each slot, the hash tag used by the side keys of that slot's locks.
+fn slot_tags() -> &'static [String] {
+    static TAGS: OnceLock<Vec<String>> = OnceLock::new();
+    TAGS.get_or_init(|| {
+        let mut tags = vec![String::new(); SLOTS];
+        let mut missing = SLOTS;
+        let mut n = 0u32;
+        while missing > 0 {
+            let tag = base36(n);
+            let slot = hash_slot(tag.as_bytes());
+            if tags[slot].is_empty() {
+                tags[slot] = tag;
+                missing -= 1;
+            }
+            n += 1;
+        }
+        tags
+    })
+}
+
+/// The hash tag (without braces) of the slot `key` is in.
+pub fn slot_tag(key: &str) -> &'static str {
+    &slot_tags()[hash_slot(key.as_bytes())]
+}
+
+fn reserved(kind: &str, key: &str, with_key: bool) -> Vec<u8> {
+    let tag = slot_tag(key);
+    let mut out = Vec::with_capacity(1 + 9 + kind.len() + tag.len() + 3 + key.len());
+    out.push(RESERVED);
+    out.extend_from_slice(b"deadbolt:");
+    out.extend_from_slice(kind.as_bytes());
+    out.push(b':');
+    out.push(b'{');
+    out.extend_from_slice(tag.as_bytes());
+    out.push(b'}');
+    if with_key {
+        out.extend_from_slice(key.as_bytes());
+    }
+    out
+}
+
+/// Key of the fencing counter that serves `key` (shared by every name in its slot).
+pub fn fence_key(key: &str) -> Vec<u8> {
+    reserved("fence", key, false)
+}
+
+/// Key of the data payload of `key` (expires with the lock).
+pub fn data_key(key: &str) -> Vec<u8> {
+    reserved("data", key, true)
 }
 
 /// Pub/sub channel on which a release of `key` is announced.
 pub fn release_channel(key: &str) -> String {
-    side_key(key, "released")
+    format!("deadbolt:released:{{{}}}{key}", slot_tag(key))
+}
+
+/// Where version 0.1 kept `key`'s fencing counter (`{key}:fence`, or `key:fence` when the key
+/// has a hash tag). Read once by the acquire script to carry its count over, then deleted.
+pub fn legacy_fence_key(key: &str) -> String {
+    if hashed_part(key.as_bytes()).len() == key.len() {
+        format!("{{{key}}}:fence")
+    } else {
+        format!("{key}:fence")
+    }
+}
+
+/// Separates the owner from the fencing token in a lock key's value (`owner 0xFF token`).
+/// Like [`RESERVED`], it cannot occur in an owner, which is UTF-8.
+pub const TOKEN_SEPARATOR: u8 = 0xFF;
+
+/// Splits a lock key's value into the owner and, if the value carries one, the fencing token.
+pub fn split_value(value: &[u8]) -> (&[u8], Option<u64>) {
+    match value.iter().rposition(|&b| b == TOKEN_SEPARATOR) {
+        Some(at) => {
+            let token = std::str::from_utf8(&value[at + 1..])
+                .ok()
+                .and_then(|t| t.parse().ok());
+            match token {
+                Some(t) => (&value[..at], Some(t)),
+                None => (value, None),
+            }
+        }
+        None => (value, None),
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_plain_key_is_wrapped_in_braces() {
-        assert_eq!(fence_key("orders:42"), "{orders:42}:fence");
-    }
-
-    #[test]
-    fn a_key_with_a_hash_tag_keeps_its_tag() {
-        assert_eq!(data_key("a{user1}b"), "a{user1}b:data");
-    }
-
-    #[test]
-    fn an_empty_hash_tag_does_not_count_as_a_tag() {
-        assert!(!has_hash_tag("a{}b"));
-        assert_eq!(fence_key("a{}b"), "{a{}b}:fence");
-    }
-
-    #[test]
-    fn an_unclosed_brace_does_not_count_as_a_tag() {
-        assert!(!has_hash_tag("a{b"));
-    }
-}
+mod tests;

@@ -3,7 +3,7 @@
 //! by a pub/sub message published from the release script, over one shared subscriber
 //! connection that is subscribed to a key's channel only while someone here waits on it.
 
-use super::keys::{data_key, fence_key, release_channel};
+use super::keys::{data_key, fence_key, legacy_fence_key, release_channel, split_value};
 use super::scripts::{ACQUIRE, EXTEND, HANDOFF, INSPECT, RELEASE};
 use super::{BackendError, BackendResult, ExtendItem, LockInfo, ReleaseOutcome};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSubSink};
@@ -54,7 +54,12 @@ async fn send_batch(mut conn: ConnectionManager, batch: Vec<Request>) {
         pipe.add_command(r.cmd);
         replies.push((r.script, r.reply));
     }
-    let results = conn.req_packed_commands(&pipe, 0, replies.len()).await;
+    let mut results = conn.req_packed_commands(&pipe, 0, replies.len()).await;
+    if results.as_ref().is_err_and(is_reconnectable) {
+        // The connection broke (a server restart, a killed client): the manager reconnects,
+        // and every script here is safe to send again (see `scripts`).
+        results = conn.req_packed_commands(&pipe, 0, replies.len()).await;
+    }
     let values = match results {
         Ok(values) if values.len() == replies.len() => values,
         Ok(values) => {
@@ -98,6 +103,12 @@ async fn send_batch(mut conn: ConnectionManager, batch: Vec<Request>) {
     }
 }
 
+/// Whether `e` says the connection broke before a reply came, so the same commands can be
+/// sent again on a fresh one (a timeout is not: it already used the caller's time budget).
+fn is_reconnectable(e: &RedisError) -> bool {
+    (e.is_connection_dropped() || e.is_io_error()) && !e.is_timeout()
+}
+
 /// An `EVALSHA` of `script` with `keys` and `args`.
 fn evalsha(script: &Script, keys: &[&[u8]], args: &[&[u8]]) -> redis::Cmd {
     let mut cmd = redis::cmd("EVALSHA");
@@ -115,8 +126,19 @@ fn parse<T: redis::FromRedisValue>(v: Value) -> BackendResult<T> {
     T::from_redis_value(v).map_err(BackendError::new)
 }
 
-/// Reply of the inspect script: owner, pttl, fencing token, has-data flag, data.
-type InspectReply = Option<(Vec<u8>, i64, String, i64, Vec<u8>)>;
+/// A script's token reply: a decimal string (exact beyond 2^53), or nil when refused.
+fn token_reply(v: Value) -> BackendResult<Option<u64>> {
+    match parse::<Option<String>>(v)? {
+        None => Ok(None),
+        Some(t) => t
+            .parse()
+            .map(Some)
+            .map_err(|_| BackendError::new(format!("unexpected fencing token {t:?}"))),
+    }
+}
+
+/// Reply of the inspect script: value, pttl, has-data flag, data.
+type InspectReply = Option<(Vec<u8>, i64, i64, Vec<u8>)>;
 
 /// Called with a lock key whenever a release of that key is announced.
 pub type WakeFn = Arc<dyn Fn(&str) + Send + Sync>;
@@ -216,19 +238,21 @@ impl RedisStore {
         owner: &str,
         ttl_ms: u64,
         data: Option<&[u8]>,
+        plain: bool,
     ) -> BackendResult<Option<u64>> {
         let (flag, payload): (&[u8], &[u8]) = match data {
             Some(d) => (b"1", d),
             None => (b"0", b""),
         };
+        let with_token: &[u8] = if plain { b"0" } else { b"1" };
         let ttl = ttl_ms.to_string();
-        let (fence, data_k) = (fence_key(key), data_key(key));
+        let (fence, data_k, legacy) = (fence_key(key), data_key(key), legacy_fence_key(key));
         let cmd = evalsha(
             &ACQUIRE,
-            &[key.as_bytes(), fence.as_bytes(), data_k.as_bytes()],
-            &[owner.as_bytes(), ttl.as_bytes(), flag, payload],
+            &[key.as_bytes(), &fence, &data_k, legacy.as_bytes()],
+            &[owner.as_bytes(), ttl.as_bytes(), with_token, flag, payload],
         );
-        parse(self.exec(cmd, Some(&ACQUIRE)).await?)
+        token_reply(self.exec(cmd, Some(&ACQUIRE)).await?)
     }
 
     /// See [`super::Store::extend`].
@@ -247,7 +271,7 @@ impl RedisStore {
         let flag: &[u8] = if has_data { b"1" } else { b"0" };
         let cmd = evalsha(
             &EXTEND,
-            &[key.as_bytes(), data_k.as_bytes()],
+            &[key.as_bytes(), &data_k],
             &[owner.as_bytes(), ttl.as_bytes(), flag],
         );
         parse::<i64>(self.exec(cmd, Some(&EXTEND)).await?).map(|n| n == 1)
@@ -278,6 +302,9 @@ impl RedisStore {
                 .arg(if item.has_data { "1" } else { "0" });
         }
         let mut first = pipe.query_async::<Vec<Value>>(&mut conn).await;
+        if first.as_ref().is_err_and(is_reconnectable) {
+            first = pipe.query_async::<Vec<Value>>(&mut conn).await;
+        }
         // After a server restart the script cache is empty: load it once and send again.
         if let Ok(values) = &first {
             if values
@@ -314,7 +341,7 @@ impl RedisStore {
         let (data_k, channel) = (data_key(key), release_channel(key));
         let cmd = evalsha(
             &RELEASE,
-            &[key.as_bytes(), data_k.as_bytes()],
+            &[key.as_bytes(), &data_k],
             &[owner.as_bytes(), channel.as_bytes()],
         );
         let n = parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?)?;
@@ -343,9 +370,10 @@ impl RedisStore {
             None => (b"0", b""),
         };
         let had: &[u8] = if next.previous_had_data { b"1" } else { b"0" };
+        let with_token: &[u8] = if next.plain { b"0" } else { b"1" };
         let cmd = evalsha(
             &HANDOFF,
-            &[key.as_bytes(), fence.as_bytes(), data_k.as_bytes()],
+            &[key.as_bytes(), &fence, &data_k],
             &[
                 owner.as_bytes(),
                 next.owner.as_bytes(),
@@ -353,9 +381,10 @@ impl RedisStore {
                 flag,
                 payload,
                 had,
+                with_token,
             ],
         );
-        parse(self.exec(cmd, Some(&HANDOFF)).await?)
+        token_reply(self.exec(cmd, Some(&HANDOFF)).await?)
     }
 
     /// See [`super::Store::inspect`].
@@ -363,18 +392,18 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> BackendResult<Option<LockInfo>> {
-        let (fence, data_k) = (fence_key(key), data_key(key));
-        let cmd = evalsha(
-            &INSPECT,
-            &[key.as_bytes(), fence.as_bytes(), data_k.as_bytes()],
-            &[],
-        );
+        let data_k = data_key(key);
+        let cmd = evalsha(&INSPECT, &[key.as_bytes(), &data_k], &[]);
         let reply: InspectReply = parse(self.exec(cmd, Some(&INSPECT)).await?)?;
-        Ok(reply.map(|(owner, pttl, token, has_data, data)| LockInfo {
-            owner: String::from_utf8_lossy(&owner).into_owned(),
-            fencing_token: token.parse().unwrap_or(0),
-            remaining_ms: pttl,
-            data: (has_data == 1).then_some(data),
+        Ok(reply.map(|(value, pttl, has_data, data)| {
+            let (owner, token) = split_value(&value);
+            LockInfo {
+                owner: String::from_utf8_lossy(owner).into_owned(),
+                // A value without a token was written by redislock or the redislock face.
+                fencing_token: token.unwrap_or(0),
+                remaining_ms: pttl,
+                data: (has_data == 1).then_some(data),
+            }
         }))
     }
 

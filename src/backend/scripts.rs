@@ -1,25 +1,69 @@
 //! Lua scripts of the Redis store. Each runs atomically on the server, so compare-and-act never
-//! touches a lock another owner holds. The lock key's value is the owner token, exactly as
-//! redislock writes it, so both libraries exclude each other on the same key.
+//! touches a lock another owner holds. Key layout: see [`super::keys`].
+//!
+//! A lock key's value is the owner, as redislock writes it; the modern API appends
+//! `0xFF <fencing token>` so `inspect` can report the holder's token without a key of its own.
+//! Owners are UTF-8 and never contain `0xFF`, so "the value is the owner, or the owner
+//! followed by `0xFF`" (`owns` below) is exactly "this owner holds it". A redislock process
+//! compares the whole value with its own id, which never matches a deadbolt value, so the two
+//! still exclude each other.
+//!
+//! Tokens are read back with `GET` after `INCR` and returned as strings: Lua numbers are
+//! doubles, and a counter above 2^53 would be rounded.
 
 use redis::Script;
 use std::sync::LazyLock;
 
-/// Acquire: `SET NX PX` on the lock key; on success bump the fencing counter and store the
-/// data payload with the same lease. Without a payload there is nothing to clear: a data key
-/// always expires or is deleted together with its lock key.
-/// KEYS: lock, fence, data. ARGV: owner, ttl ms, has-data flag ("1"/"0"), data.
-pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
-  local token = redis.call('INCR', KEYS[2])
-  if ARGV[3] == '1' then
-    redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2])
-  end
-  return token
+/// Shared by the scripts that compare owners.
+const OWNS: &str = r#"
+local function owns(v, o)
+  if not v then return false end
+  if v == o then return true end
+  return #v > #o and string.byte(v, #o + 1) == 255 and string.sub(v, 1, #o) == o
 end
-return false
+"#;
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{OWNS}{body}"))
+}
+
+/// Acquire: take the lock key if it is absent, draw a token from the slot's counter, store
+/// the value (with the token unless ARGV[3] is "0") and the payload with the same lease.
+/// A retried call whose first reply was lost finds its own lock and returns its token.
+/// The first acquisition of a name that version 0.1 used carries its old per-name counter
+/// over (so no token goes backwards) and deletes it: an integer without expiry is that
+/// counter, since every lock key has an expiry.
+/// KEYS: lock, fence, data, legacy fence. ARGV: owner, ttl ms, with-token flag, has-data
+/// flag, data. Returns the token (a string), or false when held by another owner.
+pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local v = redis.call('GET', KEYS[1])
+if v then
+  if owns(v, ARGV[1]) then
+    local t = string.match(v, '\255(%d+)$')
+    if t then return t end
+  end
+  return false
+end
+redis.call('INCR', KEYS[2])
+local token = redis.call('GET', KEYS[2])
+local legacy = redis.call('GET', KEYS[4])
+if legacy and string.match(legacy, '^%d+$') and redis.call('PTTL', KEYS[4]) == -1 then
+  if #legacy > #token or (#legacy == #token and legacy >= token) then
+    redis.call('SET', KEYS[2], legacy)
+    redis.call('INCR', KEYS[2])
+    token = redis.call('GET', KEYS[2])
+  end
+  redis.call('DEL', KEYS[4])
+end
+local value = ARGV[1]
+if ARGV[3] == '1' then value = value .. '\255' .. token end
+redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+if ARGV[4] == '1' then
+  redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[2])
+end
+return token
 "#,
     )
 });
@@ -28,9 +72,9 @@ return false
 /// its data. KEYS: lock, data. ARGV: owner, ttl ms, has-data flag ("1"/"0"). Returns 1 if
 /// owned, 0 otherwise.
 pub static EXTEND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if ARGV[3] == '1' then
     redis.call('PEXPIRE', KEYS[2], ARGV[2])
@@ -46,9 +90,9 @@ return 0
 /// KEYS: lock, data. ARGV: owner, channel. Returns 0 if not owned, otherwise 1 + the number
 /// of subscribers the announcement reached (so the caller knows whether others wait).
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('DEL', KEYS[1], KEYS[2])
   return 1 + redis.call('PUBLISH', ARGV[2], '1')
 end
@@ -57,42 +101,50 @@ return 0
     )
 });
 
-/// Inspect: owner, remaining lease, latest fencing token and data, read atomically.
-/// KEYS: lock, fence, data. Returns false when free, else {owner, pttl, token, hasData, data}.
+/// Inspect: the lock key's value, remaining lease and data, read atomically.
+/// KEYS: lock, data. Returns false when free, else {value, pttl, hasData, data}.
 pub static INSPECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-local owner = redis.call('GET', KEYS[1])
-if not owner then return false end
-local data = redis.call('GET', KEYS[3])
-local token = redis.call('GET', KEYS[2]) or '0'
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local data = redis.call('GET', KEYS[2])
 if data then
-  return {owner, redis.call('PTTL', KEYS[1]), token, 1, data}
+  return {v, redis.call('PTTL', KEYS[1]), 1, data}
 end
-return {owner, redis.call('PTTL', KEYS[1]), token, 0, ''}
+return {v, redis.call('PTTL', KEYS[1]), 0, ''}
 "#,
     )
 });
 
 /// Handoff: compare the owner and give the lock straight to the next owner (a waiter in the
 /// same process) with a new lease and fencing token, in one step. The lock is never free in
-/// between, so nobody needs waking and nobody can barge.
+/// between, so nobody needs waking and nobody can barge. A retried call whose first reply was
+/// lost finds the lock already with the next owner and returns its token.
 /// KEYS: lock, fence, data. ARGV: owner, next owner, ttl ms, next has data ("1"/"0"), data,
-/// previous holder had data ("1"/"0"). Returns the new token, or false if not owned.
+/// previous holder had data ("1"/"0"), next with-token flag. Returns the new token (a
+/// string), or false if not owned.
 pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  local token = redis.call('INCR', KEYS[2])
-  if ARGV[4] == '1' then
-    redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
-  elseif ARGV[6] == '1' then
-    redis.call('DEL', KEYS[3])
-  end
-  return token
+local v = redis.call('GET', KEYS[1])
+if owns(v, ARGV[2]) then
+  local t = string.match(v, '\255(%d+)$')
+  if t then return t end
+  return false
 end
-return false
+if not owns(v, ARGV[1]) then return false end
+redis.call('INCR', KEYS[2])
+local token = redis.call('GET', KEYS[2])
+local value = ARGV[2]
+if ARGV[7] == '1' then value = value .. '\255' .. token end
+redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
+if ARGV[4] == '1' then
+  redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
+elseif ARGV[6] == '1' then
+  redis.call('DEL', KEYS[3])
+end
+return token
 "#,
     )
 });

@@ -1,0 +1,73 @@
+use super::*;
+
+#[test]
+fn the_slot_of_a_key_matches_redis_cluster() {
+    // Values from `CLUSTER KEYSLOT` on a real server.
+    assert_eq!(hash_slot(b"foo"), 12182);
+    assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
+    assert_eq!(hash_slot(b"foo{}{bar}"), hash_slot(b"foo{}{bar}"));
+    assert_eq!(hash_slot(b"123456789"), 0x31C3);
+}
+
+#[test]
+fn every_slot_has_a_tag_that_hashes_to_it() {
+    let tags = slot_tags();
+    assert_eq!(tags.len(), SLOTS);
+    for (slot, tag) in tags.iter().enumerate() {
+        assert_eq!(hash_slot(tag.as_bytes()), slot, "tag {tag:?}");
+        assert!(tag.len() <= 4);
+    }
+}
+
+#[test]
+fn side_keys_share_the_lock_keys_slot() {
+    for key in [
+        "orders:42",
+        "a{user1}b",
+        "a{}b",
+        "{x}",
+        "x",
+        "{",
+        "}{",
+        "ключ",
+        "{a}:fence",
+    ] {
+        let slot = hash_slot(key.as_bytes());
+        assert_eq!(hash_slot(&fence_key(key)), slot, "{key}");
+        assert_eq!(hash_slot(&data_key(key)), slot, "{key}");
+        assert_eq!(hash_slot(release_channel(key).as_bytes()), slot, "{key}");
+    }
+}
+
+#[test]
+fn no_side_key_is_valid_utf8_so_no_lock_name_can_be_one() {
+    for key in ["a", "{a}:fence", "{a}:data"] {
+        assert!(std::str::from_utf8(&fence_key(key)).is_err());
+        assert!(std::str::from_utf8(&data_key(key)).is_err());
+    }
+}
+
+#[test]
+fn names_that_shared_side_keys_in_version_0_1_no_longer_do() {
+    assert_ne!(data_key("x"), data_key("{x}"));
+    assert_ne!(release_channel("x"), release_channel("{x}"));
+    assert_ne!(data_key("c"), data_key("{c}:data"));
+}
+
+#[test]
+fn the_legacy_counter_name_is_the_one_version_0_1_wrote() {
+    assert_eq!(legacy_fence_key("orders:42"), "{orders:42}:fence");
+    assert_eq!(legacy_fence_key("a{user1}b"), "a{user1}b:fence");
+    assert_eq!(legacy_fence_key("a{}b"), "{a{}b}:fence");
+}
+
+#[test]
+fn a_value_splits_into_owner_and_token() {
+    assert_eq!(split_value(b"own\xff42"), (&b"own"[..], Some(42)));
+    assert_eq!(split_value(b"legacy-uuid"), (&b"legacy-uuid"[..], None));
+    assert_eq!(
+        split_value(b"o\xff18446744073709551615"),
+        (&b"o"[..], Some(u64::MAX))
+    );
+    assert_eq!(split_value(b"o\xffx"), (&b"o\xffx"[..], None));
+}
