@@ -1,33 +1,38 @@
-//! Held locks and the heartbeat scheduler.
+//! The heartbeat scheduler.
 //!
 //! One scheduler per engine keeps every lease alive: locks due within the same short window
 //! are extended together with one `extend_many` (one pipelined round trip on Redis), so
 //! 10 000 auto-extended locks cost a few round trips per tick, not 10 000 timers. The same
-//! scheduler notices when a lease that nobody extends passes its deadline, so a lost lock is
-//! reported even without auto-extension.
+//! scheduler fires every lease's **local deadline** (see [`crate::core::held`]) on time,
+//! whether or not an extension is in flight, so a holder cut off from the store stops
+//! believing it holds before the store can give the lock to anyone else.
 //!
 //! The timers live in one mutex-guarded ordered map that any thread updates directly: adding
 //! a lock or removing a released one costs a map operation, and the scheduler task is woken
 //! only when a new deadline becomes the earliest. Nothing here keeps the Node process alive.
+//! Time arithmetic saturates and each lock's tick runs under `catch_unwind`, so one bad entry
+//! can never stop the task that serves every other lock.
 
 use crate::backend::{ExtendItem, Store};
+use crate::core::clock;
 use crate::core::error::LostReason;
-use crate::core::options::AutoExtend;
+use crate::core::held::{guard, Held};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-/// Called once when a held lock is lost.
-pub type LostFn = Box<dyn Fn(&Held, LostReason) + Send + Sync>;
+/// Frees a lock in the store on the scheduler's behalf (through the engine, so local waiters
+/// get it handed over or are woken): after `maxHold`, after a local deadline passed, or when
+/// an extension succeeded for a lock already reported lost.
+pub type ReleaseFn = Arc<dyn Fn(&Held) + Send + Sync>;
 
 /// Locks due within this window of each other share one batch.
 const BATCH_WINDOW: Duration = Duration::from_millis(10);
 /// A failed extension is retried this soon (bounded by the lease's deadline).
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
-
-static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// Heartbeat times are rounded down to a grid of `every / 8` (at most 250 ms) counted from
 /// one process-wide origin, so locks acquired at scattered moments fall due together and go
@@ -38,121 +43,26 @@ fn align(at: Instant, every: Duration) -> Instant {
     let grid = (every / 8).clamp(Duration::from_millis(1), Duration::from_millis(250));
     let since = at.saturating_duration_since(origin).as_nanos();
     let grid_ns = grid.as_nanos();
-    origin + Duration::from_nanos(((since / grid_ns) * grid_ns) as u64)
+    let aligned = u64::try_from((since / grid_ns) * grid_ns).unwrap_or(u64::MAX);
+    clock::after(origin, Duration::from_nanos(aligned))
 }
 
-struct HeldState {
-    ttl_ms: u64,
-    /// When the lease ends by our conservative local reckoning: send time of the last
-    /// successful acquire/extend plus its ttl.
-    lease_deadline: Instant,
-    acquired_at: Instant,
-    auto: Option<AutoExtend>,
-    watch_expiry: bool,
-    /// Released or lost: never scheduled again, and the loss callback never runs twice.
-    done: bool,
-    lost: Option<LostReason>,
-    /// Its key in the scheduler's map while it is in there.
-    scheduled: Option<Instant>,
-}
-
-/// A lock this process holds.
-pub struct Held {
-    /// Handle chosen by the caller (unique within its session).
-    pub id: u64,
-    /// Unique across the process: orders timers that fall on the same instant.
-    seq: u64,
-    /// Lock name.
-    pub key: String,
-    /// Owner token.
-    pub owner: String,
-    /// Fencing token of this acquisition.
-    pub token: u64,
-    /// Whether a payload was stored with it (a handoff must not pass it on).
-    pub has_data: bool,
-    state: Mutex<HeldState>,
-    on_lost: LostFn,
-}
-
-impl Held {
-    /// A lock granted at `sent` (when the acquiring request was sent) for `ttl_ms`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        id: u64,
-        key: String,
-        owner: String,
-        token: u64,
-        ttl_ms: u64,
-        sent: Instant,
-        auto: Option<AutoExtend>,
-        watch_expiry: bool,
-        has_data: bool,
-        on_lost: LostFn,
-    ) -> Held {
-        Held {
-            id,
-            seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
-            key,
-            owner,
-            token,
-            has_data,
-            state: Mutex::new(HeldState {
-                ttl_ms,
-                lease_deadline: sent + Duration::from_millis(ttl_ms),
-                acquired_at: sent,
-                auto,
-                watch_expiry,
-                done: false,
-                lost: None,
-                scheduled: None,
-            }),
-            on_lost,
+/// When the scheduler should next look at `held` (from `now`), or None if it needs no
+/// looking after: the next heartbeat, never later than the local deadline; only the deadline
+/// while an extension is in flight or for a lease nobody extends.
+fn next_due(held: &Held, now: Instant) -> Option<Instant> {
+    let s = guard(&held.state);
+    if s.done {
+        return None;
+    }
+    match s.auto {
+        Some(_) if s.in_flight => Some(s.lease_deadline),
+        Some(auto) => {
+            let beat = align(clock::after(now, auto.every), auto.every).max(now);
+            Some(beat.min(s.lease_deadline))
         }
-    }
-
-    /// Records a successful extension sent at `sent`.
-    pub fn extended(&self, sent: Instant, ttl_ms: u64) {
-        let mut s = self.state.lock().unwrap();
-        s.ttl_ms = ttl_ms;
-        s.lease_deadline = sent + Duration::from_millis(ttl_ms);
-    }
-
-    /// Marks the lock released by its holder. Returns false if it was already released or lost.
-    pub fn finish(&self) -> bool {
-        let mut s = self.state.lock().unwrap();
-        !std::mem::replace(&mut s.done, true)
-    }
-
-    /// Why it was lost, if it was.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.state.lock().unwrap().lost
-    }
-
-    /// Marks it lost and runs the callback, once.
-    pub fn lose(&self, reason: LostReason) {
-        {
-            let mut s = self.state.lock().unwrap();
-            if s.done {
-                return;
-            }
-            s.done = true;
-            s.lost = Some(reason);
-        }
-        (self.on_lost)(self, reason);
-    }
-
-    /// When the scheduler should next look at it (from `now`), or None if it needs no
-    /// looking after.
-    fn next_due(&self, now: Instant) -> Option<Instant> {
-        let s = self.state.lock().unwrap();
-        if s.done {
-            return None;
-        }
-        match s.auto {
-            Some(auto) => Some(align(now + auto.every, auto.every).max(now)),
-            None if s.watch_expiry => Some(s.lease_deadline),
-            None => None,
-        }
+        None if s.watch_expiry => Some(s.lease_deadline),
+        None => None,
     }
 }
 
@@ -161,7 +71,8 @@ struct Timers {
     /// Wakes the task when a deadline earlier than the one it sleeps towards is added, or
     /// when the scheduler is dropped.
     earlier: Notify,
-    closed: std::sync::atomic::AtomicBool,
+    closed: AtomicBool,
+    release: ReleaseFn,
 }
 
 /// Handle to an engine's heartbeat scheduler; its task ends when the handle is dropped.
@@ -171,32 +82,36 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// Starts the scheduler task. Must run inside a tokio runtime.
-    pub fn start(store: Store) -> Scheduler {
+    pub fn start(store: Store, release: ReleaseFn) -> Scheduler {
         let timers = Arc::new(Timers {
             due: Mutex::new(BTreeMap::new()),
             earlier: Notify::new(),
-            closed: std::sync::atomic::AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            release,
         });
         tokio::spawn(run(store, timers.clone()));
         Scheduler { timers }
     }
 
-    /// Starts looking after `held` (extending it, or watching its expiry) if it needs it.
+    /// Starts looking after `held` (extending it, or watching its deadline) if it needs it.
     pub fn add(&self, held: Arc<Held>) {
+        schedule(&self.timers, held, Instant::now());
+    }
+
+    /// Looks at `held` again after its lease changed by hand (an `extend`), so a shorter lease
+    /// is watched at its new deadline.
+    pub fn reschedule(&self, held: Arc<Held>) {
         schedule(&self.timers, held, Instant::now());
     }
 
     /// Stops looking after `held` (it was released or lost).
     pub fn remove(&self, held: &Held) {
-        let at = held.state.lock().unwrap().scheduled.take();
-        if let Some(at) = at {
-            self.timers.due.lock().unwrap().remove(&(at, held.seq));
-        }
+        unschedule(&self.timers, held);
     }
 
     /// Number of locks the scheduler looks after (for tests and diagnostics).
     pub fn len(&self) -> usize {
-        self.timers.due.lock().unwrap().len()
+        guard(&self.timers.due).len()
     }
 
     /// Whether the scheduler looks after no lock.
@@ -212,9 +127,16 @@ impl Drop for Scheduler {
     }
 }
 
+fn unschedule(timers: &Timers, held: &Held) {
+    let at = guard(&held.state).scheduled.take();
+    if let Some(at) = at {
+        guard(&timers.due).remove(&(at, held.seq));
+    }
+}
+
 /// Puts `held` in the map at its next due time counted from `from`.
 fn schedule(timers: &Timers, held: Arc<Held>, from: Instant) {
-    if let Some(at) = held.next_due(from) {
+    if let Some(at) = next_due(&held, from) {
         schedule_at(timers, held, at);
     }
 }
@@ -223,8 +145,8 @@ fn schedule(timers: &Timers, held: Arc<Held>, from: Instant) {
 /// scheduler task if that is now the earliest deadline.
 fn schedule_at(timers: &Timers, held: Arc<Held>, at: Instant) {
     let first = {
-        let mut due = timers.due.lock().unwrap();
-        let mut s = held.state.lock().unwrap();
+        let mut due = guard(&timers.due);
+        let mut s = guard(&held.state);
         if s.done {
             return;
         }
@@ -241,19 +163,24 @@ fn schedule_at(timers: &Timers, held: Arc<Held>, at: Instant) {
     }
 }
 
+/// Reports `held` lost and, when the store may still hold it under our name, frees it there.
+fn lose(timers: &Timers, held: &Held, reason: LostReason) {
+    unschedule(timers, held);
+    if held.lose(reason) && reason != LostReason::NotOwned {
+        (timers.release)(held);
+    }
+}
+
 async fn run(store: Store, t: Arc<Timers>) {
     let far = Duration::from_secs(3600);
     loop {
         if t.closed.load(Ordering::Acquire) {
             return;
         }
-        let next = t
-            .due
-            .lock()
-            .unwrap()
+        let next = guard(&t.due)
             .first_key_value()
             .map(|((at, _), _)| *at)
-            .unwrap_or_else(|| Instant::now() + far);
+            .unwrap_or_else(|| clock::after(Instant::now(), far));
         tokio::select! {
             _ = t.earlier.notified() => continue,
             _ = tokio::time::sleep_until(next.into()) => {}
@@ -262,78 +189,100 @@ async fn run(store: Store, t: Arc<Timers>) {
         let horizon = now + BATCH_WINDOW;
         let mut popped = Vec::new();
         {
-            let mut due = t.due.lock().unwrap();
+            let mut due = guard(&t.due);
             while let Some(entry) = due.first_entry() {
                 if entry.key().0 > horizon {
                     break;
                 }
                 let held = entry.remove();
-                held.state.lock().unwrap().scheduled = None;
+                guard(&held.state).scheduled = None;
                 popped.push(held);
             }
         }
         let mut batch = Vec::new();
         for held in popped {
-            match tick(&held, now, &store) {
-                Tick::Extend => batch.push(held),
-                Tick::Later => schedule(&t, held, now),
-                Tick::Drop => {}
-            }
-        }
-        if batch.is_empty() {
-            continue;
-        }
-        let store = store.clone();
-        let weak = Arc::downgrade(&t);
-        // The batch runs on its own task so a slow store never delays other locks' expiry
-        // checks.
-        tokio::spawn(async move {
-            let items: Vec<ExtendItem> = batch
-                .iter()
-                .map(|h| ExtendItem {
-                    key: h.key.clone(),
-                    owner: h.owner.clone(),
-                    ttl_ms: h.state.lock().unwrap().ttl_ms,
-                    has_data: h.has_data,
-                })
-                .collect();
-            let results = store.extend_many(&items).await;
-            let done = Instant::now();
-            let Some(t) = weak.upgrade() else { return };
-            for (held, result) in batch.into_iter().zip(results) {
-                match result {
-                    Ok(true) => {
-                        let ttl = held.state.lock().unwrap().ttl_ms;
-                        held.extended(now, ttl);
-                        schedule(&t, held, now);
-                    }
-                    Ok(false) => held.lose(LostReason::NotOwned),
-                    Err(_) => {
-                        let deadline = held.state.lock().unwrap().lease_deadline;
-                        if done + RETRY_AFTER_ERROR >= deadline {
-                            held.lose(LostReason::Unreachable);
-                        } else {
-                            // Try again shortly, still bounded by the lease.
-                            schedule_at(&t, held, done + RETRY_AFTER_ERROR);
-                        }
-                    }
+            // A bug in one lock's tick drops that lock from the map (and reports it lost)
+            // instead of ending the task that serves every lock.
+            match catch_unwind(AssertUnwindSafe(|| tick(&t, &held, now))) {
+                Ok(Tick::Extend) => batch.push(held),
+                Ok(Tick::Later) => schedule(&t, held, now),
+                Ok(Tick::Drop) => {}
+                Err(_) => {
+                    let _ = catch_unwind(AssertUnwindSafe(|| {
+                        lose(&t, &held, LostReason::Unreachable)
+                    }));
                 }
             }
-        });
+        }
+        if !batch.is_empty() {
+            // The batch runs on its own task so a slow store never delays other locks'
+            // deadlines.
+            tokio::spawn(extend_batch(store.clone(), Arc::downgrade(&t), batch, now));
+        }
+    }
+}
+
+/// Sends one batch of extensions (requests sent at `sent`) and applies the outcomes.
+async fn extend_batch(
+    store: Store,
+    timers: std::sync::Weak<Timers>,
+    batch: Vec<Arc<Held>>,
+    sent: Instant,
+) {
+    let items: Vec<ExtendItem> = batch
+        .iter()
+        .map(|h| ExtendItem {
+            key: h.key.clone(),
+            owner: h.owner.clone(),
+            ttl_ms: guard(&h.state).ttl_ms,
+            has_data: h.has_data,
+        })
+        .collect();
+    let results = store.extend_many(&items).await;
+    let done = Instant::now();
+    let Some(t) = timers.upgrade() else { return };
+    for (held, result) in batch.into_iter().zip(results) {
+        let (deadline, was_lost) = {
+            let mut s = guard(&held.state);
+            s.in_flight = false;
+            (s.lease_deadline, s.lost.is_some())
+        };
+        match result {
+            Ok(true) if was_lost => {
+                // The local deadline fired while the extension was on its way: the loss has
+                // been reported and is never taken back, so free the lock for others.
+                (t.release)(&held);
+            }
+            Ok(true) => {
+                let ttl = guard(&held.state).ttl_ms;
+                held.extended(sent, ttl);
+                schedule(&t, held, done);
+            }
+            Ok(false) => lose(&t, &held, LostReason::NotOwned),
+            Err(_) => {
+                if clock::after(done, RETRY_AFTER_ERROR) >= deadline {
+                    lose(&t, &held, LostReason::Unreachable);
+                } else {
+                    // Try again shortly, still bounded by the lease.
+                    schedule_at(&t, held, clock::after(done, RETRY_AFTER_ERROR));
+                }
+            }
+        }
     }
 }
 
 enum Tick {
     Extend,
-    /// Not due yet after all (its lease was extended by hand): schedule again.
+    /// Not due yet after all (its lease was extended by hand, or an extension is in flight
+    /// and the deadline has not come): schedule again.
     Later,
     Drop,
 }
 
-fn tick(held: &Arc<Held>, now: Instant, store: &Store) -> Tick {
-    let (auto, lease_deadline, acquired_at, done) = {
-        let s = held.state.lock().unwrap();
-        (s.auto, s.lease_deadline, s.acquired_at, s.done)
+fn tick(t: &Timers, held: &Arc<Held>, now: Instant) -> Tick {
+    let (auto, lease_deadline, acquired_at, done, in_flight) = {
+        let s = guard(&held.state);
+        (s.auto, s.lease_deadline, s.acquired_at, s.done, s.in_flight)
     };
     if done {
         return Tick::Drop;
@@ -341,26 +290,31 @@ fn tick(held: &Arc<Held>, now: Instant, store: &Store) -> Tick {
     match auto {
         None => {
             if now >= lease_deadline {
-                held.lose(LostReason::Expired);
+                lose(t, held, LostReason::Expired);
                 Tick::Drop
             } else {
                 Tick::Later
             }
         }
         Some(auto) => {
-            if auto.max_hold.is_some_and(|m| now >= acquired_at + m) {
-                held.lose(LostReason::MaxHold);
-                // Given up: free it for others rather than make them wait out the lease.
-                let store = store.clone();
-                let (key, owner) = (held.key.clone(), held.owner.clone());
-                tokio::spawn(async move {
-                    let _ = store.release(&key, &owner).await;
-                });
+            let max_hold_passed = auto
+                .max_hold
+                .is_some_and(|m| now >= clock::after(acquired_at, m));
+            if max_hold_passed {
+                // Given up: freed for others rather than make them wait out the lease.
+                lose(t, held, LostReason::MaxHold);
                 Tick::Drop
             } else if now >= lease_deadline {
-                held.lose(LostReason::Unreachable);
+                lose(t, held, LostReason::Unreachable);
                 Tick::Drop
+            } else if in_flight {
+                Tick::Later
             } else {
+                // Watched at its deadline while the extension is on its way.
+                let mut s = guard(&held.state);
+                s.in_flight = true;
+                drop(s);
+                schedule_at(t, held.clone(), lease_deadline);
                 Tick::Extend
             }
         }
@@ -368,79 +322,4 @@ fn tick(held: &Arc<Held>, now: Instant, store: &Store) -> Tick {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::memory::MemoryStore;
-    use std::sync::atomic::AtomicUsize;
-
-    fn held(id: u64, ttl_ms: u64, auto: Option<AutoExtend>, lost: Arc<AtomicUsize>) -> Arc<Held> {
-        Arc::new(Held::new(
-            id,
-            format!("k{id}"),
-            "o".into(),
-            1,
-            ttl_ms,
-            Instant::now(),
-            auto,
-            true,
-            false,
-            Box::new(move |_, _| {
-                lost.fetch_add(1, Ordering::SeqCst);
-            }),
-        ))
-    }
-
-    #[test]
-    fn heartbeat_times_fall_on_a_shared_grid_never_later_than_asked() {
-        let every = Duration::from_millis(800);
-        let base = Instant::now();
-        let a = align(base + every, every);
-        let b = align(base + every + Duration::from_millis(30), every);
-        assert!(a <= base + every && base + every - a < every / 8 + Duration::from_millis(1));
-        // Two asks 30 ms apart land on the same 100 ms grid point, or neighbouring ones.
-        let diff = if b >= a { b - a } else { a - b };
-        assert!(diff == Duration::ZERO || diff == every / 8, "{diff:?}");
-    }
-
-    #[tokio::test]
-    async fn a_released_lock_leaves_the_scheduler_at_once() {
-        let sched = Scheduler::start(Store::Memory(Arc::new(MemoryStore::default())));
-        let lost = Arc::new(AtomicUsize::new(0));
-        let locks: Vec<_> = (0..1000)
-            .map(|i| held(i, 60_000, None, lost.clone()))
-            .collect();
-        for h in &locks {
-            sched.add(h.clone());
-        }
-        assert_eq!(sched.len(), 1000);
-        for h in &locks {
-            h.finish();
-            sched.remove(h);
-        }
-        assert!(sched.is_empty());
-    }
-
-    #[tokio::test]
-    async fn an_unextended_lease_is_reported_lost_once_at_its_deadline() {
-        let sched = Scheduler::start(Store::Memory(Arc::new(MemoryStore::default())));
-        let lost = Arc::new(AtomicUsize::new(0));
-        let h = held(1, 30, None, lost.clone());
-        sched.add(h.clone());
-        tokio::time::sleep(Duration::from_millis(120)).await;
-        assert_eq!(lost.load(Ordering::SeqCst), 1);
-        assert_eq!(h.lost_reason(), Some(LostReason::Expired));
-        assert!(sched.is_empty());
-    }
-
-    #[tokio::test]
-    async fn an_earlier_deadline_wakes_a_scheduler_sleeping_towards_a_later_one() {
-        let sched = Scheduler::start(Store::Memory(Arc::new(MemoryStore::default())));
-        let lost = Arc::new(AtomicUsize::new(0));
-        sched.add(held(1, 60_000, None, lost.clone()));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        let short = held(2, 20, None, lost.clone());
-        sched.add(short.clone());
-        tokio::time::sleep(Duration::from_millis(120)).await;
-        assert_eq!(short.lost_reason(), Some(LostReason::Expired));
-    }
-}
+mod tests;

@@ -34,15 +34,17 @@ pub struct AcquireSpec {
     pub auto_extend: Option<AutoExtend>,
     /// Report the lease's expiry as a loss even without auto-extension.
     pub watch_expiry: bool,
+    /// Store the owner alone as the lock's value (the redislock wire format; Redis only).
+    pub plain: bool,
 }
 
 impl AcquireSpec {
     /// The delay before the next poll: `retry_delay` scaled by a random factor in
     /// `[1 - jitter, 1 + jitter]`, never below 1 ms.
     pub fn next_delay(&self) -> Duration {
-        let base = self.retry_delay.as_secs_f64();
+        let base_ms = self.retry_delay.as_secs_f64() * 1000.0;
         let factor = 1.0 + self.jitter * (fastrand::f64() * 2.0 - 1.0);
-        Duration::from_secs_f64((base * factor).max(0.001))
+        crate::core::clock::from_ms(base_ms * factor).max(Duration::from_millis(1))
     }
 }
 
@@ -62,6 +64,7 @@ mod tests {
             data: None,
             auto_extend: None,
             watch_expiry: false,
+            plain: false,
         }
     }
 

@@ -1,0 +1,188 @@
+use super::*;
+use crate::backend::memory::MemoryStore;
+use crate::backend::redis::{RedisOptions, RedisStore};
+use crate::core::options::AutoExtend;
+use std::sync::atomic::AtomicUsize;
+
+fn held(id: u64, ttl_ms: u64, auto: Option<AutoExtend>, lost: Arc<AtomicUsize>) -> Arc<Held> {
+    Arc::new(Held::new(
+        id,
+        format!("k{id}"),
+        "o".into(),
+        1,
+        ttl_ms,
+        Instant::now(),
+        auto,
+        true,
+        false,
+        Box::new(move |_, _| {
+            lost.fetch_add(1, Ordering::SeqCst);
+        }),
+    ))
+}
+
+fn no_release() -> ReleaseFn {
+    Arc::new(|_: &Held| {})
+}
+
+fn memory_scheduler() -> Scheduler {
+    Scheduler::start(
+        Store::Memory(Arc::new(MemoryStore::default())),
+        no_release(),
+    )
+}
+
+#[test]
+fn heartbeat_times_fall_on_a_shared_grid_never_later_than_asked() {
+    let every = Duration::from_millis(800);
+    let base = Instant::now();
+    let a = align(base + every, every);
+    let b = align(base + every + Duration::from_millis(30), every);
+    assert!(a <= base + every && base + every - a < every / 8 + Duration::from_millis(1));
+    // Two asks 30 ms apart land on the same 100 ms grid point, or neighbouring ones.
+    let diff = if b >= a { b - a } else { a - b };
+    assert!(diff == Duration::ZERO || diff == every / 8, "{diff:?}");
+}
+
+#[tokio::test]
+async fn a_released_lock_leaves_the_scheduler_at_once() {
+    let sched = memory_scheduler();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let locks: Vec<_> = (0..1000)
+        .map(|i| held(i, 60_000, None, lost.clone()))
+        .collect();
+    for h in &locks {
+        sched.add(h.clone());
+    }
+    assert_eq!(sched.len(), 1000);
+    for h in &locks {
+        h.finish();
+        sched.remove(h);
+    }
+    assert!(sched.is_empty());
+}
+
+#[tokio::test]
+async fn an_unextended_lease_is_reported_lost_once_at_its_deadline() {
+    let sched = memory_scheduler();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let h = held(1, 30, None, lost.clone());
+    sched.add(h.clone());
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(lost.load(Ordering::SeqCst), 1);
+    assert_eq!(h.lost_reason(), Some(LostReason::Expired));
+    assert!(sched.is_empty());
+}
+
+#[tokio::test]
+async fn an_earlier_deadline_wakes_a_scheduler_sleeping_towards_a_later_one() {
+    let sched = memory_scheduler();
+    let lost = Arc::new(AtomicUsize::new(0));
+    sched.add(held(1, 60_000, None, lost.clone()));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let short = held(2, 20, None, lost.clone());
+    sched.add(short.clone());
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(short.lost_reason(), Some(LostReason::Expired));
+}
+
+#[tokio::test]
+async fn the_local_deadline_fires_while_an_extension_hangs_and_the_lock_is_then_freed() {
+    // A "server" that accepts connections and never answers: every extension hangs for the
+    // whole response timeout, far longer than the lease.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut sockets = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            sockets.push(s);
+        }
+    });
+    let store = RedisStore::connect(
+        &format!("redis://127.0.0.1:{port}"),
+        &RedisOptions {
+            connect_timeout_ms: 10_000,
+            response_timeout_ms: 10_000,
+        },
+    )
+    .unwrap();
+    let released = Arc::new(AtomicUsize::new(0));
+    let counted = released.clone();
+    let sched = Scheduler::start(
+        Store::Redis(Arc::new(store)),
+        Arc::new(move |_: &Held| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }),
+    );
+    let lost = Arc::new(AtomicUsize::new(0));
+    let auto = AutoExtend {
+        every: Duration::from_millis(50),
+        max_hold: None,
+    };
+    let ttl = 300;
+    let h = held(1, ttl, Some(auto), lost.clone());
+    let start = Instant::now();
+    sched.add(h.clone());
+    while lost.load(Ordering::SeqCst) == 0 && start.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let after = start.elapsed();
+    assert_eq!(h.lost_reason(), Some(LostReason::Unreachable));
+    assert!(!h.is_live(Instant::now()));
+    // Reported at the local deadline (the grant's send time + ttl), not when the hung call
+    // gives up 10 s later.
+    assert!(after < Duration::from_millis(ttl + 1000), "{after:?}");
+    assert_eq!(
+        released.load(Ordering::SeqCst),
+        1,
+        "given back to the store"
+    );
+    assert!(sched.is_empty());
+}
+
+/// A memory store in which `k1` is held by `o` for a minute, as `held(1, ...)` describes it.
+fn store_holding_k1() -> Store {
+    let store = Arc::new(MemoryStore::default());
+    store.try_acquire("k1", "o", 60_000, None);
+    Store::Memory(store)
+}
+
+#[tokio::test]
+async fn a_lock_with_an_absurd_max_hold_does_not_stop_the_scheduler() {
+    let sched = Scheduler::start(store_holding_k1(), no_release());
+    let lost = Arc::new(AtomicUsize::new(0));
+    let huge = AutoExtend {
+        every: Duration::from_millis(10),
+        max_hold: Some(Duration::MAX),
+    };
+    let forever = held(1, 1000, Some(huge), lost.clone());
+    sched.add(forever.clone());
+    let short = held(2, 30, None, lost.clone());
+    sched.add(short.clone());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(short.lost_reason(), Some(LostReason::Expired));
+    assert_eq!(forever.lost_reason(), None, "still extended");
+    assert!(forever.is_live(Instant::now()));
+}
+
+#[tokio::test]
+async fn max_hold_gives_the_lock_up_through_the_release_function() {
+    let released = Arc::new(AtomicUsize::new(0));
+    let counted = released.clone();
+    let sched = Scheduler::start(
+        store_holding_k1(),
+        Arc::new(move |_: &Held| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }),
+    );
+    let lost = Arc::new(AtomicUsize::new(0));
+    let auto = AutoExtend {
+        every: Duration::from_millis(10),
+        max_hold: Some(Duration::from_millis(40)),
+    };
+    let h = held(1, 1000, Some(auto), lost.clone());
+    sched.add(h.clone());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(h.lost_reason(), Some(LostReason::MaxHold));
+    assert_eq!(released.load(Ordering::SeqCst), 1);
+}
