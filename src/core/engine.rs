@@ -8,8 +8,10 @@
 //! release by a legacy client or a lost message costs at most one poll.
 
 use crate::backend::{BackendResult, LockInfo, NextOwner, Store};
+use crate::core::clock;
 use crate::core::error::LockError;
-use crate::core::heartbeat::{Held, Scheduler};
+use crate::core::heartbeat::Scheduler;
+use crate::core::held::Held;
 use crate::core::options::AcquireSpec;
 use crate::core::url::{open_store, ConnectOptions};
 use std::collections::{HashMap, VecDeque};
@@ -29,20 +31,31 @@ struct Waiter {
     owner: String,
     ttl_ms: u64,
     data: Option<Vec<u8>>,
+    plain: bool,
     mailbox: Mutex<Mailbox>,
+}
+
+/// A lock the store granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Fencing token.
+    pub token: u64,
+    /// When the request that produced the grant was sent: the lease is reckoned from here,
+    /// never from when the caller started waiting.
+    pub sent: Instant,
 }
 
 /// Where a releaser leaves a handed-over lock for its waiter.
 #[derive(Default)]
 struct Mailbox {
-    /// The fencing token of a lock handed to this waiter and not yet taken.
-    grant: Option<u64>,
+    /// A lock handed to this waiter and not yet taken.
+    grant: Option<Grant>,
     /// The waiter left: a grant arriving now must be given back.
     gone: bool,
 }
 
 impl Waiter {
-    fn take_grant(&self) -> Option<u64> {
+    fn take_grant(&self) -> Option<Grant> {
         self.mailbox.lock().unwrap().grant.take()
     }
 }
@@ -90,12 +103,26 @@ impl Engine {
         }
         engines.retain(|_, e| e.strong_count() > 0);
         let store = open_store(url, opts)?;
-        let engine = Arc::new(Engine {
-            scheduler: Scheduler::start(store.clone()),
-            store,
-            queues: Mutex::new(HashMap::new()),
-            next_waiter: AtomicU64::new(1),
-            releases: AtomicU64::new(0),
+        let engine = Arc::new_cyclic(|weak: &Weak<Engine>| {
+            let weak = weak.clone();
+            // Locks the scheduler gives up (maxHold, a passed deadline) are released through
+            // the engine, so a local waiter gets them handed over or is woken.
+            let release = Arc::new(move |held: &Held| {
+                if let Some(engine) = weak.upgrade() {
+                    let (key, owner, had_data) =
+                        (held.key.clone(), held.owner.clone(), held.has_data);
+                    tokio::spawn(async move {
+                        let _ = engine.release(&key, &owner, had_data).await;
+                    });
+                }
+            });
+            Engine {
+                scheduler: Scheduler::start(store.clone(), release),
+                store,
+                queues: Mutex::new(HashMap::new()),
+                next_waiter: AtomicU64::new(1),
+                releases: AtomicU64::new(0),
+            }
         });
         if let Store::Redis(redis) = &engine.store {
             let weak = Arc::downgrade(&engine);
@@ -156,8 +183,8 @@ impl Engine {
             .is_some_and(|h| h.id == waiter.id)
     }
 
-    /// Tries to take `spec.key`, waiting as the spec allows. Returns the fencing token, or
-    /// `None` when the lock stayed busy until the deadline or the attempts ran out.
+    /// Tries to take `spec.key`, waiting as the spec allows. Returns the grant, or `None` when
+    /// the lock stayed busy until the deadline or the attempts ran out.
     ///
     /// Uncontended (nobody in this process waits for the key) it asks the store at once and
     /// touches no queue; only a refusal makes it queue.
@@ -170,9 +197,9 @@ impl Engine {
         self: &Arc<Self>,
         spec: &AcquireSpec,
         cancel: &CancellationToken,
-    ) -> Result<Option<u64>, LockError> {
+    ) -> Result<Option<Grant>, LockError> {
         let started = Instant::now();
-        let deadline = spec.wait.map(|w| started + w);
+        let deadline = spec.wait.map(|w| clock::after(started, w));
         let single_shot = spec.max_attempts == Some(1) || spec.wait.is_some_and(|w| w.is_zero());
         let mut attempts: u64 = 0;
         if cancel.is_cancelled() {
@@ -200,6 +227,7 @@ impl Engine {
             owner: spec.owner.clone(),
             ttl_ms: spec.ttl_ms,
             data: spec.data.clone(),
+            plain: spec.plain,
             mailbox: Mutex::new(Mailbox::default()),
         });
         let mut slot = {
@@ -280,10 +308,17 @@ impl Engine {
         self: &Arc<Self>,
         spec: &AcquireSpec,
         cancel: &CancellationToken,
-    ) -> Result<Option<u64>, LockError> {
+    ) -> Result<Option<Grant>, LockError> {
+        let sent = Instant::now();
         let granted = self
             .store
-            .try_acquire(&spec.key, &spec.owner, spec.ttl_ms, spec.data.as_deref())
+            .try_acquire(
+                &spec.key,
+                &spec.owner,
+                spec.ttl_ms,
+                spec.data.as_deref(),
+                spec.plain,
+            )
             .await?;
         if granted.is_some() && cancel.is_cancelled() {
             let _ = self
@@ -291,7 +326,7 @@ impl Engine {
                 .await;
             return Err(LockError::Aborted);
         }
-        Ok(granted)
+        Ok(granted.map(|token| Grant { token, sent }))
     }
 
     /// Subscribes the key's queue to release announcements, once. Returns true if it just did.
@@ -342,6 +377,7 @@ impl Engine {
                 }
                 return outcome.map(|o| o.released);
             };
+            let sent = Instant::now();
             let handed = self
                 .store
                 .handoff(
@@ -352,12 +388,13 @@ impl Engine {
                         ttl_ms: waiter.ttl_ms,
                         data: waiter.data.as_deref(),
                         previous_had_data: had_data,
+                        plain: waiter.plain,
                     },
                 )
                 .await;
             self.releases.fetch_add(1, Ordering::AcqRel);
             let token = match handed {
-                Ok(Some(token)) => token,
+                Ok(Some(token)) => Grant { token, sent },
                 other => {
                     self.wake(key, true);
                     return other.map(|_| false);
@@ -414,7 +451,7 @@ impl Engine {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn extend(&self, held: &Held, ttl_ms: u64) -> BackendResult<bool> {
+    pub async fn extend(&self, held: &Arc<Held>, ttl_ms: u64) -> BackendResult<bool> {
         let sent = Instant::now();
         let owned = self
             .store
@@ -422,6 +459,7 @@ impl Engine {
             .await?;
         if owned {
             held.extended(sent, ttl_ms);
+            self.scheduler.reschedule(held.clone());
         }
         Ok(owned)
     }

@@ -1,11 +1,13 @@
 //! A session is what one JavaScript client object owns: its held locks (by handle), the
 //! cancellation tokens of its pending acquisitions, and where loss events go. Sessions of the
-//! same store share one engine (connection, queues, heartbeat scheduler).
+//! same store share one engine (connection, queues, heartbeat scheduler). A closed session
+//! lets go of its engine, so the connection closes with the last session that uses it, even
+//! while the JavaScript object that owned the session is still referenced.
 
 use crate::backend::LockInfo;
-use crate::core::engine::Engine;
+use crate::core::engine::{Engine, Grant};
 use crate::core::error::{LockError, LostReason};
-use crate::core::heartbeat::Held;
+use crate::core::held::{guard, Held};
 use crate::core::options::AcquireSpec;
 use crate::core::url::ConnectOptions;
 use std::collections::HashMap;
@@ -20,15 +22,8 @@ pub trait EventSink: Send + Sync + 'static {
     fn lost(&self, id: u64, reason: LostReason);
 }
 
-/// A granted lock as the caller sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grant {
-    /// Fencing token.
-    pub token: u64,
-}
-
 /// What a session and its engine currently keep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stats {
     /// Locks this session holds.
     pub held: usize,
@@ -42,7 +37,8 @@ pub struct Stats {
 
 /// One client's view of an engine.
 pub struct Session {
-    engine: Arc<Engine>,
+    /// `None` once closed.
+    engine: Mutex<Option<Arc<Engine>>>,
     held: Mutex<HashMap<u64, Arc<Held>>>,
     /// Cancellation tokens of acquisitions the caller may cancel one by one.
     pending: Mutex<HashMap<u64, CancellationToken>>,
@@ -60,7 +56,7 @@ impl Session {
         events: Arc<dyn EventSink>,
     ) -> Result<Arc<Session>, LockError> {
         Ok(Arc::new(Session {
-            engine: Engine::open(url, opts)?,
+            engine: Mutex::new(Some(Engine::open(url, opts)?)),
             held: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             closing: CancellationToken::new(),
@@ -69,12 +65,12 @@ impl Session {
         }))
     }
 
-    fn check_open(&self) -> Result<(), LockError> {
+    /// The engine, or `Closed`.
+    fn engine(&self) -> Result<Arc<Engine>, LockError> {
         if self.closed.load(Ordering::Acquire) {
-            Err(LockError::Closed)
-        } else {
-            Ok(())
+            return Err(LockError::Closed);
         }
+        guard(&self.engine).clone().ok_or(LockError::Closed)
     }
 
     /// Acquires `spec.key` under handle `id` (unique among this session's pending and held
@@ -91,25 +87,24 @@ impl Session {
         spec: AcquireSpec,
         cancellable: bool,
     ) -> Result<Option<Grant>, LockError> {
-        self.check_open()?;
+        let engine = self.engine()?;
         let cancel = if cancellable {
             let token = self.closing.child_token();
-            self.pending.lock().unwrap().insert(id, token.clone());
+            guard(&self.pending).insert(id, token.clone());
             token
         } else {
             self.closing.clone()
         };
-        let sent = Instant::now();
-        let mut result = self.engine.acquire(&spec, &cancel).await;
+        let mut result = engine.acquire(&spec, &cancel).await;
         if cancellable {
-            self.pending.lock().unwrap().remove(&id);
+            guard(&self.pending).remove(&id);
         }
         if matches!(result, Err(LockError::Aborted)) && self.closed.load(Ordering::Acquire) {
             // Cancelled by close(), not by the caller's signal.
             result = Err(LockError::Closed);
         }
-        let token = match result? {
-            Some(token) => token,
+        let grant = match result? {
+            Some(grant) => grant,
             None => return Ok(None),
         };
         let weak = Arc::downgrade(self);
@@ -118,37 +113,47 @@ impl Session {
             id,
             spec.key,
             spec.owner,
-            token,
+            grant.token,
             spec.ttl_ms,
-            sent,
+            grant.sent,
             spec.auto_extend,
             spec.watch_expiry,
             has_data,
             Box::new(move |held: &Held, reason| {
                 if let Some(session) = weak.upgrade() {
-                    session.held.lock().unwrap().remove(&held.id);
+                    guard(&session.held).remove(&held.id);
                     session.events.lost(held.id, reason);
                 }
             }),
         ));
-        if self.closed.load(Ordering::Acquire) {
-            // Closed while we waited: do not hand out a lock nobody will release.
-            let _ = self
-                .engine
-                .release(&held.key, &held.owner, held.has_data)
-                .await;
-            return Err(LockError::Closed);
+        {
+            // Checked under the registry's lock, which `close` drains under: a grant either
+            // lands before the drain (and is released by it) or sees `closed` here.
+            let mut registry = guard(&self.held);
+            if !self.closed.load(Ordering::Acquire) {
+                registry.insert(id, held.clone());
+                drop(registry);
+                engine.scheduler().add(held);
+                return Ok(Some(grant));
+            }
         }
-        self.held.lock().unwrap().insert(id, held.clone());
-        self.engine.scheduler().add(held);
-        Ok(Some(Grant { token }))
+        // Closed while we waited: do not hand out a lock nobody will release.
+        let _ = engine.release(&held.key, &held.owner, held.has_data).await;
+        Err(LockError::Closed)
     }
 
     /// Cancels the pending acquisition `id`, if there is one.
     pub fn cancel(&self, id: u64) {
-        if let Some(token) = self.pending.lock().unwrap().get(&id) {
+        if let Some(token) = guard(&self.pending).get(&id) {
             token.cancel();
         }
+    }
+
+    /// Whether held lock `id` may still be acted on: held by this session, neither released
+    /// nor lost, and its local deadline not passed (even if the loss is not reported yet).
+    pub fn is_held(&self, id: u64) -> bool {
+        let held = guard(&self.held).get(&id).cloned();
+        held.is_some_and(|h| h.is_live(Instant::now()))
     }
 
     /// Sets the remaining lease of held lock `id` to `ttl_ms`. `false`: it is no longer held
@@ -157,11 +162,17 @@ impl Session {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn extend(&self, id: u64, ttl_ms: u64) -> Result<bool, LockError> {
-        let held = self.held.lock().unwrap().get(&id).cloned();
+        let held = guard(&self.held).get(&id).cloned();
         let Some(held) = held else { return Ok(false) };
-        let owned = self.engine.extend(&held, ttl_ms).await?;
+        if !held.is_live(Instant::now()) {
+            // Past its local deadline: the loss is being reported; extending now could
+            // resurrect a lock someone else may already have been promised.
+            return Ok(false);
+        }
+        let engine = self.engine()?;
+        let owned = engine.extend(&held, ttl_ms).await?;
         if !owned {
-            self.engine.scheduler().remove(&held);
+            engine.scheduler().remove(&held);
             held.lose(LostReason::NotOwned);
         }
         Ok(owned)
@@ -173,12 +184,12 @@ impl Session {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn release(&self, id: u64) -> Result<bool, LockError> {
-        let held = self.held.lock().unwrap().remove(&id);
+        let held = guard(&self.held).remove(&id);
         let Some(held) = held else { return Ok(false) };
         held.finish();
-        self.engine.scheduler().remove(&held);
-        Ok(self
-            .engine
+        let engine = self.engine()?;
+        engine.scheduler().remove(&held);
+        Ok(engine
             .release(&held.key, &held.owner, held.has_data)
             .await?)
     }
@@ -188,8 +199,7 @@ impl Session {
     /// # Cancel Safety
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> Result<Option<LockInfo>, LockError> {
-        self.check_open()?;
-        Ok(self.engine.inspect(key).await?)
+        Ok(self.engine()?.inspect(key).await?)
     }
 
     /// Checks that the store answers.
@@ -197,48 +207,69 @@ impl Session {
     /// # Cancel Safety
     /// Cancel safe.
     pub async fn ping(&self) -> Result<(), LockError> {
-        self.check_open()?;
-        Ok(self.engine.store().ping().await?)
+        Ok(self.engine()?.store().ping().await?)
     }
 
-    /// Counters for diagnostics and leak checks.
+    /// Counters for diagnostics and leak checks (all zero once closed).
     pub fn stats(&self) -> Stats {
+        let Ok(engine) = self.engine() else {
+            return Stats::default();
+        };
         Stats {
             held: self.held_count(),
-            waiting: self.engine.waiting(),
-            scheduled: self.engine.scheduler().len(),
-            subscriptions: self.engine.subscriptions(),
+            waiting: engine.waiting(),
+            scheduled: engine.scheduler().len(),
+            subscriptions: engine.subscriptions(),
         }
+    }
+
+    /// Whether the session was closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Number of locks this session holds.
     pub fn held_count(&self) -> usize {
-        self.held.lock().unwrap().len()
+        guard(&self.held).len()
     }
 
-    /// Cancels pending acquisitions, stops heartbeats and releases every held lock.
-    /// Returns how many locks it released.
+    /// Marks the session closed, cancels pending acquisitions and stops heartbeats, at once
+    /// and without I/O; returns what [`Session::close`] still has to release. Safe to call
+    /// from any thread (a terminated worker's clean-up hook calls it).
+    fn shut(&self) -> Option<(Arc<Engine>, Vec<Arc<Held>>)> {
+        let held: Vec<Arc<Held>> = {
+            let mut registry = guard(&self.held);
+            if self.closed.swap(true, Ordering::AcqRel) {
+                return None;
+            }
+            registry.drain().map(|(_, h)| h).collect()
+        };
+        self.closing.cancel();
+        let engine = guard(&self.engine).take()?;
+        for h in &held {
+            h.finish();
+            engine.scheduler().remove(h);
+        }
+        Some((engine, held))
+    }
+
+    /// Cancels pending acquisitions, stops heartbeats and releases every held lock, then
+    /// lets go of the engine. Returns how many locks it released.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the locks are taken out of the registry first, so a close dropped
     /// half way leaves the rest to expire by their ttl.
     pub async fn close(&self) -> usize {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        let Some((engine, held)) = self.shut() else {
             return 0;
-        }
-        self.closing.cancel();
-        let held: Vec<Arc<Held>> = self.held.lock().unwrap().drain().map(|(_, h)| h).collect();
-        let mut released = 0;
-        let futures = held.iter().map(|h| {
-            h.finish();
-            self.engine.scheduler().remove(h);
-            self.engine.release(&h.key, &h.owner, h.has_data)
-        });
-        for result in futures_util::future::join_all(futures).await {
-            if matches!(result, Ok(true)) {
-                released += 1;
-            }
-        }
-        released
+        };
+        let futures = held
+            .iter()
+            .map(|h| engine.release(&h.key, &h.owner, h.has_data));
+        futures_util::future::join_all(futures)
+            .await
+            .into_iter()
+            .filter(|r| matches!(r, Ok(true)))
+            .count()
     }
 }
