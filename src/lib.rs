@@ -1,6 +1,6 @@
 #![deny(clippy::all)]
 #![deny(missing_docs)]
-//! deadbolt: distributed locks for Node.js. See README.md and DESIGN.md.
+//! deadbolt: distributed locks for Node.js. See README.md and docs/design.md.
 
 pub mod backend;
 mod binding;

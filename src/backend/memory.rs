@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 struct Entry {
     owner: String,
+    token: u64,
     expires: Instant,
     data: Option<Vec<u8>>,
 }
@@ -16,8 +17,33 @@ struct Entry {
 #[derive(Default)]
 struct State {
     held: HashMap<String, Entry>,
-    /// Fencing counters survive release, like the Redis side key and the MySQL column.
-    fences: HashMap<String, u64>,
+    /// One fencing counter for the whole store: it only increases, so tokens strictly
+    /// increase per name, and a name leaves nothing behind once released or expired.
+    fence: u64,
+    /// Insertions since expired entries were last swept out.
+    since_sweep: usize,
+}
+
+impl State {
+    fn next_token(&mut self) -> u64 {
+        self.fence += 1;
+        self.fence
+    }
+
+    /// Drops expired entries now and then (amortised O(1) per insertion), so names that
+    /// expire and are never touched again do not accumulate.
+    fn sweep(&mut self, now: Instant) {
+        self.since_sweep += 1;
+        if self.since_sweep >= self.held.len().max(64) {
+            self.since_sweep = 0;
+            self.held.retain(|_, e| e.expires > now);
+        }
+    }
+}
+
+/// `now + ttl`, saturating far in the future instead of overflowing.
+fn expiry(now: Instant, ttl_ms: u64) -> Instant {
+    crate::core::clock::after(now, Duration::from_millis(ttl_ms))
 }
 
 /// An in-process lock table with the same contract as the server-backed stores.
@@ -57,16 +83,14 @@ impl MemoryStore {
                 return None;
             }
         }
-        let token = {
-            let fence = state.fences.entry(key.to_string()).or_insert(0);
-            *fence += 1;
-            *fence
-        };
+        state.sweep(now);
+        let token = state.next_token();
         state.held.insert(
             key.to_string(),
             Entry {
                 owner: owner.to_string(),
-                expires: now + Duration::from_millis(ttl_ms),
+                token,
+                expires: expiry(now, ttl_ms),
                 data: data.map(<[u8]>::to_vec),
             },
         );
@@ -79,7 +103,7 @@ impl MemoryStore {
         let mut state = self.state.lock().unwrap();
         match state.held.get_mut(key) {
             Some(entry) if entry.owner == owner && entry.expires > now => {
-                entry.expires = now + Duration::from_millis(ttl_ms);
+                entry.expires = expiry(now, ttl_ms);
                 true
             }
             _ => false,
@@ -113,16 +137,13 @@ impl MemoryStore {
             Some(entry) if entry.owner == owner && entry.expires > now => {}
             _ => return None,
         }
-        let token = {
-            let fence = state.fences.entry(key.to_string()).or_insert(0);
-            *fence += 1;
-            *fence
-        };
+        let token = state.next_token();
         state.held.insert(
             key.to_string(),
             Entry {
                 owner: next.owner.to_string(),
-                expires: now + Duration::from_millis(next.ttl_ms),
+                token,
+                expires: expiry(now, next.ttl_ms),
                 data: next.data.map(<[u8]>::to_vec),
             },
         );
@@ -136,7 +157,7 @@ impl MemoryStore {
         let entry = state.held.get(key).filter(|e| e.expires > now)?;
         Some(LockInfo {
             owner: entry.owner.clone(),
-            fencing_token: state.fences.get(key).copied().unwrap_or(0),
+            fencing_token: entry.token,
             remaining_ms: (entry.expires - now).as_millis() as i64,
             data: entry.data.clone(),
         })
@@ -181,11 +202,31 @@ mod tests {
             ttl_ms: 500,
             data: None,
             previous_had_data: true,
+            plain: false,
         };
         assert_eq!(s.handoff("k", "a", &next), Some(2));
         let info = s.inspect("k").unwrap();
         assert_eq!((info.owner.as_str(), info.data), ("b", None));
         assert_eq!(s.handoff("k", "a", &next), None, "a no longer holds it");
+    }
+
+    #[test]
+    fn released_and_expired_names_leave_nothing_behind() {
+        let s = MemoryStore::default();
+        for i in 0..1000 {
+            s.try_acquire(&format!("gone{i}"), "a", 1, None);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        for i in 0..1000 {
+            let key = format!("kept{i}");
+            s.try_acquire(&key, "a", 60_000, None);
+            assert!(s.release(&key, "a"));
+        }
+        assert!(
+            s.state.lock().unwrap().held.len() <= 64,
+            "expired names were swept"
+        );
+        assert_eq!(s.try_acquire("kept0", "b", 1000, None), Some(2001));
     }
 
     #[test]

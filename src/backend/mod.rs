@@ -1,4 +1,4 @@
-//! Stores: each offers the same single-round-trip operations (see DESIGN.md §3).
+//! Stores: each offers the same single-round-trip operations (see docs/design.md).
 //! Nothing here knows about retries, heartbeats or JavaScript.
 
 pub mod keys;
@@ -43,7 +43,8 @@ pub type BackendResult<T> = Result<T, BackendError>;
 pub struct LockInfo {
     /// Owner token of the current holder.
     pub owner: String,
-    /// Latest fencing token issued for this name (the holder's, when the holder is deadbolt).
+    /// The holder's fencing token; 0 when the store cannot tell (a Redis lock taken by
+    /// redislock or the redislock face, whose value is the bare owner).
     pub fencing_token: u64,
     /// Remaining lease in milliseconds, by the store's clock (-1: no expiry).
     pub remaining_ms: i64,
@@ -85,6 +86,9 @@ pub struct NextOwner<'a> {
     pub data: Option<&'a [u8]>,
     /// Whether the current holder stored a payload (that must not leak to the next one).
     pub previous_had_data: bool,
+    /// Store the owner alone as the value, without the token (the redislock face's wire
+    /// format; Redis only).
+    pub plain: bool,
 }
 
 /// A connected store. Cloning is cheap and shares the connection(s).
@@ -99,7 +103,8 @@ pub enum Store {
 }
 
 impl Store {
-    /// Takes `key` for `owner` for `ttl_ms` if it is free or expired.
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or expired. `plain`: store the owner
+    /// alone as the value (the redislock wire format; Redis only).
     /// Returns the new fencing token, or `None` when someone else holds it.
     ///
     /// # Cancel Safety
@@ -110,10 +115,14 @@ impl Store {
         owner: &str,
         ttl_ms: u64,
         data: Option<&[u8]>,
+        plain: bool,
     ) -> BackendResult<Option<u64>> {
         match self {
-            Store::Redis(s) => s.try_acquire(key, owner, ttl_ms, data).await,
-            Store::Mysql(s) => s.try_acquire(key, owner, ttl_ms, data).await,
+            Store::Redis(s) => s.try_acquire(key, owner, ttl_ms, data, plain).await,
+            Store::Mysql(s) => {
+                s.bounded("try_acquire", s.try_acquire(key, owner, ttl_ms, data))
+                    .await
+            }
             Store::Memory(s) => Ok(s.try_acquire(key, owner, ttl_ms, data)),
         }
     }
@@ -132,7 +141,7 @@ impl Store {
     ) -> BackendResult<bool> {
         match self {
             Store::Redis(s) => s.extend(key, owner, ttl_ms, has_data).await,
-            Store::Mysql(s) => s.extend(key, owner, ttl_ms).await,
+            Store::Mysql(s) => s.bounded("extend", s.extend(key, owner, ttl_ms)).await,
             Store::Memory(s) => Ok(s.extend(key, owner, ttl_ms)),
         }
     }
@@ -145,7 +154,7 @@ impl Store {
     pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<BackendResult<bool>> {
         match self {
             Store::Redis(s) => s.extend_many(items).await,
-            Store::Mysql(s) => s.extend_many(items).await,
+            Store::Mysql(s) => s.extend_many_bounded(items).await,
             Store::Memory(s) => items
                 .iter()
                 .map(|i| Ok(s.extend(&i.key, &i.owner, i.ttl_ms)))
@@ -172,7 +181,7 @@ impl Store {
         };
         match self {
             Store::Redis(s) => s.release(key, owner).await,
-            Store::Mysql(s) => s.release(key, owner).await.map(local),
+            Store::Mysql(s) => s.bounded("release", s.release(key, owner)).await.map(local),
             Store::Memory(s) => Ok(local(s.release(key, owner))),
         }
     }
@@ -191,7 +200,7 @@ impl Store {
         match self {
             Store::Redis(s) => s.handoff(key, owner, next).await,
             Store::Memory(s) => Ok(s.handoff(key, owner, next)),
-            Store::Mysql(s) => s.handoff(key, owner, next).await,
+            Store::Mysql(s) => s.bounded("handoff", s.handoff(key, owner, next)).await,
         }
     }
 
@@ -202,7 +211,7 @@ impl Store {
     pub async fn inspect(&self, key: &str) -> BackendResult<Option<LockInfo>> {
         match self {
             Store::Redis(s) => s.inspect(key).await,
-            Store::Mysql(s) => s.inspect(key).await,
+            Store::Mysql(s) => s.bounded("inspect", s.inspect(key)).await,
             Store::Memory(s) => Ok(s.inspect(key)),
         }
     }
@@ -214,7 +223,7 @@ impl Store {
     pub async fn ping(&self) -> BackendResult<()> {
         match self {
             Store::Redis(s) => s.ping().await,
-            Store::Mysql(s) => s.ping().await,
+            Store::Mysql(s) => s.bounded("ping", s.ping()).await,
             Store::Memory(_) => Ok(()),
         }
     }

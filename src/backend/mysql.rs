@@ -1,4 +1,4 @@
-//! MySQL / MariaDB store: one lease row per lock name (DESIGN.md §3).
+//! MySQL / MariaDB store: one lease row per lock name (docs/design.md).
 //!
 //! Every lock operation is a single autocommit statement, so a pool of a few connections
 //! serves any number of held locks and a crashed client leaves nothing but a row that expires.
@@ -143,6 +143,10 @@ pub struct MysqlOptions {
     /// How long an operation waits to connect or for a free pooled connection before it fails
     /// with a `BackendError`, in milliseconds. Default 5000.
     pub connect_timeout_ms: u64,
+    /// How long an operation waits for the server's answer once connected, in milliseconds.
+    /// Default 5000. A whole call is bounded by `connect_timeout_ms + response_timeout_ms`
+    /// (see [`MysqlStore::bounded`]), however the server or the network misbehaves.
+    pub response_timeout_ms: u64,
 }
 
 impl Default for MysqlOptions {
@@ -151,6 +155,7 @@ impl Default for MysqlOptions {
             table: "deadbolt_locks".to_owned(),
             pool_size: 10,
             connect_timeout_ms: 5000,
+            response_timeout_ms: 5000,
         }
     }
 }
@@ -203,6 +208,8 @@ pub struct MysqlStore {
     connect_options: MySqlConnectOptions,
     pool_size: u32,
     acquire_timeout: Duration,
+    /// Bound on a whole call (see [`MysqlStore::bounded`]).
+    call_timeout: Duration,
     sql: Statements,
     /// Built on first use rather than in `connect`, because building a pool spawns its
     /// maintenance task, which needs to run inside a tokio runtime.
@@ -254,6 +261,10 @@ impl MysqlStore {
             connect_options,
             pool_size: opts.pool_size,
             acquire_timeout: Duration::from_millis(opts.connect_timeout_ms),
+            call_timeout: Duration::from_millis(
+                opts.connect_timeout_ms
+                    .saturating_add(opts.response_timeout_ms),
+            ),
             sql: Statements::new(&format!("`{}`", opts.table)),
             pool: OnceLock::new(),
             closed: AtomicBool::new(false),
@@ -495,12 +506,53 @@ impl MysqlStore {
         Ok(())
     }
 
-    /// Closes the pool, waiting for connections in use to come back. Operations after this
-    /// fail with a `BackendError`.
+    /// Closes the pool, waiting (at most one call's bound) for connections in use to come
+    /// back. Operations after this fail with a `BackendError`.
     pub async fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         if let Some(pool) = self.pool.get() {
-            pool.close().await;
+            // A connection stuck on a stalled server never comes back: do not wait for it.
+            let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
+        }
+    }
+
+    /// Runs one store operation within the call bound (`connect_timeout_ms +
+    /// response_timeout_ms`). sqlx bounds connecting and waiting for a pooled connection,
+    /// but not a statement whose answer never comes (a server stopped with SIGSTOP, a frozen
+    /// network path), and the reconnect loop may try several connections: this bounds it all.
+    /// A statement abandoned this way may still take effect on the server; its connection is
+    /// not reused (sqlx tests a connection whose operation was dropped before pooling it).
+    ///
+    /// # Cancel Safety
+    /// As cancel safe as `fut`.
+    pub async fn bounded<T>(
+        &self,
+        operation: &str,
+        fut: impl Future<Output = BackendResult<T>>,
+    ) -> BackendResult<T> {
+        match tokio::time::timeout(self.call_timeout, fut).await {
+            Ok(result) => result,
+            Err(_) => Err(BackendError::new(format!(
+                "mysql: {operation}: no answer from the server within {} ms",
+                self.call_timeout.as_millis()
+            ))),
+        }
+    }
+
+    /// [`MysqlStore::extend_many`] within the call bound: on time-out every item fails.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent.
+    pub async fn extend_many_bounded(&self, items: &[ExtendItem]) -> Vec<BackendResult<bool>> {
+        match tokio::time::timeout(self.call_timeout, self.extend_many(items)).await {
+            Ok(results) => results,
+            Err(_) => {
+                let e = BackendError::new(format!(
+                    "mysql: extend: no answer from the server within {} ms",
+                    self.call_timeout.as_millis()
+                ));
+                items.iter().map(|_| Err(e.clone())).collect()
+            }
         }
     }
 
@@ -790,6 +842,7 @@ mod tests {
             table: TEST_TABLE.to_owned(),
             pool_size,
             connect_timeout_ms: 5000,
+            response_timeout_ms: 5000,
         }
     }
 
@@ -984,6 +1037,7 @@ mod tests {
             ttl_ms: 30_000,
             data: None,
             previous_had_data: true,
+            plain: false,
         };
         let token = store.handoff(&key, &a, &next).await.unwrap();
         assert_eq!(token, Some(first + 1));

@@ -12,7 +12,7 @@ use std::sync::Arc;
 pub struct ConnectOptions {
     /// Bound on opening a connection, in ms.
     pub connect_timeout_ms: u64,
-    /// Bound on one command's reply, in ms (Redis).
+    /// Bound on one command's reply, in ms.
     pub response_timeout_ms: u64,
     /// Lease table name (MySQL).
     pub table: String,
@@ -65,6 +65,7 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> 
                 table: opts.table.clone(),
                 pool_size: opts.pool_size,
                 connect_timeout_ms: opts.connect_timeout_ms,
+                response_timeout_ms: opts.response_timeout_ms,
             };
             let store = MysqlStore::connect(&url, mysql_opts)
                 .map_err(|e| LockError::Invalid(format!("Invalid MySQL URL or options: {e}")))?;
