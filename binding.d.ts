@@ -26,26 +26,34 @@ export declare class NativeClient {
    *   flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the lock's
    *   handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
    *   auto-extension; `maxHold` < 0: none; flags: 1 = report expiry as loss, 2 =
-   *   cancellable by `cancel(req)`; `dataIndex` < 0: no payload.
+   *   cancellable by `cancel(req)`, 4 = store the bare owner as the value (the redislock
+   *   wire format); `dataIndex` < 0: no payload.
    * - release: `[2, req, id]`: completes with true (released now) or false.
    * - extend: `[3, req, id, ttl]`: completes with true (extended) or false.
    */
   submit(ops: Float64Array, strings: Array<string>, data: Array<Buffer>): void
   /** Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`). */
   cancel(req: number): void
-  /** Sets the remaining lease of held lock `id` to `ttl` ms; completes with true/false. */
-  extend(req: number, id: number, ttl: number): void
-  /** Releases held lock `id`; completes with true (released now) or false. */
-  release(req: number, id: number): void
+  /**
+   * Whether held lock `id` may still be acted on: neither released nor lost, and its
+   * local deadline not passed, even if the loss has not reached JavaScript yet (a stalled
+   * event loop, an extension still in flight).
+   */
+  isHeld(id: number): boolean
   /** Reads who holds `key`; completes with an info or false. */
   inspect(req: number, key: string): void
   /** Checks that the store answers; completes with true. */
   ping(req: number): void
   /**
    * Cancels pending work, stops heartbeats and releases every held lock; completes with
-   * true.
+   * true. Call [`NativeClient::dispose`] once that completion has been taken.
    */
   close(req: number): void
+  /**
+   * Lets go of the JavaScript wake-up function, which keeps the JavaScript client alive;
+   * for after `close` completed. Nothing is delivered afterwards.
+   */
+  dispose(): void
   /** Counters for diagnostics and leak checks. */
   stats(): NativeStats
   /** Number of locks this client holds. */
@@ -72,6 +80,11 @@ export interface NativeBatch {
   errors: Array<Array<string>>
   /** Lock infos returned by `inspect`. */
   infos: Array<JsLockInfo>
+  /**
+   * Fencing tokens above 2^53: a granted record whose value is `-(i + 1)` has token
+   * `bigTokens[i]`.
+   */
+  bigTokens: Array<bigint>
 }
 
 /** Connection settings of a native client. Validated by `index.js`. */
@@ -90,7 +103,10 @@ export interface NativeConnectOptions {
 export interface NativeLockInfo {
   /** Owner token of the holder. */
   owner: string
-  /** Latest fencing token issued for the key. */
+  /**
+   * The holder's fencing token; 0 when the store cannot tell (a lock written in the
+   * redislock wire format).
+   */
   fencingToken: bigint
   /** Remaining lease in ms by the store's clock (-1: no expiry). */
   remainingMs: number

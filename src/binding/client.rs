@@ -1,6 +1,8 @@
 //! `NativeClient`: one JavaScript client object's session.
 
 use super::completions::{Completions, DrainFn, Kind};
+use super::env_sessions;
+use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::options::{AcquireSpec, AutoExtend};
 use crate::core::session::Session;
@@ -46,6 +48,9 @@ pub struct JsBatch {
     pub errors: Vec<Vec<String>>,
     /// Lock infos returned by `inspect`.
     pub infos: Vec<JsLockInfo>,
+    /// Fencing tokens above 2^53: a granted record whose value is `-(i + 1)` has token
+    /// `bigTokens[i]`.
+    pub big_tokens: Vec<BigInt>,
 }
 
 /// Who holds a lock, as `inspect` reads it.
@@ -53,7 +58,8 @@ pub struct JsBatch {
 pub struct JsLockInfo {
     /// Owner token of the holder.
     pub owner: String,
-    /// Latest fencing token issued for the key.
+    /// The holder's fencing token; 0 when the store cannot tell (a lock written in the
+    /// redislock wire format).
     pub fencing_token: BigInt,
     /// Remaining lease in ms by the store's clock (-1: no expiry).
     pub remaining_ms: i64,
@@ -82,15 +88,22 @@ pub struct NativeClient {
 }
 
 fn ms(v: f64) -> Duration {
-    Duration::from_secs_f64(v.max(0.0) / 1000.0)
+    clock::from_ms(v)
+}
+
+/// A whole number of milliseconds from a JavaScript number (NaN and negatives give 0; `as`
+/// saturates the rest).
+fn whole_ms(v: f64) -> u64 {
+    v as u64
 }
 
 #[napi]
 impl NativeClient {
     /// Opens a client for `url`; `drain` is called (with no arguments) whenever completions
     /// are waiting to be taken. No I/O happens here.
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(
+        env: Env,
         url: String,
         options: Option<JsConnectOptions>,
         drain: Function<(), ()>,
@@ -106,6 +119,7 @@ impl NativeClient {
         let session =
             napi::bindgen_prelude::within_runtime_if_available(|| Session::open(&url, &opts, sink))
                 .map_err(|e| Error::new(Status::InvalidArg, format!("{}: {e}", e.code())))?;
+        env_sessions::track(&env, &session)?;
         Ok(NativeClient {
             session,
             completions,
@@ -121,10 +135,11 @@ impl NativeClient {
     ///   flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the lock's
     ///   handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
     ///   auto-extension; `maxHold` < 0: none; flags: 1 = report expiry as loss, 2 =
-    ///   cancellable by `cancel(req)`; `dataIndex` < 0: no payload.
+    ///   cancellable by `cancel(req)`, 4 = store the bare owner as the value (the redislock
+    ///   wire format); `dataIndex` < 0: no payload.
     /// - release: `[2, req, id]`: completes with true (released now) or false.
     /// - extend: `[3, req, id, ttl]`: completes with true (extended) or false.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn submit(&self, ops: Float64Array, strings: Vec<String>, data: Vec<Buffer>) -> Result<()> {
         let ops: &[f64] = &ops;
         let mut strings = strings.into_iter();
@@ -155,7 +170,7 @@ impl NativeClient {
                         spec: AcquireSpec {
                             key,
                             owner,
-                            ttl_ms: r[2] as u64,
+                            ttl_ms: whole_ms(r[2]),
                             wait: (r[3] >= 0.0).then(|| ms(r[3])),
                             max_attempts: (r[4] >= 0.0).then_some(r[4] as u64),
                             retry_delay: ms(r[5]),
@@ -166,6 +181,7 @@ impl NativeClient {
                                 max_hold: (r[8] >= 0.0).then(|| ms(r[8])),
                             }),
                             watch_expiry: flags & 1 != 0,
+                            plain: flags & 4 != 0,
                         },
                         cancellable: flags & 2 != 0,
                     }
@@ -196,30 +212,21 @@ impl NativeClient {
     }
 
     /// Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn cancel(&self, req: f64) {
         self.session.cancel(req as u64);
     }
 
-    /// Sets the remaining lease of held lock `id` to `ttl` ms; completes with true/false.
-    #[napi]
-    pub fn extend(&self, req: f64, id: f64, ttl: f64) {
-        let session = self.session.clone();
-        self.run(
-            req,
-            async move { session.extend(id as u64, ttl as u64).await },
-        );
-    }
-
-    /// Releases held lock `id`; completes with true (released now) or false.
-    #[napi]
-    pub fn release(&self, req: f64, id: f64) {
-        let session = self.session.clone();
-        self.run(req, async move { session.release(id as u64).await });
+    /// Whether held lock `id` may still be acted on: neither released nor lost, and its
+    /// local deadline not passed, even if the loss has not reached JavaScript yet (a stalled
+    /// event loop, an extension still in flight).
+    #[napi(catch_unwind)]
+    pub fn is_held(&self, id: f64) -> bool {
+        self.session.is_held(id as u64)
     }
 
     /// Reads who holds `key`; completes with an info or false.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn inspect(&self, req: f64, key: String) {
         let session = self.session.clone();
         let done = self.completions.clone();
@@ -236,15 +243,15 @@ impl NativeClient {
     }
 
     /// Checks that the store answers; completes with true.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn ping(&self, req: f64) {
         let session = self.session.clone();
         self.run(req, async move { session.ping().await.map(|_| true) });
     }
 
     /// Cancels pending work, stops heartbeats and releases every held lock; completes with
-    /// true.
-    #[napi]
+    /// true. Call [`NativeClient::dispose`] once that completion has been taken.
+    #[napi(catch_unwind)]
     pub fn close(&self, req: f64) {
         let session = self.session.clone();
         self.run(req, async move {
@@ -253,8 +260,15 @@ impl NativeClient {
         });
     }
 
+    /// Lets go of the JavaScript wake-up function, which keeps the JavaScript client alive;
+    /// for after `close` completed. Nothing is delivered afterwards.
+    #[napi(catch_unwind)]
+    pub fn dispose(&self) {
+        self.completions.dispose();
+    }
+
     /// Counters for diagnostics and leak checks.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> JsStats {
         let s = self.session.stats();
         let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
@@ -267,13 +281,13 @@ impl NativeClient {
     }
 
     /// Number of locks this client holds.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn held_count(&self) -> u32 {
         self.session.held_count() as u32
     }
 
     /// Takes every completion queued so far.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn take(&self) -> JsBatch {
         let batch = self.completions.take();
         JsBatch {
@@ -293,13 +307,14 @@ impl NativeClient {
                     data: i.data.map(Buffer::from),
                 })
                 .collect(),
+            big_tokens: batch.big_tokens.into_iter().map(BigInt::from).collect(),
         }
     }
 
     /// Whether pending work holds the Node event loop open. `index.js` turns it on while any
     /// request is pending and off when none is, so idle clients and heartbeats never keep a
     /// process alive.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn keep_alive(&self, env: Env, on: bool) -> Result<()> {
         self.completions.keep_alive(&env, on)
     }
@@ -355,13 +370,13 @@ impl Op {
                 spec,
                 cancellable,
             } => match session.acquire(req as u64, spec, cancellable).await {
-                Ok(Some(grant)) => done.done(req, Kind::Granted, grant.token as f64),
+                Ok(Some(grant)) => done.granted(req, grant.token),
                 Ok(None) => done.done(req, Kind::False, 0.0),
                 Err(e) => done.error(req, e),
             },
             Op::Release { req, id } => complete(&done, req, session.release(id as u64).await),
             Op::Extend { req, id, ttl } => {
-                complete(&done, req, session.extend(id as u64, ttl as u64).await)
+                complete(&done, req, session.extend(id as u64, whole_ms(ttl)).await)
             }
         }
     }

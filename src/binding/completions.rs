@@ -5,7 +5,12 @@ use crate::core::error::{LockError, LostReason};
 use crate::core::session::EventSink;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
+
+/// Locks `m` even if poisoned: completions must still be delivered after a bug elsewhere.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Status of one completion record, as JavaScript reads it.
 #[repr(u8)]
@@ -34,7 +39,13 @@ pub struct Batch {
     pub errors: Vec<(&'static str, String)>,
     /// Lock infos returned by inspect.
     pub infos: Vec<LockInfo>,
+    /// Fencing tokens above 2^53, which a record's `f64` value cannot carry exactly: a grant
+    /// with such a token has value `-(index + 1)`.
+    pub big_tokens: Vec<u64>,
 }
+
+/// Largest integer an `f64` holds exactly.
+const MAX_EXACT: u64 = 1 << 53;
 
 pub type DrainFn = ThreadsafeFunction<(), (), (), Status, false, true>;
 
@@ -42,8 +53,9 @@ pub type DrainFn = ThreadsafeFunction<(), (), (), Status, false, true>;
 pub struct Completions {
     batch: Mutex<Batch>,
     /// Behind a lock because ref/unref need `&mut`; it is only touched on the first
-    /// completion of a batch and on keep-alive changes.
-    drain: Mutex<DrainFn>,
+    /// completion of a batch and on keep-alive changes. `None` once disposed: the function
+    /// holds the JavaScript client alive, so a closed client lets go of it.
+    drain: Mutex<Option<DrainFn>>,
 }
 
 /// Reason codes of `Kind::Lost`, in the order JavaScript's table lists them.
@@ -60,14 +72,14 @@ impl Completions {
     pub fn new(drain: DrainFn) -> Self {
         Completions {
             batch: Mutex::new(Batch::default()),
-            drain: Mutex::new(drain),
+            drain: Mutex::new(Some(drain)),
         }
     }
 
     /// Appends one record; `fill` stores any payload and returns the record's value slot.
     fn push(&self, req: f64, kind: Kind, fill: impl FnOnce(&mut Batch) -> f64) {
         let first = {
-            let mut batch = self.batch.lock().unwrap();
+            let mut batch = lock(&self.batch);
             let value = fill(&mut batch);
             let first = batch.records.is_empty();
             batch
@@ -78,16 +90,27 @@ impl Completions {
         // Only the completion that makes the queue non-empty wakes the JS thread; the others
         // ride along in the same drain.
         if first {
-            self.drain
-                .lock()
-                .unwrap()
-                .call((), ThreadsafeFunctionCallMode::NonBlocking);
+            if let Some(drain) = lock(&self.drain).as_ref() {
+                drain.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            }
         }
     }
 
     /// Records a plain outcome.
     pub fn done(&self, req: f64, kind: Kind, value: f64) {
         self.push(req, kind, |_| value);
+    }
+
+    /// Records a grant with its fencing token, exactly whatever its size.
+    pub fn granted(&self, req: f64, token: u64) {
+        self.push(req, Kind::Granted, |b| {
+            if token <= MAX_EXACT {
+                token as f64
+            } else {
+                b.big_tokens.push(token);
+                -(b.big_tokens.len() as f64)
+            }
+        });
     }
 
     /// Records a failure.
@@ -112,18 +135,22 @@ impl Completions {
 
     /// Takes everything queued so far.
     pub fn take(&self) -> Batch {
-        std::mem::take(&mut *self.batch.lock().unwrap())
+        std::mem::take(&mut *lock(&self.batch))
     }
 
     /// Makes the pending-work wake-up hold the event loop open (or not).
     #[allow(deprecated)]
     pub fn keep_alive(&self, env: &napi::Env, on: bool) -> napi::Result<()> {
-        let mut drain = self.drain.lock().unwrap();
-        if on {
-            drain.refer(env)
-        } else {
-            drain.unref(env)
+        match lock(&self.drain).as_mut() {
+            Some(drain) if on => drain.refer(env),
+            Some(drain) => drain.unref(env),
+            None => Ok(()),
         }
+    }
+
+    /// Lets go of the JavaScript wake-up function; nothing is delivered afterwards.
+    pub fn dispose(&self) {
+        lock(&self.drain).take();
     }
 }
 

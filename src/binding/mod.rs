@@ -7,6 +7,7 @@
 
 mod client;
 mod completions;
+mod env_sessions;
 mod runtime;
 
 pub use client::NativeClient;
