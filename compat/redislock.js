@@ -59,10 +59,19 @@ class Lock {
   }
 
   _reset() {
+    if (this._handle !== 0) this._native.holders.delete(this._handle)
     this._locked = false
     this._key = null
     this._handle = 0
     this.fencingToken = null
+    acquiredLocks.delete(this)
+  }
+
+  /**
+   * Called by the native layer when the lease ran out without a release: the lock is no
+   * longer held, so it leaves getAcquiredLocks(); release() then rejects "had expired".
+   */
+  _lost() {
     acquiredLocks.delete(this)
   }
 
@@ -82,7 +91,9 @@ class Lock {
     try {
       token = await native.request((req) => {
         handle = req
-        native.acquireOp(req, key, this._id, this.timeout, -1, attempts, this.delay, 0, undefined, 0, -1, 1)
+        // Flags: 1 = report the lease's end (see _lost), 4 = the bare `_id` as the value,
+        // redislock's wire format.
+        native.acquireOp(req, key, this._id, this.timeout, -1, attempts, this.delay, 0, undefined, 0, -1, 5)
       })
     } catch (err) {
       throw new LockAcquisitionError(err.cause?.message ?? err.message, { cause: err })
@@ -93,6 +104,7 @@ class Lock {
     this._handle = handle
     this.fencingToken = BigInt(token)
     acquiredLocks.add(this)
+    native.holders.set(handle, this)
   }
 
   /** Releases the lock; rejects if it was not held or had expired (the state resets). */

@@ -3,7 +3,9 @@
 // AbortSignal, Symbol.asyncDispose, leader election. One implementation for every backend.
 
 const { randomBytes } = require('node:crypto')
+const { inspect } = require('node:util')
 const { Native } = require('./native')
+const { redactUrl } = require('./redact')
 const {
   LockAcquisitionError,
   LockExtendError,
@@ -37,17 +39,15 @@ const DEFAULTS = Object.freeze({
 class Lock {
   // Kept small: a process may hold tens of thousands. The owner string and the bigint token
   // are made on demand, and what only a loss needs lives in one side record.
-  constructor(client, id, key, ownerSeq, token, ttl, onLost, deadline) {
+  constructor(client, id, key, ownerSeq, token, ttl, onLost) {
     this._client = client
     this._id = id
     this.key = key
     this._ownerSeq = ownerSeq
+    // A number, or a bigint above 2^53.
     this._token = token
     this.ttl = ttl
     this._state = HELD
-    // Local end of a lease nobody extends in the background (Infinity with autoExtend): after
-    // it, `held` is false even if the event loop was too busy to hear the loss yet.
-    this._deadline = deadline
     /** null, or { onLost, ac, lostError } once a loss callback, signal or loss exists. */
     this._extra = onLost === undefined ? null : { onLost, ac: null, lostError: null }
   }
@@ -71,9 +71,15 @@ class Lock {
     return this._extra === null ? null : this._extra.lostError
   }
 
-  /** True until the lock is released or lost (or, without autoExtend, its lease ran out). */
+  /**
+   * True until the lock is released or lost. It turns false at the lease's local deadline
+   * (the send time of the request that granted or last extended it, plus the ttl) even if
+   * the loss has not been reported yet: a stalled event loop, an extension still in flight.
+   */
   get held() {
-    return this._state === HELD && performance.now() < this._deadline
+    if (this._state !== HELD) return false
+    const native = this._client._nativeOrNull()
+    return native !== null && native.isHeld(this._id)
   }
 
   /** Aborted with a LockLostError when the lock is lost. */
@@ -121,9 +127,7 @@ class Lock {
       throw new LockExtendError(`Lock on "${this.key}" is no longer held`, { cause: this._lostError ?? undefined })
     }
     const native = this._client._native()
-    const sent = performance.now()
     const ok = await native.request((req) => native.extendOp(req, this._id, ttl))
-    if (this._deadline !== Infinity) this._deadline = sent + ttl
     if (!ok) {
       this._lost('not-owned')
       throw new LockExtendError(`Lock on "${this.key}" had expired or was taken`, { cause: this._lostError ?? undefined })
@@ -149,6 +153,16 @@ class Lock {
   async [Symbol.asyncDispose]() {
     await this.release()
   }
+
+  /** What `JSON.stringify` shows: the public state, never the client behind it. */
+  toJSON() {
+    return { key: this.key, owner: this.owner, fencingToken: String(this.fencingToken), ttl: this.ttl, held: this.held }
+  }
+
+  [inspect.custom](depth, options, inspectFn = inspect) {
+    const shown = { key: this.key, owner: this.owner, fencingToken: this.fencingToken, ttl: this.ttl, held: this.held }
+    return `Lock ${inspectFn(shown, options)}`
+  }
 }
 
 /**
@@ -170,8 +184,6 @@ class PendingAcquire {
     this.rej = reject
     this.req = 0
     this.onAbort = null
-    // Counted from before the request: conservative, like the native side's reckoning.
-    this.started = performance.now()
   }
 
   _detach() {
@@ -186,8 +198,7 @@ class PendingAcquire {
       else this.res(null)
       return
     }
-    const deadline = this.o.autoExtend ? Infinity : this.started + this.o.ttl
-    const lock = new Lock(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost, deadline)
+    const lock = new Lock(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost)
     this.client._native_.holders.set(this.req, lock)
     this.res(lock)
   }
@@ -245,10 +256,12 @@ function abortReason(signal) {
 /** Decodes a native lock info into the public shape. */
 function toInfo(key, raw) {
   if (!raw) return null
+  const token = BigInt(raw.fencingToken)
   return {
     key,
     owner: raw.owner,
-    fencingToken: BigInt(raw.fencingToken),
+    // 0 means the store cannot tell (a lock taken in the redislock wire format).
+    fencingToken: token === 0n ? null : token,
     remainingMs: Number(raw.remainingMs),
     data: v.decodeData(raw.data),
   }
@@ -260,7 +273,8 @@ class LockClient {
   constructor(url, options = {}) {
     const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize } = options
     this._defaults = { ...DEFAULTS, ...stripUndefined({ ttl, retryDelay, jitter }) }
-    this._url = url
+    // Shown by util.inspect with any password masked; the URL itself is not kept.
+    this._where = redactUrl(url)
     this._resolvedDefaults = new Map()
     // Owner tokens: a random prefix per client and a counter (unique, and cheaper than a
     // UUID per acquisition).
@@ -416,11 +430,27 @@ class LockClient {
     this._closed = true
     for (const lock of native.holders.values()) lock._state = RELEASED
     native.holders.clear()
-    await closing
+    try {
+      await closing
+    } finally {
+      // The native side holds the wake-up function, which holds this client: let go of it
+      // so a closed client can be collected.
+      native.dispose()
+    }
   }
 
   [Symbol.asyncDispose]() {
     return this.close()
+  }
+
+  [inspect.custom](depth, options, inspectFn = inspect) {
+    const shown = { store: this._where, closed: this._closed, defaults: this._defaults }
+    return `LockClient ${inspectFn(shown, options)}`
+  }
+
+  /** What `JSON.stringify` shows: where it connects (password masked) and whether it is closed. */
+  toJSON() {
+    return { store: this._where, closed: this._closed }
   }
 }
 
@@ -518,7 +548,13 @@ const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|memory):\/\//i
  */
 async function connect(url, options = {}) {
   if (typeof url !== 'string') throw v.typeError('url', 'of type string', url)
-  if (!SCHEMES.test(url)) throw v.valueError('url', 'must start with redis://, rediss://, mysql://, mariadb:// or memory://', url)
+  if (!SCHEMES.test(url)) {
+    // Named by its scheme only: the rest of a URL may hold a password.
+    const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]
+    const err = new TypeError(`The argument 'url' must start with redis://, rediss://, mysql://, mariadb:// or memory://. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
+    err.code = 'ERR_INVALID_ARG_VALUE'
+    throw err
+  }
   v.checkObject(options, 'options')
   const o = stripUndefined(options)
   if (o.ttl !== undefined) v.checkInt(o.ttl, 'options.ttl')

@@ -1,6 +1,8 @@
 'use strict'
 // Every error a caller can receive carries a stable `code`; nobody should match on messages.
 
+const { scrub } = require('./redact')
+
 /** Base class of deadbolt's lock errors. */
 class LockError extends Error {
   constructor(message, options) {
@@ -42,8 +44,12 @@ defineCode(LockBackendError, 'ERR_LOCK_BACKEND')
 defineCode(LockClosedError, 'ERR_LOCK_CLOSED')
 defineCode(LockAbortedError, 'ERR_LOCK_ABORTED')
 
-/** Builds the error for a `[code, message]` record coming from the native layer. */
-function fromNative([code, message]) {
+/**
+ * Builds the error for a `[code, message]` record coming from the native layer; `secrets`
+ * (a password, …) are scrubbed from the message whatever the driver put in it.
+ */
+function fromNative([code, raw], secrets) {
+  const message = scrub(raw, secrets)
   switch (code) {
     case 'ERR_LOCK_BACKEND':
       return new LockBackendError(`The lock store failed: ${message}`, { cause: new Error(message) })

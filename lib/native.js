@@ -6,6 +6,7 @@
 
 const { NativeClient } = require('../binding.js')
 const { fromNative } = require('./errors')
+const { secretsOf, scrub } = require('./redact')
 
 const GRANTED = 0
 const TRUE = 1
@@ -46,15 +47,29 @@ class Native {
         this.native.keepAlive(false)
       }
     }
+    // What must never appear in an error (a password in the URL): messages from the native
+    // side are scrubbed of it, whatever the driver put in them.
+    this.secrets = secretsOf(url)
     try {
       this.native = new NativeClient(url, options, () => this.drain())
     } catch (err) {
       // The constructor reports "CODE: message" (a bad URL, an unknown scheme).
-      const m = /^(ERR_[A-Z_]+): ([\s\S]*)$/.exec(err.message)
-      const e = new TypeError(m ? m[2] : err.message)
+      const message = scrub(err.message, this.secrets)
+      const m = /^(ERR_[A-Z_]+): ([\s\S]*)$/.exec(message)
+      const e = new TypeError(m ? m[2] : message)
       e.code = m ? m[1] : 'ERR_INVALID_ARG_VALUE'
       throw e
     }
+  }
+
+  /** Whether held lock `id` may still be acted on (see NativeClient#isHeld). */
+  isHeld(id) {
+    return this.native.isHeld(id)
+  }
+
+  /** Lets go of the native side's wake-up function once `close` completed. */
+  dispose() {
+    this.native.dispose()
   }
 
   /** Starts an operation: `start(req)` makes the native call. Resolves with the raw outcome. */
@@ -142,7 +157,7 @@ class Native {
   }
 
   drain() {
-    const { records, errors, infos } = this.native.take()
+    const { records, errors, infos, bigTokens } = this.native.take()
     for (let i = 0; i < records.length; i += 3) {
       const req = records[i]
       const kind = records[i + 1]
@@ -160,7 +175,8 @@ class Native {
       this.pending.delete(req)
       switch (kind) {
         case GRANTED:
-          p.resolve(value)
+          // Tokens above 2^53 travel apart, as bigints, so they are never rounded.
+          p.resolve(value < 0 ? bigTokens[-value - 1] : value)
           break
         case TRUE:
           p.resolve(true)
@@ -172,7 +188,7 @@ class Native {
           p.resolve(infos[value])
           break
         default:
-          p.reject(fromNative(errors[value]))
+          p.reject(fromNative(errors[value], this.secrets))
       }
     }
     // Let go of the event loop only if nothing new was started by the time the promise

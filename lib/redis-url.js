@@ -4,6 +4,7 @@
 // same server (host, port or socket path, db, credentials, TLS).
 
 const { typeError } = require('./validate')
+const { redactUrl } = require('./redact')
 
 function enc(s) {
   return encodeURIComponent(String(s))
@@ -95,7 +96,8 @@ function fromIoredis(c) {
 function toRedisUrl(client, name = 'client') {
   if (typeof client === 'string') {
     if (!/^(redis|rediss|redis\+unix|unix):\/\//i.test(client)) {
-      throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', client)
+      // Shown with any password masked: the string may be a URL with credentials.
+      throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', redactUrl(client))
     }
     return client
   }
