@@ -97,6 +97,8 @@ export interface NativeConnectOptions {
   table?: string
   /** Connection pool size (MySQL). Default 10. */
   poolSize?: number
+  /** TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`. */
+  tls?: NativeTlsOptions
 }
 
 /** Who holds a lock, as `inspect` reads it. */
@@ -124,4 +126,18 @@ export interface NativeStats {
   scheduled: number
   /** Release channels subscribed to (Redis). */
   subscriptions: number
+}
+
+/** TLS settings of a native client: PEM bytes, checked by `lib/tls.js` and again natively. */
+export interface NativeTlsOptions {
+  /** CA certificates (PEM) to verify the server with instead of the public roots. */
+  ca?: Buffer
+  /** Client certificate chain (PEM) for mutual TLS. */
+  cert?: Buffer
+  /** Unencrypted client private key (PEM) for mutual TLS. */
+  key?: Buffer
+  /** Name the server's certificate must carry (only the URL's host is supported). */
+  servername?: string
+  /** Verify the server's certificate. Default true. */
+  rejectUnauthorized?: boolean
 }

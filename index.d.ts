@@ -68,6 +68,37 @@ export interface ConnectOptions {
   poolSize?: number
   /** Do not check that the store answers before resolving. Default false. */
   lazy?: boolean
+  /**
+   * TLS for `rediss://` and `mysql://`/`mariadb://` (a TypeError for other URLs): trust a
+   * private CA, present a client certificate. Checked before any I/O; the material is never
+   * printed in errors, `util.inspect` or JSON.
+   */
+  tls?: TlsOptions
+}
+
+/** PEM text, as a string or bytes. */
+export type Pem = string | Buffer | Uint8Array
+
+/** TLS settings, as Node's `tls.connect` takes them (the subset deadbolt supports). */
+export interface TlsOptions {
+  /**
+   * CA certificates (PEM; one value or an array, each may hold several) that the server's
+   * certificate must chain to, instead of the built-in public roots. For MySQL, giving `tls`
+   * makes the connection verify the server (`ssl-mode=verify_identity`) unless the URL's
+   * `?ssl-mode=verify_ca` asks to skip the name check.
+   */
+  ca?: Pem | Pem[]
+  /** Client certificate chain (PEM) for mutual TLS; needs `key`. */
+  cert?: Pem
+  /** Unencrypted private key (PEM: PKCS#8, PKCS#1 or SEC1) of `cert`. Passphrases are not supported. */
+  key?: Pem
+  /**
+   * Name the server's certificate must carry. Both drivers verify the URL's host only, so a
+   * different name is a TypeError: put the name in the URL instead.
+   */
+  servername?: string
+  /** Verify the server's certificate. Default true; false encrypts without verifying. */
+  rejectUnauthorized?: boolean
 }
 
 export interface AcquireOptions {
@@ -216,7 +247,7 @@ export declare function connect(url: string, options?: ConnectOptions): Promise<
 /** What `createLock` accepts as a client: it is only read, never patched. */
 export type RedisClientLike =
   | string
-  | { url?: string; host?: string; port?: number; path?: string; db?: number; database?: number; username?: string; password?: string; tls?: unknown; socket?: unknown }
+  | { url?: string; host?: string; port?: number; path?: string; db?: number; database?: number; username?: string; password?: string; tls?: boolean | TlsOptions; socket?: unknown }
   | object
 
 export interface RedislockOptions {

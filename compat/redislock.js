@@ -6,21 +6,26 @@
 
 const { randomUUID } = require('node:crypto')
 const { Native } = require('../lib/native')
-const { toRedisUrl } = require('../lib/redis-url')
+const { toRedisTarget } = require('../lib/redis-url')
+const { tlsFingerprint } = require('../lib/tls')
 const { compat } = require('../lib/compat-promise')
 const { LockAcquisitionError, LockReleaseError, LockExtendError } = require('../lib/errors')
 const v = require('../lib/validate')
 
 const defaults = { timeout: 10000, retries: 0, delay: 50 }
 const acquiredLocks = new Set()
-/** One native client per server, shared by every lock that targets it. */
+/**
+ * One native client per server and TLS material, shared by every lock that targets it. Keyed
+ * by a salted digest of the material, so two clients trusting different CAs never share one.
+ */
 const natives = new Map()
 
-function nativeFor(url) {
-  let native = natives.get(url)
+function nativeFor({ url, tls }) {
+  const id = tls === undefined ? url : `${url}\0${tlsFingerprint(tls)}`
+  let native = natives.get(id)
   if (native === undefined) {
-    native = new Native(url)
-    natives.set(url, native)
+    native = new Native(url, tls === undefined ? undefined : { tls })
+    natives.set(id, native)
   }
   return native
 }
@@ -43,14 +48,14 @@ class Lock {
    * @param {{timeout?: number, retries?: number, delay?: number}} [options]
    */
   constructor(client, options) {
-    const url = toRedisUrl(client)
+    const target = toRedisTarget(client)
     this._id = randomUUID()
     this._locked = false
     this._key = null
     this._handle = 0
     /** Fencing token of the current acquisition (a bigint), or null. */
     this.fencingToken = null
-    Object.defineProperty(this, '_native', { value: nativeFor(url), enumerable: false })
+    Object.defineProperty(this, '_native', { value: nativeFor(target), enumerable: false })
     for (const key of Object.keys(defaults)) this[key] = defaults[key]
     if (options && typeof options === 'object') {
       for (const key of Object.keys(defaults)) if (key in options) this[key] = options[key]

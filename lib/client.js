@@ -14,6 +14,7 @@ const {
   LockAbortedError,
 } = require('./errors')
 const v = require('./validate')
+const { normalizeTls } = require('./tls')
 
 const HELD = 0
 const RELEASED = 1
@@ -271,7 +272,7 @@ function toInfo(key, raw) {
 class LockClient {
   /** @internal */
   constructor(url, options = {}) {
-    const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize } = options
+    const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize, tls } = options
     this._defaults = { ...DEFAULTS, ...stripUndefined({ ttl, retryDelay, jitter }) }
     // Shown by util.inspect with any password masked; the URL itself is not kept.
     this._where = redactUrl(url)
@@ -280,7 +281,9 @@ class LockClient {
     // UUID per acquisition).
     this._ownerPrefix = randomBytes(12).toString('base64url') + '.'
     this._owners = 0
-    this._native_ = new Native(url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize }))
+    // The TLS material goes to the native side and is kept nowhere here (nor printed by
+    // util.inspect or JSON.stringify of the client).
+    this._native_ = new Native(url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize, tls }))
     this._closed = false
   }
 
@@ -544,7 +547,8 @@ const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|memory):\/\//i
 
 /**
  * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://` or
- * `memory://[name]`. Resolves once the store answers.
+ * `memory://[name]`. Resolves once the store answers. `options.tls` ({ ca, cert, key,
+ * servername, rejectUnauthorized }) applies to `rediss://` and `mysql://`.
  */
 async function connect(url, options = {}) {
   if (typeof url !== 'string') throw v.typeError('url', 'of type string', url)
@@ -566,6 +570,7 @@ async function connect(url, options = {}) {
   if (o.table !== undefined && (typeof o.table !== 'string' || !/^[A-Za-z0-9_]{1,64}$/.test(o.table))) {
     throw v.valueError('options.table', 'must be 1 to 64 letters, digits or underscores', o.table)
   }
+  if (o.tls !== undefined) o.tls = normalizeTls(o.tls, 'options.tls')
   const client = new LockClient(url, o)
   if (o.lazy !== true) {
     try {

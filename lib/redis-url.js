@@ -1,10 +1,30 @@
 'use strict'
 // Turns what a redislock user passes as "client" into a connection URL for the native side.
 // The user's client is only read, never patched: deadbolt opens its own connection to the
-// same server (host, port or socket path, db, credentials, TLS).
+// same server (host, port or socket path, db, credentials, TLS), trusting the same CA and
+// presenting the same client certificate.
 
 const { typeError } = require('./validate')
 const { redactUrl } = require('./redact')
+const { normalizeTls } = require('./tls')
+
+/**
+ * The TLS material among a client's TLS options (`tls.connect` options: ca, cert, key,
+ * servername, rejectUnauthorized), checked; undefined when it sets none. Other settings
+ * (timeouts, ALPN…) are that client's own business.
+ */
+function tlsFrom(o, name) {
+  if (o === null || typeof o !== 'object') return undefined
+  const picked = {}
+  let any = false
+  for (const k of ['ca', 'cert', 'key', 'servername', 'rejectUnauthorized']) {
+    if (o[k] !== undefined && o[k] !== null) {
+      picked[k] = o[k]
+      any = true
+    }
+  }
+  return any ? normalizeTls(picked, name, { strict: false }) : undefined
+}
 
 function enc(s) {
   return encodeURIComponent(String(s))
@@ -57,6 +77,10 @@ function fromNodeRedis3(c) {
   }))
 }
 
+function tlsOfNodeRedis3(c) {
+  return tlsFrom((c.options || {}).tls, 'client.options.tls')
+}
+
 /** node-redis v4/v5: options.url and/or options.socket, database, username, password. */
 function fromNodeRedis4(c) {
   const o = c.options || {}
@@ -74,6 +98,14 @@ function fromNodeRedis4(c) {
   return build(overrides)
 }
 
+/** node-redis v4/v5 keep the TLS options in `socket` itself, next to `tls: true`. */
+function tlsOfNodeRedis4(c, name = 'client.options.socket') {
+  const o = c.options || {}
+  const s = o.socket || {}
+  const on = s.tls === true || (typeof o.url === 'string' && /^rediss:/i.test(o.url))
+  return on ? tlsFrom(s, name) : undefined
+}
+
 /** ioredis: options.host/port/path/db/username/password/tls. */
 function fromIoredis(c) {
   const o = c.options || {}
@@ -88,35 +120,55 @@ function fromIoredis(c) {
   }))
 }
 
+function tlsOfIoredis(c, name = 'client.options.tls') {
+  return tlsFrom((c.options || {}).tls, name)
+}
+
 /**
  * @param {unknown} client a node_redis v3, node-redis v4/v5 or ioredis client, a redis:// or
  *   rediss:// URL, or an options object { url?, host?, port?, path?, db?, username?, password?, tls? }
  * @returns {string} a URL the native side understands
  */
 function toRedisUrl(client, name = 'client') {
+  return toRedisTarget(client, name).url
+}
+
+/**
+ * Like `toRedisUrl`, with the client's TLS material: `{ url, tls }`, `tls` being undefined or
+ * what `normalizeTls` returns. Bad TLS material throws here, before any I/O.
+ */
+function toRedisTarget(client, name = 'client') {
   if (typeof client === 'string') {
     if (!/^(redis|rediss|redis\+unix|unix):\/\//i.test(client)) {
       // Shown with any password masked: the string may be a URL with credentials.
       throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', redactUrl(client))
     }
-    return client
+    return { url: client, tls: undefined }
   }
   if (client === null || typeof client !== 'object') {
     throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', client)
   }
-  if (client.connection_options !== undefined || typeof client.send_command === 'function') return fromNodeRedis3(client)
-  if (typeof client.isOpen === 'boolean' || typeof client.sendCommand === 'function' && client.options && ('socket' in client.options || 'url' in client.options)) {
-    return fromNodeRedis4(client)
+  if (client.connection_options !== undefined || typeof client.send_command === 'function') {
+    return { url: fromNodeRedis3(client), tls: tlsOfNodeRedis3(client) }
   }
-  if (client.options && typeof client.status === 'string') return fromIoredis(client)
+  if (typeof client.isOpen === 'boolean' || typeof client.sendCommand === 'function' && client.options && ('socket' in client.options || 'url' in client.options)) {
+    return { url: fromNodeRedis4(client), tls: tlsOfNodeRedis4(client) }
+  }
+  if (client.options && typeof client.status === 'string') return { url: fromIoredis(client), tls: tlsOfIoredis(client) }
   // A plain options object.
   const looksLikeOptions = ['url', 'host', 'port', 'path', 'socket', 'db', 'database'].some((k) => k in client)
   if (!looksLikeOptions) {
     throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', client)
   }
-  if (client.socket || 'database' in client) return fromNodeRedis4({ options: client })
-  if (client.url) return fromUrlString(client.url, defined({ db: client.db, username: client.username, password: client.password }))
-  return build(defined({
+  if (client.socket || 'database' in client) {
+    return { url: fromNodeRedis4({ options: client }), tls: tlsOfNodeRedis4({ options: client }, `${name}.socket`) }
+  }
+  const tls = tlsFrom(client.tls, `${name}.tls`)
+  if (client.url) {
+    const overrides = defined({ db: client.db, username: client.username, password: client.password, tls: client.tls ? true : undefined })
+    return { url: fromUrlString(client.url, overrides), tls }
+  }
+  const url = build(defined({
     host: client.host,
     port: client.port,
     path: client.path,
@@ -125,6 +177,7 @@ function toRedisUrl(client, name = 'client') {
     password: client.password,
     tls: client.tls ? true : undefined,
   }))
+  return { url, tls }
 }
 
-module.exports = { toRedisUrl }
+module.exports = { toRedisUrl, toRedisTarget }

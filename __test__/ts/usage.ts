@@ -46,6 +46,12 @@ async function main(): Promise<void> {
   // @ts-expect-error unknown option
   await locks.acquire(key, { ttlMs: 10 }).catch(() => {})
 
+  // TLS options type-check as Node's do; bad material is refused before any I/O.
+  const tls: deadbolt.TlsOptions = { ca: [Buffer.from(''), 'pem'], cert: 'pem', key: Buffer.from(''), rejectUnauthorized: true }
+  await connect('memory://types-tls', { tls }).then(() => assert.fail('accepted'), (err: NodeJS.ErrnoException) => assert.equal(err.code, 'ERR_INVALID_ARG_VALUE'))
+  // @ts-expect-error rejectUnauthorized is a boolean
+  await connect('memory://types-tls', { tls: { rejectUnauthorized: 'no' } }).catch(() => {})
+
   await locks.close()
   console.log('ok')
 }

@@ -6,6 +6,7 @@ pub mod memory;
 pub mod mysql;
 pub mod redis;
 mod scripts;
+pub mod tls;
 
 use std::fmt;
 use std::sync::Arc;

@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow, MySqlSslMode};
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
+use super::tls::TlsOptions;
 use super::{BackendError, BackendResult, ExtendItem, LockInfo};
 
 /// Longest lock name accepted, in bytes (the width of the `name` column).
@@ -147,6 +148,11 @@ pub struct MysqlOptions {
     /// Default 5000. A whole call is bounded by `connect_timeout_ms + response_timeout_ms`
     /// (see [`MysqlStore::bounded`]), however the server or the network misbehaves.
     pub response_timeout_ms: u64,
+    /// TLS settings. When set, the connection is encrypted and, unless
+    /// `reject_unauthorized` is false, the server's certificate is verified against `ca` (or
+    /// the built-in public roots) and the URL's host. A `?ssl-mode=` in the URL still applies
+    /// and must not contradict them. None: only what the URL says (default: TLS if offered).
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for MysqlOptions {
@@ -156,8 +162,96 @@ impl Default for MysqlOptions {
             pool_size: 10,
             connect_timeout_ms: 5000,
             response_timeout_ms: 5000,
+            tls: None,
         }
     }
+}
+
+/// The TLS query parameters of a `mysql://` URL (names as sqlx reads them), by what they set.
+fn url_tls_params(url: &str) -> Vec<(&'static str, String)> {
+    let query = url
+        .split_once('?')
+        .map_or("", |(_, q)| q.split('#').next().unwrap_or(""));
+    query
+        .split('&')
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let what = match k {
+                "sslmode" | "ssl-mode" => "ssl-mode",
+                "sslca" | "ssl-ca" => "ssl-ca",
+                "sslcert" | "ssl-cert" => "ssl-cert",
+                "sslkey" | "ssl-key" => "ssl-key",
+                _ => return None,
+            };
+            Some((what, v.to_ascii_lowercase()))
+        })
+        .collect()
+}
+
+/// Applies `tls` to options parsed from `url`, refusing combinations with the URL's own TLS
+/// parameters that would silently drop one of them. Messages never quote the material.
+fn apply_tls(
+    mut options: MySqlConnectOptions,
+    url: &str,
+    tls: &TlsOptions,
+) -> Result<MySqlConnectOptions, String> {
+    tls.check()?;
+    tls.check_servername(options.get_host(), "MySQL")
+        .map_err(|e| format!("{e} (or use ?ssl-mode=verify_ca to verify the CA only)"))?;
+    let params = url_tls_params(url);
+    let in_url = |what: &str| params.iter().find(|(w, _)| *w == what).map(|(_, v)| v);
+    for (what, given) in [
+        ("ssl-ca", tls.ca.is_some()),
+        ("ssl-cert", tls.cert.is_some()),
+        ("ssl-key", tls.key.is_some()),
+    ] {
+        let option = &what[4..];
+        if given && in_url(what).is_some() {
+            return Err(format!(
+                "options.tls.{option} and the URL's {what} both name a {option}: give one"
+            ));
+        }
+    }
+    let mode = match (
+        in_url("ssl-mode").map(String::as_str),
+        tls.reject_unauthorized,
+    ) {
+        (None, true) => MySqlSslMode::VerifyIdentity,
+        (None, false) => MySqlSslMode::Required,
+        (Some("verify_identity"), true) => MySqlSslMode::VerifyIdentity,
+        (Some("verify_ca"), true) => MySqlSslMode::VerifyCa,
+        (Some("required"), false) => MySqlSslMode::Required,
+        (Some(mode @ ("verify_identity" | "verify_ca")), false) => {
+            return Err(format!(
+                "options.tls.rejectUnauthorized is false but the URL's ssl-mode={mode} verifies \
+                 the server: drop one of them"
+            ))
+        }
+        (Some(mode @ ("required" | "preferred")), true) => {
+            return Err(format!(
+                "the URL's ssl-mode={mode} does not verify the server's certificate, so \
+                 options.tls would not be checked: drop ssl-mode (options.tls then verifies \
+                 the server), use verify_ca or verify_identity, or set \
+                 options.tls.rejectUnauthorized to false"
+            ))
+        }
+        (Some(mode), _) => {
+            return Err(format!(
+                "the URL's ssl-mode={mode} cannot be combined with options.tls, which \
+                 requires an encrypted connection"
+            ))
+        }
+    };
+    options = options.ssl_mode(mode);
+    if let Some(ca) = &tls.ca {
+        options = options.ssl_ca_from_pem(ca.clone());
+    }
+    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
+        options = options
+            .ssl_client_cert_from_pem(cert)
+            .ssl_client_key_from_pem(key);
+    }
+    Ok(options)
 }
 
 /// Statement texts for one table, shared with spawned tasks without copying.
@@ -231,7 +325,8 @@ impl std::fmt::Debug for MysqlStore {
 }
 
 impl MysqlStore {
-    /// Checks the URL (`mysql://` or `mariadb://`) and the options and prepares the store.
+    /// Checks the URL (`mysql://` or `mariadb://`) and the options (TLS material included)
+    /// and prepares the store.
     ///
     /// Does no I/O: the pool connects, and the table is created, on first use. So an
     /// unreachable server is reported by the first operation, after at most
@@ -246,8 +341,12 @@ impl MysqlStore {
             ));
         }
         // The message names the problem but not the URL, which may hold a password.
-        let connect_options = MySqlConnectOptions::from_str(url)
+        let mut connect_options = MySqlConnectOptions::from_str(url)
             .map_err(|e| BackendError::new(format!("mysql: invalid URL: {e}")))?;
+        if let Some(tls) = &opts.tls {
+            connect_options = apply_tls(connect_options, url, tls)
+                .map_err(|e| BackendError::new(format!("mysql: {e}")))?;
+        }
         if !valid_table_name(&opts.table) {
             return Err(BackendError::new(format!(
                 "mysql: invalid table name {:?}: use 1 to 64 ASCII letters, digits or underscores",
@@ -843,6 +942,7 @@ mod tests {
             pool_size,
             connect_timeout_ms: 5000,
             response_timeout_ms: 5000,
+            tls: None,
         }
     }
 

@@ -2,6 +2,7 @@
 
 use super::completions::{Completions, DrainFn, Kind};
 use super::env_sessions;
+use crate::backend::tls::TlsOptions;
 use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::options::{AcquireSpec, AutoExtend};
@@ -23,6 +24,36 @@ pub struct JsConnectOptions {
     pub table: Option<String>,
     /// Connection pool size (MySQL). Default 10.
     pub pool_size: Option<u32>,
+    /// TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`.
+    #[napi(ts_type = "NativeTlsOptions")]
+    pub tls: Option<JsTlsOptions>,
+}
+
+/// TLS settings of a native client: PEM bytes, checked by `lib/tls.js` and again natively.
+#[napi(object, js_name = "NativeTlsOptions")]
+pub struct JsTlsOptions {
+    /// CA certificates (PEM) to verify the server with instead of the public roots.
+    pub ca: Option<Buffer>,
+    /// Client certificate chain (PEM) for mutual TLS.
+    pub cert: Option<Buffer>,
+    /// Unencrypted client private key (PEM) for mutual TLS.
+    pub key: Option<Buffer>,
+    /// Name the server's certificate must carry (only the URL's host is supported).
+    pub servername: Option<String>,
+    /// Verify the server's certificate. Default true.
+    pub reject_unauthorized: Option<bool>,
+}
+
+impl From<JsTlsOptions> for TlsOptions {
+    fn from(o: JsTlsOptions) -> Self {
+        TlsOptions {
+            ca: o.ca.map(|b| b.to_vec()),
+            cert: o.cert.map(|b| b.to_vec()),
+            key: o.key.map(|b| b.to_vec()),
+            servername: o.servername,
+            reject_unauthorized: o.reject_unauthorized.unwrap_or(true),
+        }
+    }
 }
 
 impl From<JsConnectOptions> for ConnectOptions {
@@ -33,6 +64,7 @@ impl From<JsConnectOptions> for ConnectOptions {
             response_timeout_ms: o.response_timeout.map_or(d.response_timeout_ms, u64::from),
             table: o.table.unwrap_or(d.table),
             pool_size: o.pool_size.unwrap_or(d.pool_size),
+            tls: o.tls.map(Into::into),
         }
     }
 }

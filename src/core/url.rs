@@ -3,12 +3,16 @@
 use crate::backend::memory::MemoryStore;
 use crate::backend::mysql::{MysqlOptions, MysqlStore};
 use crate::backend::redis::{RedisOptions, RedisStore};
+use crate::backend::tls::TlsOptions;
 use crate::backend::Store;
 use crate::core::error::LockError;
 use std::sync::Arc;
 
 /// Connection settings that are not part of the URL.
-#[derive(Debug, Clone)]
+///
+/// `Debug` is what the engine registry keys engines by (with the URL), so it must tell apart
+/// every setting that changes the connection; it prints TLS material only as a fingerprint.
+#[derive(Clone)]
 pub struct ConnectOptions {
     /// Bound on opening a connection, in ms.
     pub connect_timeout_ms: u64,
@@ -18,6 +22,29 @@ pub struct ConnectOptions {
     pub table: String,
     /// Connection pool size (MySQL).
     pub pool_size: u32,
+    /// TLS settings (`rediss://`, `mysql://`); refused for other URLs.
+    pub tls: Option<TlsOptions>,
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured so that a new field must be considered here. `TlsOptions`' own Debug
+        // shows which parts are set and a fingerprint, never the PEM.
+        let Self {
+            connect_timeout_ms,
+            response_timeout_ms,
+            table,
+            pool_size,
+            tls,
+        } = self;
+        f.debug_struct("ConnectOptions")
+            .field("connect_timeout_ms", connect_timeout_ms)
+            .field("response_timeout_ms", response_timeout_ms)
+            .field("table", table)
+            .field("pool_size", pool_size)
+            .field("tls", tls)
+            .finish()
+    }
 }
 
 impl Default for ConnectOptions {
@@ -27,6 +54,7 @@ impl Default for ConnectOptions {
             response_timeout_ms: 5_000,
             table: "deadbolt_locks".into(),
             pool_size: 10,
+            tls: None,
         }
     }
 }
@@ -49,10 +77,16 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> 
             let redis_opts = RedisOptions {
                 connect_timeout_ms: opts.connect_timeout_ms,
                 response_timeout_ms: opts.response_timeout_ms,
+                tls: opts.tls.clone(),
             };
-            // A URL the client cannot parse is bad input, not a store failure.
-            let store = RedisStore::connect(url, &redis_opts)
-                .map_err(|e| LockError::Invalid(format!("Invalid Redis URL: {e}")))?;
+            // A URL or TLS material the client cannot use is bad input, not a store failure.
+            let store = RedisStore::connect(url, &redis_opts).map_err(|e| {
+                LockError::Invalid(if opts.tls.is_some() {
+                    format!("Invalid Redis URL or options: {e}")
+                } else {
+                    format!("Invalid Redis URL: {e}")
+                })
+            })?;
             Ok(Store::Redis(Arc::new(store)))
         }
         "mysql" | "mariadb" => {
@@ -66,11 +100,15 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> 
                 pool_size: opts.pool_size,
                 connect_timeout_ms: opts.connect_timeout_ms,
                 response_timeout_ms: opts.response_timeout_ms,
+                tls: opts.tls.clone(),
             };
             let store = MysqlStore::connect(&url, mysql_opts)
                 .map_err(|e| LockError::Invalid(format!("Invalid MySQL URL or options: {e}")))?;
             Ok(Store::Mysql(Arc::new(store)))
         }
+        "memory" if opts.tls.is_some() => Err(LockError::Invalid(
+            "options.tls applies to rediss:// and mysql:// URLs, not memory://".into(),
+        )),
         "memory" => {
             let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
             Ok(Store::Memory(MemoryStore::named(name)))
@@ -78,5 +116,48 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> 
         other => Err(LockError::Invalid(format!(
             "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb: or memory:"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_ca(ca: &[u8]) -> ConnectOptions {
+        ConnectOptions {
+            tls: Some(TlsOptions {
+                ca: Some(ca.to_vec()),
+                ..TlsOptions::default()
+            }),
+            ..ConnectOptions::default()
+        }
+    }
+
+    #[test]
+    fn debug_output_tells_different_cas_apart_without_printing_them() {
+        let a = format!("{:?}", with_ca(b"CA-NUMBER-ONE"));
+        let b = format!("{:?}", with_ca(b"CA-NUMBER-TWO"));
+        assert_ne!(a, b);
+        assert_eq!(a, format!("{:?}", with_ca(b"CA-NUMBER-ONE")));
+        assert!(!a.contains("CA-NUMBER") && !b.contains("CA-NUMBER"), "{a}");
+    }
+
+    #[test]
+    fn tls_options_for_a_url_without_tls_are_refused_before_any_io() {
+        let opts = ConnectOptions {
+            tls: Some(TlsOptions::default()),
+            ..ConnectOptions::default()
+        };
+        for url in [
+            "memory://x",
+            "redis://127.0.0.1:1",
+            "redis+unix:///tmp/x.sock",
+        ] {
+            let err = match open_store(url, &opts) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{url} accepted options.tls"),
+            };
+            assert!(err.contains("options.tls"), "{url}: {err}");
+        }
     }
 }

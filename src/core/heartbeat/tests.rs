@@ -103,6 +103,7 @@ async fn the_local_deadline_fires_while_an_extension_hangs_and_the_lock_is_then_
         &RedisOptions {
             connect_timeout_ms: 10_000,
             response_timeout_ms: 10_000,
+            tls: None,
         },
     )
     .unwrap();
