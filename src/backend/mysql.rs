@@ -50,9 +50,10 @@ const EXTEND_BATCH_MAX: usize = 256;
 const TABLE: &str = "{table}";
 
 // Creates the lease table on first use. `name` and `owner` are binary so comparisons are
-// byte-exact whatever the server's default collation. A free row keeps `fence`, so fencing
-// tokens never repeat, and has `expires_at` at the epoch (see `SQL_RELEASE`), which lets the
-// statements below decide "free or expired" from `expires_at` alone.
+// byte-exact whatever the server's default collation. A free row keeps `fence` until it is
+// purged (see `SQL_PURGE`), and has `expires_at` at the moment it was freed (see
+// `SQL_RELEASE`), which lets the statements below decide "free or expired" from
+// `expires_at` alone.
 const SQL_CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS {table} (
     name VARBINARY(1024) NOT NULL,
     owner VARBINARY(255) NULL,
@@ -67,12 +68,17 @@ const SQL_TABLE_PROBE: &str = "SELECT 1 FROM {table} WHERE 1 = 0";
 
 // Takes a lock that is absent, free or expired, and reports the new fencing token through the
 // OK packet's last-insert-id, all in one autocommit statement:
-// - absent row: the VALUES row is inserted; `LAST_INSERT_ID(1)` in it makes the server report
-//   token 1 (it reports the argument of the last `LAST_INSERT_ID(expr)` call of a statement).
-// - existing row: the VALUES row is still evaluated (so `LAST_INSERT_ID(1)` ran), then the
+// - absent row: the VALUES row is inserted with the server's clock in microseconds since the
+//   epoch as its token (the server reports the argument of the last `LAST_INSERT_ID(expr)`
+//   call of a statement). A name's row is only purged long after its last token was issued,
+//   and a row's token grows by one per acquisition, far slower than a microsecond clock, so
+//   a name that comes back after its row was purged still gets a higher token (see
+//   `SQL_PURGE` for the one assumption: the server clock never steps back by more than the
+//   purge delay).
+// - existing row: the VALUES row is still evaluated (so `LAST_INSERT_ID(clock)` ran), then the
 //   UPDATE list runs under the row lock. Its first assignment always calls `LAST_INSERT_ID`
-//   again, overriding that 1: with `fence + 1` when the lease is free or expired, with 0 when
-//   it is held. The caller reads 0 as "busy"; 0 is never a token.
+//   again, overriding that value: with `fence + 1` when the lease is free or expired, with 0
+//   when it is held. The caller reads 0 as "busy"; 0 is never a token.
 // The UPDATE assignments run left to right and see the values already assigned, so every one
 // of them tests only `expires_at`, which is assigned last: each one sees the old expiry and
 // they all take the same branch. `owner` is deliberately not tested: a release sets the epoch
@@ -82,7 +88,8 @@ const SQL_TABLE_PROBE: &str = "SELECT 1 FROM {table} WHERE 1 = 0";
 // (MySQL deprecates it for a row alias that MariaDB lacks); binding the payload twice instead
 // would halve the largest `data` that fits in `max_allowed_packet`.
 const SQL_ACQUIRE: &str = "INSERT INTO {table} (name, owner, fence, expires_at, data)
-VALUES (?, ?, LAST_INSERT_ID(1), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)
+VALUES (?, ?, LAST_INSERT_ID(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))),
+        UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)
 ON DUPLICATE KEY UPDATE
     fence = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(fence + 1), fence + LAST_INSERT_ID(0)),
     owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
@@ -109,11 +116,24 @@ const SQL_EXTEND_MANY_PAIR: &str = "(?, ?)";
 // Only leases that have not expired may be extended.
 const SQL_EXTEND_MANY_TAIL: &str = ") AND expires_at > UTC_TIMESTAMP(6)";
 
-// Frees a lease its owner still holds. The counter stays; the epoch expiry marks the row free
-// for `SQL_ACQUIRE`, and the payload goes so that free rows stay small.
+// Frees a lease its owner still holds. The counter stays until the row is purged; an expiry of
+// "now" marks the row free for `SQL_ACQUIRE` and dates it for `SQL_PURGE`, and the payload
+// goes so that free rows stay small.
 const SQL_RELEASE: &str = "UPDATE {table}
-SET owner = NULL, data = NULL, expires_at = '1970-01-01 00:00:00'
+SET owner = NULL, data = NULL, expires_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND owner = ? AND expires_at > UTC_TIMESTAMP(6)";
+
+// Deletes the rows of names that have been free or expired for longer than the purge delay,
+// so a name leaves nothing behind once it is no longer used: the table holds the names used
+// within the last purge delay, however many names were ever locked. Safe for fencing because
+// a purged name's last token is at most the server clock (in microseconds) when it was
+// issued, and `SQL_ACQUIRE` gives a returning name the clock at least one purge delay later:
+// tokens keep increasing unless the server clock steps back by more than the delay. A row
+// that an acquisition takes over meanwhile is locked and re-read by this DELETE, and no longer
+// matches. At most 1 000 rows per statement, so it never holds many locks for long.
+const SQL_PURGE: &str = "DELETE FROM {table}
+WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+LIMIT 1000";
 
 // Hands a lease its owner still holds straight to the next owner (a waiter in the same
 // process) with a new expiry and payload. The new token travels back in the OK packet's
@@ -148,6 +168,10 @@ pub struct MysqlOptions {
     /// Default 5000. A whole call is bounded by `connect_timeout_ms + response_timeout_ms`
     /// (see [`MysqlStore::bounded`]), however the server or the network misbehaves.
     pub response_timeout_ms: u64,
+    /// How long a name's row stays after the name was freed or expired before it is purged,
+    /// in milliseconds. Default 300 000 (5 minutes). Fencing tokens stay increasing unless the
+    /// server clock steps back by more than this (see `SQL_PURGE`).
+    pub purge_after_ms: u64,
     /// TLS settings. When set, the connection is encrypted and, unless
     /// `reject_unauthorized` is false, the server's certificate is verified against `ca` (or
     /// the built-in public roots) and the URL's host. A `?ssl-mode=` in the URL still applies
@@ -162,6 +186,7 @@ impl Default for MysqlOptions {
             pool_size: 10,
             connect_timeout_ms: 5000,
             response_timeout_ms: 5000,
+            purge_after_ms: 300_000,
             tls: None,
         }
     }
@@ -263,6 +288,7 @@ struct Statements {
     release: Arc<str>,
     handoff: Arc<str>,
     inspect: Arc<str>,
+    purge: Arc<str>,
     /// `extend_many[i]` handles `2 << i` items. Batches are padded to these sizes so a few
     /// texts, each prepared once per connection, serve every batch size.
     extend_many: Vec<Arc<str>>,
@@ -290,6 +316,7 @@ impl Statements {
             release: sql(SQL_RELEASE),
             handoff: sql(SQL_HANDOFF),
             inspect: sql(SQL_INSPECT),
+            purge: sql(SQL_PURGE),
             extend_many,
         }
     }
@@ -304,6 +331,11 @@ pub struct MysqlStore {
     acquire_timeout: Duration,
     /// Bound on a whole call (see [`MysqlStore::bounded`]).
     call_timeout: Duration,
+    /// See [`MysqlOptions::purge_after_ms`].
+    purge_after: Duration,
+    /// When the last purge started (`None`: never), so it runs at most once per
+    /// [`PURGE_EVERY`] and process.
+    last_purge: std::sync::Mutex<Option<std::time::Instant>>,
     sql: Statements,
     /// Built on first use rather than in `connect`, because building a pool spawns its
     /// maintenance task, which needs to run inside a tokio runtime.
@@ -364,6 +396,8 @@ impl MysqlStore {
                 opts.connect_timeout_ms
                     .saturating_add(opts.response_timeout_ms),
             ),
+            purge_after: Duration::from_millis(opts.purge_after_ms),
+            last_purge: std::sync::Mutex::new(None),
             sql: Statements::new(&format!("`{}`", opts.table)),
             pool: OnceLock::new(),
             closed: AtomicBool::new(false),
@@ -559,7 +593,37 @@ impl MysqlStore {
         })
         .await
         .map_err(|e| db_error("release", e))?;
+        self.purge_if_due(pool);
         Ok(done.rows_affected() > 0)
+    }
+
+    /// Deletes the rows of names free or expired for longer than the purge delay (see
+    /// `SQL_PURGE`), 1 000 at a time until none is left. Returns how many it deleted.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: each statement deletes only rows nobody holds.
+    pub async fn purge(&self) -> BackendResult<u64> {
+        let pool = self.ready().await?;
+        purge_rows(pool, &self.sql.purge, self.purge_after).await
+    }
+
+    /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
+    /// Called after releases, so an idle store costs nothing and a busy one purges rarely.
+    fn purge_if_due(&self, pool: &MySqlPool) {
+        let now = std::time::Instant::now();
+        {
+            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| now.duration_since(at) < PURGE_EVERY) {
+                return;
+            }
+            *last = Some(now);
+        }
+        let (pool, sql, after) = (pool.clone(), self.sql.purge.clone(), self.purge_after);
+        let bound = self.call_timeout;
+        tokio::spawn(async move {
+            // Best effort: a failed purge is tried again after the next interval.
+            let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
+        });
     }
 
     /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
@@ -807,6 +871,28 @@ async fn join_into(
     }
 }
 
+/// How often a process purges free rows at most.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+
+/// Runs `SQL_PURGE` until it deletes fewer rows than its limit.
+async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: Duration) -> BackendResult<u64> {
+    let after_us = u64::try_from(after.as_micros()).unwrap_or(u64::MAX);
+    let mut total = 0;
+    loop {
+        let done = retry_on_conflict(|| {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(after_us)
+                .execute(pool)
+        })
+        .await
+        .map_err(|e| db_error("purge", e))?;
+        total += done.rows_affected();
+        if done.rows_affected() < 1000 {
+            return Ok(total);
+        }
+    }
+}
+
 /// Runs `SQL_EXTEND` for one lease.
 async fn extend_one(
     pool: &MySqlPool,
@@ -942,6 +1028,7 @@ mod tests {
             pool_size,
             connect_timeout_ms: 5000,
             response_timeout_ms: 5000,
+            purge_after_ms: 300_000,
             tls: None,
         }
     }
@@ -962,23 +1049,31 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 
+    /// The token of a grant on a name that has no row: the server clock in microseconds
+    /// since the epoch (see `SQL_ACQUIRE`), so far above any per-name count.
+    fn fresh(granted: Option<u64>) -> u64 {
+        let token = granted.expect("granted");
+        assert!(token > 1_600_000_000_000_000, "{token}");
+        token
+    }
+
     #[tokio::test]
-    async fn acquire_on_a_free_name_returns_token_1_and_after_release_the_next_returns_2() {
+    async fn acquire_on_a_new_name_returns_the_clock_and_after_release_the_next_token() {
         let s = store();
         let (k, a, b) = (name(), owner(), owner());
-        assert_eq!(s.try_acquire(&k, &a, 10_000, None).await.unwrap(), Some(1));
+        let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
         assert!(s.release(&k, &a).await.unwrap());
-        assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), Some(2));
+        assert_eq!(
+            s.try_acquire(&k, &b, 10_000, None).await.unwrap(),
+            Some(first + 1)
+        );
     }
 
     #[tokio::test]
     async fn a_held_name_returns_none_for_another_owner_and_stays_with_its_holder() {
         let s = store();
         let (k, a, b) = (name(), owner(), owner());
-        assert_eq!(
-            s.try_acquire(&k, &a, 10_000, Some(b"mine")).await.unwrap(),
-            Some(1)
-        );
+        let first = fresh(s.try_acquire(&k, &a, 10_000, Some(b"mine")).await.unwrap());
         assert_eq!(
             s.try_acquire(&k, &b, 10_000, Some(b"theirs"))
                 .await
@@ -987,7 +1082,7 @@ mod tests {
         );
         let info = s.inspect(&k).await.unwrap().unwrap();
         assert_eq!(info.owner, a);
-        assert_eq!(info.fencing_token, 1);
+        assert_eq!(info.fencing_token, first);
         assert_eq!(info.data.as_deref(), Some(&b"mine"[..]));
         assert!(info.remaining_ms > 9_000, "{info:?}");
     }
@@ -996,26 +1091,26 @@ mod tests {
     async fn the_same_owner_acquiring_again_while_holding_gets_none() {
         let s = store();
         let (k, a) = (name(), owner());
-        assert_eq!(s.try_acquire(&k, &a, 10_000, None).await.unwrap(), Some(1));
+        let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
         assert_eq!(s.try_acquire(&k, &a, 10_000, None).await.unwrap(), None);
-        assert_eq!(s.inspect(&k).await.unwrap().unwrap().fencing_token, 1);
+        assert_eq!(s.inspect(&k).await.unwrap().unwrap().fencing_token, first);
     }
 
     #[tokio::test]
     async fn an_expired_lease_is_taken_by_another_owner_with_a_higher_token() {
         let s = store();
         let (k, a, b) = (name(), owner(), owner());
-        assert_eq!(
-            s.try_acquire(&k, &a, 100, Some(b"old")).await.unwrap(),
-            Some(1)
-        );
+        let first = fresh(s.try_acquire(&k, &a, 100, Some(b"old")).await.unwrap());
         sleep_ms(250).await;
         assert_eq!(
             s.try_acquire(&k, &b, 10_000, Some(b"new")).await.unwrap(),
-            Some(2)
+            Some(first + 1)
         );
         let info = s.inspect(&k).await.unwrap().unwrap();
-        assert_eq!((info.owner.as_str(), info.fencing_token), (b.as_str(), 2));
+        assert_eq!(
+            (info.owner.as_str(), info.fencing_token),
+            (b.as_str(), first + 1)
+        );
         assert_eq!(info.data.as_deref(), Some(&b"new"[..]));
         // The old holder's lease is gone: it can neither extend nor release the new one.
         assert!(!s.extend(&k, &a, 10_000).await.unwrap());
@@ -1026,7 +1121,8 @@ mod tests {
     #[tokio::test]
     async fn fencing_tokens_keep_increasing_across_releases_expiries_and_new_stores() {
         let (k, a) = (name(), owner());
-        let mut expected = 0;
+        let mut expected = fresh(store().try_acquire(&k, &a, 50, None).await.unwrap());
+        sleep_ms(150).await;
         for round in 0..3 {
             // A new store (a new pool) stands in for a restarted client.
             let s = store();
@@ -1053,16 +1149,13 @@ mod tests {
         // a token; a busy acquire must still report busy.
         let s = MysqlStore::connect(TEST_URL, options(1)).unwrap();
         let (k, a, b) = (name(), owner(), owner());
-        assert_eq!(s.try_acquire(&k, &a, 10_000, None).await.unwrap(), Some(1));
+        fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
         let other = name();
-        assert_eq!(
-            s.try_acquire(&other, &a, 10_000, None).await.unwrap(),
-            Some(1)
-        );
+        let first = fresh(s.try_acquire(&other, &a, 10_000, None).await.unwrap());
         assert!(s.release(&other, &a).await.unwrap());
         assert_eq!(
             s.try_acquire(&other, &a, 10_000, None).await.unwrap(),
-            Some(2)
+            Some(first + 1)
         );
         assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), None);
         let pool = s.ready().await.unwrap();
@@ -1234,17 +1327,11 @@ mod tests {
         let s = store();
         let k = name();
         let (a, b, c) = (owner(), owner(), owner());
-        assert_eq!(s.try_acquire(&k, &a, 10_000, None).await.unwrap(), Some(1));
+        fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
         let upper = k.to_uppercase();
-        assert_eq!(
-            s.try_acquire(&upper, &b, 10_000, None).await.unwrap(),
-            Some(1)
-        );
+        fresh(s.try_acquire(&upper, &b, 10_000, None).await.unwrap());
         let spaced = format!("{k} ");
-        assert_eq!(
-            s.try_acquire(&spaced, &c, 10_000, None).await.unwrap(),
-            Some(1)
-        );
+        fresh(s.try_acquire(&spaced, &c, 10_000, None).await.unwrap());
     }
 
     #[tokio::test]
@@ -1254,11 +1341,10 @@ mod tests {
         assert!(s.try_acquire(&long, &owner(), 10_000, None).await.is_err());
         let longest = format!("{}{}", name(), "y".repeat(MAX_KEY_BYTES - 41));
         assert_eq!(longest.len(), MAX_KEY_BYTES);
-        assert_eq!(
+        fresh(
             s.try_acquire(&longest, &owner(), 10_000, None)
                 .await
                 .unwrap(),
-            Some(1)
         );
     }
 
@@ -1291,17 +1377,15 @@ mod tests {
                 winners.push(token);
             }
         }
-        assert_eq!(winners, vec![1]);
+        assert_eq!(winners.len(), 1, "{winners:?}");
+        fresh(Some(winners[0]));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn exactly_one_of_200_concurrent_acquirers_of_an_expired_name_wins() {
         let s = Arc::new(store());
         let k = name();
-        s.try_acquire(&k, &owner(), 50, None)
-            .await
-            .unwrap()
-            .unwrap();
+        let first = fresh(s.try_acquire(&k, &owner(), 50, None).await.unwrap());
         sleep_ms(150).await;
         let mut tasks = JoinSet::new();
         for _ in 0..200 {
@@ -1314,7 +1398,7 @@ mod tests {
                 winners.push(token);
             }
         }
-        assert_eq!(winners, vec![2]);
+        assert_eq!(winners, vec![first + 1]);
     }
 
     #[tokio::test]
@@ -1573,6 +1657,54 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token() {
+        let s = MysqlStore::connect(
+            TEST_URL,
+            MysqlOptions {
+                purge_after_ms: 0,
+                ..options(2)
+            },
+        )
+        .unwrap();
+        let (k, a) = (name(), owner());
+        let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
+        assert!(s.release(&k, &a).await.unwrap());
+        let expired = name();
+        fresh(s.try_acquire(&expired, &a, 1, None).await.unwrap());
+        sleep_ms(20).await;
+        s.purge().await.unwrap();
+        let pool = s.ready().await.unwrap();
+        let rows: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM `{TEST_TABLE}` WHERE name IN (?, ?)"
+        )))
+        .bind(k.as_bytes())
+        .bind(expired.as_bytes())
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        assert_eq!(rows, 0, "released and expired names leave no row");
+        let again = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
+        assert!(again > first, "{again} > {first}");
+    }
+
+    #[tokio::test]
+    async fn a_purge_never_deletes_a_held_lock() {
+        let s = MysqlStore::connect(
+            TEST_URL,
+            MysqlOptions {
+                purge_after_ms: 0,
+                ..options(2)
+            },
+        )
+        .unwrap();
+        let (k, a) = (name(), owner());
+        let token = fresh(s.try_acquire(&k, &a, 60_000, None).await.unwrap());
+        s.purge().await.unwrap();
+        let info = s.inspect(&k).await.unwrap().unwrap();
+        assert_eq!((info.owner, info.fencing_token), (a, token));
+    }
+
+    #[tokio::test]
     async fn extend_many_of_nothing_returns_nothing() {
         assert!(store().extend_many(&[]).await.is_empty());
     }
@@ -1598,7 +1730,7 @@ mod tests {
             tasks.spawn(async move { s.try_acquire(&k, &a, 120_000, None).await });
         }
         while let Some(joined) = tasks.join_next().await {
-            assert_eq!(joined.unwrap().unwrap(), Some(1));
+            fresh(joined.unwrap().unwrap());
         }
         assert!(s.ready().await.unwrap().size() <= 3);
         let items: Vec<ExtendItem> = keys
@@ -1759,7 +1891,7 @@ mod tests {
             .execute(admin)
             .await
             .unwrap();
-        assert_eq!(acquired.unwrap(), Some(1));
+        fresh(acquired.unwrap());
         assert!(released.unwrap());
         let message = refused.unwrap_err().message;
         assert!(message.contains("creating the lock table"), "{message}");

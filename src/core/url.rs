@@ -101,6 +101,7 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> 
                 connect_timeout_ms: opts.connect_timeout_ms,
                 response_timeout_ms: opts.response_timeout_ms,
                 tls: opts.tls.clone(),
+                ..MysqlOptions::default()
             };
             let store = MysqlStore::connect(&url, mysql_opts)
                 .map_err(|e| LockError::Invalid(format!("Invalid MySQL URL or options: {e}")))?;
