@@ -127,7 +127,10 @@ export interface AcquireOptions {
   data?: LockData
   /** Cancels the wait: the acquisition rejects with the signal's reason and leaves no lock. */
   signal?: AbortSignal
-  /** Called once if the lock is lost. */
+  /**
+   * Called once if the lock is lost (after `signal` was aborted). An exception it throws is
+   * rethrown as an uncaught exception, as one thrown by an event listener would be.
+   */
   onLost?: (err: LockLostError) => void
 }
 
@@ -136,8 +139,11 @@ export interface LockInfo {
   key: string
   /** Owner token of the holder (the value stored in the store). */
   owner: string
-  /** Latest fencing token issued for the key. */
-  fencingToken: bigint
+  /**
+   * The holder's fencing token; null when the store cannot tell (a Redis lock taken in the
+   * redislock wire format, by redislock or deadbolt's redislock face).
+   */
+  fencingToken: bigint | null
   /** Remaining lease in ms, by the store's clock. */
   remainingMs: number
   /** The payload stored with the lock, or null. */
@@ -153,7 +159,11 @@ export declare class Lock implements AsyncDisposable {
   readonly fencingToken: bigint
   /** Current lease length in ms. */
   readonly ttl: number
-  /** True until released or lost. */
+  /**
+   * True until released or lost. Turns false at the lease's local deadline (the send time of
+   * the request that granted or last extended it, plus the ttl) even before the loss is
+   * reported: a stalled event loop or an extension still in flight cannot keep it true.
+   */
   readonly held: boolean
   /** Aborted with a LockLostError when the lock is lost. */
   readonly signal: AbortSignal
