@@ -3,7 +3,7 @@
 use napi_derive::module_init;
 
 /// One worker by default: on a small machine a second worker mostly adds cross-thread
-/// wake-ups (FACTS.md); `DEADBOLT_WORKER_THREADS` overrides it.
+/// wake-ups (measured in bench/PROFILE.md); `DEADBOLT_WORKER_THREADS` overrides it.
 #[module_init]
 fn init() {
     let workers = std::env::var("DEADBOLT_WORKER_THREADS")
