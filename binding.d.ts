@@ -76,7 +76,10 @@ export interface NativeBatch {
    * 0 not-owned, 1 expired, 2 unreachable, 3 max-hold), 5 info (value = index in `infos`).
    */
   records: Float64Array
-  /** `[code, message]` pairs of failed requests. */
+  /**
+   * `[code, causeCode, message]` of failed requests: `causeCode` names the store error's
+   * kind (`ERR_LOCK_STORE_TIMEOUT`, …), empty when the failure is not the store's.
+   */
   errors: Array<Array<string>>
   /** Lock infos returned by `inspect`. */
   infos: Array<JsLockInfo>

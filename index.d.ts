@@ -32,10 +32,18 @@ export declare class LockLostError extends LockError {
   readonly key: string
   readonly fencingToken: bigint
 }
-/** The store failed or could not be reached; `cause` says why. */
+/** What kind of store failure a LockBackendError's `cause` reports. */
+export type StoreErrorCode =
+  | 'ERR_LOCK_STORE_UNREACHABLE'
+  | 'ERR_LOCK_STORE_TIMEOUT'
+  | 'ERR_LOCK_STORE_CLOSED'
+  | 'ERR_LOCK_STORE_SERVER'
+  | 'ERR_LOCK_STORE_INVALID'
+  | 'ERR_LOCK_STORE_INTERNAL'
+/** The store failed or could not be reached; `cause.code` says how, `cause.message` what. */
 export declare class LockBackendError extends LockError {
   readonly code: 'ERR_LOCK_BACKEND'
-  readonly cause: Error
+  readonly cause: Error & { code: StoreErrorCode }
 }
 /** The client was closed. */
 export declare class LockClosedError extends LockError {

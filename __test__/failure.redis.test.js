@@ -23,6 +23,8 @@ test('connect to a Redis that is not there rejects with LockBackendError and a c
     assert.ok(err instanceof LockBackendError)
     assert.equal(err.code, 'ERR_LOCK_BACKEND')
     assert.ok(err.cause instanceof Error)
+    // The kind travels as data: nobody has to read the message.
+    assert.equal(err.cause.code, 'ERR_LOCK_STORE_UNREACHABLE')
     return true
   })
 })

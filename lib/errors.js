@@ -48,11 +48,16 @@ defineCode(LockAbortedError, 'ERR_LOCK_ABORTED')
  * Builds the error for a `[code, message]` record coming from the native layer; `secrets`
  * (a password, …) are scrubbed from the message whatever the driver put in it.
  */
-function fromNative([code, raw], secrets) {
+function fromNative([code, causeCode, raw], secrets) {
   const message = scrub(raw, secrets)
   switch (code) {
-    case 'ERR_LOCK_BACKEND':
-      return new LockBackendError(`The lock store failed: ${message}`, { cause: new Error(message) })
+    case 'ERR_LOCK_BACKEND': {
+      // The cause says what kind of failure it was, as data: ERR_LOCK_STORE_UNREACHABLE,
+      // _TIMEOUT, _CLOSED, _SERVER, _INVALID or _INTERNAL.
+      const cause = new Error(message)
+      cause.code = causeCode || 'ERR_LOCK_STORE_INTERNAL'
+      return new LockBackendError(`The lock store failed: ${message}`, { cause })
+    }
     case 'ERR_LOCK_CLOSED':
       return new LockClosedError(message)
     case 'ERR_LOCK_ABORTED':

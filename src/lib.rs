@@ -2,8 +2,8 @@
 #![deny(missing_docs)]
 //! deadbolt: distributed locks for Node.js. See README.md and docs/design.md.
 
-pub mod backend;
 mod binding;
 pub mod core;
+pub mod store;
 
 pub use binding::NativeClient;

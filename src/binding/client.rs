@@ -2,12 +2,12 @@
 
 use super::completions::{Completions, DrainFn, Kind};
 use super::env_sessions;
-use crate::backend::tls::TlsOptions;
 use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::options::{AcquireSpec, AutoExtend};
 use crate::core::session::Session;
-use crate::core::url::ConnectOptions;
+use crate::store::open::ConnectOptions;
+use crate::store::tls::TlsOptions;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -76,7 +76,8 @@ pub struct JsBatch {
     /// 1 true, 2 false/busy, 3 error (value = index in `errors`), 4 lost (value = reason:
     /// 0 not-owned, 1 expired, 2 unreachable, 3 max-hold), 5 info (value = index in `infos`).
     pub records: Float64Array,
-    /// `[code, message]` pairs of failed requests.
+    /// `[code, causeCode, message]` of failed requests: `causeCode` names the store error's
+    /// kind (`ERR_LOCK_STORE_TIMEOUT`, …), empty when the failure is not the store's.
     pub errors: Vec<Vec<String>>,
     /// Lock infos returned by `inspect`.
     pub infos: Vec<JsLockInfo>,
@@ -327,7 +328,7 @@ impl NativeClient {
             errors: batch
                 .errors
                 .into_iter()
-                .map(|(code, message)| vec![code.to_string(), message])
+                .map(|(code, cause, message)| vec![code.to_string(), cause.to_string(), message])
                 .collect(),
             infos: batch
                 .infos
@@ -381,7 +382,7 @@ async fn guarded(req: f64, done: Arc<Completions>, run: impl std::future::Future
     {
         done.error(
             req,
-            LockError::Backend(crate::backend::BackendError::new(
+            LockError::Backend(crate::store::StoreError::internal(
                 "internal error: the operation panicked (a bug in deadbolt, please report it)",
             )),
         );

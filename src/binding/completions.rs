@@ -1,8 +1,8 @@
 //! The completion queue between tokio tasks and the JS thread.
 
-use crate::backend::LockInfo;
 use crate::core::error::{LockError, LostReason};
 use crate::core::session::EventSink;
+use crate::store::LockInfo;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use std::sync::{Mutex, MutexGuard};
@@ -35,8 +35,9 @@ pub enum Kind {
 pub struct Batch {
     /// Triplets `[request id, kind, value]`.
     pub records: Vec<f64>,
-    /// `(code, message)` of failed requests.
-    pub errors: Vec<(&'static str, String)>,
+    /// `(code, cause code, message)` of failed requests; the cause code names the store
+    /// error's kind (empty when the failure is not the store's).
+    pub errors: Vec<(&'static str, &'static str, String)>,
     /// Lock infos returned by inspect.
     pub infos: Vec<LockInfo>,
     /// Fencing tokens above 2^53, which a record's `f64` value cannot carry exactly: a grant
@@ -115,7 +116,7 @@ impl Completions {
 
     /// Records a failure.
     pub fn error(&self, req: f64, err: LockError) {
-        let entry = (err.code(), err.to_string());
+        let entry = (err.code(), err.cause_code(), err.to_string());
         self.push(req, Kind::Error, |b| {
             b.errors.push(entry);
             (b.errors.len() - 1) as f64

@@ -7,13 +7,13 @@
 //! or by the store's release announcement, and otherwise polls with a jittered delay, so a
 //! release by a legacy client or a lost message costs at most one poll.
 
-use crate::backend::{BackendResult, LockInfo, NextOwner, Store};
 use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::heartbeat::Scheduler;
 use crate::core::held::Held;
 use crate::core::options::AcquireSpec;
-use crate::core::url::{open_store, ConnectOptions};
+use crate::store::open::{open_store, ConnectOptions};
+use crate::store::{LockInfo, NextOwner, SharedStore, StoreResult};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -79,7 +79,7 @@ struct KeyQueue {
 
 /// One store plus the process-local state around it.
 pub struct Engine {
-    store: Store,
+    store: SharedStore,
     queues: Mutex<HashMap<String, KeyQueue>>,
     scheduler: Scheduler,
     next_waiter: AtomicU64,
@@ -102,7 +102,7 @@ impl Engine {
             return Ok(engine);
         }
         engines.retain(|_, e| e.strong_count() > 0);
-        let store = open_store(url, opts)?;
+        let store = open_store(url, opts).map_err(|e| LockError::Invalid(e.message))?;
         let engine = Arc::new_cyclic(|weak: &Weak<Engine>| {
             let weak = weak.clone();
             // Locks the scheduler gives up (maxHold, a passed deadline) are released through
@@ -124,20 +124,31 @@ impl Engine {
                 releases: AtomicU64::new(0),
             }
         });
-        if let Store::Redis(redis) = &engine.store {
+        if let Some(notifications) = engine.store.release_notifications() {
+            // Releases announced by other processes wake the head waiter of their key.
+            let mut releases = notifications.releases();
             let weak = Arc::downgrade(&engine);
-            redis.set_wake(Arc::new(move |key: &str| {
-                if let Some(engine) = weak.upgrade() {
-                    engine.wake(key, true);
+            tokio::spawn(async move {
+                use tokio::sync::broadcast::error::RecvError;
+                loop {
+                    match releases.recv().await {
+                        Ok(key) => match weak.upgrade() {
+                            Some(engine) => engine.wake(&key, true),
+                            None => return,
+                        },
+                        // Missed announcements cost their waiters one poll.
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => return,
+                    }
                 }
-            }));
+            });
         }
         engines.insert(id, Arc::downgrade(&engine));
         Ok(engine)
     }
 
     /// The store this engine talks to.
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &SharedStore {
         &self.store
     }
 
@@ -153,10 +164,9 @@ impl Engine {
 
     /// Release channels this process is subscribed to (Redis).
     pub fn subscriptions(&self) -> usize {
-        match &self.store {
-            Store::Redis(redis) => redis.watched_channels(),
-            _ => 0,
-        }
+        self.store
+            .release_notifications()
+            .map_or(0, |n| n.watched())
     }
 
     /// The heartbeat scheduler of this engine.
@@ -331,7 +341,7 @@ impl Engine {
 
     /// Subscribes the key's queue to release announcements, once. Returns true if it just did.
     async fn start_watching(&self, key: &str) -> bool {
-        let Store::Redis(redis) = &self.store else {
+        let Some(notifications) = self.store.release_notifications() else {
             return false;
         };
         {
@@ -341,7 +351,7 @@ impl Engine {
                 _ => return false,
             }
         }
-        redis.watch(key).await;
+        notifications.watch(key).await;
         true
     }
 
@@ -358,14 +368,14 @@ impl Engine {
         key: &str,
         owner: &str,
         had_data: bool,
-    ) -> BackendResult<bool> {
+    ) -> StoreResult<bool> {
         let mut owner = owner.to_string();
         let mut had_data = had_data;
         // Loops only when a waiter left while its grant was on the way: the grant is then
         // released (or handed on) in turn.
         loop {
             let Some(waiter) = self.next_for_handoff(key) else {
-                let outcome = self.store.release_outcome(key, &owner).await;
+                let outcome = self.store.release(key, &owner).await;
                 self.releases.fetch_add(1, Ordering::AcqRel);
                 if matches!(outcome, Ok(o) if o.others_waiting) && self.has_waiters(key) {
                     // Handoffs kept the key in this process for a while and other processes
@@ -451,7 +461,7 @@ impl Engine {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn extend(&self, held: &Arc<Held>, ttl_ms: u64) -> BackendResult<bool> {
+    pub async fn extend(&self, held: &Arc<Held>, ttl_ms: u64) -> StoreResult<bool> {
         let sent = Instant::now();
         let owned = self
             .store
@@ -468,7 +478,7 @@ impl Engine {
     ///
     /// # Cancel Safety
     /// Cancel safe: read only.
-    pub async fn inspect(&self, key: &str) -> BackendResult<Option<LockInfo>> {
+    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
         self.store.inspect(key).await
     }
 }
@@ -524,11 +534,13 @@ impl Drop for Slot {
             }
         }
         if unwatch {
-            if let Store::Redis(redis) = &self.engine.store {
-                let redis = redis.clone();
-                let key = std::mem::take(&mut self.key);
-                tokio::spawn(async move { redis.unwatch(&key).await });
-            }
+            let store = self.engine.store.clone();
+            let key = std::mem::take(&mut self.key);
+            tokio::spawn(async move {
+                if let Some(notifications) = store.release_notifications() {
+                    notifications.unwatch(&key).await;
+                }
+            });
         }
     }
 }

@@ -1,13 +1,13 @@
 //! Errors of the engine. Expected outcomes (busy, not owned) are values, never errors.
 
-use crate::backend::BackendError;
+use crate::store::StoreError;
 use std::fmt;
 
 /// Why a lock operation failed.
 #[derive(Debug, Clone)]
 pub enum LockError {
-    /// The store failed or could not be reached (`ERR_LOCK_BACKEND`).
-    Backend(BackendError),
+    /// The store failed or could not be reached (`ERR_LOCK_BACKEND`); its kind says how.
+    Backend(StoreError),
     /// The caller cancelled the operation (`ERR_LOCK_ABORTED`).
     Aborted,
     /// The client was closed (`ERR_LOCK_CLOSED`).
@@ -28,6 +28,17 @@ impl LockError {
     }
 }
 
+impl LockError {
+    /// The code of the underlying store failure's kind, for the JavaScript error's `cause`
+    /// (empty when the error is not a store failure).
+    pub fn cause_code(&self) -> &'static str {
+        match self {
+            LockError::Backend(e) => e.kind.code(),
+            _ => "",
+        }
+    }
+}
+
 impl fmt::Display for LockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -41,8 +52,8 @@ impl fmt::Display for LockError {
 
 impl std::error::Error for LockError {}
 
-impl From<BackendError> for LockError {
-    fn from(e: BackendError) -> Self {
+impl From<StoreError> for LockError {
+    fn from(e: StoreError) -> Self {
         LockError::Backend(e)
     }
 }

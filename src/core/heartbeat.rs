@@ -13,10 +13,10 @@
 //! Time arithmetic saturates and each lock's tick runs under `catch_unwind`, so one bad entry
 //! can never stop the task that serves every other lock.
 
-use crate::backend::{ExtendItem, Store};
 use crate::core::clock;
 use crate::core::error::LostReason;
 use crate::core::held::{guard, Held};
+use crate::store::{ExtendItem, SharedStore};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,7 +82,7 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// Starts the scheduler task. Must run inside a tokio runtime.
-    pub fn start(store: Store, release: ReleaseFn) -> Scheduler {
+    pub fn start(store: SharedStore, release: ReleaseFn) -> Scheduler {
         let timers = Arc::new(Timers {
             due: Mutex::new(BTreeMap::new()),
             earlier: Notify::new(),
@@ -171,7 +171,7 @@ fn lose(timers: &Timers, held: &Held, reason: LostReason) {
     }
 }
 
-async fn run(store: Store, t: Arc<Timers>) {
+async fn run(store: SharedStore, t: Arc<Timers>) {
     let far = Duration::from_secs(3600);
     loop {
         if t.closed.load(Ordering::Acquire) {
@@ -224,7 +224,7 @@ async fn run(store: Store, t: Arc<Timers>) {
 
 /// Sends one batch of extensions (requests sent at `sent`) and applies the outcomes.
 async fn extend_batch(
-    store: Store,
+    store: SharedStore,
     timers: std::sync::Weak<Timers>,
     batch: Vec<Arc<Held>>,
     sent: Instant,

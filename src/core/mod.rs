@@ -8,4 +8,3 @@ pub mod heartbeat;
 pub mod held;
 pub mod options;
 pub mod session;
-pub mod url;

@@ -4,12 +4,12 @@
 //! lets go of its engine, so the connection closes with the last session that uses it, even
 //! while the JavaScript object that owned the session is still referenced.
 
-use crate::backend::LockInfo;
 use crate::core::engine::{Engine, Grant};
 use crate::core::error::{LockError, LostReason};
 use crate::core::held::{guard, Held};
 use crate::core::options::AcquireSpec;
-use crate::core::url::ConnectOptions;
+use crate::store::open::ConnectOptions;
+use crate::store::LockInfo;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

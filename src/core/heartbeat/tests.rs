@@ -1,7 +1,8 @@
 use super::*;
-use crate::backend::memory::MemoryStore;
-use crate::backend::redis::{RedisOptions, RedisStore};
 use crate::core::options::AutoExtend;
+use crate::store::memory::MemoryStore;
+use crate::store::redis::{RedisOptions, RedisStore};
+use crate::store::SharedStore;
 use std::sync::atomic::AtomicUsize;
 
 fn held(id: u64, ttl_ms: u64, auto: Option<AutoExtend>, lost: Arc<AtomicUsize>) -> Arc<Held> {
@@ -26,10 +27,7 @@ fn no_release() -> ReleaseFn {
 }
 
 fn memory_scheduler() -> Scheduler {
-    Scheduler::start(
-        Store::Memory(Arc::new(MemoryStore::default())),
-        no_release(),
-    )
+    Scheduler::start(Arc::new(MemoryStore::default()), no_release())
 }
 
 #[test]
@@ -110,7 +108,7 @@ async fn the_local_deadline_fires_while_an_extension_hangs_and_the_lock_is_then_
     let released = Arc::new(AtomicUsize::new(0));
     let counted = released.clone();
     let sched = Scheduler::start(
-        Store::Redis(Arc::new(store)),
+        store,
         Arc::new(move |_: &Held| {
             counted.fetch_add(1, Ordering::SeqCst);
         }),
@@ -142,10 +140,10 @@ async fn the_local_deadline_fires_while_an_extension_hangs_and_the_lock_is_then_
 }
 
 /// A memory store in which `k1` is held by `o` for a minute, as `held(1, ...)` describes it.
-fn store_holding_k1() -> Store {
+fn store_holding_k1() -> SharedStore {
     let store = Arc::new(MemoryStore::default());
     store.try_acquire("k1", "o", 60_000, None);
-    Store::Memory(store)
+    store
 }
 
 #[tokio::test]

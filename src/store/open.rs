@@ -1,11 +1,10 @@
-//! Turning a connection URL into a store.
+//! Turning a connection URL into a store: the one place that names every store.
 
-use crate::backend::memory::MemoryStore;
-use crate::backend::mysql::{MysqlOptions, MysqlStore};
-use crate::backend::redis::{RedisOptions, RedisStore};
-use crate::backend::tls::TlsOptions;
-use crate::backend::Store;
-use crate::core::error::LockError;
+use super::memory::MemoryStore;
+use super::mysql::{MysqlOptions, MysqlStore};
+use super::redis::{RedisOptions, RedisStore};
+use super::tls::TlsOptions;
+use super::{SharedStore, StoreError};
 use std::sync::Arc;
 
 /// Connection settings that are not part of the URL.
@@ -65,12 +64,14 @@ pub fn scheme(url: &str) -> Option<String> {
 }
 
 /// Builds the store a URL names: `redis://`, `rediss://`, `redis+unix://`, `unix://`,
-/// `mysql://`, `mariadb://` or `memory://[name]`. Must run inside a tokio runtime.
-pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> {
+/// `mysql://`, `mariadb://` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
+/// A URL or option the store cannot use is an [`super::ErrorKind::Invalid`] error, whose
+/// message never repeats the URL (it may hold a password).
+pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
     let Some(scheme) = scheme(url) else {
-        return Err(LockError::Invalid(format!(
-            "The \"url\" argument must be a URL such as redis://host:6379, mysql://user@host/db or memory://; received {url:?}"
-        )));
+        return Err(StoreError::invalid(
+            "The \"url\" argument must be a URL such as redis://host:6379, mysql://user@host/db or memory://",
+        ));
     };
     match scheme.as_str() {
         "redis" | "rediss" | "redis+unix" | "unix" => {
@@ -81,13 +82,13 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> 
             };
             // A URL or TLS material the client cannot use is bad input, not a store failure.
             let store = RedisStore::connect(url, &redis_opts).map_err(|e| {
-                LockError::Invalid(if opts.tls.is_some() {
+                StoreError::invalid(if opts.tls.is_some() {
                     format!("Invalid Redis URL or options: {e}")
                 } else {
                     format!("Invalid Redis URL: {e}")
                 })
             })?;
-            Ok(Store::Redis(Arc::new(store)))
+            Ok(store)
         }
         "mysql" | "mariadb" => {
             let url = if scheme == "mariadb" {
@@ -104,17 +105,17 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<Store, LockError> 
                 ..MysqlOptions::default()
             };
             let store = MysqlStore::connect(&url, mysql_opts)
-                .map_err(|e| LockError::Invalid(format!("Invalid MySQL URL or options: {e}")))?;
-            Ok(Store::Mysql(Arc::new(store)))
+                .map_err(|e| StoreError::invalid(format!("Invalid MySQL URL or options: {e}")))?;
+            Ok(Arc::new(store))
         }
-        "memory" if opts.tls.is_some() => Err(LockError::Invalid(
-            "options.tls applies to rediss:// and mysql:// URLs, not memory://".into(),
+        "memory" if opts.tls.is_some() => Err(StoreError::invalid(
+            "options.tls applies to rediss:// and mysql:// URLs, not memory://",
         )),
         "memory" => {
             let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
-            Ok(Store::Memory(MemoryStore::named(name)))
+            Ok(MemoryStore::named(name))
         }
-        other => Err(LockError::Invalid(format!(
+        other => Err(StoreError::invalid(format!(
             "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb: or memory:"
         ))),
     }

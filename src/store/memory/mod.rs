@@ -2,7 +2,9 @@
 //! process deployments and as the embedded backend. Stores are named, so every client in a
 //! process that connects to `memory://name` shares one store.
 
-use super::LockInfo;
+use crate::store::{ExtendItem, LockInfo, LockStore, NextOwner, ReleaseOutcome, StoreResult};
+use futures_util::future::{ready, BoxFuture};
+use futures_util::FutureExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -68,7 +70,7 @@ impl MemoryStore {
             .clone()
     }
 
-    /// See [`super::Store::try_acquire`].
+    /// See [`LockStore::try_acquire`].
     pub fn try_acquire(
         &self,
         key: &str,
@@ -97,7 +99,7 @@ impl MemoryStore {
         Some(token)
     }
 
-    /// See [`super::Store::extend`].
+    /// See [`LockStore::extend`].
     pub fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> bool {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap();
@@ -110,7 +112,7 @@ impl MemoryStore {
         }
     }
 
-    /// See [`super::Store::release`].
+    /// See [`LockStore::release`].
     pub fn release(&self, key: &str, owner: &str) -> bool {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap();
@@ -129,8 +131,8 @@ impl MemoryStore {
         }
     }
 
-    /// See [`super::Store::handoff`].
-    pub fn handoff(&self, key: &str, owner: &str, next: &super::NextOwner<'_>) -> Option<u64> {
+    /// See [`LockStore::handoff`].
+    pub fn handoff(&self, key: &str, owner: &str, next: &NextOwner<'_>) -> Option<u64> {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap();
         match state.held.get(key) {
@@ -150,7 +152,7 @@ impl MemoryStore {
         Some(token)
     }
 
-    /// See [`super::Store::inspect`].
+    /// See [`LockStore::inspect`].
     pub fn inspect(&self, key: &str) -> Option<LockInfo> {
         let now = Instant::now();
         let state = self.state.lock().unwrap();
@@ -164,79 +166,71 @@ impl MemoryStore {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_held_key_is_refused_to_another_owner() {
-        let s = MemoryStore::default();
-        assert_eq!(s.try_acquire("k", "a", 1000, None), Some(1));
-        assert_eq!(s.try_acquire("k", "b", 1000, None), None);
+/// The contract, over the synchronous methods above (nothing here waits).
+impl LockStore for MemoryStore {
+    fn try_acquire<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        data: Option<&'a [u8]>,
+        _plain: bool,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        ready(Ok(MemoryStore::try_acquire(self, key, owner, ttl_ms, data))).boxed()
     }
 
-    #[test]
-    fn fencing_tokens_keep_increasing_after_release() {
-        let s = MemoryStore::default();
-        assert_eq!(s.try_acquire("k", "a", 1000, None), Some(1));
-        assert!(s.release("k", "a"));
-        assert_eq!(s.try_acquire("k", "b", 1000, None), Some(2));
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        _has_data: bool,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        ready(Ok(MemoryStore::extend(self, key, owner, ttl_ms))).boxed()
     }
 
-    #[test]
-    fn an_expired_lease_can_be_taken_and_not_extended_by_its_old_owner() {
-        let s = MemoryStore::default();
-        assert_eq!(s.try_acquire("k", "a", 1, None), Some(1));
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(!s.extend("k", "a", 1000));
-        assert_eq!(s.try_acquire("k", "b", 1000, None), Some(2));
-        assert!(!s.release("k", "a"));
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        let out = items
+            .iter()
+            .map(|i| Ok(MemoryStore::extend(self, &i.key, &i.owner, i.ttl_ms)))
+            .collect();
+        ready(out).boxed()
     }
 
-    #[test]
-    fn a_handoff_moves_the_lock_to_the_next_owner_with_a_new_token() {
-        let s = MemoryStore::default();
-        s.try_acquire("k", "a", 1000, Some(b"x"));
-        let next = crate::backend::NextOwner {
-            owner: "b",
-            ttl_ms: 500,
-            data: None,
-            previous_had_data: true,
-            plain: false,
-        };
-        assert_eq!(s.handoff("k", "a", &next), Some(2));
-        let info = s.inspect("k").unwrap();
-        assert_eq!((info.owner.as_str(), info.data), ("b", None));
-        assert_eq!(s.handoff("k", "a", &next), None, "a no longer holds it");
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        let released = MemoryStore::release(self, key, owner);
+        ready(Ok(ReleaseOutcome {
+            released,
+            others_waiting: false,
+        }))
+        .boxed()
     }
 
-    #[test]
-    fn released_and_expired_names_leave_nothing_behind() {
-        let s = MemoryStore::default();
-        for i in 0..1000 {
-            s.try_acquire(&format!("gone{i}"), "a", 1, None);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-        for i in 0..1000 {
-            let key = format!("kept{i}");
-            s.try_acquire(&key, "a", 60_000, None);
-            assert!(s.release(&key, "a"));
-        }
-        assert!(
-            s.state.lock().unwrap().held.len() <= 64,
-            "expired names were swept"
-        );
-        assert_eq!(s.try_acquire("kept0", "b", 1000, None), Some(2001));
+    fn handoff<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        ready(Ok(MemoryStore::handoff(self, key, owner, next))).boxed()
     }
 
-    #[test]
-    fn inspect_reports_owner_token_and_data() {
-        let s = MemoryStore::default();
-        s.try_acquire("k", "a", 1000, Some(b"\x00hi"));
-        let info = s.inspect("k").unwrap();
-        assert_eq!(info.owner, "a");
-        assert_eq!(info.fencing_token, 1);
-        assert_eq!(info.data.as_deref(), Some(&b"\x00hi"[..]));
-        assert!(info.remaining_ms > 900 && info.remaining_ms <= 1000);
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+        ready(Ok(MemoryStore::inspect(self, key))).boxed()
+    }
+
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+        ready(Ok(())).boxed()
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        ready(()).boxed()
     }
 }
+
+#[cfg(test)]
+mod tests;

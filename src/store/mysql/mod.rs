@@ -19,8 +19,12 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
-use super::tls::TlsOptions;
-use super::{BackendError, BackendResult, ExtendItem, LockInfo};
+use crate::store::tls::TlsOptions;
+use crate::store::{
+    ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, ReleaseOutcome, StoreError, StoreResult,
+};
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
 
 /// Longest lock name accepted, in bytes (the width of the `name` column).
 ///
@@ -363,30 +367,30 @@ impl MysqlStore {
     /// Does no I/O: the pool connects, and the table is created, on first use. So an
     /// unreachable server is reported by the first operation, after at most
     /// `connect_timeout_ms`.
-    pub fn connect(url: &str, opts: MysqlOptions) -> BackendResult<MysqlStore> {
+    pub fn connect(url: &str, opts: MysqlOptions) -> StoreResult<MysqlStore> {
         let known_scheme = url.split_once("://").is_some_and(|(scheme, _)| {
             scheme.eq_ignore_ascii_case("mysql") || scheme.eq_ignore_ascii_case("mariadb")
         });
         if !known_scheme {
-            return Err(BackendError::new(
+            return Err(StoreError::invalid(
                 "mysql: the URL must start with mysql:// or mariadb://",
             ));
         }
         // The message names the problem but not the URL, which may hold a password.
         let mut connect_options = MySqlConnectOptions::from_str(url)
-            .map_err(|e| BackendError::new(format!("mysql: invalid URL: {e}")))?;
+            .map_err(|e| StoreError::invalid(format!("mysql: invalid URL: {e}")))?;
         if let Some(tls) = &opts.tls {
             connect_options = apply_tls(connect_options, url, tls)
-                .map_err(|e| BackendError::new(format!("mysql: {e}")))?;
+                .map_err(|e| StoreError::invalid(format!("mysql: {e}")))?;
         }
         if !valid_table_name(&opts.table) {
-            return Err(BackendError::new(format!(
+            return Err(StoreError::invalid(format!(
                 "mysql: invalid table name {:?}: use 1 to 64 ASCII letters, digits or underscores",
                 opts.table
             )));
         }
         if opts.pool_size == 0 {
-            return Err(BackendError::new("mysql: pool_size must be at least 1"));
+            return Err(StoreError::invalid("mysql: pool_size must be at least 1"));
         }
         Ok(MysqlStore {
             connect_options,
@@ -418,7 +422,7 @@ impl MysqlStore {
         owner: &str,
         ttl_ms: u64,
         data: Option<&[u8]>,
-    ) -> BackendResult<Option<u64>> {
+    ) -> StoreResult<Option<u64>> {
         check_key(key)?;
         check_owner(owner)?;
         let ttl_us = ttl_micros(ttl_ms)?;
@@ -446,7 +450,7 @@ impl MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent, so a dropped call can simply be repeated.
-    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> BackendResult<bool> {
+    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
         check_key(key)?;
         check_owner(owner)?;
         let ttl_us = ttl_micros(ttl_ms)?;
@@ -468,7 +472,7 @@ impl MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
     /// yet sent.
-    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<BackendResult<bool>> {
+    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
         if items.len() <= 1 {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
@@ -476,7 +480,7 @@ impl MysqlStore {
             }
             return out;
         }
-        let mut out: Vec<Option<BackendResult<bool>>> = vec![None; items.len()];
+        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
         // Invalid items fail alone instead of failing their batch.
         let mut valid = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
@@ -522,7 +526,7 @@ impl MysqlStore {
         out.into_iter()
             .map(|slot| {
                 slot.unwrap_or_else(|| {
-                    Err(BackendError::new(
+                    Err(StoreError::internal(
                         "mysql: extend_many: no result (the task extending it panicked)",
                     ))
                 })
@@ -532,7 +536,7 @@ impl MysqlStore {
 
     /// After a statement was sent twice (its connection broke), the token of `owner`'s live
     /// lease on `key`, if the first sending took effect.
-    async fn owned_token(&self, key: &str, owner: &str) -> BackendResult<Option<u64>> {
+    async fn owned_token(&self, key: &str, owner: &str) -> StoreResult<Option<u64>> {
         Ok(self
             .inspect(key)
             .await?
@@ -549,8 +553,8 @@ impl MysqlStore {
         &self,
         key: &str,
         owner: &str,
-        next: &super::NextOwner<'_>,
-    ) -> BackendResult<Option<u64>> {
+        next: &NextOwner<'_>,
+    ) -> StoreResult<Option<u64>> {
         check_key(key)?;
         check_owner(owner)?;
         check_owner(next.owner)?;
@@ -580,7 +584,7 @@ impl MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent, but a dropped call may have freed the lock, and
     /// repeating it then returns `false`.
-    pub async fn release(&self, key: &str, owner: &str) -> BackendResult<bool> {
+    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<bool> {
         check_key(key)?;
         check_owner(owner)?;
         let pool = self.ready().await?;
@@ -602,7 +606,7 @@ impl MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: each statement deletes only rows nobody holds.
-    pub async fn purge(&self) -> BackendResult<u64> {
+    pub async fn purge(&self) -> StoreResult<u64> {
         let pool = self.ready().await?;
         purge_rows(pool, &self.sql.purge, self.purge_after).await
     }
@@ -631,7 +635,7 @@ impl MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: read only.
-    pub async fn inspect(&self, key: &str) -> BackendResult<Option<LockInfo>> {
+    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
         check_key(key)?;
         let pool = self.ready().await?;
         let row: Option<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.inspect.clone()))
@@ -660,7 +664,7 @@ impl MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe.
-    pub async fn ping(&self) -> BackendResult<()> {
+    pub async fn ping(&self) -> StoreResult<()> {
         let pool = self.ready().await?;
         sqlx::query(SQL_PING)
             .execute(pool)
@@ -691,11 +695,11 @@ impl MysqlStore {
     pub async fn bounded<T>(
         &self,
         operation: &str,
-        fut: impl Future<Output = BackendResult<T>>,
-    ) -> BackendResult<T> {
+        fut: impl Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
         match tokio::time::timeout(self.call_timeout, fut).await {
             Ok(result) => result,
-            Err(_) => Err(BackendError::new(format!(
+            Err(_) => Err(StoreError::timeout(format!(
                 "mysql: {operation}: no answer from the server within {} ms",
                 self.call_timeout.as_millis()
             ))),
@@ -706,11 +710,11 @@ impl MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent.
-    pub async fn extend_many_bounded(&self, items: &[ExtendItem]) -> Vec<BackendResult<bool>> {
+    pub async fn extend_many_bounded(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
         match tokio::time::timeout(self.call_timeout, self.extend_many(items)).await {
             Ok(results) => results,
             Err(_) => {
-                let e = BackendError::new(format!(
+                let e = StoreError::timeout(format!(
                     "mysql: extend: no answer from the server within {} ms",
                     self.call_timeout.as_millis()
                 ));
@@ -720,7 +724,7 @@ impl MysqlStore {
     }
 
     /// The pool, built on first use, once the table exists.
-    async fn ready(&self) -> BackendResult<&MySqlPool> {
+    async fn ready(&self) -> StoreResult<&MySqlPool> {
         let pool = self.pool()?;
         // A `close` that ran between `pool()` and now may have missed this pool.
         if self.closed.load(Ordering::SeqCst) {
@@ -733,7 +737,7 @@ impl MysqlStore {
         Ok(pool)
     }
 
-    async fn ensure_table(&self, pool: &MySqlPool) -> BackendResult<()> {
+    async fn ensure_table(&self, pool: &MySqlPool) -> StoreResult<()> {
         let created = sqlx::query(AssertSqlSafe(self.sql.create_table.clone()))
             .execute(pool)
             .await;
@@ -755,7 +759,7 @@ impl MysqlStore {
         Err(db_error("creating the lock table", e))
     }
 
-    fn pool(&self) -> BackendResult<&MySqlPool> {
+    fn pool(&self) -> StoreResult<&MySqlPool> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(closed_error());
         }
@@ -795,7 +799,7 @@ async fn extend_batch(
     bulk_sql: &Arc<str>,
     one_sql: &Arc<str>,
     batch: Vec<Job>,
-) -> Vec<(usize, BackendResult<bool>)> {
+) -> Vec<(usize, StoreResult<bool>)> {
     if batch.len() == 1 {
         let job = &batch[0];
         let result = extend_one(pool, one_sql, &job.key, &job.owner, job.ttl_us).await;
@@ -859,8 +863,8 @@ async fn extend_batch(
 /// Collects the outcomes of batch tasks into their slots; a panicked task leaves its slots
 /// empty, and `extend_many` reports those as errors.
 async fn join_into(
-    mut tasks: JoinSet<Vec<(usize, BackendResult<bool>)>>,
-    out: &mut [Option<BackendResult<bool>>],
+    mut tasks: JoinSet<Vec<(usize, StoreResult<bool>)>>,
+    out: &mut [Option<StoreResult<bool>>],
 ) {
     while let Some(joined) = tasks.join_next().await {
         if let Ok(done) = joined {
@@ -875,7 +879,7 @@ async fn join_into(
 const PURGE_EVERY: Duration = Duration::from_secs(60);
 
 /// Runs `SQL_PURGE` until it deletes fewer rows than its limit.
-async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: Duration) -> BackendResult<u64> {
+async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: Duration) -> StoreResult<u64> {
     let after_us = u64::try_from(after.as_micros()).unwrap_or(u64::MAX);
     let mut total = 0;
     loop {
@@ -900,7 +904,7 @@ async fn extend_one(
     key: &str,
     owner: &str,
     ttl_us: u64,
-) -> BackendResult<bool> {
+) -> StoreResult<bool> {
     let done = retry_on_conflict(|| {
         sqlx::query(AssertSqlSafe(sql.clone()))
             .bind(ttl_us)
@@ -969,21 +973,36 @@ fn is_conflict(e: &sqlx::Error) -> bool {
         .is_some_and(|code| code == "40001")
 }
 
-fn db_error(operation: &str, e: sqlx::Error) -> BackendError {
-    BackendError::new(format!("mysql: {operation}: {e}"))
+/// The kind of an sqlx error, from sqlx's own classification.
+fn kind_of(e: &sqlx::Error) -> ErrorKind {
+    match e {
+        sqlx::Error::PoolTimedOut => ErrorKind::Timeout,
+        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => {
+            ErrorKind::Unreachable
+        }
+        sqlx::Error::Database(_) => ErrorKind::Server,
+        sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => ErrorKind::Closed,
+        sqlx::Error::Configuration(_) => ErrorKind::Invalid,
+        _ => ErrorKind::Internal,
+    }
 }
 
-fn closed_error() -> BackendError {
-    BackendError::new("mysql: the store is closed")
+fn db_error(operation: &str, e: sqlx::Error) -> StoreError {
+    StoreError::new(kind_of(&e), format!("mysql: {operation}: {e}"))
+}
+
+fn closed_error() -> StoreError {
+    StoreError::closed("mysql: the store is closed")
 }
 
 fn valid_table_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
-fn check_key(key: &str) -> BackendResult<()> {
+fn check_key(key: &str) -> StoreResult<()> {
     if key.len() > MAX_KEY_BYTES {
-        return Err(BackendError::new(format!(
+        return Err(StoreError::invalid(format!(
             "mysql: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
             key.len()
         )));
@@ -991,9 +1010,9 @@ fn check_key(key: &str) -> BackendResult<()> {
     Ok(())
 }
 
-fn check_owner(owner: &str) -> BackendResult<()> {
+fn check_owner(owner: &str) -> StoreResult<()> {
     if owner.len() > MAX_OWNER_BYTES {
-        return Err(BackendError::new(format!(
+        return Err(StoreError::invalid(format!(
             "mysql: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
             owner.len()
         )));
@@ -1001,968 +1020,88 @@ fn check_owner(owner: &str) -> BackendResult<()> {
     Ok(())
 }
 
-fn ttl_micros(ttl_ms: u64) -> BackendResult<u64> {
+fn ttl_micros(ttl_ms: u64) -> StoreResult<u64> {
     if ttl_ms > MAX_TTL_MS {
-        return Err(BackendError::new(format!(
+        return Err(StoreError::invalid(format!(
             "mysql: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported"
         )));
     }
     Ok(ttl_ms * 1000)
 }
 
-#[cfg(test)]
-mod tests {
-    //! These run against the MariaDB at `TEST_URL` and fail, not skip, when it is down.
-
-    use super::*;
-    use std::time::Instant;
-
-    const TEST_URL: &str = "mysql://root@127.0.0.1:3306/test";
-    // Its own table, so these tests never meet another suite's rows; names are random uuids,
-    // so tests running at once never meet each other's.
-    const TEST_TABLE: &str = "deadbolt_locks_mysql_rs_test";
-
-    fn options(pool_size: u32) -> MysqlOptions {
-        MysqlOptions {
-            table: TEST_TABLE.to_owned(),
-            pool_size,
-            connect_timeout_ms: 5000,
-            response_timeout_ms: 5000,
-            purge_after_ms: 300_000,
-            tls: None,
-        }
+/// The contract: every call within [`MysqlStore::bounded`].
+impl LockStore for MysqlStore {
+    fn try_acquire<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        data: Option<&'a [u8]>,
+        _plain: bool,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded(
+            "try_acquire",
+            MysqlStore::try_acquire(self, key, owner, ttl_ms, data),
+        )
+        .boxed()
     }
 
-    fn store() -> MysqlStore {
-        MysqlStore::connect(TEST_URL, options(10)).unwrap()
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        _has_data: bool,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded("extend", MysqlStore::extend(self, key, owner, ttl_ms))
+            .boxed()
     }
 
-    fn name() -> String {
-        format!("test:{}", uuid::Uuid::new_v4())
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        self.extend_many_bounded(items).boxed()
     }
 
-    fn owner() -> String {
-        uuid::Uuid::new_v4().to_string()
-    }
-
-    async fn sleep_ms(ms: u64) {
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-    }
-
-    /// The token of a grant on a name that has no row: the server clock in microseconds
-    /// since the epoch (see `SQL_ACQUIRE`), so far above any per-name count.
-    fn fresh(granted: Option<u64>) -> u64 {
-        let token = granted.expect("granted");
-        assert!(token > 1_600_000_000_000_000, "{token}");
-        token
-    }
-
-    #[tokio::test]
-    async fn acquire_on_a_new_name_returns_the_clock_and_after_release_the_next_token() {
-        let s = store();
-        let (k, a, b) = (name(), owner(), owner());
-        let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
-        assert!(s.release(&k, &a).await.unwrap());
-        assert_eq!(
-            s.try_acquire(&k, &b, 10_000, None).await.unwrap(),
-            Some(first + 1)
-        );
-    }
-
-    #[tokio::test]
-    async fn a_held_name_returns_none_for_another_owner_and_stays_with_its_holder() {
-        let s = store();
-        let (k, a, b) = (name(), owner(), owner());
-        let first = fresh(s.try_acquire(&k, &a, 10_000, Some(b"mine")).await.unwrap());
-        assert_eq!(
-            s.try_acquire(&k, &b, 10_000, Some(b"theirs"))
-                .await
-                .unwrap(),
-            None
-        );
-        let info = s.inspect(&k).await.unwrap().unwrap();
-        assert_eq!(info.owner, a);
-        assert_eq!(info.fencing_token, first);
-        assert_eq!(info.data.as_deref(), Some(&b"mine"[..]));
-        assert!(info.remaining_ms > 9_000, "{info:?}");
-    }
-
-    #[tokio::test]
-    async fn the_same_owner_acquiring_again_while_holding_gets_none() {
-        let s = store();
-        let (k, a) = (name(), owner());
-        let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
-        assert_eq!(s.try_acquire(&k, &a, 10_000, None).await.unwrap(), None);
-        assert_eq!(s.inspect(&k).await.unwrap().unwrap().fencing_token, first);
-    }
-
-    #[tokio::test]
-    async fn an_expired_lease_is_taken_by_another_owner_with_a_higher_token() {
-        let s = store();
-        let (k, a, b) = (name(), owner(), owner());
-        let first = fresh(s.try_acquire(&k, &a, 100, Some(b"old")).await.unwrap());
-        sleep_ms(250).await;
-        assert_eq!(
-            s.try_acquire(&k, &b, 10_000, Some(b"new")).await.unwrap(),
-            Some(first + 1)
-        );
-        let info = s.inspect(&k).await.unwrap().unwrap();
-        assert_eq!(
-            (info.owner.as_str(), info.fencing_token),
-            (b.as_str(), first + 1)
-        );
-        assert_eq!(info.data.as_deref(), Some(&b"new"[..]));
-        // The old holder's lease is gone: it can neither extend nor release the new one.
-        assert!(!s.extend(&k, &a, 10_000).await.unwrap());
-        assert!(!s.release(&k, &a).await.unwrap());
-        assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, b);
-    }
-
-    #[tokio::test]
-    async fn fencing_tokens_keep_increasing_across_releases_expiries_and_new_stores() {
-        let (k, a) = (name(), owner());
-        let mut expected = fresh(store().try_acquire(&k, &a, 50, None).await.unwrap());
-        sleep_ms(150).await;
-        for round in 0..3 {
-            // A new store (a new pool) stands in for a restarted client.
-            let s = store();
-            expected += 1;
-            assert_eq!(
-                s.try_acquire(&k, &a, 10_000, None).await.unwrap(),
-                Some(expected)
-            );
-            assert!(s.release(&k, &a).await.unwrap());
-            expected += 1;
-            assert_eq!(
-                s.try_acquire(&k, &a, 50, None).await.unwrap(),
-                Some(expected)
-            );
-            sleep_ms(150).await;
-            s.close().await;
-            assert!(round < 3);
-        }
-    }
-
-    #[tokio::test]
-    async fn a_token_from_an_earlier_statement_on_the_same_connection_never_leaks_into_busy() {
-        // One connection, so every statement below runs on the connection that just reported
-        // a token; a busy acquire must still report busy.
-        let s = MysqlStore::connect(TEST_URL, options(1)).unwrap();
-        let (k, a, b) = (name(), owner(), owner());
-        fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
-        let other = name();
-        let first = fresh(s.try_acquire(&other, &a, 10_000, None).await.unwrap());
-        assert!(s.release(&other, &a).await.unwrap());
-        assert_eq!(
-            s.try_acquire(&other, &a, 10_000, None).await.unwrap(),
-            Some(first + 1)
-        );
-        assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), None);
-        let pool = s.ready().await.unwrap();
-        sqlx::query("SELECT LAST_INSERT_ID(99)")
-            .execute(pool)
-            .await
-            .unwrap();
-        assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), None);
-        assert_eq!(s.try_acquire(&other, &b, 10_000, None).await.unwrap(), None);
-    }
-
-    #[tokio::test]
-    async fn extend_by_the_owner_succeeds_and_by_a_stranger_fails() {
-        let s = store();
-        let (k, a, b) = (name(), owner(), owner());
-        s.try_acquire(&k, &a, 1_000, None).await.unwrap().unwrap();
-        assert!(s.extend(&k, &a, 60_000).await.unwrap());
-        let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
-        assert!((59_000..=60_000).contains(&remaining), "{remaining}");
-        assert!(!s.extend(&k, &b, 120_000).await.unwrap());
-        let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
-        assert!(remaining <= 60_000, "{remaining}");
-    }
-
-    #[tokio::test]
-    async fn extend_can_shorten_a_lease() {
-        let s = store();
-        let (k, a) = (name(), owner());
-        s.try_acquire(&k, &a, 60_000, None).await.unwrap().unwrap();
-        assert!(s.extend(&k, &a, 2_000).await.unwrap());
-        let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
-        assert!((1_000..=2_000).contains(&remaining), "{remaining}");
-    }
-
-    #[tokio::test]
-    async fn extend_after_expiry_fails() {
-        let s = store();
-        let (k, a) = (name(), owner());
-        s.try_acquire(&k, &a, 100, None).await.unwrap().unwrap();
-        sleep_ms(250).await;
-        assert!(!s.extend(&k, &a, 10_000).await.unwrap());
-        assert_eq!(s.inspect(&k).await.unwrap(), None);
-    }
-
-    #[tokio::test]
-    async fn extend_of_a_name_never_locked_fails() {
-        let s = store();
-        assert!(!s.extend(&name(), &owner(), 10_000).await.unwrap());
-    }
-
-    #[tokio::test]
-    async fn release_by_a_stranger_returns_false_and_leaves_the_lock() {
-        let s = store();
-        let (k, a, b) = (name(), owner(), owner());
-        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-        assert!(!s.release(&k, &b).await.unwrap());
-        assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, a);
-        assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), None);
-    }
-
-    #[tokio::test]
-    async fn a_handoff_gives_the_lock_to_the_next_owner_with_the_next_token() {
-        let store = store();
-        let (key, a, b) = (name(), owner(), owner());
-        let first = store
-            .try_acquire(&key, &a, 30_000, Some(b"a-data"))
-            .await
-            .unwrap()
-            .unwrap();
-        let next = crate::backend::NextOwner {
-            owner: &b,
-            ttl_ms: 30_000,
-            data: None,
-            previous_had_data: true,
-            plain: false,
-        };
-        let token = store.handoff(&key, &a, &next).await.unwrap();
-        assert_eq!(token, Some(first + 1));
-        let info = store.inspect(&key).await.unwrap().unwrap();
-        assert_eq!(
-            (info.owner.as_str(), info.data, info.fencing_token),
-            (b.as_str(), None, first + 1)
-        );
-        assert_eq!(
-            store.handoff(&key, &a, &next).await.unwrap(),
-            None,
-            "a no longer holds it"
-        );
-        assert!(store.release(&key, &b).await.unwrap());
-    }
-
-    #[tokio::test]
-    async fn release_twice_returns_true_then_false() {
-        let s = store();
-        let (k, a) = (name(), owner());
-        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-        assert!(s.release(&k, &a).await.unwrap());
-        assert!(!s.release(&k, &a).await.unwrap());
-    }
-
-    #[tokio::test]
-    async fn release_after_expiry_returns_false() {
-        let s = store();
-        let (k, a) = (name(), owner());
-        s.try_acquire(&k, &a, 100, None).await.unwrap().unwrap();
-        sleep_ms(250).await;
-        assert!(!s.release(&k, &a).await.unwrap());
-    }
-
-    #[tokio::test]
-    async fn inspect_returns_none_for_a_name_never_locked_released_or_expired() {
-        let s = store();
-        assert_eq!(s.inspect(&name()).await.unwrap(), None);
-        let (released, expired, a) = (name(), name(), owner());
-        s.try_acquire(&released, &a, 10_000, Some(b"x"))
-            .await
-            .unwrap()
-            .unwrap();
-        s.release(&released, &a).await.unwrap();
-        assert_eq!(s.inspect(&released).await.unwrap(), None);
-        s.try_acquire(&expired, &a, 100, None)
-            .await
-            .unwrap()
-            .unwrap();
-        sleep_ms(250).await;
-        assert_eq!(s.inspect(&expired).await.unwrap(), None);
-    }
-
-    #[tokio::test]
-    async fn inspect_reports_no_data_when_acquired_without_data() {
-        let s = store();
-        let (k, a) = (name(), owner());
-        s.try_acquire(&k, &a, 100, Some(b"first"))
-            .await
-            .unwrap()
-            .unwrap();
-        sleep_ms(250).await;
-        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-        assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, None);
-    }
-
-    #[tokio::test]
-    async fn data_round_trips_binary_bytes_including_zero_and_0xff() {
-        let s = store();
-        let (k, a) = (name(), owner());
-        let mut data: Vec<u8> = (0..=255u8).collect();
-        data.extend_from_slice(&[0x00, 0xff, 0x00, b'\'', b'\\', 0xff]);
-        s.try_acquire(&k, &a, 10_000, Some(&data))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, Some(data));
-    }
-
-    #[tokio::test]
-    async fn data_of_a_few_megabytes_round_trips() {
-        let s = store();
-        let (k, a) = (name(), owner());
-        let data: Vec<u8> = (0..3 * 1024 * 1024).map(|_| fastrand::u8(..)).collect();
-        s.try_acquire(&k, &a, 10_000, Some(&data))
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(s.inspect(&k).await.unwrap().unwrap().data == Some(data));
-    }
-
-    #[tokio::test]
-    async fn names_that_differ_only_in_case_or_trailing_spaces_are_different_locks() {
-        let s = store();
-        let k = name();
-        let (a, b, c) = (owner(), owner(), owner());
-        fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
-        let upper = k.to_uppercase();
-        fresh(s.try_acquire(&upper, &b, 10_000, None).await.unwrap());
-        let spaced = format!("{k} ");
-        fresh(s.try_acquire(&spaced, &c, 10_000, None).await.unwrap());
-    }
-
-    #[tokio::test]
-    async fn a_name_longer_than_the_column_is_rejected_instead_of_truncated() {
-        let s = store();
-        let long = "x".repeat(MAX_KEY_BYTES + 1);
-        assert!(s.try_acquire(&long, &owner(), 10_000, None).await.is_err());
-        let longest = format!("{}{}", name(), "y".repeat(MAX_KEY_BYTES - 41));
-        assert_eq!(longest.len(), MAX_KEY_BYTES);
-        fresh(
-            s.try_acquire(&longest, &owner(), 10_000, None)
-                .await
-                .unwrap(),
-        );
-    }
-
-    #[tokio::test]
-    async fn a_ttl_beyond_the_supported_maximum_is_rejected() {
-        let s = store();
-        assert!(s
-            .try_acquire(&name(), &owner(), MAX_TTL_MS + 1, None)
-            .await
-            .is_err());
-        assert!(s
-            .try_acquire(&name(), &owner(), MAX_TTL_MS, None)
-            .await
-            .unwrap()
-            .is_some());
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn exactly_one_of_200_concurrent_acquirers_of_a_free_name_wins() {
-        let s = Arc::new(store());
-        let k = name();
-        let mut tasks = JoinSet::new();
-        for _ in 0..200 {
-            let (s, k) = (s.clone(), k.clone());
-            tasks.spawn(async move { s.try_acquire(&k, &owner(), 10_000, None).await });
-        }
-        let mut winners = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            if let Some(token) = joined.unwrap().unwrap() {
-                winners.push(token);
-            }
-        }
-        assert_eq!(winners.len(), 1, "{winners:?}");
-        fresh(Some(winners[0]));
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn exactly_one_of_200_concurrent_acquirers_of_an_expired_name_wins() {
-        let s = Arc::new(store());
-        let k = name();
-        let first = fresh(s.try_acquire(&k, &owner(), 50, None).await.unwrap());
-        sleep_ms(150).await;
-        let mut tasks = JoinSet::new();
-        for _ in 0..200 {
-            let (s, k) = (s.clone(), k.clone());
-            tasks.spawn(async move { s.try_acquire(&k, &owner(), 10_000, None).await });
-        }
-        let mut winners = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            if let Some(token) = joined.unwrap().unwrap() {
-                winners.push(token);
-            }
-        }
-        assert_eq!(winners, vec![first + 1]);
-    }
-
-    #[tokio::test]
-    async fn extend_many_reports_each_items_outcome_in_order() {
-        let s = store();
-        let (held, expired, taken, never) = (name(), name(), name(), name());
-        let (a, b) = (owner(), owner());
-        s.try_acquire(&held, &a, 1_000, None)
-            .await
-            .unwrap()
-            .unwrap();
-        s.try_acquire(&expired, &a, 50, None)
-            .await
-            .unwrap()
-            .unwrap();
-        s.try_acquire(&taken, &b, 1_000, None)
-            .await
-            .unwrap()
-            .unwrap();
-        sleep_ms(150).await;
-        let item = |key: &str, owner: &str, ttl_ms: u64| ExtendItem {
-            key: key.to_owned(),
-            owner: owner.to_owned(),
-            ttl_ms,
-            has_data: false,
-        };
-        let items = vec![
-            item(&held, &a, 30_000),
-            item(&expired, &a, 30_000),
-            item(&taken, &a, 30_000),
-            item(&never, &a, 30_000),
-            item(&taken, &b, 40_000),
-            item(&"z".repeat(MAX_KEY_BYTES + 1), &a, 30_000),
-        ];
-        let results = s.extend_many(&items).await;
-        let outcomes: Vec<Option<bool>> =
-            results.iter().map(|r| r.as_ref().ok().copied()).collect();
-        assert_eq!(
-            outcomes,
-            vec![
-                Some(true),
-                Some(false),
-                Some(false),
-                Some(false),
-                Some(true),
-                None
-            ]
-        );
-        let held_left = s.inspect(&held).await.unwrap().unwrap().remaining_ms;
-        assert!((29_000..=30_000).contains(&held_left), "{held_left}");
-        let taken_left = s.inspect(&taken).await.unwrap().unwrap().remaining_ms;
-        assert!((39_000..=40_000).contains(&taken_left), "{taken_left}");
-    }
-
-    #[tokio::test]
-    async fn extend_many_gives_each_item_its_own_ttl() {
-        let s = store();
-        let a = owner();
-        let keys: Vec<String> = (0..5).map(|_| name()).collect();
-        for k in &keys {
-            s.try_acquire(k, &a, 1_000, None).await.unwrap().unwrap();
-        }
-        let items: Vec<ExtendItem> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| ExtendItem {
-                key: k.clone(),
-                owner: a.clone(),
-                ttl_ms: 10_000 * (i as u64 + 1),
-                has_data: false,
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        async move {
+            let released = self
+                .bounded("release", MysqlStore::release(self, key, owner))
+                .await?;
+            // No announcements: nobody elsewhere is known to wait.
+            Ok(ReleaseOutcome {
+                released,
+                others_waiting: false,
             })
-            .collect();
-        let results = s.extend_many(&items).await;
-        assert!(results.iter().all(|r| matches!(r, Ok(true))), "{results:?}");
-        for (i, k) in keys.iter().enumerate() {
-            let left = s.inspect(k).await.unwrap().unwrap().remaining_ms;
-            let ttl = 10_000 * (i as i64 + 1);
-            assert!((ttl - 1_000..=ttl).contains(&left), "{i}: {left}");
         }
+        .boxed()
     }
 
-    #[tokio::test]
-    async fn extend_many_with_a_duplicate_item_reports_both_as_extended() {
-        let s = store();
-        let (k, a) = (name(), owner());
-        s.try_acquire(&k, &a, 1_000, None).await.unwrap().unwrap();
-        let item = ExtendItem {
-            key: k.clone(),
-            owner: a.clone(),
-            ttl_ms: 20_000,
-            has_data: false,
-        };
-        let results = s.extend_many(&[item.clone(), item]).await;
-        assert!(results.iter().all(|r| matches!(r, Ok(true))), "{results:?}");
+    fn handoff<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded("handoff", MysqlStore::handoff(self, key, owner, next))
+            .boxed()
     }
 
-    #[tokio::test]
-    async fn extend_many_over_several_batches_keeps_every_items_place() {
-        let s = store();
-        let a = owner();
-        // 600 items: three batches (256, 256, 88), every seventh not held, so each batch takes
-        // the per-item path.
-        let mut items = Vec::new();
-        let mut expected = Vec::new();
-        for i in 0..600 {
-            let k = name();
-            let held = i % 7 != 3;
-            if held {
-                s.try_acquire(&k, &a, 5_000, None).await.unwrap().unwrap();
-            }
-            items.push(ExtendItem {
-                key: k,
-                owner: a.clone(),
-                ttl_ms: 20_000,
-                has_data: false,
-            });
-            expected.push(held);
-        }
-        let got: Vec<bool> = s
-            .extend_many(&items)
-            .await
-            .into_iter()
-            .map(|r| r.unwrap())
-            .collect();
-        assert_eq!(got, expected);
-        // And with every item held, the single-statement path answers.
-        let held: Vec<ExtendItem> = items
-            .into_iter()
-            .zip(&expected)
-            .filter(|(_, held)| **held)
-            .map(|(item, _)| item)
-            .collect();
-        let got = s.extend_many(&held).await;
-        assert!(got.iter().all(|r| matches!(r, Ok(true))));
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+        self.bounded("inspect", MysqlStore::inspect(self, key))
+            .boxed()
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_extend_many_chosen_as_a_deadlock_victim_still_reports_every_outcome() {
-        let s = Arc::new(store());
-        let (a, prefix) = (owner(), name());
-        // `first` sorts before `second`, so the multi-row extend locks `first`, then waits for
-        // `second`, which the other transaction holds.
-        let (first, second) = (format!("{prefix}:1"), format!("{prefix}:2"));
-        for k in [&first, &second] {
-            s.try_acquire(k, &a, 60_000, None).await.unwrap().unwrap();
-        }
-        // Many rows changed make the other transaction the heavier one, so InnoDB rolls back
-        // the extend instead.
-        for i in 0..50 {
-            let filler = format!("{prefix}:filler:{i}");
-            s.try_acquire(&filler, &a, 60_000, None)
-                .await
-                .unwrap()
-                .unwrap();
-        }
-        let mut other = sqlx::MySqlConnection::connect(TEST_URL).await.unwrap();
-        let table = format!("`{TEST_TABLE}`");
-        sqlx::raw_sql("BEGIN").execute(&mut other).await.unwrap();
-        let touch = format!("UPDATE {table} SET data = 'other' WHERE name LIKE ?");
-        sqlx::query(AssertSqlSafe(touch.clone()))
-            .bind(format!("{prefix}:filler:%"))
-            .execute(&mut other)
-            .await
-            .unwrap();
-        sqlx::query(AssertSqlSafe(touch.clone()))
-            .bind(&second)
-            .execute(&mut other)
-            .await
-            .unwrap();
-        let items: Vec<ExtendItem> = [&first, &second]
-            .into_iter()
-            .map(|k| ExtendItem {
-                key: k.clone(),
-                owner: a.clone(),
-                ttl_ms: 30_000,
-                has_data: false,
-            })
-            .collect();
-        let extend = tokio::spawn({
-            let s = s.clone();
-            async move { s.extend_many(&items).await }
-        });
-        sleep_ms(300).await;
-        // Closes the cycle: InnoDB must roll back one side at once.
-        let closing = sqlx::query(AssertSqlSafe(touch))
-            .bind(&first)
-            .execute(&mut other)
-            .await;
-        sleep_ms(100).await;
-        sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
-        assert!(
-            closing.is_ok(),
-            "the other transaction was the victim: {closing:?}"
-        );
-        let results = extend.await.unwrap();
-        assert!(results.iter().all(|r| matches!(r, Ok(true))), "{results:?}");
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+        self.bounded("ping", MysqlStore::ping(self)).boxed()
     }
 
-    /// A server error with a chosen SQLSTATE, for testing error classification.
-    #[derive(Debug)]
-    struct FakeServerError(&'static str);
-
-    impl std::fmt::Display for FakeServerError {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "SQLSTATE {}", self.0)
-        }
-    }
-
-    impl std::error::Error for FakeServerError {}
-
-    impl sqlx::error::DatabaseError for FakeServerError {
-        fn message(&self) -> &str {
-            "fake"
-        }
-        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
-            Some(self.0.into())
-        }
-        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-            self
-        }
-        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
-            self
-        }
-        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
-            self
-        }
-        fn kind(&self) -> sqlx::error::ErrorKind {
-            sqlx::error::ErrorKind::Other
-        }
-    }
-
-    #[tokio::test]
-    async fn a_deadlock_victim_is_retried_and_other_errors_are_returned_at_once() {
-        let fail_with = |state: &'static str, failures: u32| {
-            let calls = std::cell::Cell::new(0);
-            async move {
-                let result = retry_on_conflict(|| {
-                    calls.set(calls.get() + 1);
-                    let failing = calls.get() <= failures;
-                    async move {
-                        if failing {
-                            Err(sqlx::Error::Database(Box::new(FakeServerError(state))))
-                        } else {
-                            Ok(())
-                        }
-                    }
-                })
-                .await;
-                (result.is_ok(), calls.get())
-            }
-        };
-        assert_eq!(fail_with("40001", 2).await, (true, 3));
-        assert_eq!(fail_with("40001", 10).await, (false, 5));
-        assert_eq!(fail_with("HY000", 1).await, (false, 1));
-        assert_eq!(fail_with("23000", 1).await, (false, 1));
-    }
-
-    #[tokio::test]
-    async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token() {
-        let s = MysqlStore::connect(
-            TEST_URL,
-            MysqlOptions {
-                purge_after_ms: 0,
-                ..options(2)
-            },
-        )
-        .unwrap();
-        let (k, a) = (name(), owner());
-        let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
-        assert!(s.release(&k, &a).await.unwrap());
-        let expired = name();
-        fresh(s.try_acquire(&expired, &a, 1, None).await.unwrap());
-        sleep_ms(20).await;
-        s.purge().await.unwrap();
-        let pool = s.ready().await.unwrap();
-        let rows: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT COUNT(*) FROM `{TEST_TABLE}` WHERE name IN (?, ?)"
-        )))
-        .bind(k.as_bytes())
-        .bind(expired.as_bytes())
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        assert_eq!(rows, 0, "released and expired names leave no row");
-        let again = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
-        assert!(again > first, "{again} > {first}");
-    }
-
-    #[tokio::test]
-    async fn a_purge_never_deletes_a_held_lock() {
-        let s = MysqlStore::connect(
-            TEST_URL,
-            MysqlOptions {
-                purge_after_ms: 0,
-                ..options(2)
-            },
-        )
-        .unwrap();
-        let (k, a) = (name(), owner());
-        let token = fresh(s.try_acquire(&k, &a, 60_000, None).await.unwrap());
-        s.purge().await.unwrap();
-        let info = s.inspect(&k).await.unwrap().unwrap();
-        assert_eq!((info.owner, info.fencing_token), (a, token));
-    }
-
-    #[tokio::test]
-    async fn extend_many_of_nothing_returns_nothing() {
-        assert!(store().extend_many(&[]).await.is_empty());
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn holding_2000_locks_at_once_needs_no_connection_per_lock() {
-        let s = Arc::new(
-            MysqlStore::connect(
-                TEST_URL,
-                MysqlOptions {
-                    // 2000 acquires queue for 3 connections: give the queue time.
-                    connect_timeout_ms: 120_000,
-                    ..options(3)
-                },
-            )
-            .unwrap(),
-        );
-        let a = owner();
-        let keys: Vec<String> = (0..2000).map(|_| name()).collect();
-        let mut tasks = JoinSet::new();
-        for k in keys.clone() {
-            let (s, a) = (s.clone(), a.clone());
-            tasks.spawn(async move { s.try_acquire(&k, &a, 120_000, None).await });
-        }
-        while let Some(joined) = tasks.join_next().await {
-            fresh(joined.unwrap().unwrap());
-        }
-        assert!(s.ready().await.unwrap().size() <= 3);
-        let items: Vec<ExtendItem> = keys
-            .iter()
-            .map(|k| ExtendItem {
-                key: k.clone(),
-                owner: a.clone(),
-                ttl_ms: 120_000,
-                has_data: false,
-            })
-            .collect();
-        assert!(s
-            .extend_many(&items)
-            .await
-            .iter()
-            .all(|r| matches!(r, Ok(true))));
-        let mut tasks = JoinSet::new();
-        for k in keys {
-            let (s, a) = (s.clone(), a.clone());
-            tasks.spawn(async move {
-                let busy = s.try_acquire(&k, &owner(), 1_000, None).await.unwrap();
-                let released = s.release(&k, &a).await.unwrap();
-                (busy, released)
-            });
-        }
-        while let Some(joined) = tasks.join_next().await {
-            assert_eq!(joined.unwrap(), (None, true));
-        }
-    }
-
-    #[tokio::test]
-    async fn a_store_pointed_at_a_closed_port_fails_within_the_connect_timeout() {
-        let s = MysqlStore::connect(
-            "mysql://root@127.0.0.1:1/test",
-            MysqlOptions {
-                connect_timeout_ms: 1_000,
-                ..options(2)
-            },
-        )
-        .unwrap();
-        let started = Instant::now();
-        let result = s.try_acquire(&name(), &owner(), 1_000, None).await;
-        let elapsed = started.elapsed();
-        assert!(result.is_err());
-        assert!(elapsed < Duration::from_millis(2_000), "{elapsed:?}");
-        let started = Instant::now();
-        assert!(s.ping().await.is_err());
-        assert!(started.elapsed() < Duration::from_millis(2_000));
-    }
-
-    #[test]
-    fn connect_rejects_bad_urls_table_names_and_pool_sizes_without_a_runtime() {
-        let bad = |url: &str, opts: MysqlOptions| MysqlStore::connect(url, opts).is_err();
-        assert!(bad("not a url", MysqlOptions::default()));
-        assert!(bad("redis://127.0.0.1:6379", MysqlOptions::default()));
-        assert!(bad(
-            "mysql://root@127.0.0.1:notaport/test",
-            MysqlOptions::default()
-        ));
-        assert!(bad(
-            "mysql://127.0.0.1/test?sslmode=sometimes",
-            MysqlOptions::default()
-        ));
-        for table in ["", "locks; DROP TABLE x", "a`b", "naïve", &"t".repeat(65)] {
-            let opts = MysqlOptions {
-                table: table.to_owned(),
-                ..MysqlOptions::default()
-            };
-            assert!(bad(TEST_URL, opts), "{table:?}");
-        }
-        let opts = MysqlOptions {
-            pool_size: 0,
-            ..MysqlOptions::default()
-        };
-        assert!(bad(TEST_URL, opts));
-        assert!(
-            MysqlStore::connect("mariadb://root@127.0.0.1/test", MysqlOptions::default()).is_ok()
-        );
-        assert!(MysqlStore::connect(
-            TEST_URL,
-            MysqlOptions {
-                table: "T_".repeat(32),
-                ..MysqlOptions::default()
-            }
-        )
-        .is_ok());
-    }
-
-    #[test]
-    fn default_options_are_the_documented_ones() {
-        let opts = MysqlOptions::default();
-        assert_eq!(opts.table, "deadbolt_locks");
-        assert_eq!(opts.pool_size, 10);
-        assert_eq!(opts.connect_timeout_ms, 5000);
-    }
-
-    #[tokio::test]
-    async fn ping_answers_and_creates_a_missing_table() {
-        let table = format!("deadbolt_ping_{}", uuid::Uuid::new_v4().simple());
-        let s = MysqlStore::connect(
-            TEST_URL,
-            MysqlOptions {
-                table: table.clone(),
-                ..options(2)
-            },
-        )
-        .unwrap();
-        s.ping().await.unwrap();
-        let pool = s.ready().await.unwrap();
-        let found: Option<MySqlRow> = sqlx::query("SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?")
-            .bind(&table)
-            .fetch_optional(pool)
-            .await
-            .unwrap();
-        let drop = format!("DROP TABLE `{table}`");
-        sqlx::query(AssertSqlSafe(drop))
-            .execute(pool)
-            .await
-            .unwrap();
-        assert!(found.is_some());
-    }
-
-    #[tokio::test]
-    async fn an_account_without_the_create_privilege_uses_an_existing_table_and_fails_on_a_missing_one(
-    ) {
-        let root = store();
-        root.ping().await.unwrap();
-        let admin = root.ready().await.unwrap();
-        // Only this test uses this account, so creating and dropping it cannot race.
-        let setup = format!(
-            "CREATE USER IF NOT EXISTS 'deadbolt_dml_test'@'127.0.0.1' IDENTIFIED BY 'pw';
-             GRANT SELECT, INSERT, UPDATE ON `{TEST_TABLE}` TO 'deadbolt_dml_test'@'127.0.0.1'"
-        );
-        sqlx::raw_sql(AssertSqlSafe(setup))
-            .execute(admin)
-            .await
-            .unwrap();
-        let limited = MysqlStore::connect(
-            "mysql://deadbolt_dml_test:pw@127.0.0.1:3306/test",
-            options(2),
-        )
-        .unwrap();
-        let (k, a) = (name(), owner());
-        let acquired = limited.try_acquire(&k, &a, 10_000, None).await;
-        let released = limited.release(&k, &a).await;
-        limited.close().await;
-        let missing = MysqlStore::connect(
-            "mysql://deadbolt_dml_test:pw@127.0.0.1:3306/test",
-            MysqlOptions {
-                table: "deadbolt_never_created".to_owned(),
-                ..options(2)
-            },
-        )
-        .unwrap();
-        let refused = missing.ping().await;
-        missing.close().await;
-        sqlx::raw_sql("DROP USER IF EXISTS 'deadbolt_dml_test'@'127.0.0.1'")
-            .execute(admin)
-            .await
-            .unwrap();
-        fresh(acquired.unwrap());
-        assert!(released.unwrap());
-        let message = refused.unwrap_err().message;
-        assert!(message.contains("creating the lock table"), "{message}");
-    }
-
-    #[tokio::test]
-    async fn operations_after_close_fail() {
-        let s = store();
-        s.ping().await.unwrap();
-        s.close().await;
-        assert!(s.try_acquire(&name(), &owner(), 1_000, None).await.is_err());
-        assert!(s.inspect(&name()).await.is_err());
-        let never_used = store();
-        never_used.close().await;
-        assert!(never_used.ping().await.is_err());
-    }
-
-    #[tokio::test]
-    async fn the_driver_counts_matched_rows_so_an_unchanged_row_still_counts() {
-        // `extend` and `release` read "owned" from the affected count: this pins the
-        // CLIENT_FOUND_ROWS behaviour they rely on.
-        let s = store();
-        let (k, a) = (name(), owner());
-        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-        let pool = s.ready().await.unwrap();
-        let noop = format!("UPDATE `{TEST_TABLE}` SET fence = fence WHERE name = ?");
-        let done = sqlx::query(AssertSqlSafe(noop))
-            .bind(k.as_bytes())
-            .execute(pool)
-            .await
-            .unwrap();
-        assert_eq!(done.rows_affected(), 1);
-    }
-
-    #[tokio::test]
-    #[ignore = "benchmark: cargo test -- --ignored --nocapture"]
-    async fn sequential_acquire_and_release_latency() {
-        let s = store();
-        let a = owner();
-        s.ping().await.unwrap();
-        let mut samples = Vec::new();
-        for _ in 0..500 {
-            let k = name();
-            let started = Instant::now();
-            s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-            assert!(s.release(&k, &a).await.unwrap());
-            samples.push(started.elapsed());
-        }
-        samples.sort();
-        let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-        println!(
-            "acquire+release of a new name: p50 {:?} p90 {:?} p99 {:?}",
-            pick(0.5),
-            pick(0.9),
-            pick(0.99)
-        );
-        let k = name();
-        let mut samples = Vec::new();
-        for _ in 0..500 {
-            let started = Instant::now();
-            s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-            assert!(s.release(&k, &a).await.unwrap());
-            samples.push(started.elapsed());
-        }
-        samples.sort();
-        let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-        println!(
-            "acquire+release of one name again and again: p50 {:?} p90 {:?} p99 {:?}",
-            pick(0.5),
-            pick(0.9),
-            pick(0.99)
-        );
+    fn close(&self) -> BoxFuture<'_, ()> {
+        MysqlStore::close(self).boxed()
     }
 }
+
+#[cfg(test)]
+mod tests;

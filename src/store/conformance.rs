@@ -1,0 +1,273 @@
+//! The contract every store keeps, as tests any store runs against itself: each store's
+//! `tests.rs` invokes [`conformance_suite!`] with an expression that opens a fresh store (or
+//! `None` when its server is not there: see [`server_or_skip`]).
+
+use super::{ExtendItem, NextOwner, SharedStore};
+use std::time::Duration;
+
+/// Whether the server on `127.0.0.1:port` answers. When it does not, the test is skipped with
+/// a message, except under `CI`, where it fails.
+pub fn server_or_skip(name: &str, port: u16) -> bool {
+    let up = std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(1),
+    )
+    .is_ok();
+    if !up {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is not answering on 127.0.0.1:{port} (start it with scripts/services.sh)"
+        );
+        eprintln!("skipped: {name} is not answering on 127.0.0.1:{port}");
+    }
+    up
+}
+
+/// A lock name no other test uses.
+pub fn name() -> String {
+    format!("conformance:{}", uuid::Uuid::new_v4())
+}
+
+fn owner() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// A free name is granted; a held one is refused to everyone else. The holder asking again
+/// is refused too, or given its own token back where the store makes a repeated request safe
+/// to retry (Redis), never a new grant.
+pub async fn a_free_lock_is_granted_and_a_held_one_refused(s: SharedStore) {
+    let (k, a, b) = (name(), owner(), owner());
+    let token = s.try_acquire(&k, &a, 10_000, None, false).await.unwrap();
+    assert!(token.is_some_and(|t| t > 0));
+    assert_eq!(
+        s.try_acquire(&k, &b, 10_000, None, false).await.unwrap(),
+        None
+    );
+    let again = s.try_acquire(&k, &a, 10_000, None, false).await.unwrap();
+    assert!(
+        again.is_none() || again == token,
+        "{again:?} after {token:?}"
+    );
+    assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, a);
+}
+
+/// An expired lease is taken over with a higher token, and its former holder can neither
+/// extend nor release the new one.
+pub async fn an_expired_lock_is_taken_over_with_a_higher_token(s: SharedStore) {
+    let (k, a, b) = (name(), owner(), owner());
+    let first = s
+        .try_acquire(&k, &a, 50, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    sleep_ms(150).await;
+    let second = s
+        .try_acquire(&k, &b, 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second > first);
+    assert!(!s.extend(&k, &a, 10_000, false).await.unwrap());
+    assert!(!s.release(&k, &a).await.unwrap().released);
+    assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, b);
+}
+
+/// Tokens strictly increase per name across releases, expiries and handoffs.
+pub async fn tokens_strictly_increase_across_releases_expiries_and_handoffs(s: SharedStore) {
+    let k = name();
+    let mut last = 0;
+    for round in 0..4 {
+        let a = owner();
+        let token = s
+            .try_acquire(&k, &a, 60, None, false)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(token > last, "round {round}: {token} after {last}");
+        last = token;
+        if round % 2 == 0 {
+            assert!(s.release(&k, &a).await.unwrap().released);
+        } else {
+            let b = owner();
+            let next = NextOwner {
+                owner: &b,
+                ttl_ms: 60,
+                data: None,
+                previous_had_data: false,
+                plain: false,
+            };
+            let handed = s.handoff(&k, &a, &next).await.unwrap().unwrap();
+            assert!(handed > last);
+            last = handed;
+            sleep_ms(120).await;
+        }
+    }
+}
+
+/// Only the owner extends, and only a live lease.
+pub async fn extend_is_compare_and_set(s: SharedStore) {
+    let (k, a, b) = (name(), owner(), owner());
+    s.try_acquire(&k, &a, 1_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.extend(&k, &a, 60_000, false).await.unwrap());
+    let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
+    assert!((58_000..=60_000).contains(&remaining), "{remaining}");
+    assert!(!s.extend(&k, &b, 120_000, false).await.unwrap());
+    assert!(!s.extend(&name(), &a, 1_000, false).await.unwrap());
+}
+
+/// Only the owner releases; a second release finds nothing.
+pub async fn release_is_compare_and_delete(s: SharedStore) {
+    let (k, a, b) = (name(), owner(), owner());
+    s.try_acquire(&k, &a, 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!s.release(&k, &b).await.unwrap().released);
+    assert!(s.inspect(&k).await.unwrap().is_some());
+    assert!(s.release(&k, &a).await.unwrap().released);
+    assert!(!s.release(&k, &a).await.unwrap().released);
+    assert_eq!(s.inspect(&k).await.unwrap(), None);
+}
+
+/// A handoff moves the lock in one step, with a new token, the next owner's data and none of
+/// the previous owner's; only the holder can hand off.
+pub async fn a_handoff_moves_the_lock_with_a_new_token(s: SharedStore) {
+    let (k, a, b, c) = (name(), owner(), owner(), owner());
+    let first = s
+        .try_acquire(&k, &a, 10_000, Some(b"mine"), false)
+        .await
+        .unwrap()
+        .unwrap();
+    let next = NextOwner {
+        owner: &b,
+        ttl_ms: 10_000,
+        data: None,
+        previous_had_data: true,
+        plain: false,
+    };
+    let stranger = NextOwner { owner: &c, ..next };
+    assert_eq!(s.handoff(&k, &c, &stranger).await.unwrap(), None);
+    let token = s.handoff(&k, &a, &next).await.unwrap().unwrap();
+    assert!(token > first);
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!((info.owner.as_str(), info.data), (b.as_str(), None));
+    let to_c = NextOwner { owner: &c, ..next };
+    assert_eq!(
+        s.handoff(&k, &a, &to_c).await.unwrap(),
+        None,
+        "a no longer holds it"
+    );
+}
+
+/// Inspect reports the holder, its token, the remaining lease and the data; nothing for a
+/// free, released or expired name.
+pub async fn inspect_reports_the_holder(s: SharedStore) {
+    let (k, a) = (name(), owner());
+    assert_eq!(s.inspect(&k).await.unwrap(), None);
+    let token = s
+        .try_acquire(&k, &a, 5_000, Some(b"payload"), false)
+        .await
+        .unwrap()
+        .unwrap();
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!(info.owner, a);
+    assert_eq!(info.fencing_token, token);
+    assert!((4_000..=5_000).contains(&info.remaining_ms), "{info:?}");
+    assert_eq!(info.data.as_deref(), Some(&b"payload"[..]));
+    s.release(&k, &a).await.unwrap();
+    assert_eq!(s.inspect(&k).await.unwrap(), None);
+    let expiring = name();
+    s.try_acquire(&expiring, &a, 30, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    sleep_ms(100).await;
+    assert_eq!(s.inspect(&expiring).await.unwrap(), None);
+}
+
+/// Payloads are bytes: every byte value round-trips.
+pub async fn data_round_trips_every_byte(s: SharedStore) {
+    let (k, a) = (name(), owner());
+    let mut data: Vec<u8> = (0..=255u8).collect();
+    data.extend_from_slice(&[0, 0xff, b'\'', b'\\']);
+    s.try_acquire(&k, &a, 10_000, Some(&data), false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, Some(data));
+}
+
+/// A batched extension reports each item's own outcome, in order.
+pub async fn extend_many_reports_each_item_in_order(s: SharedStore) {
+    let a = owner();
+    let held: Vec<String> = (0..5).map(|_| name()).collect();
+    for k in &held {
+        s.try_acquire(k, &a, 10_000, None, false)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let mut items: Vec<ExtendItem> = held
+        .iter()
+        .map(|k| ExtendItem {
+            key: k.clone(),
+            owner: a.clone(),
+            ttl_ms: 30_000,
+            has_data: false,
+        })
+        .collect();
+    items.insert(
+        2,
+        ExtendItem {
+            key: name(),
+            owner: a.clone(),
+            ttl_ms: 30_000,
+            has_data: false,
+        },
+    );
+    items[4].owner = owner();
+    let results: Vec<bool> = s
+        .extend_many(&items)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(results, vec![true, true, false, true, false, true]);
+}
+
+/// Defines one `#[tokio::test]` per contract test above, each with a fresh store from
+/// `$open` (an expression of type `Option<SharedStore>`; `None` skips).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($open:expr) => {
+        $crate::conformance_suite!(@tests $open;
+            a_free_lock_is_granted_and_a_held_one_refused,
+            an_expired_lock_is_taken_over_with_a_higher_token,
+            tokens_strictly_increase_across_releases_expiries_and_handoffs,
+            extend_is_compare_and_set,
+            release_is_compare_and_delete,
+            a_handoff_moves_the_lock_with_a_new_token,
+            inspect_reports_the_holder,
+            data_round_trips_every_byte,
+            extend_many_reports_each_item_in_order
+        );
+    };
+    (@tests $open:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let opened: Option<$crate::store::SharedStore> = $open;
+                if let Some(store) = opened {
+                    $crate::store::conformance::$name(store).await;
+                }
+            }
+        )*
+    };
+}

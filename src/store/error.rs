@@ -1,0 +1,98 @@
+//! The store error model: every failure has a kind, mapped once per store from its driver's
+//! own classification (redis-rs error predicates, sqlx error variants and SQLSTATE), and a
+//! message. The kind travels to JavaScript as data (`cause.code`), so no program has to read
+//! a message. Expected outcomes (busy, not owned) are values, never errors.
+
+use std::fmt;
+
+/// What kind of failure a store met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The server could not be reached: refused, reset, a broken connection, a failed TLS
+    /// handshake, a name that does not resolve.
+    Unreachable,
+    /// The server did not answer within the configured bound.
+    Timeout,
+    /// The store (or the client) was closed.
+    Closed,
+    /// The server answered with an error (permissions, a script error, an SQL error…).
+    Server,
+    /// The request was refused before it was sent: an argument the store cannot take.
+    Invalid,
+    /// A bug in deadbolt (a panic, a reply it did not expect).
+    Internal,
+}
+
+impl ErrorKind {
+    /// Every kind, in the order of [`ErrorKind::code`]'s table (for exporting to JS).
+    pub const ALL: [ErrorKind; 6] = [
+        ErrorKind::Unreachable,
+        ErrorKind::Timeout,
+        ErrorKind::Closed,
+        ErrorKind::Server,
+        ErrorKind::Invalid,
+        ErrorKind::Internal,
+    ];
+
+    /// The stable code JavaScript puts on the error's `cause`.
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::Unreachable => "ERR_LOCK_STORE_UNREACHABLE",
+            ErrorKind::Timeout => "ERR_LOCK_STORE_TIMEOUT",
+            ErrorKind::Closed => "ERR_LOCK_STORE_CLOSED",
+            ErrorKind::Server => "ERR_LOCK_STORE_SERVER",
+            ErrorKind::Invalid => "ERR_LOCK_STORE_INVALID",
+            ErrorKind::Internal => "ERR_LOCK_STORE_INTERNAL",
+        }
+    }
+}
+
+/// A store failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// Human-readable cause, suitable for an error's `cause.message`; never holds a secret.
+    pub message: String,
+}
+
+impl StoreError {
+    /// A failure of `kind` described by `message`.
+    pub fn new(kind: ErrorKind, message: impl fmt::Display) -> Self {
+        StoreError {
+            kind,
+            message: message.to_string(),
+        }
+    }
+
+    /// The store or client was closed.
+    pub fn closed(message: impl fmt::Display) -> Self {
+        Self::new(ErrorKind::Closed, message)
+    }
+
+    /// A reply deadbolt did not expect, or another bug.
+    pub fn internal(message: impl fmt::Display) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    /// An argument the store cannot take.
+    pub fn invalid(message: impl fmt::Display) -> Self {
+        Self::new(ErrorKind::Invalid, message)
+    }
+
+    /// No answer within the bound.
+    pub fn timeout(message: impl fmt::Display) -> Self {
+        Self::new(ErrorKind::Timeout, message)
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Result of a store operation.
+pub type StoreResult<T> = Result<T, StoreError>;

@@ -1,0 +1,185 @@
+//! The store contract: [`LockStore`], the operations every store implements, each one round
+//! trip and atomic on the server, plus optional capabilities the engine discovers through the
+//! trait ([`LockStore::release_notifications`]). Nothing here knows about retries,
+//! heartbeats or JavaScript. Adding a store is one module here and one line in [`open`].
+
+pub mod error;
+pub mod memory;
+pub mod mysql;
+pub mod open;
+pub mod redis;
+pub mod tls;
+
+#[cfg(test)]
+mod conformance;
+
+pub use error::{ErrorKind, StoreError, StoreResult};
+use futures_util::future::BoxFuture;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// What a store knows about a held lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    /// Owner token of the current holder.
+    pub owner: String,
+    /// The holder's fencing token; 0 when the store cannot tell (a Redis lock taken by
+    /// redislock or the redislock face, whose value is the bare owner).
+    pub fencing_token: u64,
+    /// Remaining lease in milliseconds, by the store's clock (-1: no expiry).
+    pub remaining_ms: i64,
+    /// Payload stored with the lock, if any.
+    pub data: Option<Vec<u8>>,
+}
+
+/// One lease to extend in a batch (heartbeats).
+#[derive(Debug, Clone)]
+pub struct ExtendItem {
+    /// Lock name.
+    pub key: String,
+    /// Owner token.
+    pub owner: String,
+    /// New remaining lease in milliseconds.
+    pub ttl_ms: u64,
+    /// Whether a payload was stored with the lock (its lease is extended too).
+    pub has_data: bool,
+}
+
+/// What a release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseOutcome {
+    /// Whether the caller held the lock (and this call freed it).
+    pub released: bool,
+    /// Whether waiters in other processes are known to be listening for this release
+    /// (Redis: subscribers other than this process; other stores cannot tell).
+    pub others_waiting: bool,
+}
+
+/// Who a lock is handed to by [`LockStore::handoff`].
+#[derive(Debug, Clone, Copy)]
+pub struct NextOwner<'a> {
+    /// Owner token of the next holder.
+    pub owner: &'a str,
+    /// Its lease in ms.
+    pub ttl_ms: u64,
+    /// Its payload, if any.
+    pub data: Option<&'a [u8]>,
+    /// Whether the current holder stored a payload (that must not leak to the next one).
+    pub previous_had_data: bool,
+    /// Store the owner alone as the value, without the token (the redislock face's wire
+    /// format; Redis only).
+    pub plain: bool,
+}
+
+/// A connected store, shared by every engine user; cloning the `Arc` shares its connections.
+pub type SharedStore = Arc<dyn LockStore>;
+
+/// The operations every store offers. Each is one round trip where the store allows it and
+/// atomic on the server (compare-and-act), decided by the store's clock.
+pub trait LockStore: Send + Sync + 'static {
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or expired, with `data` stored
+    /// alongside. `plain`: store the owner alone as the value (the redislock wire format;
+    /// only Redis makes a difference). Returns the new fencing token, strictly greater than
+    /// any token issued for `key` before, or `None` when someone else holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: dropping the future after the request was sent may leave the lock taken.
+    fn try_acquire<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        data: Option<&'a [u8]>,
+        plain: bool,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>>;
+
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` still holds it (and of its
+    /// payload, `has_data`). Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        has_data: bool,
+    ) -> BoxFuture<'a, StoreResult<bool>>;
+
+    /// Extends many leases in as few round trips as the store allows (one pipeline on Redis,
+    /// one statement per batch on MySQL). One result per item, in order.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: each extension is idempotent.
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>>;
+
+    /// Frees `key` if `owner` still holds it, and announces it to waiters where the store
+    /// can.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent (a repeat after a lost reply reports `released: false`).
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>>;
+
+    /// If `owner` holds `key`, gives it straight to `next` (new lease, new fencing token) in
+    /// one atomic step and returns the token; `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
+    fn handoff<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>>;
+
+    /// Reads who holds `key`, or `None` when it is free or expired.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>>;
+
+    /// Checks that the store answers.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>>;
+
+    /// Closes connections. Operations afterwards fail with [`ErrorKind::Closed`].
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: closing again is harmless.
+    fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// Announcements of releases made anywhere (other processes included), if the store has
+    /// them. Without them, waiters in other processes poll.
+    fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
+        None
+    }
+}
+
+/// A store capability: release announcements from other processes (Redis pub/sub).
+pub trait ReleaseNotifications: Send + Sync {
+    /// A stream of released lock names, for keys being watched. A receiver that lags loses
+    /// messages, which costs the waiters one poll each.
+    fn releases(&self) -> broadcast::Receiver<String>;
+
+    /// Starts listening for releases of `key`. Each `watch` needs a matching `unwatch`. A
+    /// failure to subscribe is not an error: waiters fall back to polling.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: at worst the subscription is made late or not at all.
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()>;
+
+    /// Stops listening for releases of `key` when no local waiter is left.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
+    fn unwatch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()>;
+
+    /// Number of keys listened to (for diagnostics and leak checks).
+    fn watched(&self) -> usize;
+}

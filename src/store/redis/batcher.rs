@@ -1,0 +1,113 @@
+//! The write path to one Redis server: commands issued in the same scheduler tick go out in
+//! one pipelined write on the shared multiplexed connection, scripts are run by hash and
+//! loaded again when the server forgot them, and a batch whose connection broke is sent once
+//! more on the fresh one.
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::{RedisError, RedisResult, Script, ServerErrorKind, Value};
+use tokio::sync::{mpsc, oneshot};
+
+/// Most commands one batch carries (one write on the socket).
+const MAX_BATCH: usize = 512;
+
+/// A command waiting for the batcher, with where its reply goes.
+pub(super) struct Request {
+    pub(super) cmd: redis::Cmd,
+    /// The script the command runs by hash, to load it if the server answers NOSCRIPT.
+    pub(super) script: Option<&'static Script>,
+    pub(super) reply: oneshot::Sender<RedisResult<Value>>,
+}
+
+/// Coalesces the commands issued in one scheduler tick into one pipelined write. Without it
+/// the multiplexed connection writes each command with its own syscall, which on a loaded
+/// core costs more than the command itself. Batches are sent concurrently, replies are
+/// matched by order on the multiplexed connection.
+pub(super) async fn batch_loop(
+    conn: ConnectionManager,
+    mut requests: mpsc::UnboundedReceiver<Request>,
+) {
+    while let Some(first) = requests.recv().await {
+        // Let every task that is ready this tick queue its command before we send.
+        tokio::task::yield_now().await;
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match requests.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(_) => break,
+            }
+        }
+        tokio::spawn(send_batch(conn.clone(), batch));
+    }
+}
+
+async fn send_batch(mut conn: ConnectionManager, batch: Vec<Request>) {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    let mut replies = Vec::with_capacity(batch.len());
+    for r in batch {
+        pipe.add_command(r.cmd);
+        replies.push((r.script, r.reply));
+    }
+    let mut results = conn.req_packed_commands(&pipe, 0, replies.len()).await;
+    if results.as_ref().is_err_and(is_reconnectable) {
+        // The connection broke (a server restart, a killed client): the manager reconnects,
+        // and every script here is safe to send again (see `scripts`).
+        results = conn.req_packed_commands(&pipe, 0, replies.len()).await;
+    }
+    let values = match results {
+        Ok(values) if values.len() == replies.len() => values,
+        Ok(values) => {
+            let message = format!("expected {} replies, got {}", replies.len(), values.len());
+            for (_, reply) in replies {
+                let _ = reply.send(Err(RedisError::from((
+                    redis::ErrorKind::Client,
+                    "pipeline",
+                    message.clone(),
+                ))));
+            }
+            return;
+        }
+        Err(e) => {
+            for (_, reply) in replies {
+                let _ = reply.send(Err(e.clone()));
+            }
+            return;
+        }
+    };
+    for (((script, reply), value), cmd) in replies.into_iter().zip(values).zip(pipe.cmd_iter()) {
+        let result = match value {
+            Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript) => {
+                // The script cache is empty (a restart, SCRIPT FLUSH): load it and ask again.
+                match script {
+                    Some(script) => match script.prepare_invoke().load_async(&mut conn).await {
+                        Ok(_) => conn.req_packed_command(cmd).await,
+                        Err(e) => Err(e),
+                    },
+                    None => Err(e.into()),
+                }
+            }
+            Value::ServerError(e) => Err(e.into()),
+            v => Ok(v),
+        };
+        let _ = reply.send(result);
+    }
+}
+
+/// Whether `e` says the connection broke before a reply came, so the same commands can be
+/// sent again on a fresh one (a timeout is not: it already used the caller's time budget).
+pub(super) fn is_reconnectable(e: &RedisError) -> bool {
+    (e.is_connection_dropped() || e.is_io_error()) && !e.is_timeout()
+}
+
+/// An `EVALSHA` of `script` with `keys` and `args`.
+pub(super) fn evalsha(script: &Script, keys: &[&[u8]], args: &[&[u8]]) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len());
+    for k in keys {
+        cmd.arg(*k);
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
+}

@@ -1,0 +1,118 @@
+//! The Redis store against the real server on 127.0.0.1:6379 (skipped with a message when it
+//! is down, failed under `CI`): the contract, and what only Redis has (a script cache the
+//! server can forget, pub/sub connections that can drop).
+
+use super::{RedisOptions, RedisStore};
+use crate::store::conformance::{name, server_or_skip};
+use crate::store::{LockStore, ReleaseNotifications};
+use std::sync::Arc;
+use std::time::Duration;
+
+const URL: &str = "redis://127.0.0.1:6379";
+
+fn open() -> Option<Arc<RedisStore>> {
+    server_or_skip("Redis", 6379)
+        .then(|| RedisStore::connect(URL, &RedisOptions::default()).unwrap())
+}
+
+async fn raw() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(URL)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+mod conformance {
+    crate::conformance_suite!(super::open().map(|s| s as _));
+}
+
+#[tokio::test]
+async fn scripts_are_loaded_again_after_the_server_forgot_them() {
+    let Some(s) = open() else { return };
+    let k = name();
+    s.try_acquire(&k, "a", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw().await)
+        .await
+        .unwrap();
+    // Every script, run by hash, meets NOSCRIPT once.
+    assert!(LockStore::extend(&*s, &k, "a", 10_000, false)
+        .await
+        .unwrap());
+    assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, "a");
+    let items = [crate::store::ExtendItem {
+        key: k.clone(),
+        owner: "a".into(),
+        ttl_ms: 10_000,
+        has_data: false,
+    }];
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw().await)
+        .await
+        .unwrap();
+    assert!(s.extend_many(&items).await[0].as_ref().unwrap());
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+}
+
+#[tokio::test]
+async fn a_killed_connection_is_replaced_within_the_same_call() {
+    let Some(s) = open() else { return };
+    let k = name();
+    s.try_acquire(&k, "a", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut raw().await)
+        .await
+        .unwrap();
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+}
+
+#[tokio::test]
+async fn release_announcements_resume_after_the_subscriber_connection_dropped() {
+    let Some(s) = open() else { return };
+    let k = name();
+    let mut releases = s.releases();
+    s.watch(&k).await;
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut raw().await)
+        .await
+        .unwrap();
+    // Another process releases the key, again and again until it is heard: the watch must
+    // come back by itself.
+    let other = RedisStore::connect(URL, &RedisOptions::default()).unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            other
+                .try_acquire(&k, "b", 10_000, None, false)
+                .await
+                .unwrap();
+            LockStore::release(&*other, &k, "b").await.unwrap();
+            if let Ok(Ok(key)) =
+                tokio::time::timeout(Duration::from_millis(100), releases.recv()).await
+            {
+                return key;
+            }
+        }
+    })
+    .await
+    .expect("no announcement reached the watcher after its connection dropped");
+    assert_eq!(heard, k);
+    s.unwatch(&k).await;
+    assert_eq!(s.watched(), 0);
+}
