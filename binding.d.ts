@@ -20,16 +20,15 @@ export declare class NativeClient {
    * Starts a batch of operations queued by `index.js` during one tick, so the batch costs
    * one crossing and at most one wake-up of the runtime instead of one each.
    *
-   * `ops` is a sequence of records (numbers); strings and payloads come in order from
-   * `strings` and `data`:
-   * - acquire: `[1, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery, maxHold,
-   *   flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the lock's
-   *   handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
-   *   auto-extension; `maxHold` < 0: none; flags: 1 = report expiry as loss, 2 =
-   *   cancellable by `cancel(req)`, 4 = store the bare owner as the value (the redislock
-   *   wire format); `dataIndex` < 0: no payload.
-   * - release: `[2, req, id]`: completes with true (released now) or false.
-   * - extend: `[3, req, id, ttl]`: completes with true (extended) or false.
+   * `ops` is a sequence of records (numbers, see `protocol.rs`); strings and payloads come
+   * in order from `strings` and `data`:
+   * - acquire: `[OP_ACQUIRE, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery,
+   *   maxHold, flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the
+   *   lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0:
+   *   no auto-extension; `maxHold` < 0: none; `flags`: the `FLAG_*` constants;
+   *   `dataIndex` < 0: no payload.
+   * - release: `[OP_RELEASE, req, id]`: succeeded (released now) or refused.
+   * - extend: `[OP_EXTEND, req, id, ttl]`: succeeded (extended) or refused.
    */
   submit(ops: Float64Array, strings: Array<string>, data: Array<Buffer>): void
   /** Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`). */
@@ -68,6 +67,9 @@ export declare class NativeClient {
   keepAlive(on: boolean): void
 }
 
+/** The limits and defaults. */
+export declare function limits(): NativeLimits
+
 /** A batch of completions: `records` holds `[requestId, kind, value]` triplets. */
 export interface NativeBatch {
   /**
@@ -82,7 +84,7 @@ export interface NativeBatch {
    */
   errors: Array<Array<string>>
   /** Lock infos returned by `inspect`. */
-  infos: Array<JsLockInfo>
+  infos: Array<NativeLockInfo>
   /**
    * Fencing tokens above 2^53: a granted record whose value is `-(i + 1)` has token
    * `bigTokens[i]`.
@@ -104,6 +106,38 @@ export interface NativeConnectOptions {
   tls?: NativeTlsOptions
 }
 
+/** Limits and defaults (see `src/limits.rs`), for the JavaScript layer's checks. */
+export interface NativeLimits {
+  /** Longest lock name, in UTF-8 bytes. */
+  maxKeyBytes: number
+  /** Largest payload, in bytes. */
+  maxDataBytes: number
+  /** Longest finite duration, in ms. */
+  maxMs: number
+  /** Default lease, in ms. */
+  defaultTtl: number
+  /** Default wait of `acquire`, in ms. */
+  defaultWait: number
+  /** Default poll delay, in ms. */
+  defaultRetryDelay: number
+  /** Default jitter. */
+  defaultJitter: number
+  /** Default election lease, in ms. */
+  defaultElectionTtl: number
+  /** Default connect timeout, in ms. */
+  defaultConnectTimeout: number
+  /** Default response timeout, in ms. */
+  defaultResponseTimeout: number
+  /** Default pool size. */
+  defaultPoolSize: number
+  /** Largest pool size. */
+  maxPoolSize: number
+  /** Default lease table. */
+  defaultTable: string
+  /** Longest table name. */
+  maxTableNameBytes: number
+}
+
 /** Who holds a lock, as `inspect` reads it. */
 export interface NativeLockInfo {
   /** Owner token of the holder. */
@@ -117,6 +151,36 @@ export interface NativeLockInfo {
   remainingMs: number
   /** Stored payload, if any. */
   data?: Buffer
+}
+
+/** The protocol's numbers, for `lib/native.js`. */
+export interface NativeProtocol {
+  /** Op code of an acquisition. */
+  opAcquire: number
+  /** Op code of a release. */
+  opRelease: number
+  /** Op code of an extension. */
+  opExtend: number
+  /** Flag: report the lease's end as a loss. */
+  flagWatchExpiry: number
+  /** Flag: cancellable through `cancel(req)`. */
+  flagCancellable: number
+  /** Flag: bare owner as the value. */
+  flagPlain: number
+  /** Completion kind: granted (value: token, or `-(i + 1)` for `bigTokens[i]`). */
+  kindGranted: number
+  /** Completion kind: succeeded (released, extended, pinged, closed). */
+  kindSucceeded: number
+  /** Completion kind: refused (busy, not owned, not found). */
+  kindRefused: number
+  /** Completion kind: failed (value: index in `errors`). */
+  kindFailed: number
+  /** Completion kind: lock `req` was lost (value: index in `lostReasons`). */
+  kindLost: number
+  /** Completion kind: inspect found a holder (value: index in `infos`). */
+  kindInfo: number
+  /** Why a lock was lost, by the value of a `lost` completion. */
+  lostReasons: Array<string>
 }
 
 /** What a client and its store's engine currently keep (see `LockClient#stats`). */
@@ -144,3 +208,6 @@ export interface NativeTlsOptions {
   /** Verify the server's certificate. Default true. */
   rejectUnauthorized?: boolean
 }
+
+/** The protocol's numbers. */
+export declare function protocol(): NativeProtocol

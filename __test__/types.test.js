@@ -24,3 +24,12 @@ test('a strict TypeScript program using the API and await using compiles and run
     fs.rmSync(emitted, { force: true })
   }
 })
+
+test('the generated binding.d.ts compiles under tsc --strict', () => {
+  const tsc = require.resolve('typescript/bin/tsc')
+  try {
+    execFileSync(process.execPath, [tsc, '--strict', '--noEmit', path.join(__dirname, '..', 'binding.d.ts')], { encoding: 'utf8' })
+  } catch (err) {
+    assert.fail(`${err.stdout ?? ''}${err.stderr ?? ''}`)
+  }
+})

@@ -5,7 +5,7 @@
 // DEL/PEXPIRE), so redislock and deadbolt processes exclude each other during a migration.
 
 const { randomUUID } = require('node:crypto')
-const { Native } = require('../lib/native')
+const { Native, FLAGS } = require('../lib/native')
 const { toRedisTarget } = require('../lib/redis-url')
 const { tlsFingerprint } = require('../lib/tls')
 const { compat } = require('../lib/compat-promise')
@@ -96,9 +96,19 @@ class Lock {
     try {
       token = await native.request((req) => {
         handle = req
-        // Flags: 1 = report the lease's end (see _lost), 4 = the bare `_id` as the value,
-        // redislock's wire format.
-        native.acquireOp(req, key, this._id, this.timeout, -1, attempts, this.delay, 0, undefined, 0, -1, 5)
+        native.acquireOp(req, key, this._id, {
+          ttl: this.timeout,
+          wait: -1,
+          maxAttempts: attempts,
+          retryDelay: this.delay,
+          jitter: 0,
+          data: undefined,
+          extendEvery: 0,
+          maxHold: -1,
+          // The lease's end is reported (see _lost); the value is the bare `_id`, redislock's
+          // wire format.
+          flags: FLAGS.watchExpiry | FLAGS.plain,
+        })
       })
     } catch (err) {
       throw new LockAcquisitionError(err.cause?.message ?? err.message, { cause: err })

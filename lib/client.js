@@ -4,7 +4,7 @@
 
 const { randomBytes } = require('node:crypto')
 const { inspect } = require('node:util')
-const { Native } = require('./native')
+const { Native, FLAGS } = require('./native')
 const { redactUrl } = require('./redact')
 const {
   LockAcquisitionError,
@@ -337,8 +337,17 @@ class LockClient {
         pending.onAbort = () => native.cancel(req)
         signal.addEventListener('abort', pending.onAbort, { once: true })
       }
-      // Flags: 1 = report the lease's expiry as a loss, 2 = cancellable.
-      native.acquireOp(req, key, owner, o.ttl, wait, -1, o.retryDelay, o.jitter, o.encoded, auto, maxHold, signal === undefined ? 1 : 3)
+      native.acquireOp(req, key, owner, {
+        ttl: o.ttl,
+        wait,
+        maxAttempts: -1,
+        retryDelay: o.retryDelay,
+        jitter: o.jitter,
+        data: o.encoded,
+        extendEvery: auto,
+        maxHold,
+        flags: signal === undefined ? FLAGS.watchExpiry : FLAGS.watchExpiry | FLAGS.cancellable,
+      })
     })
   }
 

@@ -4,18 +4,28 @@
 // are settled here. The event loop is held open only while requests are pending, so idle
 // clients and background heartbeats never keep a process alive.
 
-const { NativeClient } = require('../binding.js')
+const { NativeClient, protocol } = require('../binding.js')
 const { fromNative } = require('./errors')
 const { secretsOf, scrub } = require('./redact')
 
-const GRANTED = 0
-const TRUE = 1
-const FALSE = 2
-const ERROR = 3
-const LOST = 4
-const INFO = 5
+// The operation protocol is defined once, in the addon (src/binding/protocol.rs).
+const P = protocol()
+const GRANTED = P.kindGranted
+const SUCCEEDED = P.kindSucceeded
+const REFUSED = P.kindRefused
+const LOST = P.kindLost
+const INFO = P.kindInfo
+const LOST_REASONS = P.lostReasons
 
-const LOST_REASONS = ['not-owned', 'expired', 'unreachable', 'max-hold']
+/** Acquire flags: see `acquireOp`. */
+const FLAGS = Object.freeze({
+  /** Report the end of a lease nobody extends as a loss. */
+  watchExpiry: P.flagWatchExpiry,
+  /** Cancellable through `cancel(req)`. */
+  cancellable: P.flagCancellable,
+  /** Store the bare owner as the value (the redislock wire format). */
+  plain: P.flagPlain,
+})
 
 let nextRequest = 1
 
@@ -106,23 +116,28 @@ class Native {
     }
   }
 
-  /** Queues an acquisition (see NativeClient#submit for the record layout). */
-  acquireOp(req, key, owner, ttl, wait, maxAttempts, retryDelay, jitter, data, extendEvery, maxHold, flags) {
-    const dataIndex = data === undefined ? -1 : this.data.push(data) - 1
-    this.ops.push(1, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery, maxHold, flags, dataIndex)
+  /**
+   * Queues an acquisition of `key` for `owner` as request `req` (which becomes the lock's
+   * handle). `a`: { ttl, wait (-1: forever), maxAttempts (-1: unlimited), retryDelay, jitter,
+   * data (Buffer or undefined), extendEvery (0: no heartbeat), maxHold (-1: none), flags
+   * (FLAGS) }. The record layout is NativeClient#submit's.
+   */
+  acquireOp(req, key, owner, a) {
+    const dataIndex = a.data === undefined ? -1 : this.data.push(a.data) - 1
+    this.ops.push(P.opAcquire, req, a.ttl, a.wait, a.maxAttempts, a.retryDelay, a.jitter, a.extendEvery, a.maxHold, a.flags, dataIndex)
     this.strings.push(key, owner)
     this.opRequests.push(req)
     this.queueOps()
   }
 
   releaseOp(req, id) {
-    this.ops.push(2, req, id)
+    this.ops.push(P.opRelease, req, id)
     this.opRequests.push(req)
     this.queueOps()
   }
 
   extendOp(req, id, ttl) {
-    this.ops.push(3, req, id, ttl)
+    this.ops.push(P.opExtend, req, id, ttl)
     this.opRequests.push(req)
     this.queueOps()
   }
@@ -178,10 +193,10 @@ class Native {
           // Tokens above 2^53 travel apart, as bigints, so they are never rounded.
           p.resolve(value < 0 ? bigTokens[-value - 1] : value)
           break
-        case TRUE:
+        case SUCCEEDED:
           p.resolve(true)
           break
-        case FALSE:
+        case REFUSED:
           p.resolve(false)
           break
         case INFO:
@@ -200,4 +215,4 @@ class Native {
   }
 }
 
-module.exports = { Native }
+module.exports = { Native, FLAGS }

@@ -4,6 +4,7 @@
 
 mod binding;
 pub mod core;
+pub mod limits;
 pub mod store;
 
-pub use binding::NativeClient;
+pub use binding::{limits, protocol, NativeClient};

@@ -2,6 +2,10 @@
 
 use super::completions::{Completions, DrainFn, Kind};
 use super::env_sessions;
+use super::protocol::{
+    ACQUIRE_LEN, EXTEND_LEN, FLAG_CANCELLABLE, FLAG_PLAIN, FLAG_WATCH_EXPIRY, OP_ACQUIRE,
+    OP_EXTEND, OP_RELEASE, RELEASE_LEN,
+};
 use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::options::{AcquireSpec, AutoExtend};
@@ -14,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Connection settings of a native client. Validated by `index.js`.
-#[napi(object, js_name = "NativeConnectOptions")]
-pub struct JsConnectOptions {
+#[napi(object)]
+pub struct NativeConnectOptions {
     /// Bound on opening a connection, in ms. Default 5 000.
     pub connect_timeout: Option<u32>,
     /// Bound on one command's reply, in ms (Redis). Default 5 000.
@@ -26,12 +30,12 @@ pub struct JsConnectOptions {
     pub pool_size: Option<u32>,
     /// TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`.
     #[napi(ts_type = "NativeTlsOptions")]
-    pub tls: Option<JsTlsOptions>,
+    pub tls: Option<NativeTlsOptions>,
 }
 
 /// TLS settings of a native client: PEM bytes, checked by `lib/tls.js` and again natively.
-#[napi(object, js_name = "NativeTlsOptions")]
-pub struct JsTlsOptions {
+#[napi(object)]
+pub struct NativeTlsOptions {
     /// CA certificates (PEM) to verify the server with instead of the public roots.
     pub ca: Option<Buffer>,
     /// Client certificate chain (PEM) for mutual TLS.
@@ -44,8 +48,8 @@ pub struct JsTlsOptions {
     pub reject_unauthorized: Option<bool>,
 }
 
-impl From<JsTlsOptions> for TlsOptions {
-    fn from(o: JsTlsOptions) -> Self {
+impl From<NativeTlsOptions> for TlsOptions {
+    fn from(o: NativeTlsOptions) -> Self {
         TlsOptions {
             ca: o.ca.map(|b| b.to_vec()),
             cert: o.cert.map(|b| b.to_vec()),
@@ -56,8 +60,8 @@ impl From<JsTlsOptions> for TlsOptions {
     }
 }
 
-impl From<JsConnectOptions> for ConnectOptions {
-    fn from(o: JsConnectOptions) -> Self {
+impl From<NativeConnectOptions> for ConnectOptions {
+    fn from(o: NativeConnectOptions) -> Self {
         let d = ConnectOptions::default();
         ConnectOptions {
             connect_timeout_ms: o.connect_timeout.map_or(d.connect_timeout_ms, u64::from),
@@ -70,8 +74,8 @@ impl From<JsConnectOptions> for ConnectOptions {
 }
 
 /// A batch of completions: `records` holds `[requestId, kind, value]` triplets.
-#[napi(object, js_name = "NativeBatch")]
-pub struct JsBatch {
+#[napi(object)]
+pub struct NativeBatch {
     /// Triplets `[requestId, kind, value]`. Kinds: 0 granted (value = fencing token),
     /// 1 true, 2 false/busy, 3 error (value = index in `errors`), 4 lost (value = reason:
     /// 0 not-owned, 1 expired, 2 unreachable, 3 max-hold), 5 info (value = index in `infos`).
@@ -80,15 +84,15 @@ pub struct JsBatch {
     /// kind (`ERR_LOCK_STORE_TIMEOUT`, …), empty when the failure is not the store's.
     pub errors: Vec<Vec<String>>,
     /// Lock infos returned by `inspect`.
-    pub infos: Vec<JsLockInfo>,
+    pub infos: Vec<NativeLockInfo>,
     /// Fencing tokens above 2^53: a granted record whose value is `-(i + 1)` has token
     /// `bigTokens[i]`.
     pub big_tokens: Vec<BigInt>,
 }
 
 /// Who holds a lock, as `inspect` reads it.
-#[napi(object, js_name = "NativeLockInfo")]
-pub struct JsLockInfo {
+#[napi(object)]
+pub struct NativeLockInfo {
     /// Owner token of the holder.
     pub owner: String,
     /// The holder's fencing token; 0 when the store cannot tell (a lock written in the
@@ -101,8 +105,8 @@ pub struct JsLockInfo {
 }
 
 /// What a client and its store's engine currently keep (see `LockClient#stats`).
-#[napi(object, js_name = "NativeStats")]
-pub struct JsStats {
+#[napi(object)]
+pub struct NativeStats {
     /// Locks this client holds.
     pub held: u32,
     /// Waiters queued in this process for this store.
@@ -138,7 +142,7 @@ impl NativeClient {
     pub fn new(
         env: Env,
         url: String,
-        options: Option<JsConnectOptions>,
+        options: Option<NativeConnectOptions>,
         drain: Function<(), ()>,
     ) -> Result<Self> {
         let drain: DrainFn = drain
@@ -162,16 +166,15 @@ impl NativeClient {
     /// Starts a batch of operations queued by `index.js` during one tick, so the batch costs
     /// one crossing and at most one wake-up of the runtime instead of one each.
     ///
-    /// `ops` is a sequence of records (numbers); strings and payloads come in order from
-    /// `strings` and `data`:
-    /// - acquire: `[1, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery, maxHold,
-    ///   flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the lock's
-    ///   handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0: no
-    ///   auto-extension; `maxHold` < 0: none; flags: 1 = report expiry as loss, 2 =
-    ///   cancellable by `cancel(req)`, 4 = store the bare owner as the value (the redislock
-    ///   wire format); `dataIndex` < 0: no payload.
-    /// - release: `[2, req, id]`: completes with true (released now) or false.
-    /// - extend: `[3, req, id, ttl]`: completes with true (extended) or false.
+    /// `ops` is a sequence of records (numbers, see `protocol.rs`); strings and payloads come
+    /// in order from `strings` and `data`:
+    /// - acquire: `[OP_ACQUIRE, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery,
+    ///   maxHold, flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the
+    ///   lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0:
+    ///   no auto-extension; `maxHold` < 0: none; `flags`: the `FLAG_*` constants;
+    ///   `dataIndex` < 0: no payload.
+    /// - release: `[OP_RELEASE, req, id]`: succeeded (released now) or refused.
+    /// - extend: `[OP_EXTEND, req, id, ttl]`: succeeded (extended) or refused.
     #[napi(catch_unwind)]
     pub fn submit(&self, ops: Float64Array, strings: Vec<String>, data: Vec<Buffer>) -> Result<()> {
         let ops: &[f64] = &ops;
@@ -179,18 +182,18 @@ impl NativeClient {
         let mut batch = Vec::new();
         let mut i = 0;
         while i < ops.len() {
-            let op = ops[i];
-            let need = match op as u8 {
-                1 => 11,
-                2 => 3,
-                3 => 4,
+            let op = ops[i] as u32;
+            let need = match op {
+                OP_ACQUIRE => ACQUIRE_LEN,
+                OP_RELEASE => RELEASE_LEN,
+                OP_EXTEND => EXTEND_LEN,
                 _ => return Err(Error::new(Status::InvalidArg, format!("unknown op {op}"))),
             };
             let r = ops
                 .get(i..i + need)
                 .ok_or_else(|| Error::new(Status::InvalidArg, "truncated op record".to_string()))?;
-            batch.push(match op as u8 {
-                1 => {
+            batch.push(match op {
+                OP_ACQUIRE => {
                     let (Some(key), Some(owner)) = (strings.next(), strings.next()) else {
                         return Err(Error::new(Status::InvalidArg, "missing key or owner"));
                     };
@@ -213,13 +216,13 @@ impl NativeClient {
                                 every: ms(r[7]),
                                 max_hold: (r[8] >= 0.0).then(|| ms(r[8])),
                             }),
-                            watch_expiry: flags & 1 != 0,
-                            plain: flags & 4 != 0,
+                            watch_expiry: flags & FLAG_WATCH_EXPIRY != 0,
+                            plain: flags & FLAG_PLAIN != 0,
                         },
-                        cancellable: flags & 2 != 0,
+                        cancellable: flags & FLAG_CANCELLABLE != 0,
                     }
                 }
-                2 => Op::Release {
+                OP_RELEASE => Op::Release {
                     req: r[1],
                     id: r[2],
                 },
@@ -232,13 +235,13 @@ impl NativeClient {
             i += need;
         }
         let session = self.session.clone();
-        let done = self.completions.clone();
+        let completions = self.completions.clone();
         napi::bindgen_prelude::spawn(async move {
             // Spawned from inside the runtime: onto this worker's own queue, no wake-up each.
             for op in batch {
                 let req = op.req();
-                let run = op.run(session.clone(), done.clone());
-                tokio::spawn(guarded(req, done.clone(), run));
+                let run = op.run(session.clone(), completions.clone());
+                tokio::spawn(guarded(req, completions.clone(), run));
             }
         });
         Ok(())
@@ -262,17 +265,17 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn inspect(&self, req: f64, key: String) {
         let session = self.session.clone();
-        let done = self.completions.clone();
+        let completions = self.completions.clone();
         let run = {
-            let done = done.clone();
+            let completions = completions.clone();
             async move {
                 match session.inspect(&key).await {
-                    Ok(info) => done.info(req, info),
-                    Err(e) => done.error(req, e),
+                    Ok(info) => completions.info(req, info),
+                    Err(e) => completions.error(req, e),
                 }
             }
         };
-        napi::bindgen_prelude::spawn(guarded(req, done, run));
+        napi::bindgen_prelude::spawn(guarded(req, completions, run));
     }
 
     /// Checks that the store answers; completes with true.
@@ -302,10 +305,10 @@ impl NativeClient {
 
     /// Counters for diagnostics and leak checks.
     #[napi(catch_unwind)]
-    pub fn stats(&self) -> JsStats {
+    pub fn stats(&self) -> NativeStats {
         let s = self.session.stats();
         let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
-        JsStats {
+        NativeStats {
             held: n(s.held),
             waiting: n(s.waiting),
             scheduled: n(s.scheduled),
@@ -321,9 +324,9 @@ impl NativeClient {
 
     /// Takes every completion queued so far.
     #[napi(catch_unwind)]
-    pub fn take(&self) -> JsBatch {
+    pub fn take(&self) -> NativeBatch {
         let batch = self.completions.take();
-        JsBatch {
+        NativeBatch {
             records: Float64Array::new(batch.records),
             errors: batch
                 .errors
@@ -333,7 +336,7 @@ impl NativeClient {
             infos: batch
                 .infos
                 .into_iter()
-                .map(|i| JsLockInfo {
+                .map(|i| NativeLockInfo {
                     owner: i.owner,
                     fencing_token: BigInt::from(i.fencing_token),
                     remaining_ms: i.remaining_ms,
@@ -373,14 +376,18 @@ enum Op {
 
 /// Runs an operation; if it panics (a bug), its request still completes, with an error,
 /// instead of leaving the caller's promise pending forever.
-async fn guarded(req: f64, done: Arc<Completions>, run: impl std::future::Future<Output = ()>) {
+async fn guarded(
+    req: f64,
+    completions: Arc<Completions>,
+    run: impl std::future::Future<Output = ()>,
+) {
     use futures_util::FutureExt;
     if std::panic::AssertUnwindSafe(run)
         .catch_unwind()
         .await
         .is_err()
     {
-        done.error(
+        completions.error(
             req,
             LockError::Backend(crate::store::StoreError::internal(
                 "internal error: the operation panicked (a bug in deadbolt, please report it)",
@@ -396,30 +403,34 @@ impl Op {
         }
     }
 
-    async fn run(self, session: Arc<Session>, done: Arc<Completions>) {
+    async fn run(self, session: Arc<Session>, completions: Arc<Completions>) {
         match self {
             Op::Acquire {
                 req,
                 spec,
                 cancellable,
             } => match session.acquire(req as u64, spec, cancellable).await {
-                Ok(Some(grant)) => done.granted(req, grant.token),
-                Ok(None) => done.done(req, Kind::False, 0.0),
-                Err(e) => done.error(req, e),
+                Ok(Some(grant)) => completions.granted(req, grant.token),
+                Ok(None) => completions.record(req, Kind::Refused, 0.0),
+                Err(e) => completions.error(req, e),
             },
-            Op::Release { req, id } => complete(&done, req, session.release(id as u64).await),
-            Op::Extend { req, id, ttl } => {
-                complete(&done, req, session.extend(id as u64, whole_ms(ttl)).await)
+            Op::Release { req, id } => {
+                complete(&completions, req, session.release(id as u64).await)
             }
+            Op::Extend { req, id, ttl } => complete(
+                &completions,
+                req,
+                session.extend(id as u64, whole_ms(ttl)).await,
+            ),
         }
     }
 }
 
-fn complete(done: &Completions, req: f64, result: std::result::Result<bool, LockError>) {
+fn complete(completions: &Completions, req: f64, result: std::result::Result<bool, LockError>) {
     match result {
-        Ok(true) => done.done(req, Kind::True, 0.0),
-        Ok(false) => done.done(req, Kind::False, 0.0),
-        Err(e) => done.error(req, e),
+        Ok(true) => completions.record(req, Kind::Succeeded, 0.0),
+        Ok(false) => completions.record(req, Kind::Refused, 0.0),
+        Err(e) => completions.error(req, e),
     }
 }
 
@@ -429,11 +440,11 @@ impl NativeClient {
         req: f64,
         fut: impl std::future::Future<Output = std::result::Result<bool, LockError>> + Send + 'static,
     ) {
-        let done = self.completions.clone();
+        let completions = self.completions.clone();
         let run = {
-            let done = done.clone();
-            async move { complete(&done, req, fut.await) }
+            let completions = completions.clone();
+            async move { complete(&completions, req, fut.await) }
         };
-        napi::bindgen_prelude::spawn(guarded(req, done, run));
+        napi::bindgen_prelude::spawn(guarded(req, completions, run));
     }
 }

@@ -18,12 +18,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub enum Kind {
     /// Acquired: value is the fencing token.
     Granted = 0,
-    /// Boolean true / plain success.
-    True = 1,
-    /// Busy, not owned, not found: value is unused.
-    False = 2,
+    /// Succeeded (released, extended, pinged, closed): value is unused.
+    Succeeded = 1,
+    /// Refused (busy, not owned, not found): value is unused.
+    Refused = 2,
     /// Failed: value indexes the batch's errors.
-    Error = 3,
+    Failed = 3,
     /// Lock `req` was lost: value is the reason code.
     Lost = 4,
     /// Inspect found a holder: value indexes the batch's infos.
@@ -59,7 +59,11 @@ pub struct Completions {
     drain: Mutex<Option<DrainFn>>,
 }
 
-/// Reason codes of `Kind::Lost`, in the order JavaScript's table lists them.
+/// Why a lock was lost, as JavaScript names it: the value of a `Kind::Lost` record indexes
+/// this table (exported by `protocol()`).
+pub const LOST_REASONS: [&str; 4] = ["not-owned", "expired", "unreachable", "max-hold"];
+
+/// The value of a `Kind::Lost` record for `reason`.
 pub fn lost_code(reason: LostReason) -> f64 {
     match reason {
         LostReason::NotOwned => 0.0,
@@ -98,7 +102,7 @@ impl Completions {
     }
 
     /// Records a plain outcome.
-    pub fn done(&self, req: f64, kind: Kind, value: f64) {
+    pub fn record(&self, req: f64, kind: Kind, value: f64) {
         self.push(req, kind, |_| value);
     }
 
@@ -117,7 +121,7 @@ impl Completions {
     /// Records a failure.
     pub fn error(&self, req: f64, err: LockError) {
         let entry = (err.code(), err.cause_code(), err.to_string());
-        self.push(req, Kind::Error, |b| {
+        self.push(req, Kind::Failed, |b| {
             b.errors.push(entry);
             (b.errors.len() - 1) as f64
         });
@@ -126,7 +130,7 @@ impl Completions {
     /// Records an inspect result.
     pub fn info(&self, req: f64, info: Option<LockInfo>) {
         match info {
-            None => self.done(req, Kind::False, 0.0),
+            None => self.record(req, Kind::Refused, 0.0),
             Some(info) => self.push(req, Kind::Info, |b| {
                 b.infos.push(info);
                 (b.infos.len() - 1) as f64
@@ -157,6 +161,6 @@ impl Completions {
 
 impl EventSink for Completions {
     fn lost(&self, id: u64, reason: LostReason) {
-        self.done(id as f64, Kind::Lost, lost_code(reason));
+        self.record(id as f64, Kind::Lost, lost_code(reason));
     }
 }

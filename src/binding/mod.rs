@@ -8,9 +8,11 @@
 mod client;
 mod completions;
 mod env_sessions;
+mod protocol;
 mod runtime;
 
 pub use client::NativeClient;
+pub use protocol::{limits, protocol};
 
 /// mimalloc: the addon allocates on the JS thread and frees on a tokio worker (and back) for
 /// every operation, where glibc's per-thread arenas spent ~10 % of the CPU in a profile.

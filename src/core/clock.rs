@@ -2,7 +2,8 @@
 //! `Instant + Duration` that overflows panics: one huge option must never abort the process
 //! or stop the heartbeat task that serves every lock.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Far enough to mean "never" for a lease or a wait, small enough to add to any `Instant`.
 pub const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);

@@ -17,8 +17,9 @@ use crate::store::{LockInfo, NextOwner, SharedStore, StoreResult};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 struct Waiter {
@@ -103,6 +104,14 @@ impl Engine {
         }
         engines.retain(|_, e| e.strong_count() > 0);
         let store = open_store(url, opts).map_err(|e| LockError::Invalid(e.message))?;
+        let engine = Engine::new(store);
+        engines.insert(id, Arc::downgrade(&engine));
+        Ok(engine)
+    }
+
+    /// An engine of its own over `store` (not shared through the registry). Must run inside a
+    /// tokio runtime; does no I/O.
+    pub fn new(store: SharedStore) -> Arc<Engine> {
         let engine = Arc::new_cyclic(|weak: &Weak<Engine>| {
             let weak = weak.clone();
             // Locks the scheduler gives up (maxHold, a passed deadline) are released through
@@ -143,8 +152,7 @@ impl Engine {
                 }
             });
         }
-        engines.insert(id, Arc::downgrade(&engine));
-        Ok(engine)
+        engine
     }
 
     /// The store this engine talks to.
@@ -544,3 +552,6 @@ impl Drop for Slot {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -21,8 +21,9 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// Frees a lock in the store on the scheduler's behalf (through the engine, so local waiters
 /// get it handed over or are woken): after `maxHold`, after a local deadline passed, or when
@@ -183,7 +184,7 @@ async fn run(store: SharedStore, t: Arc<Timers>) {
             .unwrap_or_else(|| clock::after(Instant::now(), far));
         tokio::select! {
             _ = t.earlier.notified() => continue,
-            _ = tokio::time::sleep_until(next.into()) => {}
+            _ = tokio::time::sleep_until(next) => {}
         }
         let now = Instant::now();
         let horizon = now + BATCH_WINDOW;

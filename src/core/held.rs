@@ -11,7 +11,8 @@ use crate::core::error::LostReason;
 use crate::core::options::AutoExtend;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Called once when a held lock is lost.
 pub type LostFn = Box<dyn Fn(&Held, LostReason) + Send + Sync>;

@@ -13,7 +13,7 @@ use crate::store::LockInfo;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Where a session reports that one of its locks was lost.

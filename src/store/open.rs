@@ -5,6 +5,7 @@ use super::mysql::{MysqlOptions, MysqlStore};
 use super::redis::{RedisOptions, RedisStore};
 use super::tls::TlsOptions;
 use super::{SharedStore, StoreError};
+use crate::limits;
 use std::sync::Arc;
 
 /// Connection settings that are not part of the URL.
@@ -49,10 +50,10 @@ impl std::fmt::Debug for ConnectOptions {
 impl Default for ConnectOptions {
     fn default() -> Self {
         Self {
-            connect_timeout_ms: 5_000,
-            response_timeout_ms: 5_000,
-            table: "deadbolt_locks".into(),
-            pool_size: 10,
+            connect_timeout_ms: limits::DEFAULT_CONNECT_TIMEOUT_MS,
+            response_timeout_ms: limits::DEFAULT_RESPONSE_TIMEOUT_MS,
+            table: limits::DEFAULT_TABLE.into(),
+            pool_size: limits::DEFAULT_POOL_SIZE,
             tls: None,
         }
     }

@@ -42,7 +42,7 @@ fn heartbeat_times_fall_on_a_shared_grid_never_later_than_asked() {
     assert!(diff == Duration::ZERO || diff == every / 8, "{diff:?}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_released_lock_leaves_the_scheduler_at_once() {
     let sched = memory_scheduler();
     let lost = Arc::new(AtomicUsize::new(0));
@@ -60,7 +60,7 @@ async fn a_released_lock_leaves_the_scheduler_at_once() {
     assert!(sched.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_unextended_lease_is_reported_lost_once_at_its_deadline() {
     let sched = memory_scheduler();
     let lost = Arc::new(AtomicUsize::new(0));
@@ -72,7 +72,7 @@ async fn an_unextended_lease_is_reported_lost_once_at_its_deadline() {
     assert!(sched.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_earlier_deadline_wakes_a_scheduler_sleeping_towards_a_later_one() {
     let sched = memory_scheduler();
     let lost = Arc::new(AtomicUsize::new(0));
@@ -146,7 +146,7 @@ fn store_holding_k1() -> SharedStore {
     store
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_lock_with_an_absurd_max_hold_does_not_stop_the_scheduler() {
     let sched = Scheduler::start(store_holding_k1(), no_release());
     let lost = Arc::new(AtomicUsize::new(0));
@@ -164,7 +164,7 @@ async fn a_lock_with_an_absurd_max_hold_does_not_stop_the_scheduler() {
     assert!(forever.is_live(Instant::now()));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn max_hold_gives_the_lock_up_through_the_release_function() {
     let released = Arc::new(AtomicUsize::new(0));
     let counted = released.clone();

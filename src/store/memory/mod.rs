@@ -7,7 +7,8 @@ use futures_util::future::{ready, BoxFuture};
 use futures_util::FutureExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 struct Entry {
     owner: String,

@@ -30,7 +30,7 @@ use futures_util::FutureExt;
 ///
 /// Checked before any I/O: a server in non-strict SQL mode would otherwise silently truncate
 /// longer names, and two different names would then share one lock.
-pub const MAX_KEY_BYTES: usize = 1024;
+pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
 
 /// Longest owner token accepted, in bytes (the width of the `owner` column).
 pub const MAX_OWNER_BYTES: usize = 255;
@@ -186,10 +186,10 @@ pub struct MysqlOptions {
 impl Default for MysqlOptions {
     fn default() -> Self {
         Self {
-            table: "deadbolt_locks".to_owned(),
-            pool_size: 10,
-            connect_timeout_ms: 5000,
-            response_timeout_ms: 5000,
+            table: crate::limits::DEFAULT_TABLE.to_owned(),
+            pool_size: crate::limits::DEFAULT_POOL_SIZE,
+            connect_timeout_ms: crate::limits::DEFAULT_CONNECT_TIMEOUT_MS,
+            response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
             purge_after_ms: 300_000,
             tls: None,
         }
@@ -997,7 +997,7 @@ fn closed_error() -> StoreError {
 }
 
 fn valid_table_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    crate::limits::valid_table_name(name)
 }
 
 fn check_key(key: &str) -> StoreResult<()> {

@@ -1,0 +1,261 @@
+//! The engine on the memory store, with tokio's paused clock: no wall-clock sleeps, every
+//! duration exact.
+
+use super::*;
+use crate::core::options::AcquireSpec;
+use crate::store::open::ConnectOptions;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn engine() -> Arc<Engine> {
+    let url = format!("memory://engine-test-{}", uuid::Uuid::new_v4());
+    Engine::open(&url, &ConnectOptions::default()).unwrap()
+}
+
+fn spec(key: &str, owner: &str, ttl_ms: u64, wait: Option<Duration>) -> AcquireSpec {
+    AcquireSpec {
+        key: key.into(),
+        owner: owner.into(),
+        ttl_ms,
+        wait,
+        max_attempts: None,
+        retry_delay: Duration::from_millis(50),
+        jitter: 0.0,
+        data: None,
+        auto_extend: None,
+        watch_expiry: false,
+        plain: false,
+    }
+}
+
+async fn take(e: &Arc<Engine>, key: &str, owner: &str) -> Grant {
+    e.acquire(
+        &spec(key, owner, 60_000, Some(Duration::ZERO)),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap()
+    .expect("free")
+}
+
+/// Lets every spawned task that can run, run.
+async fn settle() {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_in_one_process_are_served_in_the_order_they_came() {
+    let e = engine();
+    take(&e, "k", "holder").await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let (e, order) = (e.clone(), order.clone());
+        let owner = format!("w{i}");
+        tasks.push(tokio::spawn(async move {
+            let s = spec("k", &owner, 60_000, None);
+            e.acquire(&s, &CancellationToken::new())
+                .await
+                .unwrap()
+                .unwrap();
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            e.release("k", &owner, false).await.unwrap();
+        }));
+        // Each waiter has queued before the next one comes.
+        settle().await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(e.waiting(), 5);
+    e.release("k", "holder", false).await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(e.waiting(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_hands_the_lock_to_the_waiter_with_the_next_token_and_a_fresh_lease() {
+    let e = engine();
+    let first = take(&e, "k", "a").await;
+    let waiter = {
+        let e = e.clone();
+        tokio::spawn(async move {
+            let s = spec("k", "b", 1_000, Some(Duration::from_secs(60)));
+            e.acquire(&s, &CancellationToken::new()).await
+        })
+    };
+    settle().await;
+    // The holder keeps it for ten times the waiter's ttl.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let released_at = Instant::now();
+    assert!(e.release("k", "a", false).await.unwrap());
+    let grant = waiter.await.unwrap().unwrap().unwrap();
+    assert_eq!(grant.token, first.token + 1);
+    assert!(
+        grant.sent >= released_at,
+        "the lease is reckoned from the handoff, not from when the wait began"
+    );
+    let info = e.inspect("k").await.unwrap().unwrap();
+    assert_eq!(info.owner, "b");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_gives_up_exactly_at_its_deadline() {
+    let e = engine();
+    take(&e, "k", "a").await;
+    let started = Instant::now();
+    let s = spec("k", "b", 1_000, Some(Duration::from_millis(700)));
+    let got = e.acquire(&s, &CancellationToken::new()).await.unwrap();
+    assert_eq!(got, None);
+    assert_eq!(started.elapsed(), Duration::from_millis(700));
+    assert_eq!(e.waiting(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_waiter_leaves_no_queue_and_takes_nothing_later() {
+    let e = engine();
+    take(&e, "k", "a").await;
+    let cancel = CancellationToken::new();
+    let waiter = {
+        let (e, cancel) = (e.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let s = spec("k", "b", 1_000, None);
+            e.acquire(&s, &cancel).await
+        })
+    };
+    settle().await;
+    assert_eq!(e.waiting(), 1);
+    cancel.cancel();
+    assert!(matches!(waiter.await.unwrap(), Err(LockError::Aborted)));
+    assert_eq!(e.waiting(), 0);
+    assert!(e.release("k", "a", false).await.unwrap());
+    settle().await;
+    assert_eq!(e.inspect("k").await.unwrap(), None, "nobody took it");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_busy_key_is_polled_every_retry_delay_when_nobody_announces_its_release() {
+    let e = engine();
+    // Taken directly in the store: its release wakes nobody here.
+    let store = e.store().clone();
+    store
+        .try_acquire("k", "outsider", 60_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let waiter = {
+        let e = e.clone();
+        tokio::spawn(async move {
+            let s = spec("k", "b", 1_000, None);
+            e.acquire(&s, &CancellationToken::new()).await
+        })
+    };
+    settle().await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    store.release("k", "outsider").await.unwrap();
+    let released_at = Instant::now();
+    let grant = waiter.await.unwrap().unwrap().unwrap();
+    // Found at the next poll: within one retry delay (50 ms, no jitter).
+    assert!(grant.sent - released_at <= Duration::from_millis(50));
+}
+
+/// A memory store that counts real releases (handoffs are not releases).
+struct Counting {
+    inner: Arc<crate::store::memory::MemoryStore>,
+    releases: AtomicU64,
+}
+
+impl crate::store::LockStore for Counting {
+    fn try_acquire<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        data: Option<&'a [u8]>,
+        plain: bool,
+    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<u64>>> {
+        crate::store::LockStore::try_acquire(self.inner.as_ref(), key, owner, ttl_ms, data, plain)
+    }
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        has_data: bool,
+    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<bool>> {
+        crate::store::LockStore::extend(self.inner.as_ref(), key, owner, ttl_ms, has_data)
+    }
+    fn extend_many<'a>(
+        &'a self,
+        items: &'a [crate::store::ExtendItem],
+    ) -> futures_util::future::BoxFuture<'a, Vec<crate::store::StoreResult<bool>>> {
+        crate::store::LockStore::extend_many(self.inner.as_ref(), items)
+    }
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::ReleaseOutcome>>
+    {
+        self.releases.fetch_add(1, Ordering::SeqCst);
+        crate::store::LockStore::release(self.inner.as_ref(), key, owner)
+    }
+    fn handoff<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<u64>>> {
+        crate::store::LockStore::handoff(self.inner.as_ref(), key, owner, next)
+    }
+    fn inspect<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<LockInfo>>> {
+        crate::store::LockStore::inspect(self.inner.as_ref(), key)
+    }
+    fn ping(&self) -> futures_util::future::BoxFuture<'_, crate::store::StoreResult<()>> {
+        crate::store::LockStore::ping(self.inner.as_ref())
+    }
+    fn close(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        crate::store::LockStore::close(self.inner.as_ref())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_sixteen_handoffs_in_a_row_the_key_is_really_released() {
+    let counting = Arc::new(Counting {
+        inner: Arc::new(crate::store::memory::MemoryStore::default()),
+        releases: AtomicU64::new(0),
+    });
+    let e = Engine::new(counting.clone());
+    take(&e, "k", "w0").await;
+    let mut tasks = Vec::new();
+    for i in 1..=20 {
+        let e = e.clone();
+        tasks.push(tokio::spawn(async move {
+            let owner = format!("w{i}");
+            let s = spec("k", &owner, 60_000, None);
+            e.acquire(&s, &CancellationToken::new())
+                .await
+                .unwrap()
+                .unwrap();
+            e.release("k", &owner, false).await.unwrap();
+        }));
+        settle().await;
+    }
+    e.release("k", "w0", false).await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // 21 holders: the first 16 releases hand over directly, the 17th really releases (so
+    // waiters elsewhere get a chance), then 3 more handoffs, and the last holder's release
+    // is real (nobody left to hand to).
+    assert_eq!(counting.releases.load(Ordering::SeqCst), 2);
+    assert_eq!(e.waiting(), 0);
+    assert_eq!(e.inspect("k").await.unwrap(), None);
+}

@@ -1,0 +1,39 @@
+//! Every limit and default of deadbolt, defined once. The JavaScript layer reads them from
+//! the addon (`limits()` in `src/binding`), and the README's tables state the same values.
+
+/// Longest lock name, in UTF-8 bytes (the width of the MySQL `name` column).
+pub const MAX_KEY_BYTES: usize = 1024;
+/// Largest data payload stored with a lock, in bytes.
+pub const MAX_DATA_BYTES: usize = 1024 * 1024;
+/// Longest duration an option may give, in ms (`setTimeout`'s ceiling, about 24.8 days);
+/// `wait` and `maxHold` may also be infinite.
+pub const MAX_MS: u64 = (1 << 31) - 1;
+/// Default lease, in ms.
+pub const DEFAULT_TTL_MS: u64 = 10_000;
+/// Default time `acquire` waits, in ms.
+pub const DEFAULT_WAIT_MS: u64 = 10_000;
+/// Default base delay between polls, in ms.
+pub const DEFAULT_RETRY_DELAY_MS: u64 = 50;
+/// Default relative jitter of the poll delay.
+pub const DEFAULT_JITTER: f64 = 0.5;
+/// Default lease of an election, in ms.
+pub const DEFAULT_ELECTION_TTL_MS: u64 = 5_000;
+/// Default bound on opening a connection, in ms.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// Default bound on one reply, in ms.
+pub const DEFAULT_RESPONSE_TIMEOUT_MS: u64 = 5_000;
+/// Default connection pool size (MySQL).
+pub const DEFAULT_POOL_SIZE: u32 = 10;
+/// Largest connection pool (MySQL).
+pub const MAX_POOL_SIZE: u32 = 1_000;
+/// Default lease table (MySQL).
+pub const DEFAULT_TABLE: &str = "deadbolt_locks";
+/// Longest lease table name: 1 to this many ASCII letters, digits or underscores.
+pub const MAX_TABLE_NAME_BYTES: usize = 64;
+
+/// Whether `name` is a table name deadbolt accepts (1 to 64 ASCII letters, digits or
+/// underscores), so it can be quoted into SQL safely.
+pub fn valid_table_name(name: &str) -> bool {
+    (1..=MAX_TABLE_NAME_BYTES).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
