@@ -8,18 +8,24 @@
 //! compares the whole value with its own id, which never matches a deadbolt value, so the two
 //! still exclude each other.
 //!
-//! Tokens are read back with `GET` after `INCR` and returned as strings: Lua numbers are
-//! doubles, and a counter above 2^53 would be rounded.
+//! Tokens are returned as decimal strings: `INCR`'s reply reaches Lua as a double, exact
+//! below 2^53; above that the counter is read back with `GET`.
 
 use redis::Script;
 use std::sync::LazyLock;
 
-/// Shared by the scripts that compare owners.
+/// Shared by the scripts: owner comparison, and the next token of a counter as an exact
+/// decimal string (`INCR`'s reply is a Lua double, exact below 2^53; above, read it back).
 const OWNS: &str = r#"
 local function owns(v, o)
   if not v then return false end
   if v == o then return true end
   return #v > #o and string.byte(v, #o + 1) == 255 and string.sub(v, 1, #o) == o
+end
+local function next_token(counter)
+  local n = redis.call('INCR', counter)
+  if n < 9007199254740992 then return string.format('%d', n) end
+  return redis.call('GET', counter)
 end
 "#;
 
@@ -46,14 +52,12 @@ if v then
   end
   return false
 end
-redis.call('INCR', KEYS[2])
-local token = redis.call('GET', KEYS[2])
+local token = next_token(KEYS[2])
 local legacy = redis.call('GET', KEYS[4])
 if legacy and string.match(legacy, '^%d+$') and redis.call('PTTL', KEYS[4]) == -1 then
   if #legacy > #token or (#legacy == #token and legacy >= token) then
     redis.call('SET', KEYS[2], legacy)
-    redis.call('INCR', KEYS[2])
-    token = redis.call('GET', KEYS[2])
+    token = next_token(KEYS[2])
   end
   redis.call('DEL', KEYS[4])
 end
@@ -134,8 +138,7 @@ if owns(v, ARGV[2]) then
   return false
 end
 if not owns(v, ARGV[1]) then return false end
-redis.call('INCR', KEYS[2])
-local token = redis.call('GET', KEYS[2])
+local token = next_token(KEYS[2])
 local value = ARGV[2]
 if ARGV[7] == '1' then value = value .. '\255' .. token end
 redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
