@@ -174,7 +174,7 @@ function setDefaults(options) {
     if (raw === null || raw === undefined) continue
     // redislock parsed each value with parseInt, so '100' and 100.7 still mean 100. A number
     // whose decimal form parseInt misreads (1e21 → 1, 5e-7 → 5, Infinity) is refused instead.
-    if (typeof raw === 'symbol') throw v.typeError(key, 'of type number', raw)
+    if (typeof raw !== 'number' && typeof raw !== 'string') throw v.typeError(key, 'of type number or string', raw)
     const value = parseInt(raw, 10)
     if (Number.isNaN(value) || (typeof raw === 'number' && value !== Math.trunc(raw))) {
       throw v.rangeError(key, 'an integer', raw)
