@@ -66,13 +66,13 @@ export interface ConnectOptions {
   retryDelay?: number
   /** Default relative jitter of the poll delay, 0..1. Default 0.5 (±50 %). */
   jitter?: number
-  /** Bound on opening a connection, in ms. Default 5 000. */
+  /** Bound on opening a connection, in ms (an integer from 1 to 2^31-1). Default 5 000. */
   connectTimeout?: number
-  /** Bound on one Redis command's reply, in ms. Default 5 000. */
+  /** Bound on one Redis command's reply, in ms (an integer from 1 to 2^31-1). Default 5 000. */
   responseTimeout?: number
   /** MySQL: the lease table, created on first use. Default `deadbolt_locks`. */
   table?: string
-  /** MySQL: connection pool size. Default 10. */
+  /** MySQL: connection pool size, an integer from 1 to 1 000. Default 10. */
   poolSize?: number
   /** Do not check that the store answers before resolving. Default false. */
   lazy?: boolean
@@ -109,12 +109,19 @@ export interface TlsOptions {
   rejectUnauthorized?: boolean
 }
 
+/**
+ * Options of `acquire`, `tryAcquire` and `withLock`. Like every options object in deadbolt, it
+ * is read from its own enumerable properties: nothing inherited from Object.prototype counts.
+ */
 export interface AcquireOptions {
-  /** Lease length in ms (a positive integer). Default 10 000 (or the client's `ttl`). */
+  /**
+   * Lease length in ms, an integer from 1 to 2^31-1 (at least 2 with autoExtend). Default
+   * 10 000 (or the client's `ttl`).
+   */
   ttl?: number
   /**
-   * Total time to wait for the lock, in ms; `Infinity` waits forever. Default 10 000 for
-   * `acquire` and `withLock`, 0 for `tryAcquire`.
+   * Total time to wait for the lock, in ms: 0 to 2^31-1 (fractions allowed), or `Infinity` to
+   * wait forever. Default 10 000 for `acquire` and `withLock`, 0 for `tryAcquire`.
    */
   wait?: number
   /** Base delay between polls, in ms. Default 50. Waiters are also woken by releases. */
@@ -123,15 +130,15 @@ export interface AcquireOptions {
   jitter?: number
   /** Keep the lease alive with a background heartbeat. Default false (true in withLock). */
   autoExtend?: boolean
-  /** Heartbeat period in ms, less than ttl. Default ttl / 3. */
+  /** Heartbeat period in ms, an integer less than ttl. Default ttl / 3. */
   extendEvery?: number
   /**
    * With autoExtend: after this many ms the heartbeat stops and the lock is given up (lost
    * with reason 'max-hold' and released). Bounds how long a stuck event loop can keep a lock
-   * alive through the native heartbeat. Default Infinity.
+   * alive through the native heartbeat. 0 to 2^31-1, or Infinity (the default).
    */
   maxHold?: number
-  /** Payload stored with the lock (at most 1 MiB). */
+  /** Payload stored with the lock (at most 1 MiB; a string must have no lone surrogates). */
   data?: LockData
   /** Cancels the wait: the acquisition rejects with the signal's reason and leaves no lock. */
   signal?: AbortSignal

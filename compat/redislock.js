@@ -30,11 +30,22 @@ function nativeFor({ url, tls }) {
   return native
 }
 
+/** timeout and delay are ms (at most MAX_MS); retries is a count, -1 for "forever". */
 function checkOptions(lock) {
   v.checkInt(lock.timeout, 'timeout')
   if (typeof lock.retries !== 'number') throw v.typeError('retries', 'of type number', lock.retries)
-  if (!Number.isInteger(lock.retries) || lock.retries < -1) throw v.rangeError('retries', 'an integer >= -1 (-1 retries forever)', lock.retries)
+  if (!Number.isSafeInteger(lock.retries) || lock.retries < -1) {
+    throw v.rangeError('retries', `an integer >= -1 (-1 retries forever) and <= ${Number.MAX_SAFE_INTEGER}`, lock.retries)
+  }
   v.checkInt(lock.delay, 'delay', 0)
+}
+
+/** redislock ignored a falsy options argument; anything else must be an object. */
+function checkOptionsArg(options) {
+  if (options && typeof options !== 'object' && typeof options !== 'function') {
+    throw v.typeError('options', 'of type object', options)
+  }
+  return options || null
 }
 
 function settle(promise, fn) {
@@ -57,8 +68,14 @@ class Lock {
     this.fencingToken = null
     Object.defineProperty(this, '_native', { value: nativeFor(target), enumerable: false })
     for (const key of Object.keys(defaults)) this[key] = defaults[key]
-    if (options && typeof options === 'object') {
-      for (const key of Object.keys(defaults)) if (key in options) this[key] = options[key]
+    options = checkOptionsArg(options)
+    if (options !== null) {
+      // Own properties only (not what someone put on Object.prototype); undefined or null
+      // keeps the default, as redislock's parseInt(...) || 0 kept a usable value.
+      for (const key of Object.keys(defaults)) {
+        const value = v.own(options, key)
+        if (value !== undefined && value !== null) this[key] = value
+      }
     }
     checkOptions(this)
   }
@@ -176,14 +193,24 @@ function createLock(client, options) {
 
 /** Sets the defaults used by locks created afterwards (timeout, retries, delay). */
 function setDefaults(options) {
-  options = options || {}
+  options = checkOptionsArg(options)
+  if (options === null) return
+  const next = { ...defaults }
   for (const key of Object.keys(defaults)) {
-    if (options[key] !== null && options[key] !== undefined) {
-      const value = parseInt(options[key], 10)
-      if (Number.isNaN(value)) throw v.rangeError(key, 'an integer', options[key])
-      defaults[key] = value
+    const raw = v.own(options, key)
+    if (raw === null || raw === undefined) continue
+    // redislock parsed each value with parseInt, so '100' and 100.7 still mean 100. A number
+    // whose decimal form parseInt misreads (1e21 → 1, 5e-7 → 5, Infinity) is refused instead.
+    if (typeof raw !== 'number' && typeof raw !== 'string') throw v.typeError(key, 'of type number or string', raw)
+    const value = parseInt(raw, 10)
+    if (Number.isNaN(value) || (typeof raw === 'number' && value !== Math.trunc(raw))) {
+      throw v.rangeError(key, 'an integer', raw)
     }
+    next[key] = value
   }
+  // All or nothing, and refused here rather than at the next createLock.
+  checkOptions(next)
+  Object.assign(defaults, next)
 }
 
 /** The locks this process currently holds through this face. */

@@ -164,9 +164,13 @@ async function initialize(mysqlUri, options) {
   }
   if (options === undefined || options === null) options = {}
   check(INVALID_OPTIONS, () => v.checkObject(options, 'options'))
-  const ttl = options.locking_ttl ?? 10_000
+  // Own properties only: nothing inherited from Object.prototype.
+  const ttl = v.own(options, 'locking_ttl') ?? 10_000
   checkTtl(ttl, 'options.locking_ttl')
-  const { poolSize, table, connectTimeout, retryDelay } = options
+  const poolSize = v.own(options, 'poolSize')
+  const table = v.own(options, 'table')
+  const connectTimeout = v.own(options, 'connectTimeout')
+  const retryDelay = v.own(options, 'retryDelay')
 
   const mine = ++generation
   let client

@@ -16,6 +16,8 @@ const {
 const v = require('./validate')
 const { normalizeTls } = require('./tls')
 
+const { own } = v
+
 const HELD = 0
 const RELEASED = 1
 const LOST = 2
@@ -215,28 +217,52 @@ class PendingAcquire {
 function resolveAcquireOptions(defaults, options, waitDefault) {
   if (options === undefined || options === null) options = EMPTY
   else v.checkObject(options, 'options')
+  // Own enumerable properties only, as a spread copies them: a value someone put on
+  // Object.prototype must not change every lock. One pass over the keys costs less than a
+  // hasOwn per option (this runs on every acquisition that passes options).
+  let ttl, wait, retryDelay, jitter, autoExtend, extendEvery, maxHold, data, signal, onLost
+  for (const k of Object.keys(options)) {
+    switch (k) {
+      case 'ttl': ttl = options.ttl; break
+      case 'wait': wait = options.wait; break
+      case 'retryDelay': retryDelay = options.retryDelay; break
+      case 'jitter': jitter = options.jitter; break
+      case 'autoExtend': autoExtend = options.autoExtend; break
+      case 'extendEvery': extendEvery = options.extendEvery; break
+      case 'maxHold': maxHold = options.maxHold; break
+      case 'data': data = options.data; break
+      case 'signal': signal = options.signal; break
+      case 'onLost': onLost = options.onLost; break
+    }
+  }
   const o = {
-    ttl: options.ttl ?? defaults.ttl,
-    wait: options.wait ?? waitDefault,
-    retryDelay: options.retryDelay ?? defaults.retryDelay,
-    jitter: options.jitter ?? defaults.jitter,
-    autoExtend: options.autoExtend ?? defaults.autoExtend,
-    extendEvery: options.extendEvery,
-    maxHold: options.maxHold ?? defaults.maxHold,
+    ttl: ttl ?? defaults.ttl,
+    wait: wait ?? waitDefault,
+    retryDelay: retryDelay ?? defaults.retryDelay,
+    jitter: jitter ?? defaults.jitter,
+    autoExtend: autoExtend ?? defaults.autoExtend,
+    extendEvery,
+    maxHold: maxHold ?? defaults.maxHold,
     encoded: undefined,
-    signal: options.signal,
-    onLost: options.onLost,
+    signal,
+    onLost,
   }
   v.checkInt(o.ttl, 'options.ttl')
   v.checkWait(o.wait, 'options.wait')
   v.checkInt(o.retryDelay, 'options.retryDelay')
   v.checkNumber(o.jitter, 'options.jitter', 0, 1)
   v.checkBoolean(o.autoExtend, 'options.autoExtend')
-  if (o.extendEvery === undefined) o.extendEvery = Math.max(1, Math.floor(o.ttl / 3))
-  v.checkInt(o.extendEvery, 'options.extendEvery')
-  if (o.extendEvery >= o.ttl) throw v.rangeError('options.extendEvery', `less than ttl (${o.ttl})`, o.extendEvery)
+  // The heartbeat period must be less than ttl, which matters only with a heartbeat or when
+  // the caller chose a period: a plain `ttl: 1` lease is fine.
+  const everyGiven = o.extendEvery !== undefined
+  if (everyGiven) v.checkInt(o.extendEvery, 'options.extendEvery')
+  else o.extendEvery = Math.max(1, Math.floor(o.ttl / 3))
+  if (o.extendEvery >= o.ttl && (everyGiven || o.autoExtend)) {
+    if (everyGiven) throw v.rangeError('options.extendEvery', `less than ttl (${o.ttl})`, o.extendEvery)
+    throw v.rangeError('options.ttl', 'at least 2 with autoExtend (the heartbeat period must be less than ttl)', o.ttl)
+  }
   v.checkWait(o.maxHold, 'options.maxHold')
-  if (options.data !== undefined) o.encoded = v.encodeData(options.data, 'options.data')
+  if (data !== undefined) o.encoded = v.encodeData(data, 'options.data')
   if (o.signal !== undefined) v.checkSignal(o.signal, 'options.signal')
   if (o.onLost !== undefined) v.checkFunction(o.onLost, 'options.onLost')
   return o
@@ -244,8 +270,13 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
 
 const EMPTY = Object.freeze({})
 
+// addEventListener reads `signal`, `capture`, `passive` from its options: a literal would
+// find whatever someone put on Object.prototype.
+const ONCE = Object.freeze(Object.assign(Object.create(null), { once: true }))
+
+/** The own enumerable properties of `o` that are not undefined, on an object without a prototype. */
 function stripUndefined(o) {
-  const r = {}
+  const r = Object.create(null)
   for (const k of Object.keys(o)) if (o[k] !== undefined) r[k] = o[k]
   return r
 }
@@ -335,7 +366,7 @@ class LockClient {
       const signal = o.signal
       if (signal !== undefined) {
         pending.onAbort = () => native.cancel(req)
-        signal.addEventListener('abort', pending.onAbort, { once: true })
+        signal.addEventListener('abort', pending.onAbort, ONCE)
       }
       native.acquireOp(req, key, owner, {
         ttl: o.ttl,
@@ -376,11 +407,14 @@ class LockClient {
     }
     v.checkFunction(fn, 'fn')
     if (options !== undefined && options !== null) v.checkObject(options, 'options')
-    const userOnLost = options?.onLost
+    const userOnLost = options == null ? undefined : own(options, 'onLost')
     if (userOnLost !== undefined) v.checkFunction(userOnLost, 'options.onLost')
     // The loss is reported through withLock's rejection, so it is heard even without onLost.
     const onLost = (err) => { if (userOnLost) userOnLost(err) }
-    const lock = await this.acquire(key, { autoExtend: true, ...(options ?? {}), onLost })
+    const opts = { ...(options ?? {}), onLost }
+    // Auto-extended unless the caller says otherwise (undefined or null: the default, as in acquire).
+    if (own(opts, 'autoExtend') == null) opts.autoExtend = true
+    const lock = await this.acquire(key, opts)
     let result
     try {
       result = await fn(lock)
@@ -468,8 +502,17 @@ class LockClient {
 
 /** A campaign for leadership of one name. Create with `LockClient#elect`. */
 class Election {
-  constructor(client, name, options) {
-    const { ttl = 5_000, data, retryDelay, onElected, onRevoked, signal } = options
+  constructor(client, name, options = {}) {
+    v.checkKey(name, 'name')
+    v.checkObject(options, 'options')
+    // A campaign on a closed client would never start: say so now.
+    client._native()
+    const ttl = own(options, 'ttl') === undefined ? 5_000 : options.ttl
+    const data = own(options, 'data')
+    const retryDelay = own(options, 'retryDelay')
+    const onElected = own(options, 'onElected')
+    const onRevoked = own(options, 'onRevoked')
+    const signal = own(options, 'signal')
     v.checkInt(ttl, 'options.ttl')
     if (onElected !== undefined) v.checkFunction(onElected, 'options.onElected')
     if (onRevoked !== undefined) v.checkFunction(onRevoked, 'options.onRevoked')
@@ -484,7 +527,7 @@ class Election {
     if (signal !== undefined) {
       v.checkSignal(signal, 'options.signal')
       if (signal.aborted) this._ac.abort(signal.reason)
-      else signal.addEventListener('abort', () => this.resign(), { once: true })
+      else signal.addEventListener('abort', () => this.resign(), ONCE)
     }
     this._lock = null
     this._done = this._campaign()
@@ -529,7 +572,7 @@ class Election {
 
   _aborted() {
     const s = this._ac.signal
-    return s.aborted ? Promise.resolve(null) : new Promise((r) => s.addEventListener('abort', () => r(null), { once: true }))
+    return s.aborted ? Promise.resolve(null) : new Promise((r) => s.addEventListener('abort', () => r(null), ONCE))
   }
 
   /** Stops campaigning and gives up leadership if held. */
@@ -568,14 +611,22 @@ async function connect(url, options = {}) {
     err.code = 'ERR_INVALID_ARG_VALUE'
     throw err
   }
+  if (!url.isWellFormed()) {
+    // Not echoed: it may carry a password.
+    const err = new TypeError("The argument 'url' must not contain lone surrogates (they have no UTF-8 encoding)")
+    err.code = 'ERR_INVALID_ARG_VALUE'
+    throw err
+  }
   v.checkObject(options, 'options')
+  // Own properties only, and no prototype for the native side to look up either.
   const o = stripUndefined(options)
   if (o.ttl !== undefined) v.checkInt(o.ttl, 'options.ttl')
   if (o.retryDelay !== undefined) v.checkInt(o.retryDelay, 'options.retryDelay')
   if (o.jitter !== undefined) v.checkNumber(o.jitter, 'options.jitter', 0, 1)
   if (o.connectTimeout !== undefined) v.checkInt(o.connectTimeout, 'options.connectTimeout')
   if (o.responseTimeout !== undefined) v.checkInt(o.responseTimeout, 'options.responseTimeout')
-  if (o.poolSize !== undefined) v.checkNumber(o.poolSize, 'options.poolSize', 1, 1000)
+  if (o.poolSize !== undefined) v.checkInt(o.poolSize, 'options.poolSize', 1, 1000)
+  if (o.lazy !== undefined) v.checkBoolean(o.lazy, 'options.lazy')
   if (o.table !== undefined && (typeof o.table !== 'string' || !/^[A-Za-z0-9_]{1,64}$/.test(o.table))) {
     throw v.valueError('options.table', 'must be 1 to 64 letters, digits or underscores', o.table)
   }

@@ -26,11 +26,24 @@ function tlsFrom(o, name) {
   return any ? normalizeTls(picked, name, { strict: false }) : undefined
 }
 
+/** ERR_INVALID_ARG_VALUE without echoing the value: a URL or options may carry a password. */
+function invalid(name, reason, cause) {
+  const err = new TypeError(`The argument '${name}' ${reason}`, cause === undefined ? undefined : { cause })
+  err.code = 'ERR_INVALID_ARG_VALUE'
+  return err
+}
+
 function enc(s) {
   return encodeURIComponent(String(s))
 }
 
-function build({ host = '127.0.0.1', port = 6379, path, db, username, password, tls }) {
+function build(options) {
+  // Own properties only: a path or password put on Object.prototype must not be picked up.
+  const { host = '127.0.0.1', port = 6379, path, db, username, password, tls } = Object.assign(Object.create(null), options)
+  // A database is a small non-negative integer; anything else would only fail at connect time.
+  if (db !== undefined && db !== null && db !== '' && !(Number.isSafeInteger(Number(db)) && Number(db) >= 0)) {
+    throw invalid('client.db', 'must be a non-negative integer')
+  }
   const auth = password != null && password !== ''
     ? `${username ? enc(username) : ''}:${enc(password)}@`
     : username ? `${enc(username)}@` : ''
@@ -44,7 +57,13 @@ function build({ host = '127.0.0.1', port = 6379, path, db, username, password, 
 }
 
 function fromUrlString(url, overrides = {}) {
-  const u = new URL(url)
+  if (typeof url !== 'string' || !/^rediss?:\/\//i.test(url)) throw invalid('client.url', 'must be a redis:// or rediss:// URL')
+  let u
+  try {
+    u = new URL(url)
+  } catch (err) {
+    throw invalid('client.url', 'must be a valid redis:// or rediss:// URL', err)
+  }
   const base = {
     host: u.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1',
     port: u.port || 6379,
@@ -138,6 +157,15 @@ function toRedisUrl(client, name = 'client') {
  * what `normalizeTls` returns. Bad TLS material throws here, before any I/O.
  */
 function toRedisTarget(client, name = 'client') {
+  const target = targetOf(client, name)
+  // UTF-8 has no encoding for a lone surrogate: two distinct URLs (or passwords) would be one.
+  if (!target.url.isWellFormed()) throw invalid(name, 'must not contain lone surrogates (they have no UTF-8 encoding)')
+  return target
+}
+
+const OPTION_KEYS = ['url', 'host', 'port', 'path', 'socket', 'db', 'database', 'username', 'password', 'tls']
+
+function targetOf(client, name) {
   if (typeof client === 'string') {
     if (!/^(redis|rediss|redis\+unix|unix):\/\//i.test(client)) {
       // Shown with any password masked: the string may be a URL with credentials.
@@ -155,7 +183,10 @@ function toRedisTarget(client, name = 'client') {
     return { url: fromNodeRedis4(client), tls: tlsOfNodeRedis4(client) }
   }
   if (client.options && typeof client.status === 'string') return { url: fromIoredis(client), tls: tlsOfIoredis(client) }
-  // A plain options object.
+  // A plain options object: its own properties only, not what someone put on Object.prototype.
+  const own = Object.create(null)
+  for (const k of OPTION_KEYS) if (Object.hasOwn(client, k)) own[k] = client[k]
+  client = own
   const looksLikeOptions = ['url', 'host', 'port', 'path', 'socket', 'db', 'database'].some((k) => k in client)
   if (!looksLikeOptions) {
     throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', client)

@@ -33,34 +33,52 @@ function valueError(name, reason, value) {
   return err
 }
 
+/**
+ * Refuses a string with a lone surrogate: UTF-8 has no encoding for one, so it would reach the
+ * store as U+FFFD and two distinct JS strings would become one key (or a payload would not
+ * come back as it went in). V8 answers in O(1) for one-byte strings, so the common ASCII key
+ * costs a few ns.
+ */
+function checkWellFormed(value, name) {
+  if (!value.isWellFormed()) throw valueError(name, LONE_SURROGATE, value)
+  return value
+}
+
+const LONE_SURROGATE = 'must not contain lone surrogates (they have no UTF-8 encoding)'
+
 function checkKey(key, name = 'key') {
   if (typeof key !== 'string') throw typeError(name, 'of type string', key)
   if (key.length === 0) throw valueError(name, 'must not be empty', key)
+  if (!key.isWellFormed()) throw valueError(name, LONE_SURROGATE, key)
   if (key.length > MAX_KEY_BYTES / 3 && Buffer.byteLength(key) > MAX_KEY_BYTES) {
     throw rangeError(`${name}.length`, `at most ${MAX_KEY_BYTES} bytes`, Buffer.byteLength(key))
   }
   return key
 }
 
-/** A whole number of milliseconds in [min, MAX_MS]. */
-function checkInt(value, name, min = 1) {
+/** A whole number in [min, max] (by default a number of milliseconds in [1, MAX_MS]). */
+function checkInt(value, name, min = 1, max = MAX_MS) {
   if (typeof value !== 'number') throw typeError(name, 'of type number', value)
-  if (!Number.isInteger(value) || value < min || value > MAX_MS) {
-    throw rangeError(name, `an integer >= ${min} and <= ${MAX_MS}`, value)
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw rangeError(name, `an integer >= ${min} and <= ${max}`, value)
   }
   return value
 }
 
-/** A duration that may be fractional, zero or Infinity. */
+/**
+ * A duration in ms that may be fractional or zero: a finite number in [0, MAX_MS], or
+ * Infinity (no limit). Larger finite values are refused: they are no sane deadline and the
+ * native side cannot represent them all as a point in time.
+ */
 function checkWait(value, name) {
   if (typeof value !== 'number') throw typeError(name, 'of type number', value)
-  if (Number.isNaN(value) || value < 0) throw rangeError(name, '>= 0 (or Infinity)', value)
+  if (!(value >= 0 && value <= MAX_MS) && value !== Infinity) throw rangeError(name, `>= 0 and <= ${MAX_MS}, or Infinity`, value)
   return value
 }
 
 function checkNumber(value, name, min, max) {
   if (typeof value !== 'number') throw typeError(name, 'of type number', value)
-  if (Number.isNaN(value) || value < min || value > max) throw rangeError(name, `>= ${min} and <= ${max}`, value)
+  if (!(value >= min && value <= max)) throw rangeError(name, `>= ${min} and <= ${max}`, value)
   return value
 }
 
@@ -79,21 +97,42 @@ function checkObject(value, name) {
   return value
 }
 
+/** An AbortSignal, by shape (so that one from another realm passes too). */
 function checkSignal(value, name) {
-  if (value === null || typeof value !== 'object' || typeof value.aborted !== 'boolean' || typeof value.addEventListener !== 'function') {
+  if (value === null || typeof value !== 'object' || typeof value.aborted !== 'boolean' ||
+      typeof value.addEventListener !== 'function' || typeof value.removeEventListener !== 'function') {
     throw typeError(name, 'an instance of AbortSignal', value)
   }
   return value
 }
 
+const TAG_STRING = Buffer.from('s')
+const TAG_BYTES = Buffer.from('b')
+
 /** Payloads are stored with a one-byte type tag so `inspect` gives back a string or a Buffer. */
 function encodeData(value, name) {
-  let buf
-  if (typeof value === 'string') buf = Buffer.concat([Buffer.from('s'), Buffer.from(value)])
-  else if (value instanceof Uint8Array) buf = Buffer.concat([Buffer.from('b'), value])
-  else throw typeError(name, 'of type string or an instance of Buffer or Uint8Array', value)
-  if (buf.length - 1 > MAX_DATA_BYTES) throw rangeError(`${name}.length`, `at most ${MAX_DATA_BYTES} bytes`, buf.length - 1)
-  return buf
+  let size
+  if (typeof value === 'string') {
+    checkWellFormed(value, name)
+    size = Buffer.byteLength(value)
+  } else if (value instanceof Uint8Array) {
+    size = value.byteLength
+  } else {
+    throw typeError(name, 'of type string or an instance of Buffer or Uint8Array', value)
+  }
+  // Measured before anything is copied.
+  if (size > MAX_DATA_BYTES) throw rangeError(`${name}.length`, `at most ${MAX_DATA_BYTES} bytes`, size)
+  return typeof value === 'string' ? Buffer.concat([TAG_STRING, Buffer.from(value)]) : Buffer.concat([TAG_BYTES, value])
+}
+
+const isOwnEnumerable = Function.prototype.call.bind(Object.prototype.propertyIsEnumerable)
+
+/**
+ * The value of `object[name]` if it is an own enumerable property (one that a spread would
+ * copy), else undefined: options never pick up what someone put on Object.prototype.
+ */
+function own(object, name) {
+  return isOwnEnumerable(object, name) ? object[name] : undefined
 }
 
 function decodeData(buf) {
@@ -112,6 +151,8 @@ module.exports = {
   typeError,
   rangeError,
   valueError,
+  own,
+  checkWellFormed,
   checkKey,
   checkInt,
   checkWait,
