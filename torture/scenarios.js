@@ -288,6 +288,7 @@ const frozen = {
       if (lost) h.check(lost.t <= g.t, `round ${r}: the frozen holder heard of the loss ${(lost.t - g.t).toFixed(0)} ms after the other worker got the lock`)
       const p = await holder.cmd('probe', { as: key })
       h.check(p.held === false, `round ${r}: the frozen holder still reads held === true after the takeover`)
+      h.check(p.aborted === true, `round ${r}: the frozen holder's signal is not aborted after the takeover`)
       await waiter.cmd('release', { as: key })
       proxy.thaw()
       await proxy.close()
@@ -328,7 +329,8 @@ const connKill = {
     }, ttl * 3)
     h.check(ok, 'the holder through the kills neither kept its lock in the store nor heard it lost')
     const errs = h.events.filter((e) => e.ev === 'acquire-error' || e.ev === 'release-error').length
-    h.note(`${errs} call(s) failed during the kills`)
+    h.note(`connections killed per fault: ${h.faults.map((f) => f.n).join(', ')}; ${errs} call(s) failed during the kills`)
+    h.check(h.faults.every((f) => f.n > 0), 'a kill found no deadbolt connection to kill (the fault was not injected)')
     await holder.cmd('release', { as: hk })
   },
 }
@@ -336,7 +338,9 @@ const connKill = {
 function restartScenario(variant) {
   return {
     name: `8-restart-${variant}`,
-    title: `tokens and holders survive a store restart (${variant})`,
+    title: variant === 'persistent'
+      ? 'across a restart of a persistent store tokens never decrease and holders keep or visibly lose their locks'
+      : 'across a restart of a store without persistence holders keep or visibly lose their locks and locking works again',
     server: 'own',
     applies: (store) => store.restarts.some((x) => x.id === variant),
     async run(ctx) {
