@@ -49,8 +49,8 @@ const baseline = {
   title: 'workers contending on a few keys never overlap and get strictly increasing tokens',
   server: 'shared',
   async run({ h, url, short }) {
-    const n = pick(short, 3, 6)
-    const rounds = pick(short, 40, 150)
+    const n = pick(short, 3, 8)
+    const rounds = pick(short, 40, 300)
     const keys = [h.key('a'), h.key('b'), h.key('c')]
     const workers = await Promise.all(Array.from({ length: n }, (_, i) => connected(h, `w${i}`, url)))
     const out = await Promise.all(workers.map((w, i) => w.cmd('contend', { keys, rounds, ttl: 3000, wait: 30000, holdMs: 4, writes: 2, autoExtend: i % 2 === 1, retryDelay: 20 }, { timeout: 120000 })))
@@ -70,7 +70,7 @@ const holderKill = {
     const ttl = 1000
     h.maxTtl = ttl
     const key = h.key('k')
-    const rounds = pick(short, 2, 4)
+    const rounds = pick(short, 2, 6)
     const takeover = (h.figures.takeover = [])
     let holder = await connected(h, 'h0', url)
     await holder.cmd('hold', { key, ttl, autoExtend: true, extendEvery: 250 })
@@ -264,7 +264,7 @@ const frozen = {
     const { freezableProxy } = require('./proxy')
     const ttl = 1500
     h.maxTtl = ttl
-    const rounds = pick(short, 2, 4)
+    const rounds = pick(short, 2, 5)
     const waiter = await connected(h, 'waiter', url)
     h.figures.takeover = []
     h.figures.lateness = []
@@ -309,8 +309,8 @@ const connKill = {
     const workers = await Promise.all([0, 1, 2].map((i) => connected(h, `w${i}`, url)))
     const holder = await connected(h, 'holder', url)
     const held = await holder.cmd('hold', { key: hk, ttl, autoExtend: true, extendEvery: 300, writeEvery: 50 })
-    const running = workers.map((w, i) => w.cmd('contend', { keys, rounds: 100000, ttl, wait: 10000, holdMs: 4, writes: 2, autoExtend: i === 0, retryDelay: 20, deadlineMs: pick(short, 2500, 6000) }, { timeout: 60000 }))
-    const kills = pick(short, 3, 8)
+    const running = workers.map((w, i) => w.cmd('contend', { keys, rounds: 100000, ttl, wait: 10000, holdMs: 4, writes: 2, autoExtend: i === 0, retryDelay: 20, deadlineMs: pick(short, 2500, 8000) }, { timeout: 60000 }))
+    const kills = pick(short, 3, 10)
     for (let i = 0; i < kills; i++) {
       await sleep(pick(short, 500, 600))
       const n = await raw.killConnections()
@@ -359,7 +359,7 @@ function restartScenario(variant) {
       const hk = h.key('held')
       const workers = await Promise.all([0, 1].map((i) => connected(h, `w${i}`, url, { connectTimeout: 2000, responseTimeout: 2000 })))
       const holder = await connected(h, 'holder', url, { connectTimeout: 2000, responseTimeout: 2000 })
-      const rounds = pick(short, 15, 40)
+      const rounds = pick(short, 15, 60)
       await Promise.all(workers.map((w) => w.cmd('contend', { keys, rounds, ttl, holdMs: 2, writes: 1 })))
       const before = new Map()
       for (const k of keys) before.set(k, await raw.token(k))
@@ -540,7 +540,7 @@ const election = {
     const ttl = 1000
     h.maxTtl = ttl
     const name = h.key('leader')
-    const cycles = pick(short, 1, 2)
+    const cycles = pick(short, 1, 3)
     let seq = 0
     const candidates = []
     const spawn = async () => {
