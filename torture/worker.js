@@ -5,7 +5,7 @@
 // processes on Linux). Before every write to the protected resource it reads `lock.held`
 // and logs it: that is what the checker measures overlaps on.
 //
-// Events: acquire {key, token, owner} · write {key, token, held, wid} · exit · release {ok}
+// Events: acquire {key, token, owner, g (grant id)} · enter · write {key, token, held, wid} · exit · release {ok}
 // · lost {reason} (onLost) · abort (signal) · acquire-error {code} · busy / busy-end.
 
 const path = require('node:path')
@@ -104,6 +104,7 @@ const commands = {
       grants++
       const g = ++grantSeq
       log({ ev: 'acquire', key, token: String(lock.fencingToken), owner: lock.owner, g })
+      log({ ev: 'enter', key, token: String(lock.fencingToken), g })
       for (let j = 0; j < writes; j++) {
         await write(key, lock.fencingToken, lock.held, g)
         if (holdMs > 0) await sleep(holdMs / writes)
