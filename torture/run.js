@@ -11,15 +11,15 @@ const { SCENARIOS } = require('./scenarios')
 const { Harness, sleep } = require('./harness')
 const { check } = require('./checker')
 
-/** Throwaway servers the run may reuse (a MariaDB takes seconds to install). */
+/** Throwaway servers the run reuses across scenarios (store.reuseServer). */
 const reusable = new Map()
 
 async function throwaway(store, opts = {}) {
-  if (store.name === 'mysql') {
+  if (store.reuseServer) {
     let s = reusable.get(store.name)
-    if (s && !s.pid) { await s.db.start({ timeout: 60000 }).catch(() => {}) }
-    if (!s) { s = await store.Server.create(opts); reusable.set(store.name, s) }
-    return { server: s, dispose: async () => { s.resume(); if (!s.pid) await s.db.start({ timeout: 60000 }).catch(() => {}) } }
+    if (s) await s.ensureRunning()
+    else { s = await store.Server.create(opts); reusable.set(store.name, s) }
+    return { server: s, dispose: () => s.ensureRunning() }
   }
   const s = await store.Server.create(opts)
   return { server: s, dispose: () => s.destroy() }

@@ -119,6 +119,12 @@ class ThrowawayRedis {
     await this.start()
   }
 
+  /** Resumes it, and starts it again if it is not running. */
+  async ensureRunning() {
+    this.resume()
+    if (!this.child) await this.start()
+  }
+
   async destroy() {
     await this.stop('SIGKILL').catch(() => {})
     fs.rmSync(this.dir, { recursive: true, force: true })
@@ -150,6 +156,11 @@ class ThrowawayMysql {
   async restart(signal = 'SIGKILL') {
     await this.stop(signal)
     await this.db.start({ timeout: 60000 })
+  }
+
+  async ensureRunning() {
+    this.resume()
+    if (!this.pid) await this.db.start({ timeout: 60000 })
   }
 
   async destroy() {

@@ -2,7 +2,8 @@
 // The store table: everything the scenarios need to know about one kind of store. A later
 // store is one more entry here: its shared URL, how to start a throwaway server, a raw
 // client to look at what deadbolt wrote (owner, lease, fencing counter, leftovers), how to
-// kill deadbolt's connections, and the store's fixed state budget per lock name.
+// kill deadbolt's connections, the store's fixed state budget per lock name, and what the
+// README promises about restarts.
 
 const { ThrowawayRedis, ThrowawayMysql, answers } = require('./servers')
 
@@ -130,7 +131,10 @@ const STORES = [
       { id: 'no-persistence', label: 'Redis without AOF, SIGKILL', server: { aof: false }, tokensSurvive: false },
       { id: 'persistent', label: 'Redis with AOF (fsync always), SIGKILL', server: { aof: true }, tokensSurvive: true },
     ],
-    pubsub: true,
+    /** A throwaway server is cheap: one per scenario. */
+    reuseServer: false,
+    /** The README promises no failed call after a restart only for MySQL's pool. */
+    replacesConnectionsInCall: false,
   },
   {
     name: 'mysql',
@@ -139,7 +143,10 @@ const STORES = [
     Server: ThrowawayMysql,
     raw: (url) => new MysqlRaw(url),
     restarts: [{ id: 'persistent', label: 'MariaDB SIGKILL', server: {}, tokensSurvive: true }],
-    pubsub: false,
+    /** A MariaDB datadir takes seconds to install: one throwaway server per run. */
+    reuseServer: true,
+    /** "Pooled connections that the server closed are replaced inside the same call." */
+    replacesConnectionsInCall: true,
   },
 ]
 
