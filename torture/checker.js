@@ -8,6 +8,7 @@
 //   token viol.    one token granted twice for a key, or a grant whose token is lower than a
 //                  token already released for that key (within one token epoch: a store
 //                  restart without persistence starts a new epoch, as documented)
+//   dead grants    an acquisition that resolved with a lock already not held
 
 function groupBy(xs, f) {
   const m = new Map()
@@ -115,6 +116,9 @@ function check(h, leftover) {
   if (ov.count > 0) violations.push(`${ov.count} overlap(s), up to ${ov.maxMs.toFixed(0)} ms: ${ov.examples.join('; ')}`)
   if (st.stale > 0) violations.push(`${st.stale} stale write(s) accepted: ${st.examples.join('; ')}`)
   if (tv.violations > 0) violations.push(`${tv.violations} token violation(s): ${tv.examples.join('; ')}`)
+  // A grant is a lock the caller holds: one that arrives with held === false is no grant.
+  const doa = h.events.filter((e) => e.ev === 'acquire' && e.held === false)
+  if (doa.length > 0) violations.push(`${doa.length} grant(s) arrived already lost (held === false when acquire resolved): ${doa.slice(0, 3).map((e) => `${e.w} ${e.key.slice(-12)}#${e.token}`).join(', ')}`)
   if (leftover === null) violations.push('leftover state could not be read')
   else if (leftover > 0) violations.push(`${leftover} key(s)/row(s) left in the store beyond the per-name budget: ${(h.leftoverNames ?? []).slice(0, 3).join(', ')}`)
   return { figures, violations }

@@ -103,7 +103,7 @@ const commands = {
       }
       grants++
       const g = ++grantSeq
-      log({ ev: 'acquire', key, token: String(lock.fencingToken), owner: lock.owner, g })
+      log({ ev: 'acquire', key, token: String(lock.fencingToken), owner: lock.owner, g, held: lock.held })
       log({ ev: 'enter', key, token: String(lock.fencingToken), g })
       for (let j = 0; j < writes; j++) {
         await write(key, lock.fencingToken, lock.held, g)
@@ -204,7 +204,7 @@ const commands = {
       p = client(name)[op](key, opts).then(async (lock) => {
         if (!lock) return null
         const g = ++grantSeq
-        log({ ev: 'acquire', key, token: String(lock.fencingToken), owner: lock.owner, g })
+        log({ ev: 'acquire', key, token: String(lock.fencingToken), owner: lock.owner, g, held: lock.held })
         const tok = String(lock.fencingToken)
         await write(key, lock.fencingToken, lock.held, g)
         const ok = await lock.release()
