@@ -8,6 +8,7 @@ const { fork } = require('node:child_process')
 const path = require('node:path')
 const readline = require('node:readline')
 const { Resource } = require('./resource')
+const { stopProcess } = require('./servers')
 
 const now = () => Number(process.hrtime.bigint()) / 1e6
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
@@ -60,6 +61,11 @@ class WorkerHandle {
       this.replies.set(id, { resolve: (v) => { clearTimeout(timer); resolve(v) }, reject: (e) => { clearTimeout(timer); reject(e) } })
       this.proc.send({ type: 'cmd', id, cmd, args }, () => {})
     })
+  }
+
+  /** SIGSTOPs the worker and resolves once all its threads are stopped. */
+  async pause() {
+    if (this.alive) await stopProcess(this.pid).catch(() => {})
   }
 
   signal(sig) {

@@ -111,8 +111,8 @@ const holderStop = {
     await holder.cmd('hold', { key: plain, ttl, autoExtend: false, stale: true, writeEvery: 20 })
     for (const key of [auto, plain]) waiter.cmd('hold', { key, ttl: 3000, autoExtend: true, wait: 20000, retryDelay: 50 }).catch(() => {})
     await queued(waiter)
+    await holder.pause()
     const f = h.fault('SIGSTOP holder', { w: holder.id })
-    holder.signal('SIGSTOP')
     // Resume only once the new holder's token reached the resource: from then on every write
     // of the paused holder is stale and must be refused.
     for (const key of [auto, plain]) {
@@ -137,7 +137,7 @@ const holderStop = {
       const acceptedLate = late.filter((r) => r.accepted).length
       h.check(acceptedLate === 0, `${key.slice(h.prefix.length)}: ${acceptedLate} write(s) of the resumed stale holder were accepted`)
       const heldLate = h.events.filter((e) => e.ev === 'write' && e.key === key && e.w === holder.id && e.t > c.t && e.held).length
-      if (heldLate) h.note(`${key.slice(h.prefix.length)}: the resumed holder read held === true ${heldLate} time(s) after SIGCONT`)
+      if (heldLate) h.note(`${key.slice(h.prefix.length)}: the resumed holder read held === true ${heldLate} time(s) after SIGCONT, while the new holder held it`)
     }
     await holder.cmd('release', { as: auto })
     await holder.cmd('release', { as: plain })
@@ -399,7 +399,7 @@ function restartScenario(variant) {
 
 const stalled = {
   name: '9-store-stalled',
-  title: 'with the store stalled every call settles within its timeouts with ERR_LOCK_BACKEND',
+  title: 'with the store stalled every call settles within its timeouts with ERR_LOCK_BACKEND and the held lock is reported lost',
   server: 'throwaway',
   async run({ h, url, server }) {
     const connectTimeout = 1000
@@ -409,11 +409,12 @@ const stalled = {
     const bound = connectTimeout + responseTimeout + SLACK
     const opts = { connectTimeout, responseTimeout }
     const w = await connected(h, 'w', url, opts)
+    await w.cmd('connect', { client: 'second', url, opts })
     const held = { ext: h.key('ext'), rel: h.key('rel'), idle: h.key('idle') }
     for (const key of Object.values(held)) await w.cmd('hold', { key, ttl, autoExtend: true, extendEvery: 300, writeEvery: 50 })
     const x = h.key('x')
+    await server.pause()
     const f = h.fault('SIGSTOP store')
-    server.pause()
     const calls = [
       { op: 'acquire', key: x, opts: { wait: Infinity, ttl } },
       { op: 'tryAcquire', key: x, opts: { ttl } },
@@ -422,6 +423,7 @@ const stalled = {
       { op: 'extend', as: held.ext, allow: ['ERR_LOCK_EXTEND'] },
       { op: 'release', as: held.rel, allowValue: [false] },
       { op: 'connect', url, opts },
+      { op: 'close', client: 'second', allowValue: ['closed'] },
     ]
     const results = await Promise.all(calls.map((c) => w.cmd('call', { ...c, guardMs: bound + 5000 }, { timeout: bound + 15000 })
       .catch((err) => ({ op: c.op, hung: true, msg: err.message }))))
@@ -564,8 +566,8 @@ const election = {
       await spawn()
       // SIGSTOP the leader past its ttl
       victim = candidates.find((w) => w.id === leader.w)
+      await victim.pause()
       f = h.fault('SIGSTOP leader', { w: victim.id })
-      victim.signal('SIGSTOP')
       leader = await grantOf(h, (e) => e.key === name && e.t > f.t, ttl + 10000, 'a leader after the pause')
       h.figures.takeover.push(leader.t - f.t)
       h.check(leader.t - f.t <= ttl + SLACK, `new leader ${(leader.t - f.t).toFixed(0)} ms after the pause (ttl ${ttl} + slack)`)

@@ -48,6 +48,25 @@ function which(cmd) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
+/** True when every thread of process `pid` is stopped (state T in /proc). */
+function allThreadsStopped(pid) {
+  try {
+    const tasks = fs.readdirSync(`/proc/${pid}/task`)
+    return tasks.every((t) => {
+      const stat = fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8')
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'T'
+    })
+  } catch {
+    return false
+  }
+}
+
+/** SIGSTOPs `pid` and resolves once the kernel shows all its threads stopped (bounded). */
+async function stopProcess(pid) {
+  process.kill(pid, 'SIGSTOP')
+  for (let i = 0; i < 400 && !allThreadsStopped(pid); i++) await sleep(5)
+}
+
 /** A redis-server child on a free port, in a temporary directory (its AOF lives there). */
 class ThrowawayRedis {
   static available() { return which('redis-server') !== null }
@@ -103,7 +122,8 @@ class ThrowawayRedis {
     }
   }
 
-  pause() { this.child?.kill('SIGSTOP') }
+  /** SIGSTOP; resolves once the server is really stopped. */
+  async pause() { if (this.child) await stopProcess(this.child.pid) }
   resume() { this.child?.kill('SIGCONT') }
 
   async stop(signal = 'SIGKILL') {
@@ -146,7 +166,7 @@ class ThrowawayMysql {
   get url() { return this.db.url }
   get port() { return this.db.port }
   get pid() { return this.db.child?.pid }
-  pause() { this.db.child?.kill('SIGSTOP') }
+  async pause() { if (this.db.child) await stopProcess(this.db.child.pid) }
   resume() { this.db.child?.kill('SIGCONT') }
   async stop(signal = 'SIGKILL') {
     this.db.child?.kill('SIGCONT')
@@ -169,4 +189,4 @@ class ThrowawayMysql {
   }
 }
 
-module.exports = { ThrowawayRedis, ThrowawayMysql, freePort, answers, sleep }
+module.exports = { ThrowawayRedis, ThrowawayMysql, freePort, answers, sleep, stopProcess }

@@ -213,6 +213,7 @@ const commands = {
       })
     } else if (op === 'inspect') p = client(name).inspect(key).then((i) => (i ? { owner: i.owner, token: String(i.fencingToken) } : null))
     else if (op === 'ping') p = client(name).ping().then(() => 'pong')
+    else if (op === 'close') { const c = client(name); clients.delete(name); p = c.close().then(() => 'closed') }
     else if (op === 'extend') p = holds.get(as).lock.extend().then(() => 'extended')
     else if (op === 'release') { holds.get(as).stopped = true; p = holds.get(as).lock.release() }
     else throw new Error(`unknown op ${op}`)
