@@ -95,6 +95,7 @@ class Harness {
     this.figures = {} // scenario-specific: takeoverMs, lateness…
     this.violations = []
     this.names = new Set()
+    this.baseOpts = {} // connect options every worker client gets (an isolated table)
     this.epochs = []
   }
 

@@ -48,11 +48,15 @@ async function runScenario(store, sc, { short = false } = {}) {
   let server = null
   let url = store.url
   let serverHandle = null
+  let isolation = null
   if (sc.server === 'own') {
     // The scenario starts its own server (ctx.throwaway) and sets ctx.raw.
     if (!store.Server.available()) return missing(`no ${store.name} server binary to start a throwaway server`)
   } else if (sc.server === 'shared') {
     if (!(await sharedUp(store))) return missing(`${store.name} is not answering at ${store.url}`)
+    isolation = store.isolate(store.url, prefix.split(':')[2])
+    url = isolation.url
+    h.baseOpts = isolation.opts
   } else {
     if (!store.Server.available()) return missing(`no ${store.name} server binary to start a throwaway server`)
     try {
@@ -63,7 +67,7 @@ async function runScenario(store, sc, { short = false } = {}) {
     server = serverHandle.server
     url = server.url
   }
-  const raw = sc.server === 'own' ? null : store.raw(url)
+  const raw = sc.server === 'own' ? null : isolation ? isolation.raw() : store.raw(url)
   const ctx = { h, store, short, server, url, raw, throwaway: (opts) => throwaway(store, opts) }
   let leftover = null
   try {

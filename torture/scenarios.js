@@ -33,7 +33,7 @@ const lostOf = (h, pred, ms) => h.maybe((e) => (e.ev === 'lost' || e.ev === 'abo
 
 async function connected(h, id, url, opts) {
   const w = await h.worker(id)
-  await w.cmd('connect', { url, opts })
+  await w.cmd('connect', { url, opts: { ...h.baseOpts, ...opts } })
   return w
 }
 

@@ -96,7 +96,8 @@ class MysqlRaw {
   }
 
   async cleanup(prefix) {
-    await this.pool.query(`DELETE FROM ${this.table} WHERE name LIKE CONCAT(?, '%')`, [Buffer.from(prefix)]).catch(() => {})
+    if (this.dropOnCleanup) await this.pool.query(`DROP TABLE IF EXISTS ${this.table}`).catch(() => {})
+    else await this.pool.query(`DELETE FROM ${this.table} WHERE name LIKE CONCAT(?, '%')`, [Buffer.from(prefix)]).catch(() => {})
   }
 
   /** KILL CONNECTION for every other client session (deadbolt's pool). */
@@ -126,6 +127,15 @@ const STORES = [
     port: Number(new URL(REDIS_URL).port || 6379),
     Server: ThrowawayRedis,
     raw: (url) => new RedisRaw(url),
+    /**
+     * On the shared server, a database of the run's own (other suites clean up `deadbolt:*`
+     * in db 0 while this one runs); the scenarios still use random key prefixes.
+     */
+    isolate: (url) => {
+      const u = new URL(url)
+      u.pathname = `/${process.env.TORTURE_REDIS_DB ?? 15}`
+      return { url: u.toString(), opts: {}, raw: () => new RedisRaw(u.toString()) }
+    },
     /** Tokens survive a restart only with persistence. */
     restarts: [
       { id: 'no-persistence', label: 'Redis without AOF, SIGKILL', server: { aof: false }, tokensSurvive: false },
@@ -142,6 +152,19 @@ const STORES = [
     port: Number(new URL(MYSQL_URL).port || 3306),
     Server: ThrowawayMysql,
     raw: (url) => new MysqlRaw(url),
+    /**
+     * On the shared server, a lease table of the scenario's own (connect option `table`),
+     * dropped afterwards: other suites delete rows of `deadbolt_locks` while this one runs,
+     * and a deleted row restarts its fencing counter.
+     */
+    isolate: (url, tag) => {
+      const table = `deadbolt_torture_${tag}`
+      return {
+        url,
+        opts: { table },
+        raw: () => Object.assign(new MysqlRaw(url, table), { dropOnCleanup: true }),
+      }
+    },
     restarts: [{ id: 'persistent', label: 'MariaDB SIGKILL', server: {}, tokensSurvive: true }],
     /** A MariaDB datadir takes seconds to install: one throwaway server per run. */
     reuseServer: true,
