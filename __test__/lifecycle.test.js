@@ -155,3 +155,23 @@ test('the first call after a Redis restart succeeds on a fresh connection', asyn
     await server.kill()
   }
 })
+
+test('an acquisition aborted in the same tick it was made rejects at once and leaves no waiter', { timeout: 10_000 }, async () => {
+  const locks = await connect('memory://abort-early')
+  try {
+    const k = prefix('abort-early') + 'k'
+    const holder = await locks.acquire(k)
+    const outcomes = await Promise.allSettled(Array.from({ length: 200 }, () => {
+      const ac = new AbortController()
+      const p = locks.acquire(k, { wait: Infinity, signal: ac.signal })
+      ac.abort()
+      return p
+    }))
+    assert.ok(outcomes.every((o) => o.status === 'rejected' && o.reason.name === 'AbortError'), 'every one rejected with the signal\'s reason')
+    assert.equal(locks.stats().waiting, 0)
+    await holder.release()
+    assert.equal(await locks.inspect(k), null)
+  } finally {
+    await locks.close()
+  }
+})

@@ -37,3 +37,11 @@ pub fn valid_table_name(name: &str) -> bool {
     (1..=MAX_TABLE_NAME_BYTES).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
+
+/// Margin taken off every lease by the holder's local reckoning, as a fraction of the ttl,
+/// plus [`LEASE_MARGIN_MS`]: it covers clock drift between holder and store and the time a
+/// loss takes to reach the caller, so the holder stops believing before the store's expiry
+/// (Redlock's drift factor, 1 % + 2 ms). Never more than half the lease.
+pub const LEASE_MARGIN_FRACTION: f64 = 0.01;
+/// The fixed part of the lease margin, in ms.
+pub const LEASE_MARGIN_MS: u64 = 2;

@@ -16,6 +16,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Connection settings of a native client. Validated by `index.js`.
 #[napi(object)]
@@ -219,7 +220,10 @@ impl NativeClient {
                             watch_expiry: flags & FLAG_WATCH_EXPIRY != 0,
                             plain: flags & FLAG_PLAIN != 0,
                         },
-                        cancellable: flags & FLAG_CANCELLABLE != 0,
+                        // Registered now, on this thread: a cancel that follows this
+                        // submission finds it even if the task has not started yet.
+                        cancel: (flags & FLAG_CANCELLABLE != 0)
+                            .then(|| self.session.cancellable(r[1] as u64)),
                     }
                 }
                 OP_RELEASE => Op::Release {
@@ -361,7 +365,7 @@ enum Op {
     Acquire {
         req: f64,
         spec: AcquireSpec,
-        cancellable: bool,
+        cancel: Option<CancellationToken>,
     },
     Release {
         req: f64,
@@ -405,15 +409,13 @@ impl Op {
 
     async fn run(self, session: Arc<Session>, completions: Arc<Completions>) {
         match self {
-            Op::Acquire {
-                req,
-                spec,
-                cancellable,
-            } => match session.acquire(req as u64, spec, cancellable).await {
-                Ok(Some(grant)) => completions.granted(req, grant.token),
-                Ok(None) => completions.record(req, Kind::Refused, 0.0),
-                Err(e) => completions.error(req, e),
-            },
+            Op::Acquire { req, spec, cancel } => {
+                match session.acquire(req as u64, spec, cancel).await {
+                    Ok(Some(grant)) => completions.granted(req, grant.token),
+                    Ok(None) => completions.record(req, Kind::Refused, 0.0),
+                    Err(e) => completions.error(req, e),
+                }
+            }
             Op::Release { req, id } => {
                 complete(&completions, req, session.release(id as u64).await)
             }

@@ -1,18 +1,31 @@
 //! A lock this process holds, and its lease as this process reckons it.
 //!
 //! The **local deadline** of a lease is the send time of the request that produced the grant
-//! (or of the last successful extension) plus the ttl: the store's own expiry can only be
-//! later, so a holder that stops believing at the local deadline never overlaps with the next
-//! holder. It is never reckoned from an earlier moment (such as when the caller started to
-//! wait), or a lock granted after a long wait would arrive already lost.
+//! (or of the last successful extension) plus the ttl, less a small margin (see
+//! [`lease_end`]): the store's own expiry is counted from when the request arrived, so it can
+//! only be later, and a holder that stops believing at the local deadline never overlaps with
+//! the next holder. It is never reckoned from an earlier moment (such as when the caller
+//! started to wait), or a lock granted after a long wait would arrive already lost.
 
 use crate::core::clock;
 use crate::core::error::LostReason;
 use crate::core::options::AutoExtend;
+use crate::limits;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// The local deadline of a lease of `ttl_ms` whose request was sent at `sent`: `sent + ttl`
+/// less `ttl × 1 % + 2 ms` (at most half the lease), which covers drift between the holder's
+/// clock and the store's and the time a loss takes to reach the caller.
+pub fn lease_end(sent: Instant, ttl_ms: u64) -> Instant {
+    let ttl = Duration::from_millis(ttl_ms);
+    let margin = Duration::from_millis(limits::LEASE_MARGIN_MS)
+        .saturating_add(ttl.mul_f64(limits::LEASE_MARGIN_FRACTION))
+        .min(ttl / 2);
+    clock::after(sent, ttl - margin)
+}
 
 /// Called once when a held lock is lost.
 pub type LostFn = Box<dyn Fn(&Held, LostReason) + Send + Sync>;
@@ -84,7 +97,7 @@ impl Held {
             has_data,
             state: Mutex::new(HeldState {
                 ttl_ms,
-                lease_deadline: clock::after(sent, Duration::from_millis(ttl_ms)),
+                lease_deadline: lease_end(sent, ttl_ms),
                 acquired_at: sent,
                 auto,
                 watch_expiry,
@@ -101,14 +114,19 @@ impl Held {
     pub fn extended(&self, sent: Instant, ttl_ms: u64) {
         let mut s = guard(&self.state);
         s.ttl_ms = ttl_ms;
-        s.lease_deadline = clock::after(sent, Duration::from_millis(ttl_ms));
+        s.lease_deadline = lease_end(sent, ttl_ms);
     }
 
-    /// Whether this process may still act as the holder: neither released nor lost, and the
-    /// local deadline has not passed (even if nobody has noticed the loss yet).
+    /// Whether this process may still act as the holder: neither released nor lost, the
+    /// local deadline has not passed and `maxHold` has not run out (even if nobody has
+    /// noticed the loss yet).
     pub fn is_live(&self, now: Instant) -> bool {
         let s = guard(&self.state);
-        !s.done && now < s.lease_deadline
+        let max_hold = s
+            .auto
+            .and_then(|a| a.max_hold)
+            .map(|m| clock::after(s.acquired_at, m));
+        !s.done && now < s.lease_deadline && max_hold.is_none_or(|end| now < end)
     }
 
     /// Marks the lock released by its holder. Returns false if it was already released or lost.
@@ -134,5 +152,47 @@ impl Held {
         }
         (self.on_lost)(self, reason);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(ttl_ms: u64, auto: Option<AutoExtend>, sent: Instant) -> Held {
+        Held::new(
+            1,
+            "k".into(),
+            "o".into(),
+            1,
+            ttl_ms,
+            sent,
+            auto,
+            false,
+            false,
+            Box::new(|_, _| {}),
+        )
+    }
+
+    #[test]
+    fn the_local_deadline_keeps_a_margin_of_one_percent_and_two_ms_before_the_ttl() {
+        let sent = Instant::now();
+        assert_eq!(lease_end(sent, 10_000), sent + Duration::from_millis(9_898));
+        assert_eq!(lease_end(sent, 1_000), sent + Duration::from_millis(988));
+        // Never more than half the lease.
+        assert_eq!(lease_end(sent, 2), sent + Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_lock_is_not_live_once_max_hold_ran_out_even_before_anyone_noticed() {
+        let sent = Instant::now() - Duration::from_secs(5);
+        let auto = AutoExtend {
+            every: Duration::from_secs(1),
+            max_hold: Some(Duration::from_secs(2)),
+        };
+        let h = held(60_000, Some(auto), sent);
+        assert!(!h.is_live(Instant::now()));
+        let without = held(60_000, None, sent);
+        assert!(without.is_live(Instant::now()));
     }
 }

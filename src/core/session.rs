@@ -73,9 +73,18 @@ impl Session {
         guard(&self.engine).clone().ok_or(LockError::Closed)
     }
 
+    /// Registers acquisition `id` as cancellable by [`Session::cancel`] and returns its
+    /// token. Called when the operation is submitted, on the caller's thread, so that a cancel
+    /// that follows the submission is never lost however late the acquisition starts.
+    pub fn cancellable(&self, id: u64) -> CancellationToken {
+        let token = self.closing.child_token();
+        guard(&self.pending).insert(id, token.clone());
+        token
+    }
+
     /// Acquires `spec.key` under handle `id` (unique among this session's pending and held
-    /// locks). `None`: still busy when the wait ended. `cancellable`: whether
-    /// [`Session::cancel`] may cancel this one (it costs a token and a registry entry).
+    /// locks). `None`: still busy when the wait ended. `cancel`: the token from
+    /// [`Session::cancellable`], or `None` when only `close` may cancel it.
     ///
     /// # Cancel Safety
     /// Cancel safe through [`Session::cancel`] with the same `id`, or [`Session::close`]
@@ -85,18 +94,19 @@ impl Session {
         self: &Arc<Self>,
         id: u64,
         spec: AcquireSpec,
-        cancellable: bool,
+        cancel: Option<CancellationToken>,
     ) -> Result<Option<Grant>, LockError> {
-        let engine = self.engine()?;
-        let cancel = if cancellable {
-            let token = self.closing.child_token();
-            guard(&self.pending).insert(id, token.clone());
-            token
-        } else {
-            self.closing.clone()
+        let registered = cancel.is_some();
+        let cancel = cancel.unwrap_or_else(|| self.closing.clone());
+        let engine = match self.engine() {
+            Ok(engine) => engine,
+            Err(e) => {
+                guard(&self.pending).remove(&id);
+                return Err(e);
+            }
         };
         let mut result = engine.acquire(&spec, &cancel).await;
-        if cancellable {
+        if registered {
             guard(&self.pending).remove(&id);
         }
         if matches!(result, Err(LockError::Aborted)) && self.closed.load(Ordering::Acquire) {
