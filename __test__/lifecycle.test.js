@@ -175,3 +175,17 @@ test('an acquisition aborted in the same tick it was made rejects at once and le
     await locks.close()
   }
 })
+
+test('an acquisition pending when close() is called rejects with LockClosedError, never resolves with a dead lock', async () => {
+  const locks = await connect('memory://close-while-granting')
+  const k = prefix('close-grant') + 'k'
+  // Granted at once by the store, while close() runs in the same tick.
+  const pending = Array.from({ length: 50 }, (_, i) => locks.acquire(`${k}${i}`))
+  const closing = locks.close()
+  const outcomes = await Promise.allSettled(pending)
+  await closing
+  for (const o of outcomes) {
+    if (o.status === 'fulfilled') assert.fail('a lock was handed out by a closed client')
+    assert.equal(o.reason.code, 'ERR_LOCK_CLOSED')
+  }
+})

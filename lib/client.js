@@ -201,6 +201,12 @@ class PendingAcquire {
       else this.res(null)
       return
     }
+    if (this.client._closed) {
+      // close() was called while the grant was on its way: close releases it, so it is no
+      // grant (an acquisition pending at close() rejects, never resolves with a dead lock).
+      this.rej(new LockClosedError('The lock client has been closed'))
+      return
+    }
     const lock = new Lock(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost)
     this.client._native_.holders.set(this.req, lock)
     this.res(lock)
