@@ -6,7 +6,9 @@
 // A user of either old library changes only the require line.
 
 const errors = require('./lib/errors')
-const { connect, LockClient, Lock, Election } = require('./lib/client')
+const { connect, LockClient } = require('./lib/client')
+const { Lock } = require('./lib/lock')
+const { Election } = require('./lib/election')
 const redislock = require('./compat/redislock')
 const sqlLock = require('./compat/sql-lock')
 

@@ -26,8 +26,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Frees a lock in the store on the scheduler's behalf (through the engine, so local waiters
-/// get it handed over or are woken): after `maxHold`, after a local deadline passed, or when
-/// an extension succeeded for a lock already reported lost.
+/// get it handed over or are woken): after `maxHold`, or when an extension succeeded for a
+/// lock already reported lost (the store then holds a fresh lease nobody will use).
 pub type ReleaseFn = Arc<dyn Fn(&Held) + Send + Sync>;
 
 /// Locks due within this window of each other share one batch.
@@ -164,10 +164,12 @@ fn schedule_at(timers: &Timers, held: Arc<Held>, at: Instant) {
     }
 }
 
-/// Reports `held` lost and, when the store may still hold it under our name, frees it there.
+/// Reports `held` lost. A lock given up by `maxHold` still has most of a lease in the store,
+/// so it is freed there for others; a lease that reached its local deadline ends in the store
+/// a margin later by itself (releasing it early would shorten the lease others see).
 fn lose(timers: &Timers, held: &Held, reason: LostReason) {
     unschedule(timers, held);
-    if held.lose(reason) && reason != LostReason::NotOwned {
+    if held.lose(reason) && reason == LostReason::MaxHold {
         (timers.release)(held);
     }
 }

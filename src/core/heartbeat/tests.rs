@@ -85,7 +85,7 @@ async fn an_earlier_deadline_wakes_a_scheduler_sleeping_towards_a_later_one() {
 }
 
 #[tokio::test]
-async fn the_local_deadline_fires_while_an_extension_hangs_and_the_lock_is_then_freed() {
+async fn the_local_deadline_fires_while_an_extension_hangs() {
     // A "server" that accepts connections and never answers: every extension hangs for the
     // whole response timeout, far longer than the lease.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -131,11 +131,8 @@ async fn the_local_deadline_fires_while_an_extension_hangs_and_the_lock_is_then_
     // Reported at the local deadline (the grant's send time + ttl), not when the hung call
     // gives up 10 s later.
     assert!(after < Duration::from_millis(ttl + 1000), "{after:?}");
-    assert_eq!(
-        released.load(Ordering::SeqCst),
-        1,
-        "given back to the store"
-    );
+    // Not released early: the store's own lease ends a margin later by itself.
+    assert_eq!(released.load(Ordering::SeqCst), 0);
     assert!(sched.is_empty());
 }
 

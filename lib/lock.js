@@ -1,0 +1,150 @@
+'use strict'
+// A held lock: what `acquire` resolves with. `held` asks the native side, so it turns false at
+// the lease's local deadline even before the loss is heard.
+
+const { inspect } = require('node:util')
+const { LockExtendError, LockLostError } = require('./errors')
+const v = require('./validate')
+
+const HELD = 0
+const RELEASED = 1
+const LOST = 2
+
+const LOST_MESSAGES = {
+  'not-owned': 'was released or taken by another owner',
+  expired: 'expired before it was extended',
+  unreachable: 'could not be extended: the store was unreachable until the lease ran out',
+  'max-hold': 'was given up because maxHold was reached',
+}
+
+/** A held lock. Obtain one from `LockClient#acquire`, `tryAcquire` or `withLock`. */
+class Lock {
+  // Kept small: a process may hold tens of thousands. The owner string and the bigint token
+  // are made on demand, and what only a loss needs lives in one side record.
+  constructor(client, id, key, ownerSeq, token, ttl, onLost) {
+    this._client = client
+    this._id = id
+    this.key = key
+    this._ownerSeq = ownerSeq
+    // A number, or a bigint above 2^53.
+    this._token = token
+    this.ttl = ttl
+    this._state = HELD
+    /** null, or { onLost, ac, lostError } once a loss callback, signal or loss exists. */
+    this._extra = onLost === undefined ? null : { onLost, ac: null, lostError: null }
+  }
+
+  /** Owner token (the value stored under the key). */
+  get owner() {
+    return this._client._ownerPrefix + this._ownerSeq.toString(36)
+  }
+
+  /** Strictly increases per key across acquisitions: pass it to the resource you protect. */
+  get fencingToken() {
+    return BigInt(this._token)
+  }
+
+  _extraState() {
+    if (this._extra === null) this._extra = { onLost: undefined, ac: null, lostError: null }
+    return this._extra
+  }
+
+  get _lostError() {
+    return this._extra === null ? null : this._extra.lostError
+  }
+
+  /**
+   * True until the lock is released or lost. It turns false at the lease's local deadline
+   * (the send time of the request that granted or last extended it, plus the ttl) even if
+   * the loss has not been reported yet: a stalled event loop, an extension still in flight.
+   */
+  get held() {
+    if (this._state !== HELD) return false
+    const native = this._client._nativeOrNull()
+    return native !== null && native.isHeld(this._id)
+  }
+
+  /** Aborted with a LockLostError when the lock is lost. */
+  get signal() {
+    const x = this._extraState()
+    if (x.ac === null) {
+      x.ac = new AbortController()
+      if (this._state === LOST) x.ac.abort(x.lostError)
+    }
+    return x.ac.signal
+  }
+
+  _lost(reason) {
+    if (this._state !== HELD) return
+    this._state = LOST
+    const err = new LockLostError(`Lock on "${this.key}" ${LOST_MESSAGES[reason] ?? 'was lost'}`, { reason })
+    err.key = this.key
+    err.fencingToken = this.fencingToken
+    const x = this._extraState()
+    x.lostError = err
+    let heard = false
+    if (x.ac !== null) {
+      heard = true
+      x.ac.abort(err)
+    }
+    if (x.onLost) {
+      heard = true
+      try {
+        x.onLost(err)
+      } catch (e) {
+        process.nextTick(() => { throw e })
+      }
+    }
+    // A lost lock is never silent: with nobody listening, say so on the process.
+    if (!heard) process.emitWarning(err)
+  }
+
+  /**
+   * Sets the remaining lease to `ttl` ms (default: the lock's ttl). Rejects with a
+   * LockExtendError if the lock is no longer held (the lock then counts as lost).
+   */
+  async extend(ttl = this.ttl) {
+    v.checkInt(ttl, 'ttl')
+    if (this._state !== HELD) {
+      throw new LockExtendError(`Lock on "${this.key}" is no longer held`, { cause: this._lostError ?? undefined })
+    }
+    const native = this._client._native()
+    const ok = await native.request((req) => native.extendOp(req, this._id, ttl))
+    if (!ok) {
+      this._lost('not-owned')
+      throw new LockExtendError(`Lock on "${this.key}" had expired or was taken`, { cause: this._lostError ?? undefined })
+    }
+    this.ttl = ttl
+  }
+
+  /**
+   * Releases the lock. Idempotent: resolves true if this call released it, false if it had
+   * already been released, had expired or was taken.
+   */
+  async release() {
+    if (this._state === RELEASED) return false
+    const wasHeld = this._state === HELD
+    this._state = RELEASED
+    const native = this._client._nativeOrNull()
+    if (native === null) return false
+    native.holders.delete(this._id)
+    if (!wasHeld) return false
+    return native.request((req) => native.releaseOp(req, this._id))
+  }
+
+  async [Symbol.asyncDispose]() {
+    await this.release()
+  }
+
+  /** What `JSON.stringify` shows: the public state, never the client behind it. */
+  toJSON() {
+    return { key: this.key, owner: this.owner, fencingToken: String(this.fencingToken), ttl: this.ttl, held: this.held }
+  }
+
+  [inspect.custom](depth, options, inspectFn = inspect) {
+    const shown = { key: this.key, owner: this.owner, fencingToken: this.fencingToken, ttl: this.ttl, held: this.held }
+    return `Lock ${inspectFn(shown, options)}`
+  }
+}
+
+module.exports = { Lock, HELD, RELEASED, LOST }

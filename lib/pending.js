@@ -1,0 +1,59 @@
+'use strict'
+// An acquisition on its way: the native completion settles it directly.
+
+const { LockAcquisitionError, LockClosedError, LockAbortedError } = require('./errors')
+const { Lock } = require('./lock')
+
+/**
+ * A pending acquisition: `drain` settles it directly, so the caller's promise resolves with
+ * the Lock without another promise in between.
+ */
+class PendingAcquire {
+  constructor(client, key, ownerSeq, o, raise, resolve, reject) {
+    this.client = client
+    this.key = key
+    this.ownerSeq = ownerSeq
+    this.o = o
+    this.raise = raise
+    this.res = resolve
+    this.rej = reject
+    this.req = 0
+    this.onAbort = null
+  }
+
+  _detach() {
+    if (this.onAbort !== null) this.o.signal.removeEventListener('abort', this.onAbort)
+  }
+
+  /** Outcome from the native side: a fencing token, or false when busy. */
+  resolve(token) {
+    this._detach()
+    if (token === false) {
+      if (this.raise) this.rej(new LockAcquisitionError(`Could not acquire lock on "${this.key}"`))
+      else this.res(null)
+      return
+    }
+    if (this.client._closed) {
+      // close() was called while the grant was on its way: close releases it, so it is no
+      // grant (an acquisition pending at close() rejects, never resolves with a dead lock).
+      this.rej(new LockClosedError('The lock client has been closed'))
+      return
+    }
+    const lock = new Lock(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost)
+    this.client._native_.holders.set(this.req, lock)
+    this.res(lock)
+  }
+
+  reject(err) {
+    this._detach()
+    const signal = this.o.signal
+    if (err.code === 'ERR_LOCK_ABORTED' && signal?.aborted) err = abortReason(signal)
+    this.rej(err)
+  }
+}
+
+function abortReason(signal) {
+  return signal.reason ?? new LockAbortedError('The operation was aborted')
+}
+
+module.exports = { PendingAcquire, abortReason }
