@@ -5,7 +5,7 @@
 // DEL/PEXPIRE), so redislock and deadbolt processes exclude each other during a migration.
 
 const { randomUUID } = require('node:crypto')
-const { Native, FLAGS } = require('../lib/native')
+const { LockClient } = require('../lib/client')
 const { toRedisTarget } = require('../lib/redis-url')
 const { tlsFingerprint } = require('../lib/tls')
 const { compat } = require('../lib/compat-promise')
@@ -15,19 +15,20 @@ const v = require('../lib/validate')
 const defaults = { timeout: 10000, retries: 0, delay: 50 }
 const acquiredLocks = new Set()
 /**
- * One native client per server and TLS material, shared by every lock that targets it. Keyed
- * by a salted digest of the material, so two clients trusting different CAs never share one.
+ * One LockClient per server and TLS material, shared by every lock that targets it (this face
+ * is built on the modern client, with redislock's owner and attempt semantics). Keyed by a
+ * salted digest of the material, so two clients trusting different CAs never share one.
  */
-const natives = new Map()
+const clients = new Map()
 
-function nativeFor({ url, tls }) {
+function clientFor({ url, tls }) {
   const id = tls === undefined ? url : `${url}\0${tlsFingerprint(tls)}`
-  let native = natives.get(id)
-  if (native === undefined) {
-    native = new Native(url, tls === undefined ? undefined : { tls })
-    natives.set(id, native)
+  let client = clients.get(id)
+  if (client === undefined) {
+    client = new LockClient(url, tls === undefined ? {} : { tls })
+    clients.set(id, client)
   }
-  return native
+  return client
 }
 
 /** timeout and delay are ms (at most MAX_MS); retries is a count, -1 for "forever". */
@@ -63,10 +64,11 @@ class Lock {
     this._id = randomUUID()
     this._locked = false
     this._key = null
-    this._handle = 0
     /** Fencing token of the current acquisition (a bigint), or null. */
     this.fencingToken = null
-    Object.defineProperty(this, '_native', { value: nativeFor(target), enumerable: false })
+    Object.defineProperty(this, '_client', { value: clientFor(target), enumerable: false })
+    // The modern lock of the current acquisition, or null.
+    Object.defineProperty(this, '_held', { value: null, enumerable: false, writable: true })
     for (const key of Object.keys(defaults)) this[key] = defaults[key]
     options = checkOptionsArg(options)
     if (options !== null) {
@@ -81,19 +83,10 @@ class Lock {
   }
 
   _reset() {
-    if (this._handle !== 0) this._native.holders.delete(this._handle)
     this._locked = false
     this._key = null
-    this._handle = 0
+    this._held = null
     this.fencingToken = null
-    acquiredLocks.delete(this)
-  }
-
-  /**
-   * Called by the native layer when the lease ran out without a release: the lock is no
-   * longer held, so it leaves getAcquiredLocks(); release() then rejects "had expired".
-   */
-  _lost() {
     acquiredLocks.delete(this)
   }
 
@@ -106,37 +99,27 @@ class Lock {
     v.checkKey(key)
     checkOptions(this)
     if (this._locked) throw new LockAcquisitionError('Lock already held')
-    const native = this._native
-    const attempts = this.retries === -1 ? -1 : this.retries + 1
-    let handle = 0
-    let token
+    let lock
     try {
-      token = await native.request((req) => {
-        handle = req
-        native.acquireOp(req, key, this._id, {
-          ttl: this.timeout,
-          wait: -1,
-          maxAttempts: attempts,
-          retryDelay: this.delay,
-          jitter: 0,
-          data: undefined,
-          extendEvery: 0,
-          maxHold: -1,
-          // The lease's end is reported (see _lost); the value is the bare `_id`, redislock's
-          // wire format.
-          flags: FLAGS.watchExpiry | FLAGS.plain,
-        })
+      lock = await this._client._claim(key, this._id, {
+        ttl: this.timeout,
+        maxAttempts: this.retries === -1 ? -1 : this.retries + 1,
+        retryDelay: this.delay,
+        // The value is the bare `_id`, redislock's wire format.
+        plain: true,
+        // The lease ran out without a release: the lock leaves getAcquiredLocks(), and
+        // release() then rejects "had expired".
+        onLost: () => acquiredLocks.delete(this),
       })
     } catch (err) {
       throw new LockAcquisitionError(err.cause?.message ?? err.message, { cause: err })
     }
-    if (token === false) throw new LockAcquisitionError(`Could not acquire lock on "${key}"`)
+    if (lock === null) throw new LockAcquisitionError(`Could not acquire lock on "${key}"`)
     this._locked = true
     this._key = key
-    this._handle = handle
-    this.fencingToken = BigInt(token)
+    this._held = lock
+    this.fencingToken = lock.fencingToken
     acquiredLocks.add(this)
-    native.holders.set(handle, this)
   }
 
   /** Releases the lock; rejects if it was not held or had expired (the state resets). */
@@ -147,10 +130,9 @@ class Lock {
   async _release() {
     if (!this._locked) throw new LockReleaseError('Lock has not been acquired')
     const key = this._key
-    const native = this._native
     let released
     try {
-      released = await native.request((req) => native.releaseOp(req, this._handle))
+      released = await this._held.release()
     } catch (err) {
       throw new LockReleaseError(err.cause?.message ?? err.message, { cause: err })
     }
@@ -172,16 +154,15 @@ class Lock {
     v.checkInt(ms, 'time')
     if (!this._locked) throw new LockExtendError('Lock has not been acquired')
     const key = this._key
-    const native = this._native
-    let extended
     try {
-      extended = await native.request((req) => native.extendOp(req, this._handle, ms))
+      await this._held.extend(ms)
     } catch (err) {
+      if (err.code === 'ERR_LOCK_EXTEND') {
+        // Not held any more (expired or taken): redislock's message, and the state resets.
+        this._reset()
+        throw new LockExtendError(`Lock on "${key}" had expired`)
+      }
       throw new LockExtendError(err.cause?.message ?? err.message, { cause: err })
-    }
-    if (!extended) {
-      this._reset()
-      throw new LockExtendError(`Lock on "${key}" had expired`)
     }
   }
 }

@@ -34,7 +34,8 @@ function toInfo(key, raw) {
 class LockClient {
   /** @internal */
   constructor(url, options = {}) {
-    const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize, tls } = options
+    // Own properties only (connect() has checked them; the drop-in faces pass their own).
+    const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize, tls } = stripUndefined(options)
     this._defaults = { ...DEFAULTS, ...stripUndefined({ ttl, retryDelay, jitter }) }
     // Shown by util.inspect with any password masked; the URL itself is not kept.
     this._where = redactUrl(url)
@@ -109,6 +110,40 @@ class LockClient {
         extendEvery: auto,
         maxHold,
         flags: signal === undefined ? FLAGS.watchExpiry : FLAGS.watchExpiry | FLAGS.cancellable,
+      })
+    })
+  }
+
+  /**
+   * @internal One acquisition with the semantics of a drop-in face: an explicit `owner`
+   * (the value stored under the key) and `spec` = { ttl, maxAttempts (-1: unlimited),
+   * retryDelay, plain (store the bare owner, the redislock wire format), onLost }. No wait
+   * deadline: the attempts bound it. Resolves with a Lock, or null when still busy.
+   */
+  _claim(key, owner, spec) {
+    let native
+    try {
+      v.checkKey(key)
+      native = this._native()
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return new Promise((resolve, reject) => {
+      const o = { ttl: spec.ttl, onLost: spec.onLost, signal: undefined }
+      // The owner string stands where a modern lock keeps its owner's sequence number.
+      const pending = new PendingAcquire(this, key, owner, o, false, resolve, reject)
+      const req = native.track(pending)
+      pending.req = req
+      native.acquireOp(req, key, owner, {
+        ttl: spec.ttl,
+        wait: -1,
+        maxAttempts: spec.maxAttempts,
+        retryDelay: spec.retryDelay,
+        jitter: 0,
+        data: undefined,
+        extendEvery: 0,
+        maxHold: -1,
+        flags: spec.plain ? FLAGS.watchExpiry | FLAGS.plain : FLAGS.watchExpiry,
       })
     })
   }

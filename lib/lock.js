@@ -36,7 +36,10 @@ class Lock {
 
   /** Owner token (the value stored under the key). */
   get owner() {
-    return this._client._ownerPrefix + this._ownerSeq.toString(36)
+    // A number (this client's prefix and a counter), or the owner itself for a lock taken
+    // with an explicit owner (the redislock face).
+    const s = this._ownerSeq
+    return typeof s === 'string' ? s : this._client._ownerPrefix + s.toString(36)
   }
 
   /** Strictly increases per key across acquisitions: pass it to the resource you protect. */
