@@ -641,16 +641,18 @@ async fn a_deadlock_victim_is_retried_and_other_errors_are_returned_at_once() {
     assert_eq!(fail_with("23000", 1).await, (false, 1));
 }
 
+/// A store that purges a free name's row as soon as it is free.
+fn purging_at_once() -> MysqlStore {
+    let opts = MysqlOptions {
+        purge_after_ms: 0,
+        ..options(2)
+    };
+    MysqlStore::connect(TEST_URL, opts).unwrap()
+}
+
 #[tokio::test]
 async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token() {
-    let s = MysqlStore::connect(
-        TEST_URL,
-        MysqlOptions {
-            purge_after_ms: 0,
-            ..options(2)
-        },
-    )
-    .unwrap();
+    let s = purging_at_once();
     let (k, a) = (name(), owner());
     let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
     assert!(s.release(&k, &a).await.unwrap());
@@ -674,14 +676,7 @@ async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token() {
 
 #[tokio::test]
 async fn a_purge_never_deletes_a_held_lock() {
-    let s = MysqlStore::connect(
-        TEST_URL,
-        MysqlOptions {
-            purge_after_ms: 0,
-            ..options(2)
-        },
-    )
-    .unwrap();
+    let s = purging_at_once();
     let (k, a) = (name(), owner());
     let token = fresh(s.try_acquire(&k, &a, 60_000, None).await.unwrap());
     s.purge().await.unwrap();
