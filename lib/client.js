@@ -15,6 +15,8 @@ const { Election } = require('./election')
 const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 
 const { own } = v
+const LIMITS = require('../binding.js').limits()
+const TABLE_NAME = new RegExp(`^[A-Za-z0-9_]{1,${LIMITS.maxTableNameBytes}}$`)
 
 /** Decodes a native lock info into the public shape. */
 function toInfo(key, raw) {
@@ -72,7 +74,7 @@ class LockClient {
   /** Resolves when the store answers; rejects with a LockBackendError otherwise. */
   async ping() {
     const native = this._native()
-    await native.request((req) => native.native.ping(req))
+    await native.request((req) => native.addon.ping(req))
   }
 
   _acquire(key, options, waitDefault, raise) {
@@ -198,7 +200,7 @@ class LockClient {
   async inspect(key) {
     v.checkKey(key)
     const native = this._native()
-    const raw = await native.request((req) => native.native.inspect(req, key))
+    const raw = await native.request((req) => native.addon.inspect(req, key))
     return toInfo(key, raw)
   }
 
@@ -221,12 +223,12 @@ class LockClient {
    */
   stats() {
     if (this._closed) return { held: 0, waiting: 0, scheduled: 0, subscriptions: 0 }
-    return this._native_.native.stats()
+    return this._native_.addon.stats()
   }
 
   /** Number of locks this client holds. */
   get heldCount() {
-    return this._closed ? 0 : this._native_.native.heldCount()
+    return this._closed ? 0 : this._native_.addon.heldCount()
   }
 
   /**
@@ -238,7 +240,7 @@ class LockClient {
     if (this._closed) return
     const native = this._native_
     native.flushOps()
-    const closing = native.request((req) => native.native.close(req))
+    const closing = native.request((req) => native.addon.close(req))
     this._closed = true
     for (const lock of native.holders.values()) lock._state = RELEASED
     native.holders.clear()
@@ -296,10 +298,10 @@ async function connect(url, options = {}) {
   if (o.jitter !== undefined) v.checkNumber(o.jitter, 'options.jitter', 0, 1)
   if (o.connectTimeout !== undefined) v.checkInt(o.connectTimeout, 'options.connectTimeout')
   if (o.responseTimeout !== undefined) v.checkInt(o.responseTimeout, 'options.responseTimeout')
-  if (o.poolSize !== undefined) v.checkInt(o.poolSize, 'options.poolSize', 1, 1000)
+  if (o.poolSize !== undefined) v.checkInt(o.poolSize, 'options.poolSize', 1, LIMITS.maxPoolSize)
   if (o.lazy !== undefined) v.checkBoolean(o.lazy, 'options.lazy')
-  if (o.table !== undefined && (typeof o.table !== 'string' || !/^[A-Za-z0-9_]{1,64}$/.test(o.table))) {
-    throw v.valueError('options.table', 'must be 1 to 64 letters, digits or underscores', o.table)
+  if (o.table !== undefined && (typeof o.table !== 'string' || !TABLE_NAME.test(o.table))) {
+    throw v.valueError('options.table', `must be 1 to ${LIMITS.maxTableNameBytes} letters, digits or underscores`, o.table)
   }
   if (o.tls !== undefined) o.tls = normalizeTls(o.tls, 'options.tls')
   const client = new LockClient(url, o)

@@ -54,14 +54,14 @@ class Native {
       this.idleCheck = false
       if (this.pending.size === 0 && this.alive) {
         this.alive = false
-        this.native.keepAlive(false)
+        this.addon.keepAlive(false)
       }
     }
     // What must never appear in an error (a password in the URL): messages from the native
     // side are scrubbed of it, whatever the driver put in them.
     this.secrets = secretsOf(url)
     try {
-      this.native = new NativeClient(url, options, () => this.drain())
+      this.addon = new NativeClient(url, options, () => this.drain())
     } catch (err) {
       // The constructor reports "CODE: message" (a bad URL, an unknown scheme).
       const message = scrub(err.message, this.secrets)
@@ -74,12 +74,12 @@ class Native {
 
   /** Whether held lock `id` may still be acted on (see NativeClient#isHeld). */
   isHeld(id) {
-    return this.native.isHeld(id)
+    return this.addon.isHeld(id)
   }
 
   /** Lets go of the native side's wake-up function once `close` completed. */
   dispose() {
-    this.native.dispose()
+    this.addon.dispose()
   }
 
   /** Starts an operation: `start(req)` makes the native call. Resolves with the raw outcome. */
@@ -104,7 +104,7 @@ class Native {
     this.pending.set(req, pending)
     if (!this.alive) {
       this.alive = true
-      this.native.keepAlive(true)
+      this.addon.keepAlive(true)
     }
     return req
   }
@@ -153,7 +153,7 @@ class Native {
     this.data = []
     this.opRequests = []
     try {
-      this.native.submit(ops, strings, data)
+      this.addon.submit(ops, strings, data)
     } catch (err) {
       for (const req of opRequests) {
         const p = this.pending.get(req)
@@ -168,11 +168,11 @@ class Native {
   /** Cancels acquisition `req` (submitting queued operations first, so it cannot overtake). */
   cancel(req) {
     this.flushOps()
-    this.native.cancel(req)
+    this.addon.cancel(req)
   }
 
   drain() {
-    const { records, errors, infos, bigTokens } = this.native.take()
+    const { records, errors, infos, bigTokens } = this.addon.take()
     for (let i = 0; i < records.length; i += 3) {
       const req = records[i]
       const kind = records[i + 1]

@@ -2,10 +2,14 @@
 // Argument checks. Bad input is refused here, before any I/O, with a TypeError or RangeError
 // that names the argument and carries Node's conventional code.
 
-const MAX_KEY_BYTES = 1024
-const MAX_DATA_BYTES = 1024 * 1024
+// The limits are defined once, in the addon (src/limits.rs).
+const { limits } = require('../binding.js')
+
+const L = limits()
+const MAX_KEY_BYTES = L.maxKeyBytes
+const MAX_DATA_BYTES = L.maxDataBytes
 // setTimeout's ceiling; also far beyond any sane lease.
-const MAX_MS = 2 ** 31 - 1
+const MAX_MS = L.maxMs
 
 function describe(value) {
   if (value === null) return 'null'
