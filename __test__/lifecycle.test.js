@@ -189,3 +189,25 @@ test('an acquisition pending when close() is called rejects with LockClosedError
     assert.equal(o.reason.code, 'ERR_LOCK_CLOSED')
   }
 })
+
+test('an acquisition of a free key aborted right after the call never resolves with a lock', { timeout: 20_000 }, async () => {
+  const locks = await connect('memory://abort-free')
+  try {
+    const p = prefix('abort-free')
+    const outcomes = await Promise.allSettled(Array.from({ length: 500 }, (_, i) => {
+      const ac = new AbortController()
+      const pending = locks.acquire(`${p}${i}`, { signal: ac.signal })
+      // Aborted while the store may already be answering.
+      queueMicrotask(() => ac.abort())
+      return pending
+    }))
+    for (const o of outcomes) {
+      if (o.status === 'fulfilled') assert.fail('an aborted acquisition resolved with a lock')
+      assert.equal(o.reason.name, 'AbortError')
+    }
+    await eventually(() => locks.stats().held === 0, 5000, 'the raced grants to be given back')
+    for (let i = 0; i < 500; i += 50) assert.equal(await locks.inspect(`${p}${i}`), null)
+  } finally {
+    await locks.close()
+  }
+})

@@ -33,6 +33,15 @@ class PendingAcquire {
       else this.res(null)
       return
     }
+    const signal = this.o.signal
+    if (signal !== undefined && signal.aborted && !this.client._closed) {
+      // The grant raced the abort (the store answered before the cancellation reached the
+      // native side): give the lock back; the caller sees the abort, never a lock.
+      const native = this.client._native_
+      native.request((req) => native.releaseOp(req, this.req)).catch(() => {})
+      this.rej(abortReason(signal))
+      return
+    }
     if (this.client._closed) {
       // close() was called while the grant was on its way: close releases it, so it is no
       // grant (an acquisition pending at close() rejects, never resolves with a dead lock).
