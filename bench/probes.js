@@ -78,12 +78,20 @@ class RedisProbe {
   }
 
   /** Values of many keys, in one pipeline. */
+  /**
+   * The owner stored under each key: the value, less deadbolt's `0xFF <fencing token>` suffix
+   * (the modern API keeps the holder's token in the value; no other library writes 0xFF).
+   */
   async values(keys) {
     const out = []
     for (let i = 0; i < keys.length; i += 1000) {
       const pipe = this.client.pipeline()
-      for (const k of keys.slice(i, i + 1000)) pipe.get(k)
-      for (const [err, v] of await pipe.exec()) out.push(err ? null : v)
+      for (const k of keys.slice(i, i + 1000)) pipe.getBuffer(k)
+      for (const [err, v] of await pipe.exec()) {
+        if (err || v === null) { out.push(null); continue }
+        const at = v.lastIndexOf(0xff)
+        out.push((at < 0 ? v : v.subarray(0, at)).toString())
+      }
     }
     return out
   }
