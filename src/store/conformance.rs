@@ -242,6 +242,70 @@ pub async fn extend_many_reports_each_item_in_order(s: SharedStore) {
     assert_eq!(results, vec![true, true, false, true, false, true]);
 }
 
+/// An operator frees a lock whoever holds it; its holder can then neither extend nor release
+/// it, and someone else can take it.
+pub async fn force_release_frees_a_lock_whoever_holds_it(s: SharedStore) {
+    let tools = s.operator().expect("every store has the operator tools");
+    let (k, a, b) = (name(), owner(), owner());
+    s.try_acquire(&k, &a, 60_000, Some(b"d"), false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(tools.force_release(&k).await.unwrap());
+    assert!(
+        !tools.force_release(&k).await.unwrap(),
+        "nothing left to free"
+    );
+    assert!(!s.extend(&k, &a, 60_000, true).await.unwrap());
+    assert!(!s.release(&k, &a).await.unwrap().released);
+    s.try_acquire(&k, &b, 60_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, None);
+}
+
+/// A listing shows the held locks under a prefix (not the released or expired ones), with
+/// their holders, and stops at the limit.
+pub async fn list_shows_the_held_locks_under_a_prefix(s: SharedStore) {
+    let tools = s.operator().expect("every store has the operator tools");
+    let prefix = format!("{}:", name());
+    let a = owner();
+    let mut held = Vec::new();
+    for i in 0..5 {
+        let k = format!("{prefix}{i}");
+        let token = s
+            .try_acquire(&k, &a, 60_000, None, false)
+            .await
+            .unwrap()
+            .unwrap();
+        held.push((k, token));
+    }
+    let gone = format!("{prefix}released");
+    s.try_acquire(&gone, &a, 60_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    s.release(&gone, &a).await.unwrap();
+    // Wildcards in the prefix are literal characters.
+    let odd = format!("{}%_*?[x]:", name());
+    s.try_acquire(&format!("{odd}1"), &a, 60_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut listed = tools.list(&prefix, 100).await.unwrap();
+    listed.sort_by(|x, y| x.key.cmp(&y.key));
+    let seen: Vec<(String, u64)> = listed
+        .iter()
+        .map(|l| (l.key.clone(), l.info.fencing_token))
+        .collect();
+    assert_eq!(seen, held);
+    assert!(listed.iter().all(|l| l.info.owner == a));
+    assert_eq!(tools.list(&prefix, 2).await.unwrap().len(), 2);
+    assert_eq!(tools.list(&odd, 100).await.unwrap().len(), 1);
+    assert_eq!(tools.list(&format!("{odd}x"), 100).await.unwrap().len(), 0);
+}
+
 /// Defines one `#[tokio::test]` per contract test above, each with a fresh store from
 /// `$open` (an expression of type `Option<SharedStore>`; `None` skips).
 #[macro_export]
@@ -256,7 +320,9 @@ macro_rules! conformance_suite {
             a_handoff_moves_the_lock_with_a_new_token,
             inspect_reports_the_holder,
             data_round_trips_every_byte,
-            extend_many_reports_each_item_in_order
+            extend_many_reports_each_item_in_order,
+            force_release_frees_a_lock_whoever_holds_it,
+            list_shows_the_held_locks_under_a_prefix
         );
     };
     (@tests $open:expr; $($name:ident),*) => {

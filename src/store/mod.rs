@@ -159,6 +159,40 @@ pub trait LockStore: Send + Sync + 'static {
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
         None
     }
+
+    /// An operator's tools (force release, listing held locks), if the store has them.
+    fn operator(&self) -> Option<&dyn OperatorTools> {
+        None
+    }
+}
+
+/// A held lock as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLock {
+    /// Lock name.
+    pub key: String,
+    /// What the store knows about it.
+    pub info: LockInfo,
+}
+
+/// A store capability for operators: free a lock whoever holds it, list held locks.
+pub trait OperatorTools: Send + Sync {
+    /// Frees `key` whoever holds it, and announces the release where the store can. Returns
+    /// whether a live lock was freed. Its holder learns of it at its next extension.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>>;
+
+    /// Up to `limit` held locks whose names start with `prefix`, in no particular order.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>>;
 }
 
 /// A store capability: release announcements from other processes (Redis pub/sub).

@@ -2,7 +2,10 @@
 //! process deployments and as the embedded backend. Stores are named, so every client in a
 //! process that connects to `memory://name` shares one store.
 
-use crate::store::{ExtendItem, LockInfo, LockStore, NextOwner, ReleaseOutcome, StoreResult};
+use crate::store::{
+    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
+    StoreResult,
+};
 use futures_util::future::{ready, BoxFuture};
 use futures_util::FutureExt;
 use std::collections::HashMap;
@@ -230,6 +233,46 @@ impl LockStore for MemoryStore {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         ready(()).boxed()
+    }
+
+    fn operator(&self) -> Option<&dyn OperatorTools> {
+        Some(self)
+    }
+}
+
+impl OperatorTools for MemoryStore {
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        let now = Instant::now();
+        let live = self
+            .state
+            .lock()
+            .unwrap()
+            .held
+            .remove(key)
+            .is_some_and(|e| e.expires > now);
+        ready(Ok(live)).boxed()
+    }
+
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+        let keys: Vec<String> = {
+            let state = self.state.lock().unwrap();
+            state
+                .held
+                .keys()
+                .filter(|k| k.starts_with(prefix))
+                .cloned()
+                .collect()
+        };
+        let out = keys
+            .into_iter()
+            .filter_map(|key| MemoryStore::inspect(self, &key).map(|info| HeldLock { key, info }))
+            .take(limit)
+            .collect();
+        ready(Ok(out)).boxed()
     }
 }
 

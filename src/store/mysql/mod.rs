@@ -21,7 +21,8 @@ use tokio::task::JoinSet;
 
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, ReleaseOutcome, StoreError, StoreResult,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
+    StoreError, StoreResult,
 };
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -153,6 +154,18 @@ const SQL_INSPECT: &str =
     "SELECT owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), data
 FROM {table}
 WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)";
+
+// An operator frees a live lease whoever holds it (as a release does).
+const SQL_FORCE_RELEASE: &str = "UPDATE {table}
+SET owner = NULL, data = NULL, expires_at = UTC_TIMESTAMP(6)
+WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)";
+
+// Live leases whose names start with a prefix (escaped for LIKE with `!`), at most `?`.
+const SQL_LIST: &str =
+    "SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), data
+FROM {table}
+WHERE name LIKE ? ESCAPE '!' AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)
+LIMIT ?";
 
 // Liveness check.
 const SQL_PING: &str = "SELECT 1";
@@ -293,6 +306,8 @@ struct Statements {
     handoff: Arc<str>,
     inspect: Arc<str>,
     purge: Arc<str>,
+    force_release: Arc<str>,
+    list: Arc<str>,
     /// `extend_many[i]` handles `2 << i` items. Batches are padded to these sizes so a few
     /// texts, each prepared once per connection, serve every batch size.
     extend_many: Vec<Arc<str>>,
@@ -321,6 +336,8 @@ impl Statements {
             handoff: sql(SQL_HANDOFF),
             inspect: sql(SQL_INSPECT),
             purge: sql(SQL_PURGE),
+            force_release: sql(SQL_FORCE_RELEASE),
+            list: sql(SQL_LIST),
             extend_many,
         }
     }
@@ -1100,6 +1117,73 @@ impl LockStore for MysqlStore {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         MysqlStore::close(self).boxed()
+    }
+
+    fn operator(&self) -> Option<&dyn OperatorTools> {
+        Some(self)
+    }
+}
+
+impl OperatorTools for MysqlStore {
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded("force_release", async move {
+            check_key(key)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.force_release;
+            let done = retry_on_conflict(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .execute(pool)
+            })
+            .await
+            .map_err(|e| db_error("force_release", e))?;
+            Ok(done.rows_affected() > 0)
+        })
+        .boxed()
+    }
+
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+        self.bounded("list", async move {
+            let pool = self.ready().await?;
+            let mut pattern = Vec::with_capacity(prefix.len() + 1);
+            for &b in prefix.as_bytes() {
+                if matches!(b, b'!' | b'%' | b'_') {
+                    pattern.push(b'!');
+                }
+                pattern.push(b);
+            }
+            pattern.push(b'%');
+            let rows: Vec<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.list.clone()))
+                .bind(pattern)
+                .bind(u64::try_from(limit).unwrap_or(u64::MAX))
+                .fetch_all(pool)
+                .await
+                .map_err(|e| db_error("list", e))?;
+            let decode = |e: sqlx::Error| db_error("list", e);
+            rows.into_iter()
+                .map(|row| {
+                    let name: Vec<u8> = row.try_get(0).map_err(decode)?;
+                    let owner: Vec<u8> = row.try_get(1).map_err(decode)?;
+                    let fencing_token: u64 = row.try_get(2).map_err(decode)?;
+                    let remaining_us: i64 = row.try_get(3).map_err(decode)?;
+                    let data: Option<Vec<u8>> = row.try_get(4).map_err(decode)?;
+                    Ok(HeldLock {
+                        key: String::from_utf8_lossy(&name).into_owned(),
+                        info: LockInfo {
+                            owner: String::from_utf8_lossy(&owner).into_owned(),
+                            fencing_token,
+                            remaining_ms: (remaining_us + 999) / 1000,
+                            data,
+                        },
+                    })
+                })
+                .collect()
+        })
+        .boxed()
     }
 }
 

@@ -11,8 +11,8 @@ mod tls_client;
 
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, ReleaseNotifications, ReleaseOutcome,
-    StoreError, StoreResult,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools,
+    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 use batcher::{batch_loop, evalsha, is_reconnectable, Request};
 use futures_util::future::BoxFuture;
@@ -20,7 +20,7 @@ use futures_util::FutureExt;
 use keys::{data_key, fence_key, legacy_fence_key, release_channel, split_value};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use redis::{Client, RedisError, ServerErrorKind, Value};
-use scripts::{ACQUIRE, EXTEND, HANDOFF, INSPECT, RELEASE};
+use scripts::{ACQUIRE, EXTEND, FORCE_RELEASE, HANDOFF, INSPECT, RELEASE};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -428,6 +428,82 @@ impl LockStore for RedisStore {
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
         Some(self)
+    }
+
+    fn operator(&self) -> Option<&dyn OperatorTools> {
+        Some(self)
+    }
+}
+
+/// Most SCAN rounds one listing makes (each reads up to 1 000 keys).
+const MAX_SCAN_ROUNDS: usize = 10_000;
+
+impl OperatorTools for RedisStore {
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        async move {
+            let (data_k, channel) = (data_key(key), release_channel(key));
+            let cmd = evalsha(
+                &FORCE_RELEASE,
+                &[key.as_bytes(), &data_k],
+                &[channel.as_bytes()],
+            );
+            Ok(parse::<i64>(self.exec(cmd, Some(&FORCE_RELEASE)).await?)? == 1)
+        }
+        .boxed()
+    }
+
+    /// Lock keys are ordinary keys: every key with an expiry under `prefix` is listed (a lock
+    /// in the redislock format cannot be told from another key; its token shows as 0). Side
+    /// keys (reserved namespace) never are.
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+        async move {
+            let mut pattern = String::with_capacity(prefix.len() + 1);
+            for c in prefix.chars() {
+                if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                    pattern.push('\\');
+                }
+                pattern.push(c);
+            }
+            pattern.push('*');
+            let mut conn = self.conn()?;
+            let mut cursor = String::from("0");
+            let mut out = Vec::new();
+            for _ in 0..MAX_SCAN_ROUNDS {
+                let (next, keys): (String, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                    .arg(&cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(store_err)?;
+                for key in keys {
+                    // Side keys are not UTF-8 (they start with 0xFF), lock names always are.
+                    let Ok(key) = String::from_utf8(key) else {
+                        continue;
+                    };
+                    if let Some(info) = RedisStore::inspect(self, &key).await? {
+                        if info.remaining_ms > 0 {
+                            out.push(HeldLock { key, info });
+                            if out.len() >= limit {
+                                return Ok(out);
+                            }
+                        }
+                    }
+                }
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
+            }
+            Ok(out)
+        }
+        .boxed()
     }
 }
 

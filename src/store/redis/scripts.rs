@@ -105,6 +105,21 @@ return 0
     )
 });
 
+/// Force release (an operator's tool): delete the lock and its data whoever holds it, and
+/// announce it. KEYS: lock, data. ARGV: channel. Returns 1 if a lock was there, else 0.
+pub static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('DEL', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[2])
+  redis.call('PUBLISH', ARGV[1], '1')
+  return 1
+end
+return 0
+"#,
+    )
+});
+
 /// Inspect: the lock key's value, remaining lease and data, read atomically.
 /// KEYS: lock, data. Returns false when free, else {value, pttl, hasData, data}.
 pub static INSPECT: LazyLock<Script> = LazyLock::new(|| {
