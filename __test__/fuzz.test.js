@@ -195,9 +195,16 @@ const isSignal = (s) => s !== null && typeof s === 'object' && typeof s.aborted 
  * The names of the documented rules that `options` breaks (the error may name any one of
  * them: the order of the checks is not part of the contract); `d` are the call's defaults.
  */
+const ACQUIRE_KEYS = ['ttl', 'wait', 'retryDelay', 'jitter', 'autoExtend', 'extendEvery', 'maxHold', 'data', 'signal', 'onLost']
+const CONNECT_KEYS = ['ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'table', 'poolSize', 'lazy', 'tls']
+
+/** Whether `options` has an own enumerable key outside `known` (refused, naming `options`). */
+const hasUnknownKey = (options, known) => Object.keys(options).some((k) => !known.includes(k))
+
 function acquireProblems(options, d = { autoExtend: false }) {
   if (options === undefined || options === null) return []
   if (typeof options !== 'object') return ['options']
+  if (hasUnknownKey(options, ACQUIRE_KEYS)) return ['options']
   const problems = []
   const ttl = own(options, 'ttl') ?? 10_000
   if (!isInt(ttl, 1, MAX_MS)) problems.push('options.ttl')
@@ -392,6 +399,7 @@ test('elect options: bad ones throw naming the option, good ones campaign and re
 function connectProblem(options) {
   if (options === undefined) return null
   if (options === null || typeof options !== 'object') return 'options'
+  if (hasUnknownKey(options, CONNECT_KEYS)) return 'options'
   const get = (k) => own(options, k)
   const checks = [
     ['ttl', (x) => isInt(x, 1, MAX_MS)], ['retryDelay', (x) => isInt(x, 1, MAX_MS)],

@@ -399,3 +399,20 @@ test('a payload over 1 MiB is refused before it is copied', async () => {
 // Found by the fuzz tests; the fix belongs to the Redis key scheme (src/backend/keys.rs).
 // That a Redis key spelling another key's old side key ({k}:fence) is a lock of its own is
 // tested in redis-layout.test.js.
+
+// ───────────── unknown option keys ─────────────
+
+test('a misspelt acquire option is a TypeError naming it and the closest known option', async () => {
+  await assert.rejects(mem.acquire(key(), { tll: 5000 }), (err) => {
+    assert.equal(err.name, 'TypeError')
+    assert.equal(err.code, 'ERR_INVALID_ARG_VALUE')
+    assert.match(err.message, /"tll"/)
+    assert.match(err.message, /Did you mean "ttl"\?/)
+    return true
+  })
+})
+
+test('a misspelt connect or elect option is a TypeError naming it and the closest known option', async () => {
+  await assert.rejects(connect('memory://typo', { responseTimout: 5 }), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: /Did you mean "responseTimeout"\?/ })
+  assert.throws(() => mem.elect(key(), { onElect() {} }), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: /Did you mean "onElected"\?/ })
+})

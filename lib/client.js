@@ -16,6 +16,8 @@ const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./opt
 
 const { own } = v
 const LIMITS = require('../binding.js').limits()
+/** The options `connect` takes. */
+const CONNECT_OPTIONS = new Set(['ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'table', 'poolSize', 'lazy', 'tls'])
 const TABLE_NAME = new RegExp(`^[A-Za-z0-9_]{1,${LIMITS.maxTableNameBytes}}$`)
 
 /** Decodes a native lock info into the public shape. */
@@ -291,6 +293,7 @@ async function connect(url, options = {}) {
     throw err
   }
   v.checkObject(options, 'options')
+  v.checkKnownKeys(options, CONNECT_OPTIONS, 'options')
   // Own properties only, and no prototype for the native side to look up either.
   const o = stripUndefined(options)
   if (o.ttl !== undefined) v.checkInt(o.ttl, 'options.ttl')

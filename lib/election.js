@@ -7,11 +7,15 @@ const v = require('./validate')
 
 const { own } = v
 
+/** The options `elect` takes. */
+const ELECTION_OPTIONS = new Set(['ttl', 'data', 'retryDelay', 'onElected', 'onRevoked', 'signal'])
+
 /** A campaign for leadership of one name. Create with `LockClient#elect`. */
 class Election {
   constructor(client, name, options = {}) {
     v.checkKey(name, 'name')
     v.checkObject(options, 'options')
+    v.checkKnownKeys(options, ELECTION_OPTIONS, 'options')
     // A campaign on a closed client would never start: say so now.
     client._native()
     const ttl = own(options, 'ttl') === undefined ? ELECTION_TTL : options.ttl

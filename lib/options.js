@@ -17,6 +17,9 @@ const DEFAULTS = Object.freeze({
   maxHold: Infinity,
 })
 
+/** The options `acquire`, `tryAcquire` and `withLock` take. */
+const ACQUIRE_OPTIONS = new Set(['ttl', 'wait', 'retryDelay', 'jitter', 'autoExtend', 'extendEvery', 'maxHold', 'data', 'signal', 'onLost'])
+
 /** Default lease of an election, in ms. */
 const ELECTION_TTL = L.defaultElectionTtl
 
@@ -43,6 +46,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
       case 'data': data = options.data; break
       case 'signal': signal = options.signal; break
       case 'onLost': onLost = options.onLost; break
+      default: v.checkKnownKeys(options, ACQUIRE_OPTIONS, 'options')
     }
   }
   const o = {

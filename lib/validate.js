@@ -148,7 +148,41 @@ function decodeData(buf) {
   return Buffer.from(buf)
 }
 
+/** Edit distance of two short strings (insertions, deletions, substitutions). */
+function distance(a, b) {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i]
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    prev = cur
+  }
+  return prev[b.length]
+}
+
+/**
+ * Refuses an own key of `options` that is not in `known` (a misspelt option would otherwise
+ * be ignored silently: `{ tll: 5000 }`), naming it and the closest known key.
+ */
+function checkKnownKeys(options, known, name) {
+  for (const k of Object.keys(options)) {
+    if (known.has(k)) continue
+    let best = null
+    let bestDistance = Infinity
+    for (const candidate of known) {
+      const d = distance(k.toLowerCase(), candidate.toLowerCase())
+      if (d < bestDistance) { best = candidate; bestDistance = d }
+    }
+    const hint = best !== null && bestDistance <= Math.max(2, Math.floor(best.length / 3)) ? ` Did you mean "${best}"?` : ''
+    const err = new TypeError(`The argument '${name}' has an unknown option "${k.length > 40 ? k.slice(0, 37) + '...' : k}".${hint} Known options: ${[...known].join(', ')}`)
+    err.code = 'ERR_INVALID_ARG_VALUE'
+    throw err
+  }
+}
+
 module.exports = {
+  checkKnownKeys,
   MAX_KEY_BYTES,
   MAX_DATA_BYTES,
   MAX_MS,
