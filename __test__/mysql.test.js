@@ -319,3 +319,13 @@ test('cross-process handoff latency with default settings (diagnostic, 50 handof
     assert.equal(code, 0)
   }
 })
+
+test('connecting to a MySQL that is not there rejects at once saying the connection was refused', async () => {
+  const { connect: connectTo, LockBackendError: BackendError } = require('..')
+  await assert.rejects(connectTo('mysql://root@127.0.0.1:1/test', { connectTimeout: 20_000 }), (err) => {
+    assert.ok(err instanceof BackendError)
+    assert.equal(err.cause.code, 'ERR_LOCK_STORE_UNREACHABLE')
+    assert.match(err.cause.message, /connection refused/)
+    return true
+  })
+})

@@ -749,9 +749,34 @@ impl MysqlStore {
             return Err(closed_error());
         }
         self.table_ready
-            .get_or_try_init(|| self.ensure_table(pool))
+            .get_or_try_init(|| async {
+                self.probe().await?;
+                self.ensure_table(pool).await
+            })
             .await?;
         Ok(pool)
+    }
+
+    /// Before the first use of the pool, one plain TCP connection to the server: sqlx's pool
+    /// treats "connection refused" as a server still starting and retries until the connect
+    /// timeout, then reports only "pool timed out". A server that is not there is reported as
+    /// such, at once. Other outcomes are left to the pool.
+    async fn probe(&self) -> StoreResult<()> {
+        let opts = &self.connect_options;
+        if opts.get_socket().is_some() {
+            return Ok(());
+        }
+        let (host, port) = (opts.get_host(), opts.get_port());
+        let connect = tokio::net::TcpStream::connect((host, port));
+        match tokio::time::timeout(self.acquire_timeout, connect).await {
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                Err(StoreError::new(
+                    ErrorKind::Unreachable,
+                    format!("mysql: connection refused by {host}:{port}"),
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     async fn ensure_table(&self, pool: &MySqlPool) -> StoreResult<()> {

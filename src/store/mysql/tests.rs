@@ -953,3 +953,31 @@ mod conformance {
     crate::conformance_suite!(server_or_skip("MariaDB", 3306)
         .then(|| Arc::new(MysqlStore::connect(TEST_URL, options(4)).unwrap()) as _));
 }
+
+#[tokio::test]
+async fn a_refused_connection_is_reported_as_such_at_once() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let s = MysqlStore::connect(
+        &format!("mysql://root@127.0.0.1:{port}/test"),
+        MysqlOptions {
+            connect_timeout_ms: 30_000,
+            ..options(1)
+        },
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let err = s.ping().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Unreachable, "{err}");
+    assert!(err.message.contains("connection refused"), "{err}");
+    // Not after the 30 s connect timeout, as sqlx's pool would.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
