@@ -41,6 +41,16 @@ export declare class NativeClient {
   isHeld(id: number): boolean
   /** Reads who holds `key`; completes with an info or false. */
   inspect(req: number, key: string): void
+  /**
+   * Frees `key` whoever holds it (an operator's tool); completes with true (a live lock was
+   * freed) or false.
+   */
+  forceRelease(req: number, key: string): void
+  /**
+   * Lists up to `limit` held locks whose names start with `prefix`; completes with a
+   * listing.
+   */
+  list(req: number, prefix: string, limit: number): void
   /** Checks that the store answers; completes with true. */
   ping(req: number): void
   /**
@@ -90,6 +100,8 @@ export interface NativeBatch {
    * `bigTokens[i]`.
    */
   bigTokens: Array<bigint>
+  /** Held locks returned by `list`: a listing record's value indexes this. */
+  lists: Array<Array<NativeHeldLock>>
 }
 
 /** Connection settings of a native client. Validated by `index.js`. */
@@ -104,6 +116,14 @@ export interface NativeConnectOptions {
   poolSize?: number
   /** TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`. */
   tls?: NativeTlsOptions
+}
+
+/** A held lock as `list` shows it. */
+export interface NativeHeldLock {
+  /** Lock name. */
+  key: string
+  /** What the store knows about it. */
+  info: NativeLockInfo
 }
 
 /** Limits and defaults (see `src/limits.rs`), for the JavaScript layer's checks. */
@@ -179,6 +199,8 @@ export interface NativeProtocol {
   kindLost: number
   /** Completion kind: inspect found a holder (value: index in `infos`). */
   kindInfo: number
+  /** Completion kind: a listing (value: index in `lists`). */
+  kindList: number
   /** Why a lock was lost, by the value of a `lost` completion. */
   lostReasons: Array<string>
 }

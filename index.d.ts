@@ -242,6 +242,16 @@ export declare class LockClient implements AsyncDisposable {
   withLock<T>(key: string, options: AcquireOptions, fn: (lock: Lock) => T | Promise<T>): Promise<T>
   /** Who holds `key`, or null. */
   inspect(key: string): Promise<LockInfo | null>
+  /**
+   * Frees `key` whoever holds it (an operator's tool); true if a live lock was freed. Its
+   * holder hears of it (`not-owned`) at its next extension.
+   */
+  forceRelease(key: string): Promise<boolean>
+  /**
+   * Held locks whose names start with `prefix` (default: all), at most `options.limit`
+   * (default 1 000). On Redis every key with an expiry under the prefix is listed.
+   */
+  list(prefix?: string, options?: { limit?: number }): Promise<LockInfo[]>
   /** Campaigns for leadership of `name`. */
   elect(name: string, options?: ElectOptions): Election
   /** The current leader of `name`, or null. */

@@ -57,6 +57,36 @@ function apiSuite(b) {
       assert.equal(lock.held, false)
     })
 
+    test('forceRelease frees a lock whoever holds it, and its holder hears it lost at its next extension', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      let lost = null
+      const lock = await locks.acquire(k, { ttl: 5000, autoExtend: true, extendEvery: 100, onLost: (e) => { lost = e } })
+      assert.equal(await locks.forceRelease(k), true)
+      assert.equal(await locks.forceRelease(k), false, 'nothing left to free')
+      const other = await locks.tryAcquire(k)
+      assert.ok(other, 'free for others at once')
+      await eventually(() => lost !== null, 5000, 'the holder to hear of it')
+      assert.equal(lost.reason, 'not-owned')
+      assert.equal(lock.held, false)
+      await other.release()
+    })
+
+    test('list shows the held locks under a prefix with their holders, and not the released ones', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const p = key('list') + ':'
+      const a = await locks.acquire(`${p}a`, { data: 'payload' })
+      const b = await locks.acquire(`${p}b`)
+      await (await locks.acquire(`${p}c`)).release()
+      const listed = (await locks.list(p)).sort((x, y) => x.key.localeCompare(y.key))
+      assert.deepEqual(listed.map((l) => [l.key, l.owner, l.fencingToken]), [[a.key, a.owner, a.fencingToken], [b.key, b.owner, b.fencingToken]])
+      assert.equal(listed[0].data, 'payload')
+      assert.equal((await locks.list(p, { limit: 1 })).length, 1)
+      await assert.rejects(locks.list(p, { limt: 1 }), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE' })
+      await a.release()
+      await b.release()
+    })
+
     test('tryAcquire resolves null while someone else holds the key', async (t) => {
       if (await skipUnlessReady(t)) return
       const k = key()

@@ -16,6 +16,9 @@ const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./opt
 
 const { own } = v
 const LIMITS = require('../binding.js').limits()
+/** The options `list` takes. */
+const LIST_OPTIONS = new Set(['limit'])
+
 /** The options `connect` takes. */
 const CONNECT_OPTIONS = new Set(['ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'table', 'poolSize', 'lazy', 'tls'])
 const TABLE_NAME = new RegExp(`^[A-Za-z0-9_]{1,${LIMITS.maxTableNameBytes}}$`)
@@ -204,6 +207,38 @@ class LockClient {
     const native = this._native()
     const raw = await native.request((req) => native.addon.inspect(req, key))
     return toInfo(key, raw)
+  }
+
+  /**
+   * Frees `key` whoever holds it: an operator's tool for a lock whose holder is gone or stuck.
+   * Resolves true if a live lock was freed. Its holder learns of it at its next extension (or
+   * when its lease would have ended) and reports the lock lost (`not-owned`).
+   */
+  async forceRelease(key) {
+    v.checkKey(key)
+    const native = this._native()
+    return native.request((req) => native.addon.forceRelease(req, key))
+  }
+
+  /**
+   * Held locks whose names start with `prefix` (default: all), at most `options.limit`
+   * (default 1 000): `[{ key, owner, fencingToken, remainingMs, data }]`, in no particular
+   * order. On Redis every key with an expiry under the prefix is listed: a lock in the
+   * redislock format cannot be told from another key (its `fencingToken` is null).
+   */
+  async list(prefix = '', options) {
+    if (typeof prefix !== 'string') throw v.typeError('prefix', 'of type string', prefix)
+    if (!prefix.isWellFormed()) throw v.valueError('prefix', 'must not contain lone surrogates', prefix)
+    let limit = 1000
+    if (options !== undefined) {
+      v.checkObject(options, 'options')
+      v.checkKnownKeys(options, LIST_OPTIONS, 'options')
+      const l = own(options, 'limit')
+      if (l !== undefined) limit = v.checkInt(l, 'options.limit', 1, 1_000_000)
+    }
+    const native = this._native()
+    const raw = await native.request((req) => native.addon.list(req, prefix, limit))
+    return raw.map((l) => toInfo(l.key, l.info))
   }
 
   /** The current leader of election `name` (see `elect`), or null. */

@@ -15,6 +15,7 @@ const SUCCEEDED = P.kindSucceeded
 const REFUSED = P.kindRefused
 const LOST = P.kindLost
 const INFO = P.kindInfo
+const LIST = P.kindList
 const LOST_REASONS = P.lostReasons
 
 /** Acquire flags: see `acquireOp`. */
@@ -172,7 +173,7 @@ class Native {
   }
 
   drain() {
-    const { records, errors, infos, bigTokens } = this.addon.take()
+    const { records, errors, infos, bigTokens, lists } = this.addon.take()
     for (let i = 0; i < records.length; i += 3) {
       const req = records[i]
       const kind = records[i + 1]
@@ -201,6 +202,9 @@ class Native {
           break
         case INFO:
           p.resolve(infos[value])
+          break
+        case LIST:
+          p.resolve(lists[value])
           break
         default:
           p.reject(fromNative(errors[value], this.secrets))

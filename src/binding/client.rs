@@ -89,6 +89,26 @@ pub struct NativeBatch {
     /// Fencing tokens above 2^53: a granted record whose value is `-(i + 1)` has token
     /// `bigTokens[i]`.
     pub big_tokens: Vec<BigInt>,
+    /// Held locks returned by `list`: a listing record's value indexes this.
+    pub lists: Vec<Vec<NativeHeldLock>>,
+}
+
+/// A held lock as `list` shows it.
+#[napi(object)]
+pub struct NativeHeldLock {
+    /// Lock name.
+    pub key: String,
+    /// What the store knows about it.
+    pub info: NativeLockInfo,
+}
+
+fn native_info(i: crate::store::LockInfo) -> NativeLockInfo {
+    NativeLockInfo {
+        owner: i.owner,
+        fencing_token: BigInt::from(i.fencing_token),
+        remaining_ms: i.remaining_ms,
+        data: i.data.map(Buffer::from),
+    }
 }
 
 /// Who holds a lock, as `inspect` reads it.
@@ -282,6 +302,32 @@ impl NativeClient {
         napi::bindgen_prelude::spawn(guarded(req, completions, run));
     }
 
+    /// Frees `key` whoever holds it (an operator's tool); completes with true (a live lock was
+    /// freed) or false.
+    #[napi(catch_unwind)]
+    pub fn force_release(&self, req: f64, key: String) {
+        let session = self.session.clone();
+        self.run(req, async move { session.force_release(&key).await });
+    }
+
+    /// Lists up to `limit` held locks whose names start with `prefix`; completes with a
+    /// listing.
+    #[napi(catch_unwind)]
+    pub fn list(&self, req: f64, prefix: String, limit: f64) {
+        let session = self.session.clone();
+        let completions = self.completions.clone();
+        let run = {
+            let completions = completions.clone();
+            async move {
+                match session.list(&prefix, limit.max(0.0) as usize).await {
+                    Ok(locks) => completions.list(req, locks),
+                    Err(e) => completions.error(req, e),
+                }
+            }
+        };
+        napi::bindgen_prelude::spawn(guarded(req, completions, run));
+    }
+
     /// Checks that the store answers; completes with true.
     #[napi(catch_unwind)]
     pub fn ping(&self, req: f64) {
@@ -337,14 +383,17 @@ impl NativeClient {
                 .into_iter()
                 .map(|(code, cause, message)| vec![code.to_string(), cause.to_string(), message])
                 .collect(),
-            infos: batch
-                .infos
+            infos: batch.infos.into_iter().map(native_info).collect(),
+            lists: batch
+                .lists
                 .into_iter()
-                .map(|i| NativeLockInfo {
-                    owner: i.owner,
-                    fencing_token: BigInt::from(i.fencing_token),
-                    remaining_ms: i.remaining_ms,
-                    data: i.data.map(Buffer::from),
+                .map(|list| {
+                    list.into_iter()
+                        .map(|l| NativeHeldLock {
+                            key: l.key,
+                            info: native_info(l.info),
+                        })
+                        .collect()
                 })
                 .collect(),
             big_tokens: batch.big_tokens.into_iter().map(BigInt::from).collect(),

@@ -2,7 +2,7 @@
 
 use crate::core::error::{LockError, LostReason};
 use crate::core::session::EventSink;
-use crate::store::LockInfo;
+use crate::store::{HeldLock, LockInfo};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use std::sync::{Mutex, MutexGuard};
@@ -28,6 +28,8 @@ pub enum Kind {
     Lost = 4,
     /// Inspect found a holder: value indexes the batch's infos.
     Info = 5,
+    /// A listing: value indexes the batch's lists.
+    List = 6,
 }
 
 /// What one drain hands to JavaScript.
@@ -40,6 +42,8 @@ pub struct Batch {
     pub errors: Vec<(&'static str, &'static str, String)>,
     /// Lock infos returned by inspect.
     pub infos: Vec<LockInfo>,
+    /// Held locks returned by listings.
+    pub lists: Vec<Vec<HeldLock>>,
     /// Fencing tokens above 2^53, which a record's `f64` value cannot carry exactly: a grant
     /// with such a token has value `-(index + 1)`.
     pub big_tokens: Vec<u64>,
@@ -136,6 +140,14 @@ impl Completions {
                 (b.infos.len() - 1) as f64
             }),
         }
+    }
+
+    /// Records a listing.
+    pub fn list(&self, req: f64, locks: Vec<HeldLock>) {
+        self.push(req, Kind::List, |b| {
+            b.lists.push(locks);
+            (b.lists.len() - 1) as f64
+        });
     }
 
     /// Takes everything queued so far.

@@ -56,6 +56,8 @@ pub struct NativeProtocol {
     pub kind_lost: u32,
     /// Completion kind: inspect found a holder (value: index in `infos`).
     pub kind_info: u32,
+    /// Completion kind: a listing (value: index in `lists`).
+    pub kind_list: u32,
     /// Why a lock was lost, by the value of a `lost` completion.
     pub lost_reasons: Vec<String>,
 }
@@ -77,6 +79,7 @@ pub fn protocol() -> NativeProtocol {
         kind_failed: Kind::Failed as u32,
         kind_lost: Kind::Lost as u32,
         kind_info: Kind::Info as u32,
+        kind_list: Kind::List as u32,
         lost_reasons: LOST_REASONS.iter().map(|s| s.to_string()).collect(),
     }
 }

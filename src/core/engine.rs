@@ -13,7 +13,7 @@ use crate::core::heartbeat::Scheduler;
 use crate::core::held::Held;
 use crate::core::options::AcquireSpec;
 use crate::store::open::{open_store, ConnectOptions};
-use crate::store::{LockInfo, NextOwner, SharedStore, StoreResult};
+use crate::store::{HeldLock, LockInfo, NextOwner, SharedStore, StoreError, StoreResult};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -488,6 +488,33 @@ impl Engine {
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
         self.store.inspect(key).await
+    }
+
+    /// Frees `key` whoever holds it (an operator's tool) and lets a local waiter look at once.
+    /// Returns whether a live lock was freed.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn force_release(&self, key: &str) -> StoreResult<bool> {
+        let tools = self
+            .store
+            .operator()
+            .ok_or_else(|| StoreError::invalid("this store has no force release"))?;
+        let freed = tools.force_release(key).await?;
+        self.wake(key, true);
+        Ok(freed)
+    }
+
+    /// Up to `limit` held locks whose names start with `prefix`.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn list(&self, prefix: &str, limit: usize) -> StoreResult<Vec<HeldLock>> {
+        let tools = self
+            .store
+            .operator()
+            .ok_or_else(|| StoreError::invalid("this store cannot list its locks"))?;
+        tools.list(prefix, limit).await
     }
 }
 

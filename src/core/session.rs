@@ -9,7 +9,7 @@ use crate::core::error::{LockError, LostReason};
 use crate::core::held::{guard, Held};
 use crate::core::options::AcquireSpec;
 use crate::store::open::ConnectOptions;
-use crate::store::LockInfo;
+use crate::store::{HeldLock, LockInfo};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -210,6 +210,23 @@ impl Session {
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> Result<Option<LockInfo>, LockError> {
         Ok(self.engine()?.inspect(key).await?)
+    }
+
+    /// Frees `key` whoever holds it (an operator's tool). Returns whether a live lock was
+    /// freed; its holder learns of it at its next extension.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn force_release(&self, key: &str) -> Result<bool, LockError> {
+        Ok(self.engine()?.force_release(key).await?)
+    }
+
+    /// Up to `limit` held locks whose names start with `prefix`.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<HeldLock>, LockError> {
+        Ok(self.engine()?.list(prefix, limit).await?)
     }
 
     /// Checks that the store answers.
