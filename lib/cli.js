@@ -1,0 +1,201 @@
+'use strict'
+// The operator's CLI: `deadbolt <command> <url> [args]`. Each command is a function of the
+// parsed arguments and an output sink; `bin/deadbolt.js` wires it to the process. Exit codes:
+// 0 done, 1 nothing there (no holder, nothing to free), 2 usage error, 3 the store failed.
+
+const readline = require('readline')
+const { connect } = require('./client')
+
+const EXIT = Object.freeze({ ok: 0, none: 1, usage: 2, store: 3 })
+
+const HELP = {
+  main: `Usage: deadbolt <command> <url> [arguments] [--json]
+
+Commands:
+  inspect <url> <key>            who holds a lock: holder, fencing token, remaining lease, data
+  list <url> [prefix]            held locks (whose names start with prefix)
+  release <url> --force <key>    free a lock whoever holds it (asks first unless --yes)
+  watch <url> <key>              print every change of holder as it happens (Ctrl-C stops)
+  leader <url> <name>            the current leader of an election
+
+<url> is a store URL (redis://, rediss://, mysql://, mariadb://); DEADBOLT_URL is used when
+it is "-". Options: --json (machine-readable output), --help (help for a command).
+Exit codes: 0 done, 1 nothing there, 2 usage error, 3 the store failed.`,
+  inspect: 'Usage: deadbolt inspect <url> <key> [--json]\nPrints the holder, fencing token, remaining lease and data of <key>; exit 1 if it is free.',
+  list: 'Usage: deadbolt list <url> [prefix] [--limit N] [--json]\nPrints the held locks whose names start with prefix (default: all), at most N (default 1000).',
+  release: 'Usage: deadbolt release <url> --force <key> [--yes] [--json]\nFrees <key> whoever holds it; its holder learns it lost the lock at its next heartbeat.\nAsks for confirmation unless --yes; exit 1 if nothing was held.',
+  watch: 'Usage: deadbolt watch <url> <key> [--interval MS] [--json]\nPrints a line each time the holder of <key> changes (polled every MS ms, default 200).',
+  leader: 'Usage: deadbolt leader <url> <name> [--json]\nPrints the current leader of election <name> (its data and term); exit 1 if there is none.',
+}
+
+class UsageError extends Error {}
+
+/** Splits argv into positionals and flags (`--json`, `--yes`, `--force`, `--limit N`, …). */
+function parse(argv) {
+  const positional = []
+  const flags = {}
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    if (a === '--json' || a === '--yes' || a === '--force' || a === '--help' || a === '-h') {
+      flags[a === '-h' ? 'help' : a.slice(2)] = true
+    } else if (a === '--limit' || a === '--interval') {
+      const v = Number(argv[++i])
+      if (!Number.isInteger(v) || v < 1) throw new UsageError(`${a} needs a positive whole number`)
+      flags[a.slice(2)] = v
+    } else if (a.startsWith('--')) {
+      throw new UsageError(`unknown option ${a}`)
+    } else {
+      positional.push(a)
+    }
+  }
+  return { positional, flags }
+}
+
+function describe(info) {
+  const token = info.fencingToken === null ? 'unknown' : String(info.fencingToken)
+  const data = info.data === null ? '' : `  data: ${Buffer.isBuffer(info.data) ? `<${info.data.length} bytes>` : JSON.stringify(info.data)}`
+  return `${info.key}  holder: ${info.owner}  token: ${token}  remaining: ${info.remainingMs} ms${data}`
+}
+
+function asJson(info) {
+  if (info === null) return null
+  return {
+    key: info.key,
+    owner: info.owner,
+    fencingToken: info.fencingToken === null ? null : String(info.fencingToken),
+    remainingMs: info.remainingMs,
+    data: info.data === null ? null : Buffer.isBuffer(info.data) ? { base64: info.data.toString('base64') } : info.data,
+  }
+}
+
+function table(rows) {
+  if (rows.length === 0) return ''
+  const head = ['KEY', 'HOLDER', 'TOKEN', 'REMAINING MS']
+  const body = rows.map((i) => [i.key, i.owner, i.fencingToken === null ? '-' : String(i.fencingToken), String(i.remainingMs)])
+  const widths = head.map((h, c) => Math.max(h.length, ...body.map((r) => r[c].length)))
+  return [head, ...body].map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join('  ').trimEnd()).join('\n')
+}
+
+async function confirm(io, question) {
+  if (!io.stdin.isTTY) return false
+  const rl = readline.createInterface({ input: io.stdin, output: io.stderr })
+  const answer = await new Promise((resolve) => rl.question(question, resolve))
+  rl.close()
+  return /^y(es)?$/i.test(answer.trim())
+}
+
+const COMMANDS = {
+  async inspect(locks, [key], flags, io) {
+    if (key === undefined) throw new UsageError('inspect needs a <key>')
+    const info = await locks.inspect(key)
+    io.out(flags.json ? JSON.stringify(asJson(info)) : info === null ? `${key} is free` : describe(info))
+    return info === null ? EXIT.none : EXIT.ok
+  },
+
+  async list(locks, [prefix = ''], flags, io) {
+    const held = await locks.list(prefix, { limit: flags.limit ?? 1000 })
+    held.sort((a, b) => a.key.localeCompare(b.key))
+    if (flags.json) io.out(JSON.stringify(held.map(asJson)))
+    else io.out(held.length === 0 ? 'no held locks' : table(held))
+    return EXIT.ok
+  },
+
+  async release(locks, [key], flags, io) {
+    if (!flags.force) throw new UsageError('release frees a lock someone else holds: say --force')
+    if (key === undefined) throw new UsageError('release needs a <key>')
+    if (!flags.yes) {
+      const info = await locks.inspect(key)
+      if (info === null) {
+        io.out(flags.json ? JSON.stringify({ key, released: false }) : `${key} is free`)
+        return EXIT.none
+      }
+      if (!(await confirm(io, `Free ${key}, held by ${info.owner}? [y/N] `))) {
+        io.err('not released (pass --yes to skip the question)')
+        return EXIT.usage
+      }
+    }
+    const released = await locks.forceRelease(key)
+    io.out(flags.json ? JSON.stringify({ key, released }) : released ? `released ${key}` : `${key} was free`)
+    return released ? EXIT.ok : EXIT.none
+  },
+
+  async watch(locks, [key], flags, io) {
+    if (key === undefined) throw new UsageError('watch needs a <key>')
+    let last
+    for (;;) {
+      const info = await locks.inspect(key)
+      const holder = info === null ? null : `${info.owner}/${info.fencingToken}`
+      if (holder !== last) {
+        last = holder
+        const at = new Date().toISOString()
+        if (flags.json) io.out(JSON.stringify({ at, ...(asJson(info) ?? { key, owner: null }) }))
+        else io.out(`${at}  ${info === null ? `${key} is free` : describe(info)}`)
+      }
+      if (io.stopped()) return EXIT.ok
+      await new Promise((resolve) => setTimeout(resolve, flags.interval ?? 200))
+    }
+  },
+
+  async leader(locks, [name], flags, io) {
+    if (name === undefined) throw new UsageError('leader needs a <name>')
+    const info = await locks.leader(name)
+    if (flags.json) io.out(JSON.stringify(asJson(info)))
+    else io.out(info === null ? `${name} has no leader` : `${name}  leader: ${info.owner}  term: ${info.fencingToken ?? 'unknown'}${info.data === null ? '' : `  data: ${JSON.stringify(Buffer.isBuffer(info.data) ? info.data.toString('base64') : info.data)}`}`)
+    return info === null ? EXIT.none : EXIT.ok
+  },
+}
+
+/**
+ * Runs the CLI on `argv` (without node and the script). `io`: { out(line), err(line), stdin,
+ * env, stopped() }. Resolves with the exit code.
+ */
+async function main(argv, io) {
+  let parsed
+  try {
+    parsed = parse(argv)
+  } catch (err) {
+    io.err(`deadbolt: ${err.message}\n\n${HELP.main}`)
+    return EXIT.usage
+  }
+  const { positional, flags } = parsed
+  const [command, rawUrl, ...args] = positional
+  if (command === undefined || command === 'help') {
+    io.out(HELP.main)
+    return flags.help || command === 'help' ? EXIT.ok : EXIT.usage
+  }
+  const run = COMMANDS[command]
+  if (run === undefined) {
+    io.err(`deadbolt: unknown command "${command}"\n\n${HELP.main}`)
+    return EXIT.usage
+  }
+  if (flags.help) {
+    io.out(HELP[command])
+    return EXIT.ok
+  }
+  const url = rawUrl === '-' || rawUrl === undefined ? io.env.DEADBOLT_URL : rawUrl
+  if (!url) {
+    io.err(`deadbolt: ${command} needs a store URL (or DEADBOLT_URL)\n\n${HELP[command]}`)
+    return EXIT.usage
+  }
+  let locks
+  try {
+    locks = await connect(url, { connectTimeout: 5000 })
+  } catch (err) {
+    io.err(`deadbolt: ${err.message}`)
+    return err.code === 'ERR_LOCK_BACKEND' ? EXIT.store : EXIT.usage
+  }
+  try {
+    return await run(locks, args, flags, io)
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`deadbolt: ${err.message}\n\n${HELP[command]}`)
+      return EXIT.usage
+    }
+    io.err(`deadbolt: ${err.message}`)
+    return err.code === 'ERR_LOCK_BACKEND' ? EXIT.store : EXIT.usage
+  } finally {
+    await locks.close()
+  }
+}
+
+module.exports = { main, EXIT }
