@@ -6,6 +6,7 @@ const { randomBytes } = require('node:crypto')
 const { inspect } = require('node:util')
 const { Native, FLAGS } = require('./native')
 const { redactUrl } = require('./redact')
+const { debug } = require('./debug')
 const { LockClosedError } = require('./errors')
 const v = require('./validate')
 const { normalizeTls } = require('./tls')
@@ -275,6 +276,7 @@ class LockClient {
    */
   async close() {
     if (this._closed) return
+    debug(() => `client for ${this._where} closing`)
     const native = this._native_
     native.flushOps()
     const closing = native.request((req) => native.addon.close(req))

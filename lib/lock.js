@@ -5,6 +5,7 @@
 const { inspect } = require('node:util')
 const { LockExtendError, LockLostError } = require('./errors')
 const v = require('./validate')
+const { debug } = require('./debug')
 
 const HELD = 0
 const RELEASED = 1
@@ -80,6 +81,7 @@ class Lock {
   _lost(reason) {
     if (this._state !== HELD) return
     this._state = LOST
+    debug(() => `lock ${JSON.stringify(this.key)} lost (${reason}), token ${this._token}`)
     const err = new LockLostError(`Lock on "${this.key}" ${LOST_MESSAGES[reason] ?? 'was lost'}`, { reason })
     err.key = this.key
     err.fencingToken = this.fencingToken

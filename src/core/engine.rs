@@ -186,6 +186,7 @@ impl Engine {
     fn wake(&self, key: &str, released: bool) {
         let queues = self.queues.lock().unwrap();
         if let Some(head) = queues.get(key).and_then(|q| q.waiters.front()) {
+            crate::debug!("wake {key:?}: the head waiter looks now");
             if released {
                 head.released.store(true, Ordering::Release);
             }
@@ -337,7 +338,12 @@ impl Engine {
                 spec.data.as_deref(),
                 spec.plain,
             )
-            .await?;
+            .await
+            .inspect_err(|e| crate::debug!("acquire {:?}: store error ({:?})", spec.key, e.kind))?;
+        match granted {
+            Some(token) => crate::debug!("acquire {:?}: granted, token {token}", spec.key),
+            None => crate::debug!("acquire {:?}: busy", spec.key),
+        }
         if granted.is_some() && cancel.is_cancelled() {
             let _ = self
                 .release(&spec.key, &spec.owner, spec.data.is_some())
@@ -412,7 +418,10 @@ impl Engine {
                 .await;
             self.releases.fetch_add(1, Ordering::AcqRel);
             let token = match handed {
-                Ok(Some(token)) => Grant { token, sent },
+                Ok(Some(token)) => {
+                    crate::debug!("handoff {key:?}: to the next local waiter, token {token}");
+                    Grant { token, sent }
+                }
                 other => {
                     self.wake(key, true);
                     return other.map(|_| false);

@@ -168,6 +168,7 @@ fn schedule_at(timers: &Timers, held: Arc<Held>, at: Instant) {
 /// so it is freed there for others; a lease that reached its local deadline ends in the store
 /// a margin later by itself (releasing it early would shorten the lease others see).
 fn lose(timers: &Timers, held: &Held, reason: LostReason) {
+    crate::debug!("lost {:?}: {reason:?}", held.key);
     unschedule(timers, held);
     if held.lose(reason) && reason == LostReason::MaxHold {
         (timers.release)(held);
@@ -243,6 +244,15 @@ async fn extend_batch(
         .collect();
     let results = store.extend_many(&items).await;
     let done = Instant::now();
+    if crate::core::debug::enabled() {
+        let extended = results.iter().filter(|r| matches!(r, Ok(true))).count();
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        crate::debug!(
+            "heartbeat: {} lease(s) in one batch, {extended} extended, {failed} failed, {} ms",
+            items.len(),
+            done.duration_since(sent).as_millis()
+        );
+    }
     let Some(t) = timers.upgrade() else { return };
     for (held, result) in batch.into_iter().zip(results) {
         let (deadline, was_lost) = {

@@ -2,6 +2,7 @@
 //! a fair local queue per key), heartbeats, the registry of held locks. No napi here.
 
 pub mod clock;
+pub mod debug;
 pub mod engine;
 pub mod error;
 pub mod heartbeat;

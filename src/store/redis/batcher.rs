@@ -50,6 +50,10 @@ async fn send_batch(mut conn: ConnectionManager, batch: Vec<Request>) {
     }
     let mut results = conn.req_packed_commands(&pipe, 0, replies.len()).await;
     if results.as_ref().is_err_and(is_reconnectable) {
+        crate::debug!(
+            "redis: the connection broke; sending {} command(s) again on a new one",
+            replies.len()
+        );
         // The connection broke (a server restart, a killed client): the manager reconnects,
         // and every script here is safe to send again (see `scripts`).
         results = conn.req_packed_commands(&pipe, 0, replies.len()).await;

@@ -133,6 +133,7 @@ impl RedisStore {
             if let Some(store) = weak.upgrade() {
                 *store.subscriber.lock().await = None;
             }
+            crate::debug!("redis: the subscriber connection ended; reopening it for its waiters");
             tokio::spawn(resubscribe(weak));
         });
         *guard = Some(sink.clone());
