@@ -4,7 +4,7 @@
 // Wire compatible: the lock key holds the lock's `_id` (SET key id PX timeout NX, compare-then-
 // DEL/PEXPIRE), so redislock and deadbolt processes exclude each other during a migration.
 
-const { randomUUID } = require('node:crypto')
+const { randomUUID } = require('crypto')
 const { LockClient } = require('../lib/client')
 const { toRedisTarget } = require('../lib/redis-url')
 const { tlsFingerprint } = require('../lib/tls')

@@ -2,8 +2,8 @@
 // The modern API's client: connect() → LockClient, which acquires (Lock, lock.js), inspects,
 // runs elections (election.js) and closes. One implementation for every store.
 
-const { randomBytes } = require('node:crypto')
-const { inspect } = require('node:util')
+const { randomBytes } = require('crypto')
+const { inspect } = require('util')
 const { Native, FLAGS } = require('./native')
 const { redactUrl } = require('./redact')
 const { debug } = require('./debug')

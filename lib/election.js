@@ -4,6 +4,7 @@
 const { LockLostError } = require('./errors')
 const { ELECTION_TTL, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 const v = require('./validate')
+const { newAbortController } = require('./abort')
 
 const { own } = v
 
@@ -34,7 +35,7 @@ class Election {
     resolveAcquireOptions(client._defaults, this._options, Infinity)
     this._onElected = onElected
     this._onRevoked = onRevoked
-    this._ac = new AbortController()
+    this._ac = newAbortController()
     if (signal !== undefined) {
       v.checkSignal(signal, 'options.signal')
       if (signal.aborted) this._ac.abort(signal.reason)

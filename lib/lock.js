@@ -2,10 +2,11 @@
 // A held lock: what `acquire` resolves with. `held` asks the native side, so it turns false at
 // the lease's local deadline even before the loss is heard.
 
-const { inspect } = require('node:util')
+const { inspect } = require('util')
 const { LockExtendError, LockLostError } = require('./errors')
 const v = require('./validate')
 const { debug } = require('./debug')
+const { newAbortController } = require('./abort')
 
 const HELD = 0
 const RELEASED = 1
@@ -72,7 +73,7 @@ class Lock {
   get signal() {
     const x = this._extraState()
     if (x.ac === null) {
-      x.ac = new AbortController()
+      x.ac = newAbortController()
       if (this._state === LOST) x.ac.abort(x.lostError)
     }
     return x.ac.signal

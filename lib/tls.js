@@ -4,7 +4,7 @@
 // the Buffers the native side takes. Messages name the option and say what is wrong with it,
 // but never quote it: a key must not end up in a log through an error message.
 
-const { createHash, createPrivateKey, randomBytes, X509Certificate } = require('node:crypto')
+const { createHash, createPrivateKey, randomBytes, X509Certificate } = require('crypto')
 
 const CERT_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g
 const KEY_BLOCK = /-----BEGIN ((?:RSA |EC )?PRIVATE KEY)-----[\s\S]*?-----END \1-----/

@@ -1,0 +1,10 @@
+// Types of `deadbolt/redislock` (require): redislock 1.3's exports.
+export {
+  createLock,
+  setDefaults,
+  getAcquiredLocks,
+  LockAcquisitionError,
+  LockReleaseError,
+  LockExtendError,
+} from '../index.js'
+export type { RedisClientLike, RedislockOptions, RedisLock, CompatPromise } from '../index.js'
