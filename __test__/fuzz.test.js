@@ -11,10 +11,9 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const net = require('node:net')
 const fc = require('fast-check')
 const deadbolt = require('..')
-const { prefix } = require('./helpers')
+const { prefix, freePort } = require('./helpers')
 
 const {
   connect, LockError, LockBackendError, LockClosedError, LockAcquisitionError, LockExtendError,
@@ -49,13 +48,8 @@ const run = prefix('fuzz')
 let n = 0
 const freshKey = () => `${run}${++n}`
 
-async function closedPort() {
-  const server = net.createServer()
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address()
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
+/** A port that was just closed: nothing answers there. */
+const closedPort = freePort
 
 let deadUrl
 let dead // lazy, nothing answers: any I/O fails with LockBackendError

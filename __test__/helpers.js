@@ -65,6 +65,18 @@ async function blackhole() {
   }
 }
 
+/** A loopback port that was free a moment ago (and that nothing answers on until used). */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
 /** Waits until `fn()` is truthy (checked every 5 ms), failing after `ms`. */
 async function eventually(fn, ms = 5000, what = 'condition') {
   const end = Date.now() + ms
@@ -76,4 +88,4 @@ async function eventually(fn, ms = 5000, what = 'condition') {
   }
 }
 
-module.exports = { REDIS_URL, MYSQL_URL, answers, needRedis, needMysql, prefix, redisRaw, closeRaw, sleep, blackhole, eventually }
+module.exports = { REDIS_URL, MYSQL_URL, answers, needRedis, needMysql, prefix, redisRaw, closeRaw, sleep, blackhole, eventually, freePort }

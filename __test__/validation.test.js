@@ -7,9 +7,8 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const net = require('node:net')
 const deadbolt = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix, sleep } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix, sleep, freePort } = require('./helpers')
 
 const {
   connect, Election, LockClosedError,
@@ -23,13 +22,7 @@ let n = 0
 const key = (name = 'k') => `${run}${++n}:${name}`
 
 /** A port that was just closed: nothing answers there. */
-async function closedPort() {
-  const server = net.createServer()
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address()
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
+const closedPort = freePort
 
 let dead // modern client, lazy, on a closed Redis port
 let deadUrl
