@@ -23,6 +23,15 @@ async fn raw() -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
+/// Runs a command on a connection of its own (not the store's).
+async fn raw_command(args: &[&str]) {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let _: redis::Value = cmd.query_async(&mut raw().await).await.unwrap();
+}
+
 mod conformance {
     crate::conformance_suite!(super::open().map(|s| s as _));
 }
@@ -35,11 +44,7 @@ async fn scripts_are_loaded_again_after_the_server_forgot_them() {
         .await
         .unwrap()
         .unwrap();
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(&mut raw().await)
-        .await
-        .unwrap();
+    raw_command(&["SCRIPT", "FLUSH"]).await;
     // Every script, run by hash, meets NOSCRIPT once.
     assert!(LockStore::extend(&*s, &k, "a", 10_000, false)
         .await
@@ -51,11 +56,7 @@ async fn scripts_are_loaded_again_after_the_server_forgot_them() {
         ttl_ms: 10_000,
         has_data: false,
     }];
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(&mut raw().await)
-        .await
-        .unwrap();
+    raw_command(&["SCRIPT", "FLUSH"]).await;
     assert!(s.extend_many(&items).await[0].as_ref().unwrap());
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
 }
@@ -68,15 +69,7 @@ async fn a_killed_connection_is_replaced_within_the_same_call() {
         .await
         .unwrap()
         .unwrap();
-    let _: redis::Value = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query_async(&mut raw().await)
-        .await
-        .unwrap();
+    raw_command(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]).await;
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
 }
 
@@ -86,13 +79,7 @@ async fn release_announcements_resume_after_the_subscriber_connection_dropped() 
     let k = name();
     let mut releases = s.releases();
     s.watch(&k).await;
-    let _: redis::Value = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut raw().await)
-        .await
-        .unwrap();
+    raw_command(&["CLIENT", "KILL", "TYPE", "pubsub"]).await;
     // Another process releases the key, again and again until it is heard: the watch must
     // come back by itself.
     let other = RedisStore::connect(URL, &RedisOptions::default()).unwrap();
