@@ -16,7 +16,7 @@ const { Election } = require('./election')
 const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 
 const { own } = v
-const LIMITS = require('../binding.js').limits()
+const { LIMITS } = v
 /** The options `list` takes. */
 const LIST_OPTIONS = new Set(['limit'])
 

@@ -3,9 +3,7 @@
 // the small frozen helpers every module here shares.
 
 const v = require('./validate')
-const { limits } = require('../binding.js')
-
-const L = limits()
+const L = v.LIMITS
 
 /** Client-wide defaults of the acquire options (README: "Acquire options"). */
 const DEFAULTS = Object.freeze({

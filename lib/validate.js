@@ -5,7 +5,9 @@
 // The limits are defined once, in the addon (src/limits.rs).
 const { limits } = require('../binding.js')
 
-const L = limits()
+/** The addon's limits and defaults, read once for every module here. */
+const LIMITS = limits()
+const L = LIMITS
 const MAX_KEY_BYTES = L.maxKeyBytes
 const MAX_DATA_BYTES = L.maxDataBytes
 // setTimeout's ceiling; also far beyond any sane lease.
@@ -182,6 +184,7 @@ function checkKnownKeys(options, known, name) {
 }
 
 module.exports = {
+  LIMITS,
   checkKnownKeys,
   MAX_KEY_BYTES,
   MAX_DATA_BYTES,
