@@ -728,15 +728,10 @@ impl MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent.
     pub async fn extend_many_bounded(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        match tokio::time::timeout(self.call_timeout, self.extend_many(items)).await {
+        let bounded = self.bounded("extend", async { Ok(self.extend_many(items).await) });
+        match bounded.await {
             Ok(results) => results,
-            Err(_) => {
-                let e = StoreError::timeout(format!(
-                    "mysql: extend: no answer from the server within {} ms",
-                    self.call_timeout.as_millis()
-                ));
-                items.iter().map(|_| Err(e.clone())).collect()
-            }
+            Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
         }
     }
 
