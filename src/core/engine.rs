@@ -46,13 +46,31 @@ pub struct Grant {
     pub sent: Instant,
 }
 
+/// The grant to report when a waiter's own request and a handoff both gave it the same lock
+/// (its request found the lock already handed to it): the lease is reckoned from the earlier
+/// of the two sends, so the local deadline never falls after the store's.
+fn earliest(own: Grant, handed: Option<Grant>) -> Grant {
+    match handed {
+        Some(h) if h.sent < own.sent => Grant {
+            token: own.token,
+            sent: h.sent,
+        },
+        _ => own,
+    }
+}
+
 /// Where a releaser leaves a handed-over lock for its waiter.
 #[derive(Default)]
 struct Mailbox {
     /// A lock handed to this waiter and not yet taken.
     grant: Option<Grant>,
-    /// The waiter left: a grant arriving now must be given back.
+    /// The waiter left: a grant arriving now must be given back, unless `kept`.
     gone: bool,
+    /// The waiter left holding the lock under its own owner token: its own request found the
+    /// lock already handed to it (a store whose acquire returns the token of the caller's own
+    /// lock, as Redis does for a retried call). A handoff to it is that same lock, and giving
+    /// it back would free a lock its holder believes it holds.
+    kept: bool,
 }
 
 impl Waiter {
@@ -287,7 +305,7 @@ impl Engine {
                 attempts += 1;
                 if let Some(token) = self.attempt(spec, cancel).await? {
                     slot.acquired = true;
-                    return Ok(Some(token));
+                    return Ok(Some(earliest(token, waiter.take_grant())));
                 }
                 // Refused because a releaser was handing it to us just then?
                 if let Some(token) = waiter.take_grant() {
@@ -427,17 +445,21 @@ impl Engine {
                     return other.map(|_| false);
                 }
             };
-            let late = {
+            let (late, kept) = {
                 let mut mailbox = waiter.mailbox.lock().unwrap();
                 if mailbox.gone {
-                    true
+                    (true, mailbox.kept)
                 } else {
                     mailbox.grant = Some(token);
-                    false
+                    (false, false)
                 }
             };
             if !late {
                 waiter.notify.notify_one();
+                return Ok(true);
+            }
+            if kept {
+                // The waiter holds this very lock through its own grant: nothing to give back.
                 return Ok(true);
             }
             owner = waiter.owner.clone();
@@ -540,13 +562,16 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         // A lock handed to us that we will not use (we timed out or were cancelled while
-        // it was on its way) goes back: released, or handed to the next waiter.
+        // it was on its way) goes back: released, or handed to the next waiter. If we did
+        // acquire, a grant still in the mailbox is the lock we hold (our own request found it
+        // already handed to us): it stays.
         let late_grant = {
             let mut mailbox = self.waiter.mailbox.lock().unwrap();
             mailbox.gone = true;
+            mailbox.kept = self.acquired;
             mailbox.grant.take()
         };
-        if late_grant.is_some() {
+        if late_grant.is_some() && !self.acquired {
             let engine = self.engine.clone();
             let key = self.key.clone();
             let owner = self.waiter.owner.clone();

@@ -163,22 +163,66 @@ async fn a_busy_key_is_polled_every_retry_delay_when_nobody_announces_its_releas
     assert!(grant.sent - released_at <= Duration::from_millis(50));
 }
 
-/// A memory store that counts real releases (handoffs are not releases).
-struct Counting {
+/// A memory store that counts real releases (handoffs are not releases) and can hold one
+/// owner's next acquire request at a gate, as a request on the wire would be. Like Redis, its
+/// acquire returns the caller's own token when the caller already holds the key.
+#[derive(Default)]
+struct Probe {
     inner: Arc<crate::store::memory::MemoryStore>,
     releases: AtomicU64,
+    gate: Mutex<Option<Gate>>,
 }
 
-impl crate::store::LockStore for Counting {
+/// One owner's acquire request, held until `go` is notified; `entered` says it arrived.
+struct Gate {
+    owner: String,
+    entered: Arc<tokio::sync::Notify>,
+    go: Arc<tokio::sync::Notify>,
+}
+
+impl Probe {
+    /// Holds `owner`'s next acquire request; returns (arrived, let it through).
+    fn hold(&self, owner: &str) -> (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+        let (entered, go) = (Arc::default(), Arc::default());
+        *self.gate.lock().unwrap() = Some(Gate {
+            owner: owner.into(),
+            entered: Arc::clone(&entered),
+            go: Arc::clone(&go),
+        });
+        (entered, go)
+    }
+}
+
+impl crate::store::LockStore for Probe {
     fn try_acquire<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
         ttl_ms: u64,
         data: Option<&'a [u8]>,
-        plain: bool,
+        _plain: bool,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<u64>>> {
-        crate::store::LockStore::try_acquire(self.inner.as_ref(), key, owner, ttl_ms, data, plain)
+        let gate = {
+            let mut gate = self.gate.lock().unwrap();
+            match gate.as_ref() {
+                Some(g) if g.owner == owner => gate.take(),
+                _ => None,
+            }
+        };
+        Box::pin(async move {
+            if let Some(g) = gate {
+                g.entered.notify_one();
+                g.go.notified().await;
+            }
+            let store = &self.inner;
+            if let Some(token) = store.try_acquire(key, owner, ttl_ms, data) {
+                return Ok(Some(token));
+            }
+            Ok(store
+                .inspect(key)
+                .filter(|info| info.owner == owner)
+                .map(|info| info.fencing_token))
+        })
     }
     fn extend<'a>(
         &'a self,
@@ -227,11 +271,52 @@ impl crate::store::LockStore for Counting {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_waiter_whose_own_request_finds_the_lock_handed_to_it_keeps_it() {
+    // The head waiter polls; its request is on the wire when the holder hands the lock to
+    // it, so the request finds the waiter's own lock. The handed-over grant is that same
+    // lock: the waiter must keep it, and the next waiter must not get it.
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    take(&e, "k", "c").await;
+    let spawn_waiter = |owner: &'static str| {
+        let e = e.clone();
+        tokio::spawn(async move {
+            let s = spec("k", owner, 60_000, None);
+            e.acquire(&s, &CancellationToken::new()).await
+        })
+    };
+    let b = spawn_waiter("b");
+    settle().await;
+    let a = spawn_waiter("a");
+    settle().await;
+    assert_eq!(e.waiting(), 2);
+    let (entered, go) = probe.hold("b");
+    // b's next poll (one retry delay later) reaches the gate.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    entered.notified().await;
+    let handed_at = Instant::now();
+    assert!(e.release("k", "c", false).await.unwrap());
+    go.notify_one();
+    let grant = b.await.unwrap().unwrap().expect("b holds it");
+    assert!(
+        grant.sent <= handed_at,
+        "the lease runs from the handoff, the earlier send"
+    );
+    settle().await;
+    let info = e.inspect("k").await.unwrap().expect("held");
+    assert_eq!(
+        info.owner, "b",
+        "the lock b was told it holds went to another waiter"
+    );
+    assert_eq!(info.fencing_token, grant.token);
+    assert!(!a.is_finished(), "a got the lock while b holds it");
+    assert_eq!(e.waiting(), 1);
+    a.abort();
+}
+
+#[tokio::test(start_paused = true)]
 async fn after_sixteen_handoffs_in_a_row_the_key_is_really_released() {
-    let counting = Arc::new(Counting {
-        inner: Arc::new(crate::store::memory::MemoryStore::default()),
-        releases: AtomicU64::new(0),
-    });
+    let counting = Arc::new(Probe::default());
     let e = Engine::new(counting.clone());
     take(&e, "k", "w0").await;
     let mut tasks = Vec::new();

@@ -456,7 +456,7 @@ impl MysqlStore {
         .await;
         let done = done.map_err(|e| db_error("try_acquire", e))?;
         Ok(match done.last_insert_id() {
-            0 if reconnected => self.owned_token(key, owner).await?,
+            0 if reconnected => self.owned_token(key, owner, ttl_ms).await?,
             0 => None,
             token => Some(token),
         })
@@ -552,8 +552,13 @@ impl MysqlStore {
     }
 
     /// After a statement was sent twice (its connection broke), the token of `owner`'s live
-    /// lease on `key`, if the first sending took effect.
-    async fn owned_token(&self, key: &str, owner: &str) -> StoreResult<Option<u64>> {
+    /// lease on `key`, if the first sending took effect (or a local handoff gave it to
+    /// `owner` meanwhile). The lease is set anew first, so that it runs from after this call
+    /// began, as the caller reckons it.
+    async fn owned_token(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<Option<u64>> {
+        if !self.extend(key, owner, ttl_ms).await? {
+            return Ok(None);
+        }
         Ok(self
             .inspect(key)
             .await?
@@ -590,7 +595,7 @@ impl MysqlStore {
         .await;
         let done = done.map_err(|e| db_error("handoff", e))?;
         if done.rows_affected() == 0 && reconnected {
-            return self.owned_token(key, next.owner).await;
+            return self.owned_token(key, next.owner, next.ttl_ms).await;
         }
         Ok((done.rows_affected() > 0).then(|| done.last_insert_id()))
     }

@@ -35,10 +35,11 @@ fn script(body: &str) -> Script {
 
 /// Acquire: take the lock key if it is absent, draw a token from the slot's counter, store
 /// the value (with the token unless ARGV[3] is "0") and the payload with the same lease.
-/// A retried call whose first reply was lost finds its own lock and returns its token.
-/// The first acquisition of a name that version 0.1 used carries its old per-name counter
-/// over (so no token goes backwards) and deletes it: an integer without expiry is that
-/// counter, since every lock key has an expiry.
+/// A retried call whose first reply was lost finds its own lock and returns its token, with
+/// the lease set anew so that it runs from this request, whatever gave the caller the lock
+/// (a local handoff may have, just before). The first acquisition of a name that version 0.1
+/// used carries its old per-name counter over (so no token goes backwards) and deletes it: an
+/// integer without expiry is that counter, since every lock key has an expiry.
 /// KEYS: lock, fence, data, legacy fence. ARGV: owner, ttl ms, with-token flag, has-data
 /// flag, data. Returns the token (a string), or false when held by another owner.
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
@@ -48,7 +49,11 @@ local v = redis.call('GET', KEYS[1])
 if v then
   if owns(v, ARGV[1]) then
     local t = string.match(v, '\255(%d+)$')
-    if t then return t end
+    if t then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+      redis.call('PEXPIRE', KEYS[3], ARGV[2])
+      return t
+    end
   end
   return false
 end

@@ -103,3 +103,27 @@ async fn release_announcements_resume_after_the_subscriber_connection_dropped() 
     s.unwatch(&k).await;
     assert_eq!(s.watched(), 0);
 }
+
+#[tokio::test]
+async fn an_acquire_that_finds_its_own_lock_returns_its_token_with_a_fresh_lease() {
+    let Some(s) = open() else { return };
+    let k = name();
+    let token = s
+        .try_acquire(&k, "a", 200, Some(b"x"), false)
+        .await
+        .unwrap()
+        .unwrap();
+    // The request that finds the caller's lock (a retry, or a race with a local handoff to
+    // it) reports the lease as running from now: the store must agree.
+    let again = s.try_acquire(&k, "a", 60_000, Some(b"x"), false).await;
+    assert_eq!(again.unwrap(), Some(token));
+    let info = s.inspect(&k).await.unwrap().expect("held");
+    assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(super::keys::data_key(&k))
+        .query_async(&mut raw().await)
+        .await
+        .unwrap();
+    assert!(pttl > 50_000, "payload lease not renewed: {pttl}");
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+}
