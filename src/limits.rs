@@ -45,3 +45,12 @@ pub fn valid_table_name(name: &str) -> bool {
 pub const LEASE_MARGIN_FRACTION: f64 = 0.01;
 /// The fixed part of the lease margin, in ms.
 pub const LEASE_MARGIN_MS: u64 = 2;
+
+/// Redlock: the share of the ttl each server is given to answer an acquisition (its reply is
+/// awaited at most `ttl ×` this, at least [`REDLOCK_MIN_SERVER_TIMEOUT_MS`], never longer
+/// than `responseTimeout`), so a server that is down or paused never eats the lease.
+pub const REDLOCK_SERVER_TIMEOUT_FRACTION: f64 = 0.1;
+/// Redlock: the least time a server is given to answer an acquisition, in ms.
+pub const REDLOCK_MIN_SERVER_TIMEOUT_MS: u64 = 50;
+/// Redlock: most servers one client may name.
+pub const REDLOCK_MAX_SERVERS: usize = 32;

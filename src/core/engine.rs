@@ -13,7 +13,9 @@ use crate::core::heartbeat::Scheduler;
 use crate::core::held::Held;
 use crate::core::options::AcquireSpec;
 use crate::store::open::{open_store, ConnectOptions};
-use crate::store::{HeldLock, LockInfo, NextOwner, SharedStore, StoreError, StoreResult};
+use crate::store::{
+    HandoffOutcome, HeldLock, LockInfo, NextOwner, SharedStore, StoreError, StoreResult,
+};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -422,7 +424,7 @@ impl Engine {
             let sent = Instant::now();
             let handed = self
                 .store
-                .handoff(
+                .handoff_or_release(
                     key,
                     &owner,
                     &NextOwner {
@@ -436,13 +438,15 @@ impl Engine {
                 .await;
             self.releases.fetch_add(1, Ordering::AcqRel);
             let token = match handed {
-                Ok(Some(token)) => {
+                Ok(HandoffOutcome::Handed(token)) => {
                     crate::debug!("handoff {key:?}: to the next local waiter, token {token}");
                     Grant { token, sent }
                 }
+                // Not handed over (not held any more, or a store that had to release it
+                // instead): the head waiter asks the store as anyone would.
                 other => {
                     self.wake(key, true);
-                    return other.map(|_| false);
+                    return other.map(|o| matches!(o, HandoffOutcome::Released(r) if r.released));
                 }
             };
             let (late, kept) = {

@@ -8,10 +8,13 @@ pub mod memory;
 pub mod mysql;
 pub mod open;
 pub mod redis;
+pub mod redlock;
 pub mod tls;
 
 #[cfg(test)]
 mod conformance;
+#[cfg(test)]
+pub mod test_servers;
 
 pub use error::{ErrorKind, StoreError, StoreResult};
 use futures_util::future::BoxFuture;
@@ -69,6 +72,16 @@ pub struct NextOwner<'a> {
     /// Store the owner alone as the value, without the token (the redislock face's wire
     /// format; Redis only).
     pub plain: bool,
+}
+
+/// What [`LockStore::handoff_or_release`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoffOutcome {
+    /// The lock went straight to the next owner, with this fencing token.
+    Handed(u64),
+    /// It was not handed over; the caller's lock was released instead (or was not held:
+    /// `released: false`), so the next owner has to acquire it as anyone would.
+    Released(ReleaseOutcome),
 }
 
 /// A connected store, shared by every engine user; cloning the `Arc` shares its connections.
@@ -135,6 +148,33 @@ pub trait LockStore: Send + Sync + 'static {
         owner: &'a str,
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>>;
+
+    /// Hands `key` to `next` like [`LockStore::handoff`], for a store that cannot always do it
+    /// in one step (Redlock: the handoff may reach too few servers); it then releases the
+    /// caller's lock instead and says so. The engine calls this one; the default is
+    /// [`LockStore::handoff`], whose `None` means the caller no longer held the lock.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
+    fn handoff_or_release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> BoxFuture<'a, StoreResult<HandoffOutcome>> {
+        use futures_util::FutureExt;
+        self.handoff(key, owner, next)
+            .map(|r| {
+                r.map(|handed| match handed {
+                    Some(token) => HandoffOutcome::Handed(token),
+                    None => HandoffOutcome::Released(ReleaseOutcome {
+                        released: false,
+                        others_waiting: false,
+                    }),
+                })
+            })
+            .boxed()
+    }
 
     /// Reads who holds `key`, or `None` when it is free or expired.
     ///

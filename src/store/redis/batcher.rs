@@ -3,8 +3,11 @@
 //! loaded again when the server forgot them, and a batch whose connection broke is sent once
 //! more on the fresh one.
 
+use super::scripts::load_all;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::{RedisError, RedisResult, Script, ServerErrorKind, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 /// Most commands one batch carries (one write on the socket).
@@ -22,10 +25,24 @@ pub(super) struct Request {
 /// the multiplexed connection writes each command with its own syscall, which on a loaded
 /// core costs more than the command itself. Batches are sent concurrently, replies are
 /// matched by order on the multiplexed connection.
+///
+/// The first batch (and the first after a server answered NOSCRIPT) is preceded by a
+/// `SCRIPT LOAD` of every script, in the same write: a command that met NOSCRIPT is sent
+/// again after the batches that followed it, so without the preload two operations sent in
+/// order (Redlock's acquisition and the release that undoes it) could run in the other order
+/// on a fresh server.
+///
+/// `ordered`: send a batch only once the one before it was answered, so that operations run
+/// on the server in the order they were issued even when their callers did not wait for each
+/// other (Redlock stops waiting for a server once a quorum answered, then undoes or releases
+/// on it: the undo must not overtake what it undoes). Batches then grow with the load, as
+/// everything issued during a round trip goes out in the next one.
 pub(super) async fn batch_loop(
     conn: ConnectionManager,
     mut requests: mpsc::UnboundedReceiver<Request>,
+    ordered: bool,
 ) {
+    let scripts_missing = Arc::new(AtomicBool::new(true));
     while let Some(first) = requests.recv().await {
         // Let every task that is ready this tick queue its command before we send.
         tokio::task::yield_now().await;
@@ -36,19 +53,37 @@ pub(super) async fn batch_loop(
                 Err(_) => break,
             }
         }
-        tokio::spawn(send_batch(conn.clone(), batch));
+        let preload = scripts_missing.swap(false, Ordering::AcqRel);
+        let send = send_batch(conn.clone(), batch, preload, scripts_missing.clone());
+        if ordered {
+            send.await;
+        } else {
+            tokio::spawn(send);
+        }
     }
 }
 
-async fn send_batch(mut conn: ConnectionManager, batch: Vec<Request>) {
+async fn send_batch(
+    mut conn: ConnectionManager,
+    batch: Vec<Request>,
+    preload: bool,
+    scripts_missing: Arc<AtomicBool>,
+) {
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
+    let mut skip = 0;
+    if preload {
+        for load in load_all() {
+            pipe.add_command(load);
+            skip += 1;
+        }
+    }
     let mut replies = Vec::with_capacity(batch.len());
     for r in batch {
         pipe.add_command(r.cmd);
         replies.push((r.script, r.reply));
     }
-    let mut results = conn.req_packed_commands(&pipe, 0, replies.len()).await;
+    let mut results = conn.req_packed_commands(&pipe, skip, replies.len()).await;
     if results.as_ref().is_err_and(is_reconnectable) {
         crate::debug!(
             "redis: the connection broke; sending {} command(s) again on a new one",
@@ -56,7 +91,7 @@ async fn send_batch(mut conn: ConnectionManager, batch: Vec<Request>) {
         );
         // The connection broke (a server restart, a killed client): the manager reconnects,
         // and every script here is safe to send again (see `scripts`).
-        results = conn.req_packed_commands(&pipe, 0, replies.len()).await;
+        results = conn.req_packed_commands(&pipe, skip, replies.len()).await;
     }
     let values = match results {
         Ok(values) if values.len() == replies.len() => values,
@@ -72,16 +107,25 @@ async fn send_batch(mut conn: ConnectionManager, batch: Vec<Request>) {
             return;
         }
         Err(e) => {
+            if preload {
+                scripts_missing.store(true, Ordering::Release);
+            }
             for (_, reply) in replies {
                 let _ = reply.send(Err(e.clone()));
             }
             return;
         }
     };
-    for (((script, reply), value), cmd) in replies.into_iter().zip(values).zip(pipe.cmd_iter()) {
+    for (((script, reply), value), cmd) in replies
+        .into_iter()
+        .zip(values)
+        .zip(pipe.cmd_iter().skip(skip))
+    {
         let result = match value {
             Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript) => {
-                // The script cache is empty (a restart, SCRIPT FLUSH): load it and ask again.
+                // The script cache is empty (a restart, SCRIPT FLUSH): load it and ask again,
+                // and load them all before the next batch.
+                scripts_missing.store(true, Ordering::Release);
                 match script {
                     Some(script) => match script.prepare_invoke().load_async(&mut conn).await {
                         Ok(_) => conn.req_packed_command(cmd).await,

@@ -20,7 +20,7 @@ use futures_util::FutureExt;
 use keys::{data_key, fence_key, legacy_fence_key, release_channel, split_value};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use redis::{Client, RedisError, ServerErrorKind, Value};
-use scripts::{ACQUIRE, EXTEND, FORCE_RELEASE, HANDOFF, INSPECT, RELEASE};
+use scripts::{ACQUIRE, EXTEND, FORCE_RELEASE, HANDOFF, INSPECT, RAISE, RELEASE};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -115,6 +115,17 @@ impl RedisStore {
     ///
     /// Must be called inside a tokio runtime.
     pub fn connect(url: &str, opts: &RedisOptions) -> StoreResult<Arc<RedisStore>> {
+        Self::connect_with(url, opts, false)
+    }
+
+    /// [`RedisStore::connect`], with `ordered`: operations reach the server in the order they
+    /// were issued, even when the caller did not wait for one before issuing the next (see
+    /// `batcher::batch_loop`). Redlock needs it; a single server's callers always wait.
+    pub fn connect_ordered(url: &str, opts: &RedisOptions) -> StoreResult<Arc<RedisStore>> {
+        Self::connect_with(url, opts, true)
+    }
+
+    fn connect_with(url: &str, opts: &RedisOptions, ordered: bool) -> StoreResult<Arc<RedisStore>> {
         let client = match &opts.tls {
             Some(tls) => tls_client::tls_client(url, tls)?,
             None => Client::open(url).map_err(|e| StoreError::invalid(e.to_string()))?,
@@ -128,7 +139,7 @@ impl RedisStore {
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|e| StoreError::invalid(e.to_string()))?;
         let (batcher, requests) = mpsc::unbounded_channel();
-        tokio::spawn(batch_loop(conn.clone(), requests));
+        tokio::spawn(batch_loop(conn.clone(), requests, ordered));
         let (released, _) = broadcast::channel(1024);
         Ok(Arc::new_cyclic(|me| RedisStore {
             me: me.clone(),
@@ -333,6 +344,24 @@ impl RedisStore {
             ],
         );
         token_reply(self.exec(cmd, Some(&HANDOFF)).await?)
+    }
+
+    /// If `owner` still holds `key`, lifts the fencing counter of its slot to at least `token`
+    /// and stores `token` as the lock's own (Redlock reports the largest token a quorum drew,
+    /// and needs a quorum to count past it: see `store::redlock`). Returns whether `owner`
+    /// held it.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn raise_token(&self, key: &str, owner: &str, token: u64) -> StoreResult<bool> {
+        let fence = fence_key(key);
+        let token = token.to_string();
+        let cmd = evalsha(
+            &RAISE,
+            &[key.as_bytes(), &fence],
+            &[owner.as_bytes(), token.as_bytes()],
+        );
+        parse::<i64>(self.exec(cmd, Some(&RAISE)).await?).map(|n| n == 1)
     }
 
     /// See [`LockStore::inspect`].

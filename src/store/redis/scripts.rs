@@ -29,8 +29,9 @@ local function next_token(counter)
 end
 "#;
 
-fn script(body: &str) -> Script {
-    Script::new(&format!("{OWNS}{body}"))
+/// A script's source with the shared helpers in front.
+fn with_helpers(body: &str) -> String {
+    format!("{OWNS}{body}")
 }
 
 /// Acquire: take the lock key if it is absent, draw a token from the slot's counter, store
@@ -42,9 +43,8 @@ fn script(body: &str) -> Script {
 /// integer without expiry is that counter, since every lock key has an expiry.
 /// KEYS: lock, fence, data, legacy fence. ARGV: owner, ttl ms, with-token flag, has-data
 /// flag, data. Returns the token (a string), or false when held by another owner.
-pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
+pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(ACQUIRE_LUA)));
+const ACQUIRE_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if v then
   if owns(v, ARGV[1]) then
@@ -73,16 +73,13 @@ if ARGV[4] == '1' then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[2])
 end
 return token
-"#,
-    )
-});
+"#;
 
 /// Extend: compare the owner, then set the remaining lease of the lock and, if it has one,
 /// its data. KEYS: lock, data. ARGV: owner, ttl ms, has-data flag ("1"/"0"). Returns 1 if
 /// owned, 0 otherwise.
-pub static EXTEND: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
+pub static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(EXTEND_LUA)));
+const EXTEND_LUA: &str = r#"
 if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if ARGV[3] == '1' then
@@ -91,45 +88,36 @@ if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   return 1
 end
 return 0
-"#,
-    )
-});
+"#;
 
 /// Release: compare the owner, delete lock and data, and announce the release to waiters.
 /// KEYS: lock, data. ARGV: owner, channel. Returns 0 if not owned, otherwise 1 + the number
 /// of subscribers the announcement reached (so the caller knows whether others wait).
-pub static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
+pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(RELEASE_LUA)));
+const RELEASE_LUA: &str = r#"
 if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('DEL', KEYS[1], KEYS[2])
   return 1 + redis.call('PUBLISH', ARGV[2], '1')
 end
 return 0
-"#,
-    )
-});
+"#;
 
 /// Force release (an operator's tool): delete the lock and its data whoever holds it, and
 /// announce it. KEYS: lock, data. ARGV: channel. Returns 1 if a lock was there, else 0.
-pub static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+pub static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(FORCE_RELEASE_LUA));
+const FORCE_RELEASE_LUA: &str = r#"
 if redis.call('DEL', KEYS[1]) == 1 then
   redis.call('DEL', KEYS[2])
   redis.call('PUBLISH', ARGV[1], '1')
   return 1
 end
 return 0
-"#,
-    )
-});
+"#;
 
 /// Inspect: the lock key's value, remaining lease and data, read atomically.
 /// KEYS: lock, data. Returns false when free, else {value, pttl, hasData, data}.
-pub static INSPECT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+pub static INSPECT: LazyLock<Script> = LazyLock::new(|| Script::new(INSPECT_LUA));
+const INSPECT_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 local data = redis.call('GET', KEYS[2])
@@ -137,9 +125,7 @@ if data then
   return {v, redis.call('PTTL', KEYS[1]), 1, data}
 end
 return {v, redis.call('PTTL', KEYS[1]), 0, ''}
-"#,
-    )
-});
+"#;
 
 /// Handoff: compare the owner and give the lock straight to the next owner (a waiter in the
 /// same process) with a new lease and fencing token, in one step. The lock is never free in
@@ -148,9 +134,8 @@ return {v, redis.call('PTTL', KEYS[1]), 0, ''}
 /// KEYS: lock, fence, data. ARGV: owner, next owner, ttl ms, next has data ("1"/"0"), data,
 /// previous holder had data ("1"/"0"), next with-token flag. Returns the new token (a
 /// string), or false if not owned.
-pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
+pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(HANDOFF_LUA)));
+const HANDOFF_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if owns(v, ARGV[2]) then
   local t = string.match(v, '\255(%d+)$')
@@ -168,6 +153,46 @@ elseif ARGV[6] == '1' then
   redis.call('DEL', KEYS[3])
 end
 return token
-"#,
-    )
-});
+"#;
+
+/// Raise (Redlock): if the owner still holds the lock, lift the slot's fencing counter to at
+/// least the given token and write that token into the lock's value (lease unchanged), so
+/// that this server, like the rest of a quorum, counts past the token the client reported.
+/// Counters are decimal strings without leading zeros: compared by length, then by digits.
+/// KEYS: lock, fence. ARGV: owner, token. Returns 1 if owned, else 0.
+pub static RAISE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(RAISE_LUA)));
+const RAISE_LUA: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if not owns(v, ARGV[1]) then return 0 end
+local c = redis.call('GET', KEYS[2])
+if not c or #c < #ARGV[2] or (#c == #ARGV[2] and c < ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+if v ~= ARGV[1] then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('SET', KEYS[1], ARGV[1] .. '\255' .. ARGV[2], 'PX', ttl)
+  end
+end
+return 1
+"#;
+
+/// `SCRIPT LOAD` of every script, to send ahead of a batch on a server that may not have them.
+pub fn load_all() -> Vec<redis::Cmd> {
+    [
+        with_helpers(ACQUIRE_LUA),
+        with_helpers(EXTEND_LUA),
+        with_helpers(RELEASE_LUA),
+        FORCE_RELEASE_LUA.to_string(),
+        INSPECT_LUA.to_string(),
+        with_helpers(HANDOFF_LUA),
+        with_helpers(RAISE_LUA),
+    ]
+    .into_iter()
+    .map(|source| {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(source);
+        cmd
+    })
+    .collect()
+}

@@ -1,0 +1,589 @@
+//! Redlock: one lock over N independent Redis servers (no replication between them), as the
+//! Redis documentation publishes it. Each server is a [`RedisStore`] of its own (the same
+//! scripts, keys and pub/sub as a single server); this module only combines their answers.
+//!
+//! - **Acquire** asks every server at once. A server's answer is awaited at most a tenth of the
+//!   ttl (at least 50 ms, at most `responseTimeout`: see [`RedlockStore::server_timeout`]); the
+//!   outcome is decided as soon as a quorum (⌊N/2⌋ + 1) granted, or too many refused or failed
+//!   for one to. A grant is reported only while it is still valid: `ttl − elapsed − drift`
+//!   with drift = ttl × 1 % + 2 ms, which is exactly the engine's local deadline reckoned from
+//!   this request's send time ([`crate::core::held::lease_end`]): one clock, not two. Without a
+//!   quorum or validity, every partial grant is released at once (awaited, bounded by the same
+//!   timeout) and the attempt reports busy, so the engine retries after its jittered delay; if
+//!   so many servers *failed* that no quorum could have formed, it reports that failure.
+//! - **Extend** (one or a batch) goes to every server and succeeds with a quorum; the local
+//!   deadline is then reckoned from its send time as for any store.
+//! - **Release** goes to every server; it reports `released` when a quorum freed it.
+//! - **Handoff** goes to every server and succeeds with a quorum; otherwise the partial
+//!   handoff is undone and the lock released on every server
+//!   ([`HandoffOutcome::Released`]), and the waiter acquires it as anyone would.
+//! - **Fencing tokens**: each server draws its own token from its slot's counter. The reported
+//!   token `T` is the largest a quorum drew. Taking the maximum alone would not be enough: it
+//!   may come from a server that is not in the next holder's quorum, whose counters can be
+//!   behind. So unless a quorum already drew exactly `T`, a second round ([`RedisStore::
+//!   raise_token`], conditional on still holding the lock there) lifts the counters of the
+//!   granting servers to `T` before the grant is reported, and needs a quorum too. Hence a
+//!   quorum of servers counted to `T` while the holder held the lock on them; the next
+//!   holder's quorum shares one of those servers and draws there after that, so its token is
+//!   greater. Tokens strictly increase per name in the order the lock is held, as long as
+//!   Redlock's own assumptions hold (servers keep their data: with persistence, or restarted
+//!   no sooner than a ttl after a crash). When the servers' counters agree (the usual case:
+//!   every attempt draws once on every server that answers) there is no second round.
+//! - **Wake-ups**: a release is announced by every server that freed it; the N subscriptions
+//!   are merged ([`notifications`]).
+
+mod notifications;
+mod operator;
+mod quorum;
+
+use super::redis::{RedisOptions, RedisStore};
+use super::{
+    ErrorKind, ExtendItem, HandoffOutcome, LockInfo, LockStore, NextOwner, OperatorTools,
+    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+};
+use crate::core::held::lease_end;
+use crate::limits;
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use notifications::Subscriptions;
+use quorum::{ask_all, no_quorum, Answers, Tally};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+/// A lock store over N independent Redis servers.
+pub struct RedlockStore {
+    servers: Vec<Arc<RedisStore>>,
+    quorum: usize,
+    response_timeout: Duration,
+    connect_timeout: Duration,
+    /// Releases announced by any server, merged.
+    released: broadcast::Sender<String>,
+    subscriptions: Subscriptions,
+}
+
+/// The servers that granted, with the token each drew.
+fn granted(answers: &Answers<Option<u64>>) -> Vec<(usize, u64)> {
+    answers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| match a {
+            Some(Ok(Some(token))) => Some((i, *token)),
+            _ => None,
+        })
+        .collect()
+}
+
+impl RedlockStore {
+    /// A store over the servers `urls` (each `redis://` or `rediss://`, `opts.tls` applying to
+    /// every `rediss://` one). No I/O happens until the first operation. Must be called inside
+    /// a tokio runtime.
+    pub fn connect(urls: &[String], opts: &RedisOptions) -> StoreResult<Arc<RedlockStore>> {
+        if urls.is_empty() || urls.len() > limits::REDLOCK_MAX_SERVERS {
+            return Err(StoreError::invalid(format!(
+                "Redlock needs 1 to {} server URLs, got {}",
+                limits::REDLOCK_MAX_SERVERS,
+                urls.len()
+            )));
+        }
+        let servers = urls
+            .iter()
+            .enumerate()
+            .map(|(i, url)| {
+                RedisStore::connect_ordered(url, opts)
+                    .map_err(|e| StoreError::invalid(format!("server {}: {e}", i + 1)))
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        let (released, _) = broadcast::channel(1024);
+        for server in &servers {
+            // Each server's announcements go out on the merged channel; the forwarder ends
+            // when the server's store does.
+            let mut from = server.releases();
+            let to = released.clone();
+            tokio::spawn(async move {
+                use broadcast::error::RecvError;
+                loop {
+                    match from.recv().await {
+                        Ok(key) => {
+                            let _ = to.send(key);
+                        }
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => return,
+                    }
+                }
+            });
+        }
+        Ok(Arc::new(RedlockStore {
+            quorum: servers.len() / 2 + 1,
+            subscriptions: Subscriptions::new(&servers),
+            servers,
+            response_timeout: Duration::from_millis(opts.response_timeout_ms),
+            connect_timeout: Duration::from_millis(opts.connect_timeout_ms),
+            released,
+        }))
+    }
+
+    /// How many servers make a quorum: ⌊N/2⌋ + 1.
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// The servers, in the order their URLs were given.
+    pub fn servers(&self) -> &[Arc<RedisStore>] {
+        &self.servers
+    }
+
+    /// How long a server's answer to an acquisition (or handoff) of a `ttl_ms` lease is
+    /// awaited: a tenth of the ttl, at least 50 ms, never longer than `responseTimeout`.
+    pub fn server_timeout(&self, ttl_ms: u64) -> Duration {
+        Duration::from_millis(ttl_ms)
+            .mul_f64(limits::REDLOCK_SERVER_TIMEOUT_FRACTION)
+            .max(Duration::from_millis(limits::REDLOCK_MIN_SERVER_TIMEOUT_MS))
+            .min(self.response_timeout)
+    }
+
+    /// Settles the token of a grant a quorum gave to `owner` (`grants`: server and token
+    /// drawn), for a request sent at `start`: the largest token drawn, once a quorum counted
+    /// to it (see the module docs), and while the grant is still valid. `None`: it cannot be
+    /// reported (the raise reached too few servers, or the validity ran out).
+    async fn settle_grant(
+        &self,
+        key: &str,
+        owner: &str,
+        grants: &[(usize, u64)],
+        start: Instant,
+        ttl_ms: u64,
+    ) -> Option<u64> {
+        let valid_until = lease_end(start, ttl_ms);
+        let top = grants.iter().map(|&(_, t)| t).max()?;
+        let at_top = grants.iter().filter(|&&(_, t)| t == top).count();
+        if at_top < self.quorum {
+            let need = self.quorum - at_top;
+            let behind: Vec<usize> = grants
+                .iter()
+                .filter(|&&(_, t)| t < top)
+                .map(|&(i, _)| i)
+                .collect();
+            crate::debug!(
+                "redlock {key:?}: tokens differ, raising {} server(s) to {top}",
+                behind.len()
+            );
+            let bound = valid_until
+                .saturating_duration_since(Instant::now())
+                .min(self.server_timeout(ttl_ms));
+            let calls = behind
+                .iter()
+                .map(|&i| self.servers[i].raise_token(key, owner, top))
+                .collect();
+            let raised = ask_all(calls, Some(bound), |a| {
+                Tally::of(a, |owned| *owned).settled(need)
+            })
+            .await;
+            if Tally::of(&raised, |owned| *owned).yes < need {
+                return None;
+            }
+        }
+        (Instant::now() < valid_until).then_some(top)
+    }
+
+    /// Gives back what an attempt for `owner` may have taken: releases it on every server
+    /// that did not refuse (one that failed or was not heard from may have granted all the
+    /// same: the release reaches it after the acquisition, see
+    /// [`RedisStore::connect_ordered`]), and waits, at most `bound`, for the answers of all
+    /// but those that already timed out: those are paused or cut off, and would only make the
+    /// caller wait a second time for nothing.
+    async fn undo(&self, key: &str, owner: &str, answers: &Answers<Option<u64>>, bound: Duration) {
+        let targets: Vec<(usize, bool)> = answers
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| !matches!(a, Some(Ok(None))))
+            .map(|(i, a)| (i, matches!(a, Some(Err(e)) if e.kind == ErrorKind::Timeout)))
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        crate::debug!("redlock {key:?}: no valid quorum, undoing the partial grant");
+        let calls = targets
+            .iter()
+            .map(|&(i, _)| self.servers[i].release(key, owner))
+            .collect();
+        ask_all(calls, Some(bound), |a| {
+            targets
+                .iter()
+                .zip(a)
+                .all(|(&(_, timed_out), answer)| timed_out || answer.is_some())
+        })
+        .await;
+    }
+
+    /// See [`LockStore::try_acquire`].
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: servers may hold the lock when the future is dropped.
+    pub async fn try_acquire(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        data: Option<&[u8]>,
+        plain: bool,
+    ) -> StoreResult<Option<u64>> {
+        let start = Instant::now();
+        let bound = self.server_timeout(ttl_ms);
+        let q = self.quorum;
+        let calls = self
+            .servers
+            .iter()
+            .map(|s| s.try_acquire(key, owner, ttl_ms, data, plain))
+            .collect();
+        let answers = ask_all(calls, Some(bound), |a| {
+            Tally::of(a, Option::is_some).settled(q)
+        })
+        .await;
+        let tally = Tally::of(&answers, Option::is_some);
+        if tally.yes >= q {
+            let grants = granted(&answers);
+            if let Some(token) = self.settle_grant(key, owner, &grants, start, ttl_ms).await {
+                return Ok(Some(token));
+            }
+        }
+        self.undo(key, owner, &answers, bound).await;
+        if tally.failed > self.servers.len() - q {
+            return Err(no_quorum(&answers, "acquire"));
+        }
+        Ok(None)
+    }
+
+    /// See [`LockStore::extend`]: extended when a quorum extended it.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn extend(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        has_data: bool,
+    ) -> StoreResult<bool> {
+        let calls = self
+            .servers
+            .iter()
+            .map(|s| s.extend(key, owner, ttl_ms, has_data))
+            .collect();
+        let q = self.quorum;
+        let answers = ask_all(calls, None, |a| Tally::of(a, |owned| *owned).settled(q)).await;
+        self.owned(&answers, "extend")
+    }
+
+    /// Whether a quorum says yes; `false` when too many said no for a quorum to, an error
+    /// when failures leave it open.
+    fn owned(&self, answers: &Answers<bool>, what: &str) -> StoreResult<bool> {
+        let t = Tally::of(answers, |owned| *owned);
+        if t.yes >= self.quorum {
+            Ok(true)
+        } else if t.no > self.servers.len() - self.quorum {
+            Ok(false)
+        } else {
+            Err(no_quorum(answers, what))
+        }
+    }
+
+    /// See [`LockStore::extend_many`]: one pipeline per server; each item is decided by a
+    /// quorum of its own.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        if items.is_empty() {
+            return Vec::new();
+        }
+        let calls = self
+            .servers
+            .iter()
+            .map(|s| s.extend_many(items).map(Ok::<_, StoreError>))
+            .collect();
+        let q = self.quorum;
+        let item = |answers: &Answers<Vec<StoreResult<bool>>>, j: usize| -> Answers<bool> {
+            answers
+                .iter()
+                .map(|a| {
+                    a.as_ref()
+                        .map(|r| r.as_ref().map_err(Clone::clone)?[j].clone())
+                })
+                .collect()
+        };
+        let answers = ask_all(calls, None, |a| {
+            (0..items.len()).all(|j| Tally::of(&item(a, j), |owned| *owned).settled(q))
+        })
+        .await;
+        (0..items.len())
+            .map(|j| self.owned(&item(&answers, j), "extend"))
+            .collect()
+    }
+
+    /// See [`LockStore::release`]: released when a quorum freed it.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+        let calls = self.servers.iter().map(|s| s.release(key, owner)).collect();
+        let q = self.quorum;
+        let answers = ask_all(calls, None, |a| {
+            Tally::of(a, |o: &ReleaseOutcome| o.released).settled(q)
+        })
+        .await;
+        self.release_outcome(&answers, 0)
+    }
+
+    /// What releases on every server amount to, `ended` servers having let go already (by a
+    /// handoff). Released when a quorum let go; not held when too many say so for a quorum
+    /// to have held it; an error when failures leave it open.
+    fn release_outcome(
+        &self,
+        answers: &Answers<ReleaseOutcome>,
+        ended: usize,
+    ) -> StoreResult<ReleaseOutcome> {
+        let t = Tally::of(answers, |o| o.released);
+        let others_waiting = answers
+            .iter()
+            .any(|a| matches!(a, Some(Ok(o)) if o.others_waiting));
+        if t.yes + ended >= self.quorum {
+            return Ok(ReleaseOutcome {
+                released: true,
+                others_waiting,
+            });
+        }
+        if t.yes + ended + t.failed + t.silent >= self.quorum && t.failed > 0 {
+            return Err(no_quorum(answers, "release"));
+        }
+        Ok(ReleaseOutcome {
+            released: false,
+            others_waiting,
+        })
+    }
+
+    /// See [`LockStore::handoff_or_release`].
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may be half handed over when the future is dropped.
+    pub async fn handoff_or_release(
+        &self,
+        key: &str,
+        owner: &str,
+        next: &NextOwner<'_>,
+    ) -> StoreResult<HandoffOutcome> {
+        let start = Instant::now();
+        let bound = self.server_timeout(next.ttl_ms);
+        let q = self.quorum;
+        let calls = self
+            .servers
+            .iter()
+            .map(|s| s.handoff(key, owner, next))
+            .collect();
+        let answers = ask_all(calls, Some(bound), |a| {
+            Tally::of(a, Option::is_some).settled(q)
+        })
+        .await;
+        let handed = Tally::of(&answers, Option::is_some).yes;
+        if handed >= q {
+            let grants = granted(&answers);
+            if let Some(token) = self
+                .settle_grant(key, next.owner, &grants, start, next.ttl_ms)
+                .await
+            {
+                return Ok(HandoffOutcome::Handed(token));
+            }
+        }
+        // Not handed over to a quorum in time: the next owner gives back what it got, and the
+        // caller's lock is released everywhere (on the servers that handed it over, the
+        // caller's hold ended with the handoff).
+        self.undo(key, next.owner, &answers, bound).await;
+        let calls = self.servers.iter().map(|s| s.release(key, owner)).collect();
+        let released = ask_all(calls, Some(self.response_timeout), |_| false).await;
+        self.release_outcome(&released, handed)
+            .map(HandoffOutcome::Released)
+    }
+
+    /// See [`LockStore::handoff`]: [`RedlockStore::handoff_or_release`], `None` unless handed.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may be half handed over when the future is dropped.
+    pub async fn handoff(
+        &self,
+        key: &str,
+        owner: &str,
+        next: &NextOwner<'_>,
+    ) -> StoreResult<Option<u64>> {
+        Ok(match self.handoff_or_release(key, owner, next).await? {
+            HandoffOutcome::Handed(token) => Some(token),
+            HandoffOutcome::Released(_) => None,
+        })
+    }
+
+    /// See [`LockStore::inspect`]: the owner a quorum names, its token as a quorum counted it
+    /// (the quorum-th largest), and the lease as long as a quorum keeps it.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
+        let calls = self.servers.iter().map(|s| s.inspect(key)).collect();
+        let q = self.quorum;
+        let answers = ask_all(calls, None, |a| {
+            let (best, _) = holders(a);
+            let silent = a.iter().filter(|x| x.is_none()).count();
+            // A quorum names an owner, or none can any more.
+            best >= q || best + silent < q
+        })
+        .await;
+        let (best, owner) = holders(&answers);
+        if best >= q {
+            let owner = owner.expect("a quorum names an owner");
+            let mut infos: Vec<&LockInfo> = answers
+                .iter()
+                .filter_map(|a| match a {
+                    Some(Ok(Some(info))) if info.owner == owner => Some(info),
+                    _ => None,
+                })
+                .collect();
+            let mut tokens: Vec<u64> = infos.iter().map(|i| i.fencing_token).collect();
+            tokens.sort_unstable_by(|a, b| b.cmp(a));
+            let mut leases: Vec<i64> = infos
+                .iter()
+                .map(|i| {
+                    if i.remaining_ms < 0 {
+                        i64::MAX
+                    } else {
+                        i.remaining_ms
+                    }
+                })
+                .collect();
+            leases.sort_unstable_by(|a, b| b.cmp(a));
+            let remaining = leases[q - 1];
+            infos.sort_by_key(|i| i.data.is_none());
+            return Ok(Some(LockInfo {
+                owner,
+                fencing_token: tokens[q - 1],
+                remaining_ms: if remaining == i64::MAX { -1 } else { remaining },
+                data: infos[0].data.clone(),
+            }));
+        }
+        let t = Tally::of(&answers, Option::is_some);
+        if best + t.failed + t.silent >= q && t.failed > 0 {
+            return Err(no_quorum(&answers, "inspect"));
+        }
+        Ok(None)
+    }
+
+    /// See [`LockStore::ping`]: answers when a quorum answers.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
+    pub async fn ping(&self) -> StoreResult<()> {
+        let calls = self.servers.iter().map(|s| s.ping()).collect();
+        let q = self.quorum;
+        let answers = ask_all(calls, None, |a| Tally::of(a, |_| true).settled(q)).await;
+        if Tally::of(&answers, |_| true).yes >= q {
+            Ok(())
+        } else {
+            Err(no_quorum(&answers, "ping"))
+        }
+    }
+
+    /// Closes every server's connections.
+    pub async fn close(&self) {
+        futures_util::future::join_all(self.servers.iter().map(|s| s.close())).await;
+    }
+}
+
+/// How many servers name the most named owner, and that owner.
+fn holders(answers: &Answers<Option<LockInfo>>) -> (usize, Option<String>) {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for a in answers {
+        if let Some(Ok(Some(info))) = a {
+            *counts.entry(info.owner.as_str()).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .max_by_key(|&(_, n)| n)
+        .map_or((0, None), |(o, n)| (n, Some(o.to_string())))
+}
+
+/// The contract, delegating to the inherent methods above.
+impl LockStore for RedlockStore {
+    fn try_acquire<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        data: Option<&'a [u8]>,
+        plain: bool,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        RedlockStore::try_acquire(self, key, owner, ttl_ms, data, plain).boxed()
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        has_data: bool,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        RedlockStore::extend(self, key, owner, ttl_ms, has_data).boxed()
+    }
+
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        RedlockStore::extend_many(self, items).boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        RedlockStore::release(self, key, owner).boxed()
+    }
+
+    fn handoff<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        RedlockStore::handoff(self, key, owner, next).boxed()
+    }
+
+    fn handoff_or_release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> BoxFuture<'a, StoreResult<HandoffOutcome>> {
+        RedlockStore::handoff_or_release(self, key, owner, next).boxed()
+    }
+
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+        RedlockStore::inspect(self, key).boxed()
+    }
+
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+        RedlockStore::ping(self).boxed()
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        RedlockStore::close(self).boxed()
+    }
+
+    fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
+        Some(self)
+    }
+
+    fn operator(&self) -> Option<&dyn OperatorTools> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests;

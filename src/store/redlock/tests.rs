@@ -1,0 +1,281 @@
+//! Redlock over throwaway servers (see [`crate::store::test_servers`]): the contract, and what
+//! only N independent servers have: quorums, servers that are down or paused, tokens drawn
+//! from counters that disagree, and announcements from any server.
+
+use super::RedlockStore;
+use crate::store::conformance::name;
+use crate::store::redis::keys::fence_key;
+use crate::store::redis::{RedisOptions, RedisStore};
+use crate::store::test_servers::{redis_server_or_skip, TestServer};
+use crate::store::{ErrorKind, HandoffOutcome, LockStore, NextOwner, ReleaseNotifications};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+fn servers(n: usize) -> Option<Vec<TestServer>> {
+    redis_server_or_skip().then(|| (0..n).map(|_| TestServer::start(&[])).collect())
+}
+
+fn options(response_timeout_ms: u64) -> RedisOptions {
+    RedisOptions {
+        connect_timeout_ms: 1_000,
+        response_timeout_ms,
+        tls: None,
+    }
+}
+
+fn store(servers: &[TestServer], response_timeout_ms: u64) -> Arc<RedlockStore> {
+    let urls: Vec<String> = servers.iter().map(TestServer::url).collect();
+    RedlockStore::connect(&urls, &options(response_timeout_ms)).unwrap()
+}
+
+/// Opens every server's connection (they open lazily), so that commands sent while a server
+/// is paused wait on its socket and run when it goes on.
+async fn connected(redlock: &RedlockStore) {
+    for server in redlock.servers() {
+        server.ping().await.unwrap();
+    }
+}
+
+/// Three servers shared by the contract tests (killed when the test process ends).
+fn shared() -> Option<crate::store::SharedStore> {
+    static SERVERS: OnceLock<Option<Vec<TestServer>>> = OnceLock::new();
+    SERVERS
+        .get_or_init(|| servers(3))
+        .as_ref()
+        .map(|s| store(s, 5_000) as _)
+}
+
+mod conformance {
+    crate::conformance_suite!(super::shared());
+}
+
+async fn raw(server: &TestServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn get(server: &TestServer, key: &[u8]) -> Option<Vec<u8>> {
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut raw(server).await)
+        .await
+        .unwrap()
+}
+
+async fn set(server: &TestServer, key: &[u8], value: &[u8]) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut raw(server).await)
+        .await
+        .unwrap();
+}
+
+/// Polls `check` every 10 ms for up to 5 s.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minority_cannot_grant_and_its_partial_grant_is_undone_at_once() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let k = name();
+    set(&s[0], k.as_bytes(), b"other").await;
+    set(&s[1], k.as_bytes(), b"other").await;
+    assert_eq!(
+        redlock
+            .try_acquire(&k, "me", 10_000, None, false)
+            .await
+            .unwrap(),
+        None
+    );
+    // Server 2 granted, and was given back before the call returned.
+    assert_eq!(get(&s[2], k.as_bytes()).await, None);
+    // One other holder is a minority: the lock is ours.
+    let k2 = name();
+    set(&s[0], k2.as_bytes(), b"other").await;
+    assert!(redlock
+        .try_acquire(&k2, "me", 10_000, None, false)
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(redlock.inspect(&k2).await.unwrap().unwrap().owner, "me");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_majority_down_acquire_fails_with_their_error_and_leaves_no_grant_behind() {
+    let Some(mut s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let k = name();
+    s[0].kill();
+    s[1].kill();
+    let err = redlock
+        .try_acquire(&k, "me", 10_000, None, false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Unreachable, "{err}");
+    assert_eq!(get(&s[2], k.as_bytes()).await, None);
+    assert!(redlock.ping().await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_server_delays_nothing_while_a_quorum_answers() {
+    let Some(s) = servers(3) else { return };
+    // Only the per-server bound can end a wait for a paused server.
+    let redlock = store(&s, 60_000);
+    connected(&redlock).await;
+    s[2].pause();
+    let k = name();
+    let bound = redlock.server_timeout(10_000);
+    let started = Instant::now();
+    let token = redlock
+        .try_acquire(&k, "me", 10_000, None, false)
+        .await
+        .unwrap();
+    assert!(token.is_some());
+    assert!(redlock.extend(&k, "me", 10_000, false).await.unwrap());
+    assert!(redlock.release(&k, "me").await.unwrap().released);
+    assert!(started.elapsed() < bound, "{:?}", started.elapsed());
+    s[2].resume();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_majority_paused_acquire_fails_as_a_timeout_within_twice_the_server_timeout() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 60_000);
+    connected(&redlock).await;
+    s[1].pause();
+    s[2].pause();
+    let k = name();
+    let bound = redlock.server_timeout(5_000);
+    let started = Instant::now();
+    let err = redlock
+        .try_acquire(&k, "me", 5_000, None, false)
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
+    assert!(
+        took < bound * 2,
+        "{took:?} with a server timeout of {bound:?}"
+    );
+    assert_eq!(
+        get(&s[0], k.as_bytes()).await,
+        None,
+        "the partial grant is undone"
+    );
+    s[1].resume();
+    s[2].resume();
+    // The paused servers granted once they went on, and were then given it back.
+    for server in &s[1..] {
+        eventually("the late grants to be undone", || async {
+            get(server, k.as_bytes()).await.is_none()
+        })
+        .await;
+    }
+}
+
+/// The reported token is the largest a quorum drew; the next holder's quorum may miss the
+/// server it came from. The second round lifts the other servers' counters, so the next
+/// token is still greater.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_increase_even_when_the_largest_came_from_a_server_outside_the_next_quorum() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let k = name();
+    let fence = fence_key(&k);
+    set(&s[0], &fence, b"100").await;
+    connected(&redlock).await;
+    s[2].pause();
+    let first = redlock
+        .try_acquire(&k, "a", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first, 101);
+    assert!(redlock.release(&k, "a").await.unwrap().released);
+    s[2].resume();
+    // Server 2 runs the acquisition and the release it missed.
+    eventually("server 2 to catch up", || async {
+        get(&s[2], &fence).await.is_some() && get(&s[2], k.as_bytes()).await.is_none()
+    })
+    .await;
+    // Now server 0 (the one at 101) is away: servers 1 and 2 make the quorum.
+    s[0].pause();
+    let second = redlock
+        .try_acquire(&k, "b", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second > first, "{second} after {first}");
+    let info = redlock.inspect(&k).await.unwrap().unwrap();
+    assert_eq!((info.owner.as_str(), info.fencing_token), ("b", second));
+    s[0].resume();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_without_a_quorum_gives_back_what_the_next_owner_got() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let k = name();
+    redlock
+        .try_acquire(&k, "a", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    // "a" is left with server 0 only: it lost the lock.
+    set(&s[1], k.as_bytes(), b"other").await;
+    set(&s[2], k.as_bytes(), b"other").await;
+    let next = NextOwner {
+        owner: "b",
+        ttl_ms: 10_000,
+        data: None,
+        previous_had_data: false,
+        plain: false,
+    };
+    let outcome = redlock.handoff_or_release(&k, "a", &next).await.unwrap();
+    assert!(
+        matches!(outcome, HandoffOutcome::Released(r) if !r.released),
+        "{outcome:?}"
+    );
+    assert_eq!(get(&s[0], k.as_bytes()).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_announced_by_any_one_server_reaches_the_watchers() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let k = name();
+    let mut releases = redlock.releases();
+    redlock.watch(&k).await;
+    // Another process that only reaches server 2 takes and frees the key there.
+    let lone = RedisStore::connect(&s[2].url(), &options(5_000)).unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            lone.try_acquire(&k, "x", 10_000, None, false)
+                .await
+                .unwrap();
+            LockStore::release(&*lone, &k, "x").await.unwrap();
+            if let Ok(Ok(key)) =
+                tokio::time::timeout(Duration::from_millis(100), releases.recv()).await
+            {
+                return key;
+            }
+        }
+    })
+    .await
+    .expect("no announcement reached the watcher");
+    assert_eq!(heard, k);
+    redlock.unwatch(&k).await;
+    assert_eq!(redlock.watched(), 0);
+}
