@@ -39,6 +39,11 @@ export declare class NativeClient {
    * event loop, an extension still in flight).
    */
   isHeld(id: number): boolean
+  /**
+   * How many ms held lock `id` may still be acted on (its local deadline, or `maxHold`,
+   * less now; fractional); 0 when it may not (the same test as `isHeld`).
+   */
+  validFor(id: number): number
   /** Reads who holds `key`; completes with an info or false. */
   inspect(req: number, key: string): void
   /**
@@ -116,6 +121,11 @@ export interface NativeConnectOptions {
   poolSize?: number
   /** TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`. */
   tls?: NativeTlsOptions
+  /**
+   * The servers of a multi-server Redis form (`lib/topology.js`); the URL names the store
+   * when absent.
+   */
+  topology?: NativeTopology
 }
 
 /** A held lock as `list` shows it. */
@@ -156,6 +166,8 @@ export interface NativeLimits {
   defaultTable: string
   /** Longest table name. */
   maxTableNameBytes: number
+  /** Most servers a Redlock client may name. */
+  maxRedlockServers: number
 }
 
 /** Who holds a lock, as `inspect` reads it. */
@@ -229,6 +241,14 @@ export interface NativeTlsOptions {
   servername?: string
   /** Verify the server's certificate. Default true. */
   rejectUnauthorized?: boolean
+}
+
+/** A multi-server Redis form, checked by `lib/topology.js`. */
+export interface NativeTopology {
+  /** `"redlock"`. */
+  kind: string
+  /** The servers' URLs. */
+  servers: Array<string>
 }
 
 /** The protocol's numbers. */

@@ -180,6 +180,13 @@ export declare class Lock implements AsyncDisposable {
    * reported: a stalled event loop or an extension still in flight cannot keep it true.
    */
   readonly held: boolean
+  /**
+   * Until when this process treats the lock as held, in ms since the epoch (like
+   * `Date.now()`): the local deadline `held` is measured against (the send time of the request
+   * that granted or last extended it, plus the ttl, less 1 % + 2 ms), or the end of `maxHold`
+   * if sooner; null once released, lost or past it. On Redlock it is the algorithm's validity.
+   */
+  readonly validUntil: number | null
   /** Aborted with a LockLostError when the lock is lost. */
   readonly signal: AbortSignal
   /** Sets the remaining lease to `ttl` ms; rejects with LockExtendError if no longer held. */
@@ -272,10 +279,17 @@ export declare class LockClient implements AsyncDisposable {
 }
 
 /**
- * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://` or `memory://[name]`.
- * Resolves once the store answers (unless `lazy`).
+ * What `connect` takes besides one URL: an array of `redis://`/`rediss://` URLs, one per
+ * independent Redis server, locked with the Redlock algorithm (a quorum of ⌊N/2⌋ + 1).
  */
-export declare function connect(url: string, options?: ConnectOptions): Promise<LockClient>
+export type RedlockServers = readonly string[]
+
+/**
+ * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://` or `memory://[name]`, or with
+ * an array of Redis URLs to Redlock over those independent servers. Resolves once the store
+ * answers (unless `lazy`; Redlock: once a quorum answers).
+ */
+export declare function connect(url: string | RedlockServers, options?: ConnectOptions): Promise<LockClient>
 
 // ───────────────────────────── redislock face ─────────────────────────────
 

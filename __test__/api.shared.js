@@ -14,7 +14,8 @@ const { connect, LockAcquisitionError, LockExtendError, LockLostError } = deadbo
 /**
  * @param {object} b
  * @param {string} b.name       backend name for the test titles
- * @param {string} b.url        connection URL
+ * @param {string|string[]} b.url  connection URL (or what else connect() takes: an array of
+ *   Redlock servers); read when the suite starts, so it may be a getter
  * @param {(t) => Promise<boolean>} b.need   server check (fails under CI when down)
  * @param {(key: string) => Promise<void>} [b.breakLock]  deletes the lock behind deadbolt's back
  * @param {boolean} [b.crossProcess]  whether separate processes share the store
@@ -119,6 +120,22 @@ function apiSuite(b) {
       assert.ok(Date.now() - releasedAt < 2500, 'woken by the release, not by the 5 s poll')
       assert.ok(second.fencingToken > first.fencingToken)
       await second.release()
+    })
+
+    test('validUntil is the local deadline: within the ttl of the request, later after an extension, null once released', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const before = Date.now()
+      const lock = await locks.acquire(key(), { ttl: 5000 })
+      const until = lock.validUntil
+      assert.ok(until > Date.now(), 'valid now')
+      // Reckoned from when the granting request was sent, less a margin: never past ttl
+      // after the call started.
+      assert.ok(until <= before + 5000, `${until - before} ms after the call started`)
+      const extending = Date.now()
+      await lock.extend(60_000)
+      assert.ok(lock.validUntil > until && lock.validUntil <= Date.now() + 60_000 && lock.validUntil > extending + 5000)
+      await lock.release()
+      assert.equal(lock.validUntil, null)
     })
 
     test('release is idempotent: true the first time, false afterwards', async (t) => {
@@ -427,7 +444,7 @@ function apiSuite(b) {
       test('fencing tokens strictly increase across 1 000 acquisitions by 4 processes', async (t) => {
         if (await skipUnlessReady(t)) return
         const k = key('fence')
-        const outs = await Promise.all([0, 1, 2, 3].map(() => runChild(['fence', b.url, k, '250'])))
+        const outs = await Promise.all([0, 1, 2, 3].map(() => runChild(['fence', arg(b.url), k, '250'])))
         const perProcess = outs.map((o) => o.trim().split('\n').map(BigInt))
         const all = perProcess.flat()
         assert.equal(all.length, 1000)
@@ -440,7 +457,7 @@ function apiSuite(b) {
       test('when the leader process dies another candidate takes over within ttl plus slack', async (t) => {
         if (await skipUnlessReady(t)) return
         const name = key('leader')
-        const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'child.js'), 'lead', b.url, name, '500'], { stdio: ['ignore', 'pipe', 'inherit'] })
+        const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'child.js'), 'lead', arg(b.url), name, '500'], { stdio: ['ignore', 'pipe', 'inherit'] })
         await new Promise((resolve) => child.stdout.once('data', resolve))
         let electedAt = 0
         const election = locks.elect(name, { ttl: 500, retryDelay: 20, onElected: () => { electedAt = Date.now() } })
@@ -458,7 +475,7 @@ function apiSuite(b) {
           if (await skipUnlessReady(t)) return
           const k = key('fair')
           // The child keeps 5 local workers cycling through the key (hold 1 ms) for 4 s.
-          const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'child.js'), 'churn', b.url, k, '4000'], { stdio: ['ignore', 'pipe', 'inherit'] })
+          const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'child.js'), 'churn', arg(b.url), k, '4000'], { stdio: ['ignore', 'pipe', 'inherit'] })
           try {
             await new Promise((resolve) => child.stdout.once('data', resolve))
             await sleep(200)
@@ -473,7 +490,7 @@ function apiSuite(b) {
 
       test('a held lock with a heartbeat does not keep the process alive', async (t) => {
         if (await skipUnlessReady(t)) return
-        const out = await runChild(['hold-and-exit', b.url, key()])
+        const out = await runChild(['hold-and-exit', arg(b.url), key()])
         assert.equal(out.trim(), 'acquired')
       })
     }
@@ -489,6 +506,11 @@ function abortReasonOf(signal, ms = 5000) {
     const timer = setTimeout(() => reject(new Error('the signal did not abort')), ms)
     signal.addEventListener('abort', () => { clearTimeout(timer); resolve(signal.reason) }, { once: true })
   })
+}
+
+/** connect()'s first argument as a child process's command-line argument. */
+function arg(url) {
+  return typeof url === 'string' ? url : JSON.stringify(url)
 }
 
 function runChild(args) {

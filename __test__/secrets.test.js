@@ -66,3 +66,25 @@ test('a Redis login refused with a wrong password does not show the password', a
     return true
   })
 })
+
+test('Redlock: no server password shows in util.inspect, JSON or a refused login, and a bad server URL is named by position only', async (t) => {
+  if (!(await needRedis(t))) return
+  const u = new URL(REDIS_URL)
+  const servers = [REDIS_URL, `redis://nobody:${SECRET}@${u.host}`, `redis://:${SECRET}-2@127.0.0.1:1`]
+  const lazy = await connect(servers, { lazy: true })
+  assertClean(util.inspect(lazy, { depth: 10, showHidden: true }), 'util.inspect(client)')
+  assertClean(JSON.stringify(lazy), 'JSON.stringify(client)')
+  await lazy.close()
+  // Two of three refuse: no quorum, and the error names no password.
+  await assert.rejects(connect(servers, { connectTimeout: 2000 }), (err) => {
+    assert.equal(err.code, 'ERR_LOCK_BACKEND')
+    assertClean(errorText(err), 'the error')
+    return true
+  })
+  await assert.rejects(connect([REDIS_URL, `mysql://root:${SECRET}@h/db`]), (err) => {
+    assert.equal(err.code, 'ERR_INVALID_ARG_VALUE')
+    assert.match(err.message, /url\[1\]/)
+    assertClean(errorText(err), 'the error')
+    return true
+  })
+})

@@ -5,7 +5,6 @@
 const { randomBytes } = require('crypto')
 const { inspect } = require('util')
 const { Native, FLAGS } = require('./native')
-const { redactUrl } = require('./redact')
 const { debug } = require('./debug')
 const { LockClosedError } = require('./errors')
 const v = require('./validate')
@@ -13,6 +12,7 @@ const { normalizeTls } = require('./tls')
 const { Lock, RELEASED } = require('./lock')
 const { PendingAcquire, abortReason } = require('./pending')
 const { Election } = require('./election')
+const { multiServer, targetOf } = require('./topology')
 const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 
 const { own } = v
@@ -46,7 +46,8 @@ class LockClient {
     const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize, tls } = stripUndefined(options)
     this._defaults = { ...DEFAULTS, ...stripUndefined({ ttl, retryDelay, jitter }) }
     // Shown by util.inspect with any password masked; the URL itself is not kept.
-    this._where = redactUrl(url)
+    const target = targetOf(url)
+    this._where = target.where
     this._resolvedDefaults = new Map()
     // Owner tokens: a random prefix per client and a counter (unique, and cheaper than a
     // UUID per acquisition).
@@ -54,7 +55,7 @@ class LockClient {
     this._owners = 0
     // The TLS material goes to the native side and is kept nowhere here (nor printed by
     // util.inspect or JSON.stringify of the client).
-    this._native_ = new Native(url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize, tls }))
+    this._native_ = new Native(target.url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize, tls, topology: target.topology }))
     this._closed = false
   }
 
@@ -315,15 +316,17 @@ const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|memory):\/\//i
  * servername, rejectUnauthorized }) applies to `rediss://` and `mysql://`.
  */
 async function connect(url, options = {}) {
-  if (typeof url !== 'string') throw v.typeError('url', 'of type string', url)
-  if (!SCHEMES.test(url)) {
+  // An array of URLs is Redlock over independent Redis servers (lib/topology.js).
+  const multi = multiServer(url)
+  if (multi === null && typeof url !== 'string') throw v.typeError('url', 'of type string or an array of Redis URLs', url)
+  if (multi === null && !SCHEMES.test(url)) {
     // Named by its scheme only: the rest of a URL may hold a password.
     const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]
     const err = new TypeError(`The argument 'url' must start with redis://, rediss://, mysql://, mariadb:// or memory://. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
     err.code = 'ERR_INVALID_ARG_VALUE'
     throw err
   }
-  if (!url.isWellFormed()) {
+  if (multi === null && !url.isWellFormed()) {
     // Not echoed: it may carry a password.
     const err = new TypeError("The argument 'url' must not contain lone surrogates (they have no UTF-8 encoding)")
     err.code = 'ERR_INVALID_ARG_VALUE'

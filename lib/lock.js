@@ -69,6 +69,19 @@ class Lock {
     return native !== null && native.isHeld(this._id)
   }
 
+  /**
+   * Until when this process treats the lock as held, in ms since the epoch (like `Date.now()`):
+   * the lease's local deadline (the send time of the request that granted or last extended
+   * it, plus the ttl, less 1 % + 2 ms), or the end of `maxHold` if sooner; null once released,
+   * lost or past it. On Redlock this is the algorithm's validity (ttl − elapsed − drift).
+   */
+  get validUntil() {
+    if (this._state !== HELD) return null
+    const native = this._client._nativeOrNull()
+    const ms = native === null ? 0 : native.validFor(this._id)
+    return ms > 0 ? Math.floor(Date.now() + ms) : null
+  }
+
   /** Aborted with a LockLostError when the lock is lost. */
   get signal() {
     const x = this._extraState()

@@ -6,7 +6,8 @@
 
 const { NativeClient, protocol } = require('../binding.js')
 const { fromNative } = require('./errors')
-const { secretsOf, scrub } = require('./redact')
+const { scrub } = require('./redact')
+const { secretsOfTarget } = require('./topology')
 
 // The operation protocol is defined once, in the addon (src/binding/protocol.rs).
 const P = protocol()
@@ -60,7 +61,7 @@ class Native {
     }
     // What must never appear in an error (a password in the URL): messages from the native
     // side are scrubbed of it, whatever the driver put in them.
-    this.secrets = secretsOf(url)
+    this.secrets = secretsOfTarget(url, options?.topology)
     try {
       this.addon = new NativeClient(url, options, () => this.drain())
     } catch (err) {
@@ -76,6 +77,11 @@ class Native {
   /** Whether held lock `id` may still be acted on (see NativeClient#isHeld). */
   isHeld(id) {
     return this.addon.isHeld(id)
+  }
+
+  /** How many ms held lock `id` may still be acted on (see NativeClient#validFor); 0: none. */
+  validFor(id) {
+    return this.addon.validFor(id)
   }
 
   /** Lets go of the native side's wake-up function once `close` completed. */

@@ -34,6 +34,17 @@ async function main(): Promise<void> {
     assert.equal(err.code, 'ERR_LOCK_ACQUISITION')
   }
 
+  // The local deadline, and Redlock's form of connect (lazy: no servers needed to type-check).
+  const timed = await locks.acquire(key)
+  const until: number | null = timed.validUntil
+  assert.ok(until !== null && until > Date.now())
+  await timed.release()
+  assert.equal(timed.validUntil, null)
+  const servers: deadbolt.RedlockServers = ['redis://127.0.0.1:1', 'redis://127.0.0.1:2', 'redis://127.0.0.1:3']
+  await (await connect(servers, { lazy: true })).close()
+  // @ts-expect-error the servers are URLs
+  await connect([6379]).catch(() => {})
+
   // The redislock face, typed too.
   const legacy = deadbolt.createLock('redis://127.0.0.1:6379', { timeout: 1_000, retries: -1, delay: 10 })
   const id: string = legacy._id

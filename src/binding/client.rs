@@ -12,6 +12,7 @@ use crate::core::options::{AcquireSpec, AutoExtend};
 use crate::core::session::Session;
 use crate::store::open::ConnectOptions;
 use crate::store::tls::TlsOptions;
+use crate::store::topology::Topology;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -32,6 +33,33 @@ pub struct NativeConnectOptions {
     /// TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`.
     #[napi(ts_type = "NativeTlsOptions")]
     pub tls: Option<NativeTlsOptions>,
+    /// The servers of a multi-server Redis form (`lib/topology.js`); the URL names the store
+    /// when absent.
+    #[napi(ts_type = "NativeTopology")]
+    pub topology: Option<NativeTopology>,
+}
+
+/// A multi-server Redis form, checked by `lib/topology.js`.
+#[napi(object)]
+pub struct NativeTopology {
+    /// `"redlock"`.
+    pub kind: String,
+    /// The servers' URLs.
+    pub servers: Vec<String>,
+}
+
+impl TryFrom<NativeTopology> for Topology {
+    type Error = Error;
+
+    fn try_from(t: NativeTopology) -> Result<Self> {
+        match t.kind.as_str() {
+            "redlock" => Ok(Topology::Redlock(t.servers)),
+            other => Err(Error::new(
+                Status::InvalidArg,
+                format!("ERR_INVALID_ARG_VALUE: unknown topology {other:?}"),
+            )),
+        }
+    }
 }
 
 /// TLS settings of a native client: PEM bytes, checked by `lib/tls.js` and again natively.
@@ -61,16 +89,23 @@ impl From<NativeTlsOptions> for TlsOptions {
     }
 }
 
-impl From<NativeConnectOptions> for ConnectOptions {
-    fn from(o: NativeConnectOptions) -> Self {
+impl TryFrom<NativeConnectOptions> for ConnectOptions {
+    type Error = Error;
+
+    fn try_from(o: NativeConnectOptions) -> Result<Self> {
         let d = ConnectOptions::default();
-        ConnectOptions {
+        Ok(ConnectOptions {
             connect_timeout_ms: o.connect_timeout.map_or(d.connect_timeout_ms, u64::from),
             response_timeout_ms: o.response_timeout.map_or(d.response_timeout_ms, u64::from),
             table: o.table.unwrap_or(d.table),
             pool_size: o.pool_size.unwrap_or(d.pool_size),
             tls: o.tls.map(Into::into),
-        }
+            topology: o
+                .topology
+                .map(TryInto::try_into)
+                .transpose()?
+                .unwrap_or_default(),
+        })
     }
 }
 
@@ -172,7 +207,10 @@ impl NativeClient {
             .callee_handled::<false>()
             .build_callback(|_| Ok(()))?;
         let completions = Arc::new(Completions::new(drain));
-        let opts: ConnectOptions = options.map(Into::into).unwrap_or_default();
+        let opts: ConnectOptions = options
+            .map(TryInto::try_into)
+            .transpose()?
+            .unwrap_or_default();
         let sink = completions.clone();
         let session =
             napi::bindgen_prelude::within_runtime_if_available(|| Session::open(&url, &opts, sink))
@@ -283,6 +321,15 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn is_held(&self, id: f64) -> bool {
         self.session.is_held(id as u64)
+    }
+
+    /// How many ms held lock `id` may still be acted on (its local deadline, or `maxHold`,
+    /// less now; fractional); 0 when it may not (the same test as `isHeld`).
+    #[napi(catch_unwind)]
+    pub fn valid_for(&self, id: f64) -> f64 {
+        self.session
+            .valid_for(id as u64)
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     }
 
     /// Reads who holds `key`; completes with an info or false.

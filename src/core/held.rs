@@ -121,12 +121,19 @@ impl Held {
     /// local deadline has not passed and `maxHold` has not run out (even if nobody has
     /// noticed the loss yet).
     pub fn is_live(&self, now: Instant) -> bool {
+        self.valid_until().is_some_and(|end| now < end)
+    }
+
+    /// Until when this process may act as the holder: the local deadline, or the end of
+    /// `maxHold` if that comes first; `None` once released or lost. (Redlock's validity is
+    /// this same deadline.)
+    pub fn valid_until(&self) -> Option<Instant> {
         let s = guard(&self.state);
         let max_hold = s
             .auto
             .and_then(|a| a.max_hold)
             .map(|m| clock::after(s.acquired_at, m));
-        !s.done && now < s.lease_deadline && max_hold.is_none_or(|end| now < end)
+        (!s.done).then(|| max_hold.map_or(s.lease_deadline, |m| m.min(s.lease_deadline)))
     }
 
     /// Marks the lock released by its holder. Returns false if it was already released or lost.
@@ -181,6 +188,21 @@ mod tests {
         assert_eq!(lease_end(sent, 1_000), sent + Duration::from_millis(988));
         // Never more than half the lease.
         assert_eq!(lease_end(sent, 2), sent + Duration::from_millis(1));
+    }
+
+    #[test]
+    fn it_is_valid_until_its_local_deadline_or_max_hold_whichever_comes_first() {
+        let sent = Instant::now();
+        let h = held(10_000, None, sent);
+        assert_eq!(h.valid_until(), Some(lease_end(sent, 10_000)));
+        let auto = AutoExtend {
+            every: Duration::from_secs(1),
+            max_hold: Some(Duration::from_secs(2)),
+        };
+        let h = held(10_000, Some(auto), sent);
+        assert_eq!(h.valid_until(), Some(sent + Duration::from_secs(2)));
+        assert!(h.finish());
+        assert_eq!(h.valid_until(), None);
     }
 
     #[test]

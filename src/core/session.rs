@@ -166,6 +166,15 @@ impl Session {
         held.is_some_and(|h| h.is_live(Instant::now()))
     }
 
+    /// How long held lock `id` may still be acted on (see [`Session::is_held`]); `None` when
+    /// it may not.
+    pub fn valid_for(&self, id: u64) -> Option<std::time::Duration> {
+        let held = guard(&self.held).get(&id).cloned()?;
+        let end = held.valid_until()?;
+        let left = end.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
     /// Sets the remaining lease of held lock `id` to `ttl_ms`. `false`: it is no longer held
     /// (it was released, expired or taken); a lock found gone this way counts as lost.
     ///

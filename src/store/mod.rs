@@ -10,6 +10,7 @@ pub mod open;
 pub mod redis;
 pub mod redlock;
 pub mod tls;
+pub mod topology;
 
 #[cfg(test)]
 mod conformance;

@@ -4,6 +4,7 @@ use super::memory::MemoryStore;
 use super::mysql::{MysqlOptions, MysqlStore};
 use super::redis::{RedisOptions, RedisStore};
 use super::tls::TlsOptions;
+use super::topology::{self, Topology};
 use super::{SharedStore, StoreError};
 use crate::limits;
 use std::sync::Arc;
@@ -24,6 +25,8 @@ pub struct ConnectOptions {
     pub pool_size: u32,
     /// TLS settings (`rediss://`, `mysql://`); refused for other URLs.
     pub tls: Option<TlsOptions>,
+    /// The servers of a multi-server Redis form (Redlock); [`Topology::Url`] otherwise.
+    pub topology: Topology,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -36,6 +39,7 @@ impl std::fmt::Debug for ConnectOptions {
             table,
             pool_size,
             tls,
+            topology,
         } = self;
         f.debug_struct("ConnectOptions")
             .field("connect_timeout_ms", connect_timeout_ms)
@@ -43,6 +47,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("table", table)
             .field("pool_size", pool_size)
             .field("tls", tls)
+            .field("topology", topology)
             .finish()
     }
 }
@@ -55,6 +60,7 @@ impl Default for ConnectOptions {
             table: limits::DEFAULT_TABLE.into(),
             pool_size: limits::DEFAULT_POOL_SIZE,
             tls: None,
+            topology: Topology::Url,
         }
     }
 }
@@ -69,6 +75,14 @@ pub fn scheme(url: &str) -> Option<String> {
 /// A URL or option the store cannot use is an [`super::ErrorKind::Invalid`] error, whose
 /// message never repeats the URL (it may hold a password).
 pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
+    let redis_opts = RedisOptions {
+        connect_timeout_ms: opts.connect_timeout_ms,
+        response_timeout_ms: opts.response_timeout_ms,
+        tls: opts.tls.clone(),
+    };
+    if let Some(store) = topology::open(&opts.topology, &redis_opts)? {
+        return Ok(store);
+    }
     let Some(scheme) = scheme(url) else {
         return Err(StoreError::invalid(
             "The \"url\" argument must be a URL such as redis://host:6379, mysql://user@host/db or memory://",
@@ -76,11 +90,6 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
     };
     match scheme.as_str() {
         "redis" | "rediss" | "redis+unix" | "unix" => {
-            let redis_opts = RedisOptions {
-                connect_timeout_ms: opts.connect_timeout_ms,
-                response_timeout_ms: opts.response_timeout_ms,
-                tls: opts.tls.clone(),
-            };
             // A URL or TLS material the client cannot use is bad input, not a store failure.
             let store = RedisStore::connect(url, &redis_opts).map_err(|e| {
                 StoreError::invalid(if opts.tls.is_some() {

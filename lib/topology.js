@@ -1,0 +1,60 @@
+'use strict'
+// The Redis deployments that take more than one URL, named by the shape of connect()'s first
+// argument: an array of URLs is Redlock over independent servers. Checked here, before any
+// I/O; a URL is never echoed in an error (it may hold a password), only its position.
+
+const v = require('./validate')
+const { redactUrl, secretsOf } = require('./redact')
+
+const REDIS_TCP = /^rediss?:\/\//i
+
+function invalid(name, reason) {
+  const err = new TypeError(`The argument '${name}' ${reason}`)
+  err.code = 'ERR_INVALID_ARG_VALUE'
+  return err
+}
+
+/** Checks a list of Redis server URLs named `name` (1 to `max` of them). */
+function checkServers(list, name, max) {
+  if (!Array.isArray(list)) throw v.typeError(name, 'an array of redis:// or rediss:// URLs', list)
+  if (list.length === 0 || list.length > max) {
+    throw v.rangeError(`${name}.length`, `from 1 to ${max}`, list.length)
+  }
+  return list.map((url, i) => {
+    if (typeof url !== 'string') throw v.typeError(`${name}[${i}]`, 'of type string', url)
+    if (!REDIS_TCP.test(url)) throw invalid(`${name}[${i}]`, 'must be a redis:// or rediss:// URL')
+    if (!url.isWellFormed()) throw invalid(`${name}[${i}]`, 'must not contain lone surrogates (they have no UTF-8 encoding)')
+    return url
+  })
+}
+
+/**
+ * What the native side needs for connect()'s first argument: `{ url, topology, where }`, where
+ * `url` names the store (for a multi-server form, a label that keys its engine),
+ * `topology` is undefined or `{ kind, servers }`, and `where` is what util.inspect shows
+ * (passwords masked). Returns null for anything that is not a multi-server form.
+ */
+function multiServer(target) {
+  if (Array.isArray(target)) {
+    const servers = checkServers(target, 'url', v.LIMITS.maxRedlockServers)
+    return {
+      url: 'redlock:',
+      topology: { kind: 'redlock', servers },
+      where: `redlock(${servers.map(redactUrl).join(', ')})`,
+    }
+  }
+  return null
+}
+
+/** `{ url, topology, where }` for connect()'s first argument, already checked. */
+function targetOf(target) {
+  return multiServer(target) ?? { url: target, topology: undefined, where: redactUrl(target) }
+}
+
+/** Every secret of a target's URLs, longest first. */
+function secretsOfTarget(url, topology) {
+  const all = [url, ...(topology?.servers ?? [])].flatMap(secretsOf)
+  return [...new Set(all)].sort((a, b) => b.length - a.length)
+}
+
+module.exports = { multiServer, targetOf, secretsOfTarget }

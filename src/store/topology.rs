@@ -1,0 +1,105 @@
+//! The Redis deployments that take more than one URL: Redlock over independent servers,
+//! (more to come). `connect()` names them by the shape of its first argument; they reach the
+//! native side as [`Topology`] in the connection options, and [`open`] builds their store.
+
+use super::redis::RedisOptions;
+use super::redlock::RedlockStore;
+use super::{SharedStore, StoreError};
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
+
+/// Which servers a store spans, when one URL does not say it.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub enum Topology {
+    /// The URL alone names the store (every store but the multi-server Redis forms).
+    #[default]
+    Url,
+    /// Redlock over these independent servers (`redis://` or `rediss://` URLs).
+    Redlock(Vec<String>),
+}
+
+impl Topology {
+    /// A fingerprint of the server list (URLs may hold passwords): SipHash under keys drawn
+    /// once per process, so it tells lists apart within this process and means nothing
+    /// outside it.
+    fn fingerprint(&self) -> String {
+        static KEYS: OnceLock<(RandomState, RandomState)> = OnceLock::new();
+        let (a, b) = KEYS.get_or_init(|| (RandomState::new(), RandomState::new()));
+        format!("{:016x}{:016x}", a.hash_one(self), b.hash_one(self))
+    }
+}
+
+/// Shows the form and how many servers, and a fingerprint of the URLs (never the URLs: the
+/// engine registry keys engines by `Debug` output, and a URL may hold a password).
+impl fmt::Debug for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Topology::Url => f.write_str("Url"),
+            Topology::Redlock(servers) => f
+                .debug_struct("Redlock")
+                .field("servers", &servers.len())
+                .field("fingerprint", &self.fingerprint())
+                .finish(),
+        }
+    }
+}
+
+/// Checks that every URL of a multi-server form is a Redis URL over TCP, naming it by its
+/// position only (a URL may hold a password).
+fn check_urls(form: &str, urls: &[String]) -> Result<(), StoreError> {
+    for (i, url) in urls.iter().enumerate() {
+        let scheme = super::open::scheme(url).unwrap_or_default();
+        if scheme != "redis" && scheme != "rediss" {
+            return Err(StoreError::invalid(format!(
+                "{form}: server {} must be a redis:// or rediss:// URL",
+                i + 1
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The store of a multi-server form, or `None` for [`Topology::Url`] (the URL names it).
+/// Must run inside a tokio runtime; no I/O.
+pub fn open(topology: &Topology, opts: &RedisOptions) -> Result<Option<SharedStore>, StoreError> {
+    match topology {
+        Topology::Url => Ok(None),
+        Topology::Redlock(urls) => {
+            check_urls("Redlock", urls)?;
+            let store = RedlockStore::connect(urls, opts)
+                .map_err(|e| StoreError::invalid(format!("Invalid Redlock servers: {e}")))?;
+            Ok(Some(store))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_tells_server_lists_apart_without_printing_them() {
+        let a = Topology::Redlock(vec!["redis://:SECRET-ONE@a:1".into()]);
+        let b = Topology::Redlock(vec!["redis://:SECRET-TWO@a:1".into()]);
+        let (da, db) = (format!("{a:?}"), format!("{b:?}"));
+        assert_ne!(da, db);
+        assert_eq!(da, format!("{:?}", a.clone()));
+        assert!(!da.contains("SECRET") && !db.contains("SECRET"), "{da}");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_is_not_a_redis_url_is_refused_by_position_without_echoing_it() {
+        let t = Topology::Redlock(vec![
+            "redis://127.0.0.1:1".into(),
+            "mysql://root:SECRET@h/db".into(),
+        ]);
+        let err = match open(&t, &RedisOptions::default()) {
+            Err(e) => e.message,
+            Ok(_) => panic!("accepted"),
+        };
+        assert!(err.contains("server 2"), "{err}");
+        assert!(!err.contains("SECRET"), "{err}");
+    }
+}
