@@ -166,8 +166,8 @@ export interface NativeLimits {
   defaultTable: string
   /** Longest table name. */
   maxTableNameBytes: number
-  /** Most servers a Redlock client may name. */
-  maxRedlockServers: number
+  /** Most Redis URLs a client may name (Redlock servers, cluster seeds, sentinels). */
+  maxRedisServers: number
 }
 
 /** Who holds a lock, as `inspect` reads it. */
@@ -245,7 +245,7 @@ export interface NativeTlsOptions {
 
 /** A multi-server Redis form, checked by `lib/topology.js`. */
 export interface NativeTopology {
-  /** `"redlock"`. */
+  /** `"redlock"` or `"cluster"`. */
   kind: string
   /** The servers' URLs. */
   servers: Array<string>

@@ -284,12 +284,18 @@ export declare class LockClient implements AsyncDisposable {
  */
 export type RedlockServers = readonly string[]
 
+/** A Redis Cluster, by some of its nodes (`redis://` or `rediss://` URLs); the rest is discovered. */
+export interface RedisClusterTarget {
+  cluster: readonly string[]
+}
+
 /**
- * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://` or `memory://[name]`, or with
- * an array of Redis URLs to Redlock over those independent servers. Resolves once the store
- * answers (unless `lazy`; Redlock: once a quorum answers).
+ * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://` or `memory://[name]`; with an
+ * array of Redis URLs, to Redlock over those independent servers; with `{ cluster }`, to a
+ * Redis Cluster. Resolves once the store answers (unless `lazy`; Redlock: once a quorum
+ * answers).
  */
-export declare function connect(url: string | RedlockServers, options?: ConnectOptions): Promise<LockClient>
+export declare function connect(url: string | RedlockServers | RedisClusterTarget, options?: ConnectOptions): Promise<LockClient>
 
 // ───────────────────────────── redislock face ─────────────────────────────
 

@@ -107,7 +107,7 @@ test('3 processes × 100 critical sections on one key never overlap, a server ki
   const k = prefix('redlock') + 'turns'
   try {
     const runs = [0, 1, 2].map(() => new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'redlock-worker.js'), JSON.stringify(servers.map((s) => s.url)), k, '100', counter.url], { stdio: ['ignore', 'pipe', 'inherit'] })
+      const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'turns.js'), JSON.stringify(servers.map((s) => s.url)), k, '100', counter.url], { stdio: ['ignore', 'pipe', 'inherit'] })
       let out = ''
       child.stdout.setEncoding('utf8')
       child.stdout.on('data', (d) => { out += d })

@@ -1,7 +1,8 @@
 'use strict'
 // The Redis deployments that take more than one URL, named by the shape of connect()'s first
-// argument: an array of URLs is Redlock over independent servers. Checked here, before any
-// I/O; a URL is never echoed in an error (it may hold a password), only its position.
+// argument: an array of URLs is Redlock over independent servers, { cluster: [urls] } a Redis
+// Cluster by its seed nodes. Checked here, before any I/O; a URL is never echoed in an error
+// (it may hold a password), only its position.
 
 const v = require('./validate')
 const { redactUrl, secretsOf } = require('./redact')
@@ -28,6 +29,9 @@ function checkServers(list, name, max) {
   })
 }
 
+/** The keys each object form of connect()'s first argument takes. */
+const FORMS = { cluster: new Set(['cluster']) }
+
 /**
  * What the native side needs for connect()'s first argument: `{ url, topology, where }`, where
  * `url` names the store (for a multi-server form, a label that keys its engine),
@@ -35,12 +39,27 @@ function checkServers(list, name, max) {
  * (passwords masked). Returns null for anything that is not a multi-server form.
  */
 function multiServer(target) {
+  const max = v.LIMITS.maxRedisServers
   if (Array.isArray(target)) {
-    const servers = checkServers(target, 'url', v.LIMITS.maxRedlockServers)
+    const servers = checkServers(target, 'url', max)
     return {
       url: 'redlock:',
       topology: { kind: 'redlock', servers },
       where: `redlock(${servers.map(redactUrl).join(', ')})`,
+    }
+  }
+  if (target === null || typeof target !== 'object') return null
+  const form = Object.keys(FORMS).find((k) => Object.hasOwn(target, k))
+  if (form === undefined) {
+    throw v.typeError('url', 'a URL, an array of Redis URLs (Redlock) or { cluster: [...] }', target)
+  }
+  v.checkKnownKeys(target, FORMS[form], 'url')
+  if (form === 'cluster') {
+    const seeds = checkServers(target.cluster, 'url.cluster', max)
+    return {
+      url: 'redis-cluster:',
+      topology: { kind: 'cluster', servers: seeds },
+      where: `cluster(${seeds.map(redactUrl).join(', ')})`,
     }
   }
   return null

@@ -52,5 +52,5 @@ pub const LEASE_MARGIN_MS: u64 = 2;
 pub const REDLOCK_SERVER_TIMEOUT_FRACTION: f64 = 0.1;
 /// Redlock: the least time a server is given to answer an acquisition, in ms.
 pub const REDLOCK_MIN_SERVER_TIMEOUT_MS: u64 = 50;
-/// Redlock: most servers one client may name.
-pub const REDLOCK_MAX_SERVERS: usize = 32;
+/// Most Redis URLs one client may name: Redlock servers, cluster seeds or sentinels.
+pub const MAX_REDIS_SERVERS: usize = 32;

@@ -44,6 +44,9 @@ async function main(): Promise<void> {
   await (await connect(servers, { lazy: true })).close()
   // @ts-expect-error the servers are URLs
   await connect([6379]).catch(() => {})
+  await (await connect({ cluster: ['redis://127.0.0.1:1'] }, { lazy: true })).close()
+  // @ts-expect-error the seeds are a list
+  await connect({ cluster: 'redis://127.0.0.1:1' }).catch(() => {})
 
   // The redislock face, typed too.
   const legacy = deadbolt.createLock('redis://127.0.0.1:6379', { timeout: 1_000, retries: -1, delay: 10 })

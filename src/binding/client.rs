@@ -42,7 +42,7 @@ pub struct NativeConnectOptions {
 /// A multi-server Redis form, checked by `lib/topology.js`.
 #[napi(object)]
 pub struct NativeTopology {
-    /// `"redlock"`.
+    /// `"redlock"` or `"cluster"`.
     pub kind: String,
     /// The servers' URLs.
     pub servers: Vec<String>,
@@ -54,6 +54,7 @@ impl TryFrom<NativeTopology> for Topology {
     fn try_from(t: NativeTopology) -> Result<Self> {
         match t.kind.as_str() {
             "redlock" => Ok(Topology::Redlock(t.servers)),
+            "cluster" => Ok(Topology::Cluster(t.servers)),
             other => Err(Error::new(
                 Status::InvalidArg,
                 format!("ERR_INVALID_ARG_VALUE: unknown topology {other:?}"),

@@ -115,8 +115,8 @@ pub struct NativeLimits {
     pub default_table: String,
     /// Longest table name.
     pub max_table_name_bytes: u32,
-    /// Most servers a Redlock client may name.
-    pub max_redlock_servers: u32,
+    /// Most Redis URLs a client may name (Redlock servers, cluster seeds, sentinels).
+    pub max_redis_servers: u32,
 }
 
 /// The limits and defaults.
@@ -137,6 +137,6 @@ pub fn limits() -> NativeLimits {
         max_pool_size: defaults::MAX_POOL_SIZE,
         default_table: defaults::DEFAULT_TABLE.to_string(),
         max_table_name_bytes: defaults::MAX_TABLE_NAME_BYTES as u32,
-        max_redlock_servers: defaults::REDLOCK_MAX_SERVERS as u32,
+        max_redis_servers: defaults::MAX_REDIS_SERVERS as u32,
     }
 }

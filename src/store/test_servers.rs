@@ -136,3 +136,96 @@ impl Drop for TestServer {
         self.kill();
     }
 }
+
+/// A Redis Cluster of throwaway servers (primaries only), made with `redis-cli --cluster
+/// create` and ready (`cluster_state:ok` on every node) when returned.
+pub struct TestCluster {
+    /// Its nodes.
+    pub nodes: Vec<TestServer>,
+    dir: std::path::PathBuf,
+}
+
+fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A free port whose cluster bus port (+10 000) is free too and exists.
+fn cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+impl TestCluster {
+    /// Starts `n` (at least 3) primaries and joins them into a cluster.
+    pub fn start(n: usize) -> TestCluster {
+        let dir = std::env::temp_dir().join(format!("deadbolt-cluster-{}", free_port()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let dir_arg = dir.to_string_lossy().into_owned();
+        let nodes: Vec<TestServer> = (0..n)
+            .map(|_| {
+                let port = cluster_port();
+                let conf = format!("nodes-{port}.conf");
+                TestServer::start_on(
+                    port,
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        &conf,
+                        "--cluster-node-timeout",
+                        "2000",
+                        "--dir",
+                        &dir_arg,
+                    ],
+                )
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        let status = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-yes"])
+            .stdout(Stdio::null())
+            .status()
+            .expect("redis-cli runs");
+        assert!(status.success(), "redis-cli --cluster create failed");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !nodes
+            .iter()
+            .all(|s| cli(s.port, &["cluster", "info"]).contains("cluster_state:ok"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not become ready"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        TestCluster { nodes, dir }
+    }
+
+    /// The nodes' URLs (seeds).
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(TestServer::url).collect()
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,8 +1,8 @@
-//! The Redis deployments that take more than one URL: Redlock over independent servers,
-//! (more to come). `connect()` names them by the shape of its first argument; they reach the
+//! The Redis deployments that take more than one URL: Redlock over independent servers, and
+//! a Redis Cluster named by seed nodes. `connect()` names them by the shape of its first argument; they reach the
 //! native side as [`Topology`] in the connection options, and [`open`] builds their store.
 
-use super::redis::RedisOptions;
+use super::redis::{RedisOptions, RedisStore};
 use super::redlock::RedlockStore;
 use super::{SharedStore, StoreError};
 use std::collections::hash_map::RandomState;
@@ -18,6 +18,8 @@ pub enum Topology {
     Url,
     /// Redlock over these independent servers (`redis://` or `rediss://` URLs).
     Redlock(Vec<String>),
+    /// A Redis Cluster, reached through these seed nodes (the rest is discovered).
+    Cluster(Vec<String>),
 }
 
 impl Topology {
@@ -40,6 +42,11 @@ impl fmt::Debug for Topology {
             Topology::Redlock(servers) => f
                 .debug_struct("Redlock")
                 .field("servers", &servers.len())
+                .field("fingerprint", &self.fingerprint())
+                .finish(),
+            Topology::Cluster(seeds) => f
+                .debug_struct("Cluster")
+                .field("seeds", &seeds.len())
                 .field("fingerprint", &self.fingerprint())
                 .finish(),
         }
@@ -70,6 +77,11 @@ pub fn open(topology: &Topology, opts: &RedisOptions) -> Result<Option<SharedSto
             check_urls("Redlock", urls)?;
             let store = RedlockStore::connect(urls, opts)
                 .map_err(|e| StoreError::invalid(format!("Invalid Redlock servers: {e}")))?;
+            Ok(Some(store))
+        }
+        Topology::Cluster(seeds) => {
+            check_urls("Redis Cluster", seeds)?;
+            let store = RedisStore::connect_cluster(seeds, opts)?;
             Ok(Some(store))
         }
     }

@@ -1,9 +1,11 @@
-//! A single Redis server. All locks on one server share one multiplexed connection
-//! (auto-pipelined by redis-rs, with one write per scheduler tick: see [`batcher`]), opened
-//! lazily and re-opened after a failure. Waiters in other processes are woken by a pub/sub
-//! message published from the release script (see [`pubsub`]). Key layout: [`keys`].
+//! A single Redis server, or a Redis Cluster. All locks on one server share one multiplexed
+//! connection (auto-pipelined by redis-rs, with one write per scheduler tick: see
+//! [`batcher`]), opened lazily and re-opened after a failure; a cluster is reached through
+//! redis-rs's cluster connection (see [`cluster`]). Waiters in other processes are woken by a
+//! pub/sub message published from the release script (see [`pubsub`]). Key layout: [`keys`].
 
 mod batcher;
+mod cluster;
 pub mod keys;
 mod pubsub;
 mod scripts;
@@ -93,13 +95,23 @@ impl Default for RedisOptions {
     }
 }
 
-/// A Redis server reached over one shared multiplexed connection.
+/// How a store reaches Redis.
+enum Link {
+    /// One server: one multiplexed connection, written to through the batcher.
+    Single {
+        client: Client,
+        conn: ConnectionManager,
+        batcher: mpsc::UnboundedSender<Request>,
+    },
+    /// A Redis Cluster.
+    Cluster(cluster::Cluster),
+}
+
+/// A Redis server (or cluster) reached over shared multiplexed connections.
 pub struct RedisStore {
     /// Itself, for the subscriber's reader task.
     me: Weak<RedisStore>,
-    client: Client,
-    conn: ConnectionManager,
-    batcher: mpsc::UnboundedSender<Request>,
+    link: Link,
     closed: AtomicBool,
     connect_timeout_ms: u64,
     subscriber: AsyncMutex<Option<PubSubSink>>,
@@ -143,9 +155,11 @@ impl RedisStore {
         let (released, _) = broadcast::channel(1024);
         Ok(Arc::new_cyclic(|me| RedisStore {
             me: me.clone(),
-            client,
-            conn,
-            batcher,
+            link: Link::Single {
+                client,
+                conn,
+                batcher,
+            },
             closed: AtomicBool::new(false),
             connect_timeout_ms: opts.connect_timeout_ms,
             subscriber: AsyncMutex::new(None),
@@ -154,24 +168,60 @@ impl RedisStore {
         }))
     }
 
-    fn conn(&self) -> StoreResult<ConnectionManager> {
+    /// A Redis Cluster reached through `seeds` (the other nodes are discovered), with
+    /// `opts.tls` for `rediss://` seeds. No I/O happens until the first operation. Must be
+    /// called inside a tokio runtime.
+    pub fn connect_cluster(seeds: &[String], opts: &RedisOptions) -> StoreResult<Arc<RedisStore>> {
+        let (cluster, pushes) = cluster::Cluster::connect(
+            seeds,
+            opts.connect_timeout_ms,
+            opts.response_timeout_ms,
+            opts.tls.as_ref(),
+        )?;
+        let (released, _) = broadcast::channel(1024);
+        Ok(Arc::new_cyclic(|me: &Weak<RedisStore>| {
+            tokio::spawn(pubsub::forward_pushes(me.clone(), pushes));
+            RedisStore {
+                me: me.clone(),
+                link: Link::Cluster(cluster),
+                closed: AtomicBool::new(false),
+                connect_timeout_ms: opts.connect_timeout_ms,
+                subscriber: AsyncMutex::new(None),
+                watched: Mutex::new(HashMap::new()),
+                released,
+            }
+        }))
+    }
+
+    /// Whether this store is a cluster (announcements then use sharded pub/sub).
+    fn sharded(&self) -> &'static [u8] {
+        match self.link {
+            Link::Cluster(_) => b"1",
+            Link::Single { .. } => b"0",
+        }
+    }
+
+    fn check_open(&self) -> StoreResult<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(closed());
         }
-        Ok(self.conn.clone())
+        Ok(())
     }
 
-    /// Sends one command through the batcher.
+    /// Sends one command: through the batcher to one server, or routed by its first key in a
+    /// cluster.
     async fn exec(
         &self,
         cmd: redis::Cmd,
         script: Option<&'static redis::Script>,
     ) -> StoreResult<Value> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(closed());
-        }
+        self.check_open()?;
+        let batcher = match &self.link {
+            Link::Single { batcher, .. } => batcher,
+            Link::Cluster(c) => return c.exec(&cmd, script).await.map_err(store_err),
+        };
         let (reply, rx) = oneshot::channel();
-        self.batcher
+        batcher
             .send(Request { cmd, script, reply })
             .map_err(|_| closed())?;
         match rx.await {
@@ -237,9 +287,28 @@ impl RedisStore {
         if items.is_empty() {
             return Vec::new();
         }
-        let mut conn = match self.conn() {
-            Ok(c) => c,
-            Err(e) => return items.iter().map(|_| Err(e.clone())).collect(),
+        if let Err(e) = self.check_open() {
+            return items.iter().map(|_| Err(e.clone())).collect();
+        }
+        let mut conn = match &self.link {
+            Link::Single { conn, .. } => conn.clone(),
+            Link::Cluster(c) => {
+                let cmd = |item: &ExtendItem| {
+                    let ttl = item.ttl_ms.to_string();
+                    let flag: &[u8] = if item.has_data { b"1" } else { b"0" };
+                    evalsha(
+                        &EXTEND,
+                        &[item.key.as_bytes(), &data_key(&item.key)],
+                        &[item.owner.as_bytes(), ttl.as_bytes(), flag],
+                    )
+                };
+                return c
+                    .extend_many(items, cmd, &EXTEND)
+                    .await
+                    .into_iter()
+                    .map(|r| r.and_then(parse::<i64>).map(|n| n == 1))
+                    .collect();
+            }
         };
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
@@ -296,7 +365,7 @@ impl RedisStore {
         let cmd = evalsha(
             &RELEASE,
             &[key.as_bytes(), &data_k],
-            &[owner.as_bytes(), channel.as_bytes()],
+            &[owner.as_bytes(), channel.as_bytes(), self.sharded()],
         );
         let n = parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?)?;
         // Our own subscriber heard it too if someone here watches the key.
@@ -474,7 +543,7 @@ impl OperatorTools for RedisStore {
             let cmd = evalsha(
                 &FORCE_RELEASE,
                 &[key.as_bytes(), &data_k],
-                &[channel.as_bytes()],
+                &[channel.as_bytes(), self.sharded()],
             );
             Ok(parse::<i64>(self.exec(cmd, Some(&FORCE_RELEASE)).await?)? == 1)
         }
@@ -498,41 +567,69 @@ impl OperatorTools for RedisStore {
                 pattern.push(c);
             }
             pattern.push('*');
-            let mut conn = self.conn()?;
-            let mut cursor = String::from("0");
-            let mut out = Vec::new();
-            for _ in 0..MAX_SCAN_ROUNDS {
-                let (next, keys): (String, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                    .arg(&cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut conn)
+            self.check_open()?;
+            // SCAN walks one node: every primary of a cluster in turn.
+            let nodes = match &self.link {
+                Link::Single { .. } => vec![None],
+                Link::Cluster(c) => c
+                    .primaries()
                     .await
-                    .map_err(store_err)?;
-                for key in keys {
-                    // Side keys are not UTF-8 (they start with 0xFF), lock names always are.
-                    let Ok(key) = String::from_utf8(key) else {
-                        continue;
-                    };
-                    if let Some(info) = RedisStore::inspect(self, &key).await? {
-                        if info.remaining_ms > 0 {
-                            out.push(HeldLock { key, info });
-                            if out.len() >= limit {
-                                return Ok(out);
+                    .map_err(store_err)?
+                    .into_iter()
+                    .map(Some)
+                    .collect(),
+            };
+            let mut out = Vec::new();
+            for node in nodes {
+                let mut cursor = String::from("0");
+                for _ in 0..MAX_SCAN_ROUNDS {
+                    let (next, keys) = self.scan(node.as_ref(), &cursor, &pattern).await?;
+                    for key in keys {
+                        // Side keys are not UTF-8 (they start with 0xFF), lock names are.
+                        let Ok(key) = String::from_utf8(key) else {
+                            continue;
+                        };
+                        if let Some(info) = RedisStore::inspect(self, &key).await? {
+                            if info.remaining_ms > 0 {
+                                out.push(HeldLock { key, info });
+                                if out.len() >= limit {
+                                    return Ok(out);
+                                }
                             }
                         }
                     }
+                    if next == "0" {
+                        break;
+                    }
+                    cursor = next;
                 }
-                if next == "0" {
-                    break;
-                }
-                cursor = next;
             }
             Ok(out)
         }
         .boxed()
+    }
+}
+
+impl RedisStore {
+    /// One `SCAN` round from `cursor` on this server, or on the cluster node `node`.
+    async fn scan(
+        &self,
+        node: Option<&(String, u16)>,
+        cursor: &str,
+        pattern: &str,
+    ) -> StoreResult<(String, Vec<Vec<u8>>)> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000);
+        let reply = match (&self.link, node) {
+            (Link::Cluster(c), Some((host, port))) => c.on_node(host, *port, cmd).await,
+            (Link::Single { conn, .. }, _) => cmd.query_async(&mut conn.clone()).await,
+            (Link::Cluster(_), None) => return Err(StoreError::internal("SCAN needs a node")),
+        };
+        parse(reply.map_err(store_err)?)
     }
 }
 

@@ -3,7 +3,7 @@
 //! process waits for that key. Released keys go out on a broadcast channel the engine reads.
 
 use super::keys::release_channel;
-use super::RedisStore;
+use super::{Link, RedisStore};
 use crate::store::ReleaseNotifications;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -35,7 +35,9 @@ impl ReleaseNotifications for RedisStore {
                     return;
                 }
             }
-            if let Some(mut sink) = self.subscriber_sink().await {
+            if let Link::Cluster(c) = &self.link {
+                let _ = c.subscribe(&channel).await;
+            } else if let Some(mut sink) = self.subscriber_sink().await {
                 let _ = sink.subscribe(&channel).await;
             }
         }
@@ -57,6 +59,10 @@ impl ReleaseNotifications for RedisStore {
                     }
                     None => return,
                 }
+            }
+            if let Link::Cluster(c) = &self.link {
+                let _ = c.unsubscribe(&channel).await;
+                return;
             }
             let sink = self.subscriber.lock().await.clone();
             if let Some(mut sink) = sink {
@@ -104,9 +110,12 @@ impl RedisStore {
         if let Some(sink) = guard.as_ref() {
             return Some(sink.clone());
         }
+        let Link::Single { client, .. } = &self.link else {
+            return None;
+        };
         let pubsub = tokio::time::timeout(
             Duration::from_millis(self.connect_timeout_ms),
-            self.client.get_async_pubsub(),
+            client.get_async_pubsub(),
         )
         .await
         .ok()?
@@ -138,5 +147,31 @@ impl RedisStore {
         });
         *guard = Some(sink.clone());
         Some(sink)
+    }
+}
+
+/// Reads a cluster subscriber's pushes: each sharded message on a watched channel is the
+/// release of that channel's key. Ends with the store.
+pub(super) async fn forward_pushes(
+    store: Weak<RedisStore>,
+    mut pushes: tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>,
+) {
+    while let Some(push) = pushes.recv().await {
+        if !matches!(
+            push.kind,
+            redis::PushKind::SMessage | redis::PushKind::Message
+        ) {
+            continue;
+        }
+        let Some(redis::Value::BulkString(channel)) = push.data.first() else {
+            continue;
+        };
+        let Some(store) = store.upgrade() else { return };
+        let key = std::str::from_utf8(channel)
+            .ok()
+            .and_then(|c| lock(&store.watched).get(c).map(|(key, _)| key.clone()));
+        if let Some(key) = key {
+            let _ = store.released.send(key);
+        }
     }
 }

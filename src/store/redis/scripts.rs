@@ -14,13 +14,22 @@
 use redis::Script;
 use std::sync::LazyLock;
 
-/// Shared by the scripts: owner comparison, and the next token of a counter as an exact
-/// decimal string (`INCR`'s reply is a Lua double, exact below 2^53; above, read it back).
+/// Shared by the scripts: owner comparison, the release announcement (sharded pub/sub on a
+/// cluster, falling back to `PUBLISH` before Redis 7), and the next token of a counter as an
+/// exact decimal string (`INCR`'s reply is a Lua double, exact below 2^53; above, read it
+/// back).
 const OWNS: &str = r#"
 local function owns(v, o)
   if not v then return false end
   if v == o then return true end
   return #v > #o and string.byte(v, #o + 1) == 255 and string.sub(v, 1, #o) == o
+end
+local function announce(channel, sharded)
+  if sharded == '1' then
+    local n = redis.pcall('SPUBLISH', channel, '1')
+    if type(n) == 'number' then return n end
+  end
+  return redis.call('PUBLISH', channel, '1')
 end
 local function next_token(counter)
   local n = redis.call('INCR', counter)
@@ -91,24 +100,27 @@ return 0
 "#;
 
 /// Release: compare the owner, delete lock and data, and announce the release to waiters.
-/// KEYS: lock, data. ARGV: owner, channel. Returns 0 if not owned, otherwise 1 + the number
-/// of subscribers the announcement reached (so the caller knows whether others wait).
+/// KEYS: lock, data. ARGV: owner, channel, sharded ("1": `SPUBLISH`, on a cluster). Returns 0
+/// if not owned, otherwise 1 + the number of subscribers the announcement reached (so the
+/// caller knows whether others wait).
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(RELEASE_LUA)));
 const RELEASE_LUA: &str = r#"
 if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('DEL', KEYS[1], KEYS[2])
-  return 1 + redis.call('PUBLISH', ARGV[2], '1')
+  return 1 + announce(ARGV[2], ARGV[3])
 end
 return 0
 "#;
 
 /// Force release (an operator's tool): delete the lock and its data whoever holds it, and
-/// announce it. KEYS: lock, data. ARGV: channel. Returns 1 if a lock was there, else 0.
-pub static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(FORCE_RELEASE_LUA));
+/// announce it. KEYS: lock, data. ARGV: channel, sharded. Returns 1 if a lock was there,
+/// else 0.
+pub static FORCE_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&with_helpers(FORCE_RELEASE_LUA)));
 const FORCE_RELEASE_LUA: &str = r#"
 if redis.call('DEL', KEYS[1]) == 1 then
   redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[1], '1')
+  announce(ARGV[1], ARGV[2])
   return 1
 end
 return 0
@@ -183,7 +195,7 @@ pub fn load_all() -> Vec<redis::Cmd> {
         with_helpers(ACQUIRE_LUA),
         with_helpers(EXTEND_LUA),
         with_helpers(RELEASE_LUA),
-        FORCE_RELEASE_LUA.to_string(),
+        with_helpers(FORCE_RELEASE_LUA),
         INSPECT_LUA.to_string(),
         with_helpers(HANDOFF_LUA),
         with_helpers(RAISE_LUA),

@@ -127,3 +127,245 @@ async fn an_acquire_that_finds_its_own_lock_returns_its_token_with_a_fresh_lease
     assert!(pttl > 50_000, "payload lease not renewed: {pttl}");
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
 }
+
+/// A Redis Cluster of three throwaway primaries (see [`crate::store::test_servers`]).
+mod cluster {
+    use super::super::keys::{hash_slot, SLOTS};
+    use super::super::{RedisOptions, RedisStore};
+    use crate::store::conformance::name;
+    use crate::store::test_servers::{redis_server_or_skip, TestCluster};
+    use crate::store::{ExtendItem, LockStore, ReleaseNotifications};
+    use std::collections::HashSet;
+    use std::sync::{Arc, OnceLock};
+    use std::time::Duration;
+
+    fn shared() -> Option<&'static TestCluster> {
+        static CLUSTER: OnceLock<Option<TestCluster>> = OnceLock::new();
+        CLUSTER
+            .get_or_init(|| redis_server_or_skip().then(|| TestCluster::start(3)))
+            .as_ref()
+    }
+
+    fn open() -> Option<Arc<RedisStore>> {
+        shared().map(|c| RedisStore::connect_cluster(&c.urls(), &RedisOptions::default()).unwrap())
+    }
+
+    mod conformance {
+        crate::conformance_suite!(super::open().map(|s| s as _));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keys_in_every_part_of_the_slot_space_are_served_without_crossslot() {
+        let Some(s) = open() else { return };
+        let base = name();
+        // Names until 64 distinct slots spread over the whole space are covered.
+        let mut slots = HashSet::new();
+        let mut keys = Vec::new();
+        for i in 0.. {
+            let k = format!("{base}:{i}");
+            if slots.insert(hash_slot(k.as_bytes()) * 64 / SLOTS) {
+                keys.push(k);
+            }
+            if slots.len() == 64 {
+                break;
+            }
+        }
+        for k in &keys {
+            let token = s
+                .try_acquire(k, "a", 10_000, Some(b"d"), false)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(s.inspect(k).await.unwrap().unwrap().fencing_token, token);
+        }
+        let items: Vec<ExtendItem> = keys
+            .iter()
+            .map(|k| ExtendItem {
+                key: k.clone(),
+                owner: "a".into(),
+                ttl_ms: 20_000,
+                has_data: true,
+            })
+            .collect();
+        assert!(s.extend_many(&items).await.into_iter().all(|r| r.unwrap()));
+        for k in &keys {
+            let next = crate::store::NextOwner {
+                owner: "b",
+                ttl_ms: 10_000,
+                data: None,
+                previous_had_data: true,
+                plain: false,
+            };
+            assert!(s.handoff(k, "a", &next).await.unwrap().is_some());
+            assert!(LockStore::release(&*s, k, "b").await.unwrap().released);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_release_is_announced_to_watchers_in_other_processes_through_sharded_pub_sub() {
+        let Some(s) = open() else { return };
+        let other = open().unwrap();
+        let k = name();
+        let mut releases = s.releases();
+        s.watch(&k).await;
+        other
+            .try_acquire(&k, "x", 10_000, None, false)
+            .await
+            .unwrap()
+            .unwrap();
+        let outcome = LockStore::release(&*other, &k, "x").await.unwrap();
+        assert!(outcome.released);
+        assert!(outcome.others_waiting, "SPUBLISH counted the watcher");
+        let heard = tokio::time::timeout(Duration::from_secs(5), releases.recv())
+            .await
+            .expect("no announcement")
+            .unwrap();
+        assert_eq!(heard, k);
+        s.unwatch(&k).await;
+        assert_eq!(s.watched(), 0);
+    }
+}
+
+/// A slot moved to another node (as `redis-cli --cluster reshard` moves each slot): the
+/// store follows the redirections, heartbeats included.
+mod cluster_migration {
+    use super::super::keys::{data_key, fence_key, hash_slot};
+    use super::super::{RedisOptions, RedisStore};
+    use crate::store::conformance::name;
+    use crate::store::test_servers::{redis_server_or_skip, TestCluster, TestServer};
+    use crate::store::{ExtendItem, LockStore};
+
+    async fn conn(server: &TestServer) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    async fn query<T: redis::FromRedisValue>(server: &TestServer, args: &[&[u8]]) -> T {
+        let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query_async(&mut conn(server).await).await.unwrap()
+    }
+
+    /// Which node serves `slot`, as each node sees itself (`CLUSTER NODES`, line "myself").
+    async fn owner_of(cluster: &TestCluster, slot: usize) -> usize {
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            let nodes: String = query(node, &[b"CLUSTER", b"NODES"]).await;
+            let mine = nodes.lines().find(|l| l.contains("myself")).unwrap_or("");
+            for range in mine.split(' ').skip(8) {
+                let (a, b) = range.split_once('-').unwrap_or((range, range));
+                if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
+                    if (a..=b).contains(&slot) {
+                        return i;
+                    }
+                }
+            }
+        }
+        panic!("no node serves slot {slot}");
+    }
+
+    /// Moves `slot` and the keys in it from node `from` to node `to`.
+    async fn move_slot(cluster: &TestCluster, slot: usize, from: usize, to: usize) {
+        let (src, dst) = (&cluster.nodes[from], &cluster.nodes[to]);
+        let src_id: String = query(src, &[b"CLUSTER", b"MYID"]).await;
+        let dst_id: String = query(dst, &[b"CLUSTER", b"MYID"]).await;
+        let s = slot.to_string();
+        let _: () = query(
+            dst,
+            &[
+                b"CLUSTER",
+                b"SETSLOT",
+                s.as_bytes(),
+                b"IMPORTING",
+                src_id.as_bytes(),
+            ],
+        )
+        .await;
+        let _: () = query(
+            src,
+            &[
+                b"CLUSTER",
+                b"SETSLOT",
+                s.as_bytes(),
+                b"MIGRATING",
+                dst_id.as_bytes(),
+            ],
+        )
+        .await;
+        let keys: Vec<Vec<u8>> =
+            query(src, &[b"CLUSTER", b"GETKEYSINSLOT", s.as_bytes(), b"1000"]).await;
+        if !keys.is_empty() {
+            let port = dst.port.to_string();
+            let mut args: Vec<&[u8]> = vec![
+                b"MIGRATE",
+                b"127.0.0.1",
+                port.as_bytes(),
+                b"",
+                b"0",
+                b"5000",
+                b"KEYS",
+            ];
+            args.extend(keys.iter().map(Vec::as_slice));
+            let _: String = query(src, &args).await;
+        }
+        for node in &cluster.nodes {
+            let _: () = query(
+                node,
+                &[
+                    b"CLUSTER",
+                    b"SETSLOT",
+                    s.as_bytes(),
+                    b"NODE",
+                    dst_id.as_bytes(),
+                ],
+            )
+            .await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lock_whose_slot_moved_is_extended_released_and_taken_again_on_its_new_node() {
+        if !redis_server_or_skip() {
+            return;
+        }
+        let cluster = TestCluster::start(3);
+        let store = RedisStore::connect_cluster(&cluster.urls(), &RedisOptions::default()).unwrap();
+        let k = name();
+        let slot = hash_slot(k.as_bytes());
+        assert_eq!(slot, hash_slot(&fence_key(&k)));
+        assert_eq!(slot, hash_slot(&data_key(&k)));
+        let first = store
+            .try_acquire(&k, "a", 30_000, Some(b"d"), false)
+            .await
+            .unwrap()
+            .unwrap();
+        let item = [ExtendItem {
+            key: k.clone(),
+            owner: "a".into(),
+            ttl_ms: 30_000,
+            has_data: true,
+        }];
+        // The store reads the slot map with its first batch of heartbeats.
+        assert!(store.extend_many(&item).await[0].as_ref().unwrap());
+        let from = owner_of(&cluster, slot).await;
+        let to = (from + 1) % 3;
+        move_slot(&cluster, slot, from, to).await;
+        assert_eq!(owner_of(&cluster, slot).await, to);
+        // Its node answers MOVED to the pipeline sent by the old map: sent again, routed.
+        assert!(store.extend_many(&item).await[0].as_ref().unwrap());
+        assert!(store.extend_many(&item).await[0].as_ref().unwrap());
+        let info = store.inspect(&k).await.unwrap().unwrap();
+        assert_eq!((info.owner.as_str(), info.fencing_token), ("a", first));
+        assert!(LockStore::release(&*store, &k, "a").await.unwrap().released);
+        let second = store
+            .try_acquire(&k, "b", 30_000, None, false)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(second > first, "the slot's counter moved with it");
+    }
+}

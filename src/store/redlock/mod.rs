@@ -81,10 +81,10 @@ impl RedlockStore {
     /// every `rediss://` one). No I/O happens until the first operation. Must be called inside
     /// a tokio runtime.
     pub fn connect(urls: &[String], opts: &RedisOptions) -> StoreResult<Arc<RedlockStore>> {
-        if urls.is_empty() || urls.len() > limits::REDLOCK_MAX_SERVERS {
+        if urls.is_empty() || urls.len() > limits::MAX_REDIS_SERVERS {
             return Err(StoreError::invalid(format!(
-                "Redlock needs 1 to {} server URLs, got {}",
-                limits::REDLOCK_MAX_SERVERS,
+                "Redlock takes 1 to {} server URLs, got {}",
+                limits::MAX_REDIS_SERVERS,
                 urls.len()
             )));
         }
