@@ -245,10 +245,20 @@ export interface NativeTlsOptions {
 
 /** A multi-server Redis form, checked by `lib/topology.js`. */
 export interface NativeTopology {
-  /** `"redlock"` or `"cluster"`. */
+  /** `"redlock"`, `"cluster"` or `"sentinel"`. */
   kind: string
-  /** The servers' URLs. */
+  /** The servers' URLs (Redlock servers, cluster seeds, sentinels). */
   servers: Array<string>
+  /** Sentinel: the name of the monitored primary. */
+  name?: string
+  /** Sentinel: the primary's username. */
+  username?: string
+  /** Sentinel: the primary's password. */
+  password?: string
+  /** Sentinel: replicas that must acknowledge grants and extensions. Default 0. */
+  waitReplicas?: number
+  /** Sentinel: how long to wait for them, in ms. Default 1 000. */
+  waitTimeout?: number
 }
 
 /** The protocol's numbers. */

@@ -289,13 +289,33 @@ export interface RedisClusterTarget {
   cluster: readonly string[]
 }
 
+/** The primary that Redis Sentinel monitors under `name`, followed across failovers. */
+export interface RedisSentinelTarget {
+  /** The sentinels (`redis://` or `rediss://` URLs, with their own credentials if any). */
+  sentinels: readonly string[]
+  /** The name the sentinels monitor the primary under. */
+  name: string
+  /** The primary's username. */
+  username?: string
+  /** The primary's password (never shown in errors or `util.inspect`). */
+  password?: string
+  /**
+   * Replicas that must have every write that grants or extends a lease (`WAIT`) before it
+   * counts; a grant they do not acknowledge in time is given back and the call rejects with
+   * a LockBackendError (`ERR_LOCK_STORE_TIMEOUT`). Default 0 (no waiting).
+   */
+  waitReplicas?: number
+  /** How long to wait for them, in ms; keep it below `responseTimeout`. Default 1 000. */
+  waitTimeout?: number
+}
+
 /**
  * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://` or `memory://[name]`; with an
  * array of Redis URLs, to Redlock over those independent servers; with `{ cluster }`, to a
- * Redis Cluster. Resolves once the store answers (unless `lazy`; Redlock: once a quorum
- * answers).
+ * Redis Cluster; with `{ sentinels, name }`, to the primary Redis Sentinel names. Resolves once
+ * the store answers (unless `lazy`; Redlock: once a quorum answers).
  */
-export declare function connect(url: string | RedlockServers | RedisClusterTarget, options?: ConnectOptions): Promise<LockClient>
+export declare function connect(url: string | RedlockServers | RedisClusterTarget | RedisSentinelTarget, options?: ConnectOptions): Promise<LockClient>
 
 // ───────────────────────────── redislock face ─────────────────────────────
 

@@ -88,3 +88,21 @@ test('Redlock: no server password shows in util.inspect, JSON or a refused login
     return true
   })
 })
+
+test('Sentinel: the primary\'s password never shows in util.inspect, JSON or an error', async () => {
+  const target = { sentinels: [`redis://:${SECRET}-s@127.0.0.1:1`], name: 'mymaster', password: SECRET }
+  const lazy = await connect(target, { lazy: true })
+  assertClean(util.inspect(lazy, { depth: 10, showHidden: true }), 'util.inspect(client)')
+  assertClean(JSON.stringify(lazy), 'JSON.stringify(client)')
+  await lazy.close()
+  await assert.rejects(connect(target, { connectTimeout: 500, responseTimeout: 500 }), (err) => {
+    assert.equal(err.code, 'ERR_LOCK_BACKEND')
+    assertClean(errorText(err), 'the error')
+    return true
+  })
+  await assert.rejects(connect({ ...target, password: 42 }), (err) => {
+    assert.equal(err.code, 'ERR_INVALID_ARG_VALUE')
+    assertClean(errorText(err), 'the error')
+    return true
+  })
+})

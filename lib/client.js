@@ -316,10 +316,10 @@ const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|memory):\/\//i
  * servername, rejectUnauthorized }) applies to `rediss://` and `mysql://`.
  */
 async function connect(url, options = {}) {
-  // An array of URLs is Redlock over independent Redis servers, { cluster } a Redis Cluster
-  // (lib/topology.js).
+  // An array of URLs is Redlock over independent Redis servers, { cluster } a Redis Cluster,
+  // { sentinels, name } a Sentinel-managed primary (lib/topology.js).
   const multi = multiServer(url)
-  if (multi === null && typeof url !== 'string') throw v.typeError('url', 'a URL, an array of Redis URLs (Redlock) or { cluster: [...] }', url)
+  if (multi === null && typeof url !== 'string') throw v.typeError('url', 'a URL, an array of Redis URLs (Redlock), { cluster: [...] } or { sentinels: [...], name }', url)
   if (multi === null && !SCHEMES.test(url)) {
     // Named by its scheme only: the rest of a URL may hold a password.
     const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]

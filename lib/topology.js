@@ -1,7 +1,7 @@
 'use strict'
 // The Redis deployments that take more than one URL, named by the shape of connect()'s first
 // argument: an array of URLs is Redlock over independent servers, { cluster: [urls] } a Redis
-// Cluster by its seed nodes. Checked here, before any I/O; a URL is never echoed in an error
+// Cluster by its seed nodes, { sentinels: [urls], name } the primary Redis Sentinel names. Checked here, before any I/O; a URL is never echoed in an error
 // (it may hold a password), only its position.
 
 const v = require('./validate')
@@ -30,7 +30,10 @@ function checkServers(list, name, max) {
 }
 
 /** The keys each object form of connect()'s first argument takes. */
-const FORMS = { cluster: new Set(['cluster']) }
+const FORMS = {
+  cluster: new Set(['cluster']),
+  sentinels: new Set(['sentinels', 'name', 'username', 'password', 'waitReplicas', 'waitTimeout']),
+}
 
 /**
  * What the native side needs for connect()'s first argument: `{ url, topology, where }`, where
@@ -51,7 +54,7 @@ function multiServer(target) {
   if (target === null || typeof target !== 'object') return null
   const form = Object.keys(FORMS).find((k) => Object.hasOwn(target, k))
   if (form === undefined) {
-    throw v.typeError('url', 'a URL, an array of Redis URLs (Redlock) or { cluster: [...] }', target)
+    throw v.typeError('url', 'a URL, an array of Redis URLs (Redlock), { cluster: [...] } or { sentinels: [...], name }', target)
   }
   v.checkKnownKeys(target, FORMS[form], 'url')
   if (form === 'cluster') {
@@ -62,7 +65,20 @@ function multiServer(target) {
       where: `cluster(${seeds.map(redactUrl).join(', ')})`,
     }
   }
-  return null
+  const sentinels = checkServers(target.sentinels, 'url.sentinels', max)
+  const { name, username, password, waitReplicas, waitTimeout } = target
+  if (typeof name !== 'string') throw v.typeError('url.name', 'of type string', name)
+  if (name.length === 0 || !name.isWellFormed()) throw invalid('url.name', 'must be a non-empty, well-formed string')
+  if (username !== undefined && typeof username !== 'string') throw v.typeError('url.username', 'of type string', username)
+  // Never echoed: a password.
+  if (password !== undefined && typeof password !== 'string') throw invalid('url.password', 'must be a string')
+  if (waitReplicas !== undefined) v.checkInt(waitReplicas, 'url.waitReplicas', 0, 1000)
+  if (waitTimeout !== undefined) v.checkInt(waitTimeout, 'url.waitTimeout')
+  return {
+    url: 'redis-sentinel:',
+    topology: { kind: 'sentinel', servers: sentinels, name, username, password, waitReplicas, waitTimeout },
+    where: `sentinel(${JSON.stringify(name)} via ${sentinels.map(redactUrl).join(', ')})`,
+  }
 }
 
 /** `{ url, topology, where }` for connect()'s first argument, already checked. */
@@ -73,6 +89,7 @@ function targetOf(target) {
 /** Every secret of a target's URLs, longest first. */
 function secretsOfTarget(url, topology) {
   const all = [url, ...(topology?.servers ?? [])].flatMap(secretsOf)
+  if (typeof topology?.password === 'string' && topology.password !== '') all.push(topology.password)
   return [...new Set(all)].sort((a, b) => b.length - a.length)
 }
 

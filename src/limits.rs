@@ -52,5 +52,8 @@ pub const LEASE_MARGIN_MS: u64 = 2;
 pub const REDLOCK_SERVER_TIMEOUT_FRACTION: f64 = 0.1;
 /// Redlock: the least time a server is given to answer an acquisition, in ms.
 pub const REDLOCK_MIN_SERVER_TIMEOUT_MS: u64 = 50;
+/// Redis Sentinel: how long a grant or extension waits for replica acknowledgement
+/// (`waitTimeout`, when `waitReplicas` asks for it), in ms.
+pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 1_000;
 /// Most Redis URLs one client may name: Redlock servers, cluster seeds or sentinels.
 pub const MAX_REDIS_SERVERS: usize = 32;

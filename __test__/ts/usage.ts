@@ -47,6 +47,10 @@ async function main(): Promise<void> {
   await (await connect({ cluster: ['redis://127.0.0.1:1'] }, { lazy: true })).close()
   // @ts-expect-error the seeds are a list
   await connect({ cluster: 'redis://127.0.0.1:1' }).catch(() => {})
+  const sentinel: deadbolt.RedisSentinelTarget = { sentinels: ['redis://127.0.0.1:1'], name: 'mymaster', waitReplicas: 1 }
+  await (await connect(sentinel, { lazy: true })).close()
+  // @ts-expect-error the name is required
+  await connect({ sentinels: ['redis://127.0.0.1:1'] }).catch(() => {})
 
   // The redislock face, typed too.
   const legacy = deadbolt.createLock('redis://127.0.0.1:6379', { timeout: 1_000, retries: -1, delay: 10 })

@@ -12,7 +12,7 @@ use crate::core::options::{AcquireSpec, AutoExtend};
 use crate::core::session::Session;
 use crate::store::open::ConnectOptions;
 use crate::store::tls::TlsOptions;
-use crate::store::topology::Topology;
+use crate::store::topology::{SentinelTarget, Topology};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -42,10 +42,20 @@ pub struct NativeConnectOptions {
 /// A multi-server Redis form, checked by `lib/topology.js`.
 #[napi(object)]
 pub struct NativeTopology {
-    /// `"redlock"` or `"cluster"`.
+    /// `"redlock"`, `"cluster"` or `"sentinel"`.
     pub kind: String,
-    /// The servers' URLs.
+    /// The servers' URLs (Redlock servers, cluster seeds, sentinels).
     pub servers: Vec<String>,
+    /// Sentinel: the name of the monitored primary.
+    pub name: Option<String>,
+    /// Sentinel: the primary's username.
+    pub username: Option<String>,
+    /// Sentinel: the primary's password.
+    pub password: Option<String>,
+    /// Sentinel: replicas that must acknowledge grants and extensions. Default 0.
+    pub wait_replicas: Option<u32>,
+    /// Sentinel: how long to wait for them, in ms. Default 1 000.
+    pub wait_timeout: Option<u32>,
 }
 
 impl TryFrom<NativeTopology> for Topology {
@@ -55,6 +65,16 @@ impl TryFrom<NativeTopology> for Topology {
         match t.kind.as_str() {
             "redlock" => Ok(Topology::Redlock(t.servers)),
             "cluster" => Ok(Topology::Cluster(t.servers)),
+            "sentinel" => Ok(Topology::Sentinel(SentinelTarget {
+                sentinels: t.servers,
+                name: t.name.unwrap_or_default(),
+                username: t.username,
+                password: t.password,
+                wait_replicas: t.wait_replicas.unwrap_or(0),
+                wait_timeout_ms: t
+                    .wait_timeout
+                    .map_or(crate::limits::DEFAULT_WAIT_TIMEOUT_MS, u64::from),
+            })),
             other => Err(Error::new(
                 Status::InvalidArg,
                 format!("ERR_INVALID_ARG_VALUE: unknown topology {other:?}"),

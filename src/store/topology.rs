@@ -1,8 +1,8 @@
-//! The Redis deployments that take more than one URL: Redlock over independent servers, and
-//! a Redis Cluster named by seed nodes. `connect()` names them by the shape of its first argument; they reach the
+//! The Redis deployments that take more than one URL: Redlock over independent servers, a
+//! Redis Cluster named by seed nodes, and a primary that Redis Sentinel names. `connect()` names them by the shape of its first argument; they reach the
 //! native side as [`Topology`] in the connection options, and [`open`] builds their store.
 
-use super::redis::{RedisOptions, RedisStore};
+use super::redis::{Acks, RedisOptions, RedisStore};
 use super::redlock::RedlockStore;
 use super::{SharedStore, StoreError};
 use std::collections::hash_map::RandomState;
@@ -20,6 +20,26 @@ pub enum Topology {
     Redlock(Vec<String>),
     /// A Redis Cluster, reached through these seed nodes (the rest is discovered).
     Cluster(Vec<String>),
+    /// The primary that these sentinels name `name`.
+    Sentinel(SentinelTarget),
+}
+
+/// A Sentinel-managed primary.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct SentinelTarget {
+    /// The sentinels' URLs (with their own credentials, if any).
+    pub sentinels: Vec<String>,
+    /// The name the sentinels monitor the primary under.
+    pub name: String,
+    /// The primary's username.
+    pub username: Option<String>,
+    /// The primary's password.
+    pub password: Option<String>,
+    /// Replicas that must acknowledge every write that grants or extends a lease (`WAIT`);
+    /// 0: none.
+    pub wait_replicas: u32,
+    /// How long to wait for them, in ms.
+    pub wait_timeout_ms: u64,
 }
 
 impl Topology {
@@ -47,6 +67,13 @@ impl fmt::Debug for Topology {
             Topology::Cluster(seeds) => f
                 .debug_struct("Cluster")
                 .field("seeds", &seeds.len())
+                .field("fingerprint", &self.fingerprint())
+                .finish(),
+            Topology::Sentinel(t) => f
+                .debug_struct("Sentinel")
+                .field("sentinels", &t.sentinels.len())
+                .field("wait_replicas", &t.wait_replicas)
+                .field("wait_timeout_ms", &t.wait_timeout_ms)
                 .field("fingerprint", &self.fingerprint())
                 .finish(),
         }
@@ -82,6 +109,16 @@ pub fn open(topology: &Topology, opts: &RedisOptions) -> Result<Option<SharedSto
         Topology::Cluster(seeds) => {
             check_urls("Redis Cluster", seeds)?;
             let store = RedisStore::connect_cluster(seeds, opts)?;
+            Ok(Some(store))
+        }
+        Topology::Sentinel(t) => {
+            check_urls("Redis Sentinel", &t.sentinels)?;
+            let acks = (t.wait_replicas > 0).then_some(Acks {
+                replicas: t.wait_replicas,
+                timeout_ms: t.wait_timeout_ms,
+            });
+            let auth = (t.username.as_deref(), t.password.as_deref());
+            let store = RedisStore::connect_sentinel(&t.sentinels, &t.name, auth, opts, acks)?;
             Ok(Some(store))
         }
     }

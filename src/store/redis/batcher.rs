@@ -18,6 +18,9 @@ pub(super) struct Request {
     pub(super) cmd: redis::Cmd,
     /// The script the command runs by hash, to load it if the server answers NOSCRIPT.
     pub(super) script: Option<&'static Script>,
+    /// A `WAIT` to send right behind the command (replica acknowledgement of its write): the
+    /// reply is then `[command's reply, WAIT's reply]`.
+    pub(super) wait: Option<redis::Cmd>,
     pub(super) reply: oneshot::Sender<RedisResult<Value>>,
 }
 
@@ -79,11 +82,18 @@ async fn send_batch(
         }
     }
     let mut replies = Vec::with_capacity(batch.len());
+    let mut waits = Vec::with_capacity(batch.len());
+    let mut count = 0;
     for r in batch {
         pipe.add_command(r.cmd);
+        if let Some(wait) = &r.wait {
+            pipe.add_command(wait.clone());
+        }
+        count += 1 + usize::from(r.wait.is_some());
         replies.push((r.script, r.reply));
+        waits.push(r.wait);
     }
-    let mut results = conn.req_packed_commands(&pipe, skip, replies.len()).await;
+    let mut results = conn.req_packed_commands(&pipe, skip, count).await;
     if results.as_ref().is_err_and(is_reconnectable) {
         crate::debug!(
             "redis: the connection broke; sending {} command(s) again on a new one",
@@ -91,10 +101,10 @@ async fn send_batch(
         );
         // The connection broke (a server restart, a killed client): the manager reconnects,
         // and every script here is safe to send again (see `scripts`).
-        results = conn.req_packed_commands(&pipe, skip, replies.len()).await;
+        results = conn.req_packed_commands(&pipe, skip, count).await;
     }
     let values = match results {
-        Ok(values) if values.len() == replies.len() => values,
+        Ok(values) if values.len() == count => values,
         Ok(values) => {
             let message = format!("expected {} replies, got {}", replies.len(), values.len());
             for (_, reply) in replies {
@@ -116,26 +126,48 @@ async fn send_batch(
             return;
         }
     };
-    for (((script, reply), value), cmd) in replies
-        .into_iter()
-        .zip(values)
-        .zip(pipe.cmd_iter().skip(skip))
-    {
+    let mut values = values.into_iter();
+    let mut cmds = pipe.cmd_iter().skip(skip);
+    for ((script, reply), wait) in replies.into_iter().zip(waits) {
+        let (Some(value), Some(cmd)) = (values.next(), cmds.next()) else {
+            return;
+        };
+        let waited = match wait {
+            Some(_) => {
+                cmds.next();
+                values.next()
+            }
+            None => None,
+        };
         let result = match value {
             Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript) => {
-                // The script cache is empty (a restart, SCRIPT FLUSH): load it and ask again,
-                // and load them all before the next batch.
+                // The script cache is empty (a restart, SCRIPT FLUSH): load it and ask again
+                // (with its WAIT), and load them all before the next batch.
                 scripts_missing.store(true, Ordering::Release);
                 match script {
                     Some(script) => match script.prepare_invoke().load_async(&mut conn).await {
-                        Ok(_) => conn.req_packed_command(cmd).await,
+                        Ok(_) => match &wait {
+                            Some(w) => {
+                                let mut again = redis::pipe();
+                                again.add_command(cmd.clone()).add_command(w.clone());
+                                conn.req_packed_commands(&again, 0, 2)
+                                    .await
+                                    .map(Value::Array)
+                            }
+                            None => conn.req_packed_command(cmd).await,
+                        },
                         Err(e) => Err(e),
                     },
                     None => Err(e.into()),
                 }
             }
             Value::ServerError(e) => Err(e.into()),
-            v => Ok(v),
+            v => match waited {
+                // WAIT refused (a replica: the primary changed) fails the whole request.
+                Some(Value::ServerError(e)) => Err(e.into()),
+                Some(w) => Ok(Value::Array(vec![v, w])),
+                None => Ok(v),
+            },
         };
         let _ = reply.send(result);
     }

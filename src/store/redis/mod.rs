@@ -9,6 +9,7 @@ mod cluster;
 pub mod keys;
 mod pubsub;
 mod scripts;
+mod sentinel;
 mod tls_client;
 
 use crate::store::tls::TlsOptions;
@@ -70,6 +71,15 @@ fn token_reply(v: Value) -> StoreResult<Option<u64>> {
     }
 }
 
+/// One extension's reply in a pipeline: 1 owned, 0 not.
+fn extend_reply(v: Value) -> StoreResult<bool> {
+    match v {
+        Value::Int(n) => Ok(n == 1),
+        Value::ServerError(e) => Err(StoreError::new(ErrorKind::Server, format!("{e:?}"))),
+        other => Err(StoreError::internal(format!("unexpected reply {other:?}"))),
+    }
+}
+
 /// Reply of the inspect script: value, pttl, has-data flag, data.
 type InspectReply = Option<(Vec<u8>, i64, i64, Vec<u8>)>;
 
@@ -95,16 +105,73 @@ impl Default for RedisOptions {
     }
 }
 
+/// One server: one multiplexed connection, written to through the batcher.
+struct Node {
+    client: Client,
+    conn: ConnectionManager,
+    batcher: mpsc::UnboundedSender<Request>,
+}
+
+impl Node {
+    /// The connection (opened lazily) and batcher for `client`. Must run inside a runtime.
+    fn open(client: Client, opts: &RedisOptions, ordered: bool) -> StoreResult<Node> {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_millis(opts.connect_timeout_ms)))
+            .set_response_timeout(Some(Duration::from_millis(opts.response_timeout_ms)))
+            // Reconnect a couple of times, then report: a lock call must fail in bounded time.
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|e| StoreError::invalid(e.to_string()))?;
+        let (batcher, requests) = mpsc::unbounded_channel();
+        tokio::spawn(batch_loop(conn.clone(), requests, ordered));
+        Ok(Node {
+            client,
+            conn,
+            batcher,
+        })
+    }
+
+    /// Sends one command (and a `WAIT` behind it) through the batcher.
+    async fn send(
+        &self,
+        cmd: redis::Cmd,
+        script: Option<&'static redis::Script>,
+        wait: Option<redis::Cmd>,
+    ) -> StoreResult<Value> {
+        let (reply, rx) = oneshot::channel();
+        self.batcher
+            .send(Request {
+                cmd,
+                script,
+                wait,
+                reply,
+            })
+            .map_err(|_| closed())?;
+        match rx.await {
+            Ok(result) => result.map_err(store_err),
+            Err(_) => Err(closed()),
+        }
+    }
+}
+
 /// How a store reaches Redis.
 enum Link {
-    /// One server: one multiplexed connection, written to through the batcher.
-    Single {
-        client: Client,
-        conn: ConnectionManager,
-        batcher: mpsc::UnboundedSender<Request>,
-    },
+    /// One server.
+    Single(Arc<Node>),
     /// A Redis Cluster.
     Cluster(cluster::Cluster),
+    /// The primary that Redis Sentinel names, followed across failovers.
+    Sentinel(Box<sentinel::Sentinel>),
+}
+
+/// Replica acknowledgement asked of every write that grants or extends a lease (`WAIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acks {
+    /// Replicas that must have the write.
+    pub replicas: u32,
+    /// How long to wait for them, in ms.
+    pub timeout_ms: u64,
 }
 
 /// A Redis server (or cluster) reached over shared multiplexed connections.
@@ -112,6 +179,8 @@ pub struct RedisStore {
     /// Itself, for the subscriber's reader task.
     me: Weak<RedisStore>,
     link: Link,
+    /// Replica acknowledgement of grants and extensions (Sentinel's `waitReplicas`).
+    acks: Option<Acks>,
     closed: AtomicBool,
     connect_timeout_ms: u64,
     subscriber: AsyncMutex<Option<PubSubSink>>,
@@ -142,30 +211,41 @@ impl RedisStore {
             Some(tls) => tls_client::tls_client(url, tls)?,
             None => Client::open(url).map_err(|e| StoreError::invalid(e.to_string()))?,
         };
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_millis(opts.connect_timeout_ms)))
-            .set_response_timeout(Some(Duration::from_millis(opts.response_timeout_ms)))
-            // Reconnect a couple of times, then report: a lock call must fail in bounded time.
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(200));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|e| StoreError::invalid(e.to_string()))?;
-        let (batcher, requests) = mpsc::unbounded_channel();
-        tokio::spawn(batch_loop(conn.clone(), requests, ordered));
+        let node = Node::open(client, opts, ordered)?;
+        Ok(Self::with_link(Link::Single(Arc::new(node)), opts, None))
+    }
+
+    fn with_link(link: Link, opts: &RedisOptions, acks: Option<Acks>) -> Arc<RedisStore> {
         let (released, _) = broadcast::channel(1024);
-        Ok(Arc::new_cyclic(|me| RedisStore {
+        Arc::new_cyclic(|me| RedisStore {
             me: me.clone(),
-            link: Link::Single {
-                client,
-                conn,
-                batcher,
-            },
+            link,
+            acks,
             closed: AtomicBool::new(false),
             connect_timeout_ms: opts.connect_timeout_ms,
             subscriber: AsyncMutex::new(None),
             watched: Mutex::new(HashMap::new()),
             released,
-        }))
+        })
+    }
+
+    /// The primary that the sentinels `sentinels` name `name` (followed across failovers),
+    /// with `opts.tls` for `rediss://` URLs and `auth` (username, password) for the primary.
+    /// `acks`: wait for replicas to have every write that grants or extends a lease. No I/O
+    /// happens until the first operation. Must be called inside a tokio runtime.
+    pub fn connect_sentinel(
+        sentinels: &[String],
+        name: &str,
+        auth: (Option<&str>, Option<&str>),
+        opts: &RedisOptions,
+        acks: Option<Acks>,
+    ) -> StoreResult<Arc<RedisStore>> {
+        let sentinel = sentinel::Sentinel::connect(sentinels, name, auth, opts)?;
+        Ok(Self::with_link(
+            Link::Sentinel(Box::new(sentinel)),
+            opts,
+            acks,
+        ))
     }
 
     /// A Redis Cluster reached through `seeds` (the other nodes are discovered), with
@@ -184,6 +264,7 @@ impl RedisStore {
             RedisStore {
                 me: me.clone(),
                 link: Link::Cluster(cluster),
+                acks: None,
                 closed: AtomicBool::new(false),
                 connect_timeout_ms: opts.connect_timeout_ms,
                 subscriber: AsyncMutex::new(None),
@@ -197,7 +278,7 @@ impl RedisStore {
     fn sharded(&self) -> &'static [u8] {
         match self.link {
             Link::Cluster(_) => b"1",
-            Link::Single { .. } => b"0",
+            Link::Single(_) | Link::Sentinel(_) => b"0",
         }
     }
 
@@ -208,26 +289,62 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Sends one command: through the batcher to one server, or routed by its first key in a
-    /// cluster.
+    /// Sends one command: through the batcher to one server (the primary, under Sentinel), or
+    /// routed by its first key in a cluster.
     async fn exec(
         &self,
         cmd: redis::Cmd,
         script: Option<&'static redis::Script>,
     ) -> StoreResult<Value> {
+        self.exec_with(cmd, script, None).await
+    }
+
+    async fn exec_with(
+        &self,
+        cmd: redis::Cmd,
+        script: Option<&'static redis::Script>,
+        wait: Option<redis::Cmd>,
+    ) -> StoreResult<Value> {
         self.check_open()?;
-        let batcher = match &self.link {
-            Link::Single { batcher, .. } => batcher,
-            Link::Cluster(c) => return c.exec(&cmd, script).await.map_err(store_err),
-        };
-        let (reply, rx) = oneshot::channel();
-        batcher
-            .send(Request { cmd, script, reply })
-            .map_err(|_| closed())?;
-        match rx.await {
-            Ok(result) => result.map_err(store_err),
-            Err(_) => Err(closed()),
+        match &self.link {
+            Link::Single(node) => node.send(cmd, script, wait).await,
+            Link::Cluster(c) => c.exec(&cmd, script).await.map_err(store_err),
+            Link::Sentinel(s) => s.send(cmd, script, wait).await,
         }
+    }
+
+    /// [`RedisStore::exec`] for a write that grants or extends a lease: with `acks`, a `WAIT`
+    /// goes right behind it. Returns the reply and whether enough replicas acknowledged.
+    async fn exec_acked(
+        &self,
+        cmd: redis::Cmd,
+        script: &'static redis::Script,
+    ) -> StoreResult<(Value, bool)> {
+        let Some(acks) = self.acks else {
+            return Ok((self.exec(cmd, Some(script)).await?, true));
+        };
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(acks.replicas).arg(acks.timeout_ms);
+        match self.exec_with(cmd, Some(script), Some(wait)).await? {
+            Value::Array(mut parts) if parts.len() == 2 => {
+                let acked = parse::<i64>(parts.pop().unwrap_or(Value::Nil))?;
+                let reply = parts.pop().unwrap_or(Value::Nil);
+                Ok((reply, acked >= i64::from(acks.replicas)))
+            }
+            other => Err(StoreError::internal(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// The error for a write that too few replicas acknowledged.
+    fn not_acked(&self) -> StoreError {
+        let acks = self.acks.unwrap_or(Acks {
+            replicas: 0,
+            timeout_ms: 0,
+        });
+        StoreError::timeout(format!(
+            "the write was not acknowledged by {} replica(s) within {} ms (waitReplicas)",
+            acks.replicas, acks.timeout_ms
+        ))
     }
 
     /// See [`LockStore::try_acquire`].
@@ -254,7 +371,14 @@ impl RedisStore {
             &[key.as_bytes(), &fence, &data_k, legacy.as_bytes()],
             &[owner.as_bytes(), ttl.as_bytes(), with_token, flag, payload],
         );
-        token_reply(self.exec(cmd, Some(&ACQUIRE)).await?)
+        let (reply, acked) = self.exec_acked(cmd, &ACQUIRE).await?;
+        let token = token_reply(reply)?;
+        if token.is_some() && !acked {
+            // A grant the replicas may not have could vanish in a failover: give it back.
+            let _ = RedisStore::release(self, key, owner).await;
+            return Err(self.not_acked());
+        }
+        Ok(token)
     }
 
     /// See [`LockStore::extend`].
@@ -276,7 +400,12 @@ impl RedisStore {
             &[key.as_bytes(), &data_k],
             &[owner.as_bytes(), ttl.as_bytes(), flag],
         );
-        parse::<i64>(self.exec(cmd, Some(&EXTEND)).await?).map(|n| n == 1)
+        let (reply, acked) = self.exec_acked(cmd, &EXTEND).await?;
+        let owned = parse::<i64>(reply)? == 1;
+        if owned && !acked {
+            return Err(self.not_acked());
+        }
+        Ok(owned)
     }
 
     /// Extends many leases in one pipelined round trip.
@@ -291,7 +420,11 @@ impl RedisStore {
             return items.iter().map(|_| Err(e.clone())).collect();
         }
         let mut conn = match &self.link {
-            Link::Single { conn, .. } => conn.clone(),
+            Link::Single(node) => node.conn.clone(),
+            Link::Sentinel(s) => match s.node().await {
+                Ok(node) => node.conn.clone(),
+                Err(e) => return items.iter().map(|_| Err(e.clone())).collect(),
+            },
             Link::Cluster(c) => {
                 let cmd = |item: &ExtendItem| {
                     let ttl = item.ttl_ms.to_string();
@@ -322,6 +455,10 @@ impl RedisStore {
                 .arg(item.ttl_ms)
                 .arg(if item.has_data { "1" } else { "0" });
         }
+        if let Some(acks) = self.acks {
+            // The replicas must have the new leases too (its reply comes last).
+            pipe.cmd("WAIT").arg(acks.replicas).arg(acks.timeout_ms);
+        }
         let mut first = pipe.query_async::<Vec<Value>>(&mut conn).await;
         if first.as_ref().is_err_and(is_reconnectable) {
             first = pipe.query_async::<Vec<Value>>(&mut conn).await;
@@ -338,17 +475,20 @@ impl RedisStore {
                 first = pipe.query_async::<Vec<Value>>(&mut conn).await;
             }
         }
+        if let (Link::Sentinel(sentinel), Err(e)) = (&self.link, &first) {
+            // Perhaps the primary changed: look it up for the next batch.
+            sentinel.check_after(&store_err(e.clone())).await;
+        }
         match first {
-            Ok(values) => values
-                .into_iter()
-                .map(|v| match v {
-                    Value::Int(n) => Ok(n == 1),
-                    Value::ServerError(e) => {
-                        Err(StoreError::new(ErrorKind::Server, format!("{e:?}")))
-                    }
-                    other => Err(StoreError::internal(format!("unexpected reply {other:?}"))),
-                })
-                .collect(),
+            Ok(mut values) if self.acks.is_some() => {
+                let acked = values.pop().and_then(|v| parse::<i64>(v).ok()).unwrap_or(0);
+                if acked < i64::from(self.acks.map_or(0, |a| a.replicas)) {
+                    let e = self.not_acked();
+                    return items.iter().map(|_| Err(e.clone())).collect();
+                }
+                values.into_iter().map(extend_reply).collect()
+            }
+            Ok(values) => values.into_iter().map(extend_reply).collect(),
             Err(e) => {
                 let e = store_err(e);
                 items.iter().map(|_| Err(e.clone())).collect()
@@ -412,7 +552,15 @@ impl RedisStore {
                 with_token,
             ],
         );
-        token_reply(self.exec(cmd, Some(&HANDOFF)).await?)
+        let (reply, acked) = self.exec_acked(cmd, &HANDOFF).await?;
+        let token = token_reply(reply)?;
+        if token.is_some() && !acked {
+            // The next owner's grant may vanish in a failover: give it back (the caller's
+            // lock went with the handoff); the waiter acquires anew.
+            let _ = RedisStore::release(self, key, next.owner).await;
+            return Err(self.not_acked());
+        }
+        Ok(token)
     }
 
     /// If `owner` still holds `key`, lifts the fencing counter of its slot to at least `token`
@@ -570,7 +718,7 @@ impl OperatorTools for RedisStore {
             self.check_open()?;
             // SCAN walks one node: every primary of a cluster in turn.
             let nodes = match &self.link {
-                Link::Single { .. } => vec![None],
+                Link::Single(_) | Link::Sentinel(_) => vec![None],
                 Link::Cluster(c) => c
                     .primaries()
                     .await
@@ -626,7 +774,8 @@ impl RedisStore {
             .arg(1000);
         let reply = match (&self.link, node) {
             (Link::Cluster(c), Some((host, port))) => c.on_node(host, *port, cmd).await,
-            (Link::Single { conn, .. }, _) => cmd.query_async(&mut conn.clone()).await,
+            (Link::Single(n), _) => cmd.query_async(&mut n.conn.clone()).await,
+            (Link::Sentinel(s), _) => cmd.query_async(&mut s.node().await?.conn.clone()).await,
             (Link::Cluster(_), None) => return Err(StoreError::internal("SCAN needs a node")),
         };
         parse(reply.map_err(store_err)?)

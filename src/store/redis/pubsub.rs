@@ -110,8 +110,10 @@ impl RedisStore {
         if let Some(sink) = guard.as_ref() {
             return Some(sink.clone());
         }
-        let Link::Single { client, .. } = &self.link else {
-            return None;
+        let client = match &self.link {
+            Link::Single(node) => node.client.clone(),
+            Link::Sentinel(s) => s.node().await.ok()?.client.clone(),
+            Link::Cluster(_) => return None,
         };
         let pubsub = tokio::time::timeout(
             Duration::from_millis(self.connect_timeout_ms),

@@ -1,0 +1,93 @@
+'use strict'
+// A Sentinel-managed primary (one replica, three sentinels, all throwaway) failing over
+// (SENTINEL FAILOVER) while processes take turns on a key and a lock is kept alive by its
+// heartbeat, every grant and extension acknowledged by the replica (waitReplicas: 1).
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn, execFileSync } = require('node:child_process')
+const path = require('node:path')
+const Redis = require('ioredis')
+const { connect } = require('..')
+const { prefix, eventually } = require('./helpers')
+const { startRedisSentinel, startRedis } = require('./fixtures/redis-server')
+
+/** A turns.js worker that tolerates store failures; `children` collects it for clean-up. */
+function turns(target, key, counterUrl, children) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'turns.js'), JSON.stringify(target), key, '0', counterUrl], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TURNS_TOLERATE: '1' } })
+    children.push(child)
+    let out = ''
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (d) => { out += d })
+    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`worker exited with ${code}`))))
+  })
+}
+
+function linkUp(port) {
+  try {
+    return execFileSync('redis-cli', ['-p', String(port), 'info', 'replication'], { encoding: 'utf8' }).includes('master_link_status:up')
+  } catch {
+    return false // the failover closes connections
+  }
+}
+
+test('a failover under load: no overlap, holders keep their lock or hear it lost, and locks, heartbeats and wake-ups work on the new primary', async (t) => {
+  const sentinel = await startRedisSentinel(t, 1)
+  if (!sentinel) return
+  const counter = await startRedis()
+  const target = { sentinels: sentinel.urls, name: sentinel.name, waitReplicas: 1, waitTimeout: 300 }
+  const locks = await connect(target, { responseTimeout: 1000 })
+  // Another engine (other options), as another process would be.
+  const other = await connect(target, { responseTimeout: 1500 })
+  const r = new Redis(counter.url)
+  const children = []
+  try {
+    const k = prefix('sentinel') + 'turns'
+    let lost = null
+    const kept = await locks.acquire(prefix('sentinel') + 'kept', { ttl: 2000, autoExtend: true, extendEvery: 200, onLost: (e) => { lost = e } })
+    const runs = [0, 1, 2].map(() => turns(target, k, counter.url, children))
+    while (Number(await r.get(`${k}:seq`)) < 50) await new Promise((res) => setTimeout(res, 20))
+    const [old, replica] = sentinel.servers
+    await sentinel.failover()
+    await eventually(async () => (await sentinel.primaryPort()) === replica.port, 10_000, 'the replica to be promoted')
+    await eventually(() => linkUp(old.port), 20_000, 'the old primary to follow the new one')
+    const before = Number(await r.get(`${k}:seq`))
+    await eventually(async () => Number(await r.get(`${k}:seq`)) >= before + 50, 30_000, '50 more turns')
+    await r.set(`${k}:stop`, '1')
+    const lines = (await Promise.all(runs)).join('').trim().split('\n').filter((l) => l !== 'error')
+    assert.equal(lines.filter((l) => l.startsWith('lost')).length, 0, 'no turn outlived its lock')
+    const sections = lines.map((l) => l.split(' ')).map(([seq, token, inside]) => ({ seq: Number(seq), token: BigInt(token), inside: Number(inside) }))
+    assert.ok(sections.every((s) => s.inside === 1), 'nobody else was inside')
+    sections.sort((a, b) => a.seq - b.seq)
+    for (let i = 1; i < sections.length; i++) assert.ok(sections[i].token > sections[i - 1].token)
+    // The heartbeat's lock: still held and the new primary agrees, or visibly lost.
+    if (lost === null) {
+      assert.equal(kept.held, true)
+      assert.equal((await locks.inspect(kept.key)).owner, kept.owner)
+      assert.equal(await kept.release(), true)
+    } else {
+      assert.equal(kept.held, false)
+      assert.equal(kept.signal.aborted, true)
+    }
+    // Locks and wake-ups on the new primary: a waiter in the other engine, polling only every
+    // 5 s, is woken by the release.
+    const k2 = prefix('sentinel') + 'after'
+    const first = await locks.acquire(k2)
+    const waiting = other.acquire(k2, { wait: 10_000, retryDelay: 5000, jitter: 0 })
+    await eventually(() => other.stats().waiting === 1, 5000, 'the waiter to queue')
+    const releasedAt = Date.now()
+    await first.release()
+    const second = await waiting
+    assert.ok(Date.now() - releasedAt < 2500, 'woken by the release, not by the 5 s poll')
+    assert.ok(second.fencingToken > first.fencingToken)
+    await second.release()
+  } finally {
+    for (const child of children) child.kill('SIGKILL')
+    r.disconnect()
+    await locks.close()
+    await other.close()
+    await counter.kill()
+    await sentinel.stop()
+  }
+})
