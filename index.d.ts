@@ -319,7 +319,11 @@ export declare function connect(url: string | RedlockServers | RedisClusterTarge
 
 // ───────────────────────────── redislock face ─────────────────────────────
 
-/** What `createLock` accepts as a client: it is only read, never patched. */
+/**
+ * What `createLock` accepts as a client: it is only read, never patched. Besides URLs and
+ * options: node_redis v3, node-redis v4/v5 and ioredis clients, and the cluster clients of
+ * ioredis (`Cluster`) and node-redis (`createCluster`; v4 once connected), whose nodes it reads.
+ */
 export type RedisClientLike =
   | string
   | { url?: string; host?: string; port?: number; path?: string; db?: number; database?: number; username?: string; password?: string; tls?: boolean | TlsOptions; socket?: unknown }

@@ -22,7 +22,9 @@ const acquiredLocks = new Set()
 const clients = new Map()
 
 function clientFor({ url, tls }) {
-  const id = tls === undefined ? url : `${url}\0${tlsFingerprint(tls)}`
+  // A cluster client's target is { cluster: [urls] }.
+  const where = typeof url === 'string' ? url : JSON.stringify(url)
+  const id = tls === undefined ? where : `${where}\0${tlsFingerprint(tls)}`
   let client = clients.get(id)
   if (client === undefined) {
     client = new LockClient(url, tls === undefined ? {} : { tls })
@@ -56,7 +58,8 @@ function settle(promise, fn) {
 
 class Lock {
   /**
-   * @param {unknown} client node_redis v3, node-redis v4/v5, ioredis, a URL or options
+   * @param {unknown} client node_redis v3, node-redis v4/v5, ioredis, an ioredis Cluster, a
+   *   node-redis cluster, a URL or options
    * @param {{timeout?: number, retries?: number, delay?: number}} [options]
    */
   constructor(client, options) {

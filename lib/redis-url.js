@@ -1,5 +1,6 @@
 'use strict'
-// Turns what a redislock user passes as "client" into a connection URL for the native side.
+// Turns what a redislock user passes as "client" into a connection URL for the native side
+// (or, for a cluster client, the cluster's node URLs).
 // The user's client is only read, never patched: deadbolt opens its own connection to the
 // same server (host, port or socket path, db, credentials, TLS), trusting the same CA and
 // presenting the same client certificate.
@@ -146,7 +147,8 @@ function tlsOfIoredis(c, name = 'client.options.tls') {
 /**
  * @param {unknown} client a node_redis v3, node-redis v4/v5 or ioredis client, a redis:// or
  *   rediss:// URL, or an options object { url?, host?, port?, path?, db?, username?, password?, tls? }
- * @returns {string} a URL the native side understands
+ * @returns {string | { cluster: string[] }} a URL the native side understands (a cluster
+ *   client: its nodes)
  */
 function toRedisUrl(client, name = 'client') {
   return toRedisTarget(client, name).url
@@ -154,13 +156,50 @@ function toRedisUrl(client, name = 'client') {
 
 /**
  * Like `toRedisUrl`, with the client's TLS material: `{ url, tls }`, `tls` being undefined or
- * what `normalizeTls` returns. Bad TLS material throws here, before any I/O.
+ * what `normalizeTls` returns; for a cluster client (ioredis `Cluster`, node-redis
+ * `createCluster`), `url` is `{ cluster: [node URLs] }`, what `connect()` takes. Bad TLS
+ * material throws here, before any I/O.
  */
 function toRedisTarget(client, name = 'client') {
   const target = targetOf(client, name)
   // UTF-8 has no encoding for a lone surrogate: two distinct URLs (or passwords) would be one.
-  if (!target.url.isWellFormed()) throw invalid(name, 'must not contain lone surrogates (they have no UTF-8 encoding)')
+  const urls = typeof target.url === 'string' ? [target.url] : target.url.cluster
+  if (!urls.every((u) => u.isWellFormed())) throw invalid(name, 'must not contain lone surrogates (they have no UTF-8 encoding)')
   return target
+}
+
+/**
+ * ioredis `Cluster`: its startup nodes (ports, "host:port" or URL strings, { host, port }),
+ * reached with the options every node connection uses (`redisOptions`: credentials, TLS).
+ */
+function fromIoredisCluster(c) {
+  const ro = (c.options && c.options.redisOptions) || {}
+  const auth = defined({ username: ro.username, password: ro.password, tls: ro.tls ? true : undefined })
+  const nodes = (c.startupNodes || []).map((n) => {
+    if (typeof n === 'number') return build({ ...auth, port: n })
+    if (typeof n === 'string') {
+      if (/^rediss?:\/\//i.test(n)) return fromUrlString(n, auth)
+      const at = n.lastIndexOf(':')
+      return build({ ...auth, ...defined(at > 0 ? { host: n.slice(0, at), port: n.slice(at + 1) } : { host: n }) })
+    }
+    return build({ ...auth, ...defined({ host: n && n.host, port: n && n.port }) })
+  })
+  if (nodes.length === 0) throw invalid('client', 'is an ioredis Cluster without startup nodes')
+  return { url: { cluster: nodes }, tls: tlsFrom(ro.tls, 'client.options.redisOptions.tls') }
+}
+
+/**
+ * node-redis `createCluster()` client: v5 keeps its `rootNodes` and `defaults` (credentials,
+ * socket/TLS) readable; v4 hides them, so its nodes are read from `masters` once connected.
+ */
+function fromNodeRedisCluster(c) {
+  const o = c._options || {}
+  const d = o.defaults || {}
+  let roots = Array.isArray(o.rootNodes) ? o.rootNodes : []
+  if (roots.length === 0) roots = (c.masters || []).map((m) => ({ socket: { host: m.host, port: m.port } }))
+  if (roots.length === 0) throw invalid('client', 'is a node-redis cluster whose nodes cannot be read: connect it first')
+  const nodes = roots.map((n) => fromNodeRedis4({ options: { ...d, ...n, socket: { ...(d.socket || {}), ...(n.socket || {}) } } }))
+  return { url: { cluster: nodes }, tls: tlsOfNodeRedis4({ options: d }, 'client.options.defaults.socket') }
 }
 
 const OPTION_KEYS = ['url', 'host', 'port', 'path', 'socket', 'db', 'database', 'username', 'password', 'tls']
@@ -176,6 +215,9 @@ function targetOf(client, name) {
   if (client === null || typeof client !== 'object') {
     throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', client)
   }
+  // Clusters first: an ioredis Cluster also has `options` and `status`.
+  if (client.isCluster === true && Array.isArray(client.startupNodes)) return fromIoredisCluster(client)
+  if (typeof client.getMasters === 'function' && typeof client.isOpen === 'boolean' && 'masters' in client) return fromNodeRedisCluster(client)
   if (client.connection_options !== undefined || typeof client.send_command === 'function') {
     return { url: fromNodeRedis3(client), tls: tlsOfNodeRedis3(client) }
   }
