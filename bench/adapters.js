@@ -284,6 +284,73 @@ function redisSemaphore(url) {
   }
 }
 
+// ───────────── several servers: Redlock (N independent servers) and Redis Cluster ─────────────
+// Used by bench/multi.js (not by run.js's table of single-server peers).
+
+/** node-redlock 4 over N independent servers, or over one ioredis Cluster (`cluster: true`). */
+function redlockOver(urls, cluster) {
+  const Redlock = require('redlock')
+  const Redis = require('ioredis')
+  let clients
+  let rl
+  return {
+    async open() {
+      clients = cluster ? [new Redis.Cluster(urls.map((u) => redisHostPort(u)))] : urls.map((u) => new Redis(u))
+      await Promise.all(clients.map((c) => c.ping()))
+      rl = new Redlock(clients, { retryCount: -1, retryDelay: SETTINGS.retryDelay, retryJitter: SETTINGS.redlockJitter, driftFactor: 0.01 })
+      rl.on('clientError', () => {})
+    },
+    newLocker() {
+      let lock = null
+      return {
+        async acquire(key) {
+          lock = await rl.lock(key, SETTINGS.ttl)
+        },
+        release() {
+          const l = lock
+          lock = null
+          return l.unlock()
+        },
+        held: () => lock !== null && lock.expiration > Date.now(),
+      }
+    },
+    async close() {
+      for (const c of clients) c.disconnect()
+    },
+  }
+}
+
+/** redis-semaphore 5's RedlockMutex over N independent servers. */
+function redlockMutex(urls) {
+  const { RedlockMutex } = require('redis-semaphore')
+  const Redis = require('ioredis')
+  let clients
+  return {
+    async open() {
+      clients = urls.map((u) => new Redis(u))
+      await Promise.all(clients.map((c) => c.ping()))
+    },
+    newLocker() {
+      let m = null
+      return {
+        async acquire(key) {
+          m = new RedlockMutex(clients, key, { lockTimeout: SETTINGS.ttl, acquireTimeout: Infinity, retryInterval: SETTINGS.retryDelay, refreshInterval: 0, onLockLost: () => {} })
+          await m.acquire()
+        },
+        release() {
+          const x = m
+          m = null
+          return x.release()
+        },
+        held: () => m !== null && m.isAcquired,
+      }
+    },
+    async close() {
+      for (const c of clients) c.disconnect()
+    },
+  }
+}
+
 // ───────────────────────────── raw ioredis: SET NX PX + compare-and-delete ─────────────────────────────
 
 function rawIoredis(url) {
@@ -402,5 +469,16 @@ const LIBS = {
 }
 LIBS.deadbolt.deadbolt = true
 LIBS['deadbolt-redislock'].deadbolt = true
+// bench/multi.js: backends of several servers; `probe` names the one server whose counters
+// the worker's probe reads (only the client-side figures are reported for them).
+for (const n of [3, 5]) {
+  const b = `redlock${n}`
+  const probe = (u) => u[b][0]
+  LIBS[`deadbolt-redlock${n}`] = { label: `deadbolt, Redlock over ${n}`, backend: b, make: (u) => deadbolt(u[b]), scenarios: [1, 2, 3], deadbolt: true, probe }
+  LIBS[`redlock-redlock${n}`] = { label: `redlock 4 over ${n} (ioredis)`, backend: b, make: (u) => redlockOver(u[b], false), scenarios: [1, 2, 3], probe }
+  LIBS[`semaphore-redlock${n}`] = { label: `redis-semaphore 5 RedlockMutex over ${n}`, backend: b, make: (u) => redlockMutex(u[b]), scenarios: [1, 2, 3], probe }
+}
+LIBS['deadbolt-cluster'] = { label: 'deadbolt, Redis Cluster', backend: 'cluster', make: (u) => deadbolt({ cluster: u.cluster }), scenarios: [1, 2, 3], deadbolt: true, probe: (u) => u.cluster[0] }
+LIBS['redlock-cluster'] = { label: 'redlock 4 on an ioredis Cluster', backend: 'cluster', make: (u) => redlockOver(u.cluster, true), scenarios: [1, 2, 3], probe: (u) => u.cluster[0] }
 
 module.exports = { LIBS, SETTINGS, loadDeadbolt, deadboltFingerprint, loadedBuild: () => loadedBuild }

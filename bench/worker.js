@@ -438,7 +438,7 @@ async function main() {
   if (!spec) throw new Error(`unknown library "${libId}" (known: ${Object.keys(LIBS).join(', ')})`)
   const urls = cfg.urls || { redis: 'redis://127.0.0.1:6379', mysql: 'mysql://root@127.0.0.1:3306/test' }
   phase = 'probe'
-  const probe = spec.backend === 'redis' ? new RedisProbe(urls.redis) : new MysqlProbe(urls.mysql, cfg.mysqlPid)
+  const probe = spec.backend === 'mysql' ? new MysqlProbe(urls.mysql, cfg.mysqlPid) : new RedisProbe(spec.probe ? spec.probe(urls) : urls.redis)
   await probe.open()
   const baseConns = await probe.connections()
   phase = 'open'
