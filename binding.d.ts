@@ -156,6 +156,8 @@ export interface NativeLimits {
   defaultTable: string
   /** Longest table name. */
   maxTableNameBytes: number
+  /** Most keys one `acquireAll` takes. */
+  maxKeysPerCall: number
 }
 
 /** Who holds a lock, as `inspect` reads it. */

@@ -147,6 +147,14 @@ export interface AcquireOptions {
    * rethrown as an uncaught exception, as one thrown by an event listener would be.
    */
   onLost?: (err: LockLostError) => void
+  /**
+   * Opt-in reentrancy within this client: if the client already holds `key` through a
+   * reentrant acquisition, resolve at once with another hold on the same lock (same lease,
+   * fencing token, heartbeat and data) instead of waiting for itself. The lock is released
+   * when its last hold is released. A nested hold's own options only bound its wait and add
+   * its `onLost`. Default false.
+   */
+  reentrant?: boolean
 }
 
 /** Who holds a lock. */
@@ -187,6 +195,24 @@ export declare class Lock implements AsyncDisposable {
   /** Idempotent: true if this call released it, false if it was already released, expired or taken. */
   release(): Promise<boolean>
   /** Releases the lock (`await using`). */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Several locks held together: obtain one from `LockClient#acquireAll`. */
+export declare class MultiLock implements AsyncDisposable {
+  /** The keys, in the order they were given. */
+  readonly keys: string[]
+  /** One lock per key, in the same order (each with its own fencing token). */
+  readonly locks: Lock[]
+  /** True while every lock is held. */
+  readonly held: boolean
+  /** Aborted with the first LockLostError when any of the locks is lost. */
+  readonly signal: AbortSignal
+  /** Sets the remaining lease of every lock; rejects with the first LockExtendError. */
+  extend(ttl?: number): Promise<void>
+  /** Releases every lock; true if this call released them all. */
+  release(): Promise<boolean>
+  /** Releases every lock (`await using`). */
   [Symbol.asyncDispose](): Promise<void>
 }
 
@@ -232,6 +258,14 @@ export interface LockClientStats {
 export declare class LockClient implements AsyncDisposable {
   /** Acquires `key`, waiting up to `wait` ms; rejects with LockAcquisitionError if still busy. */
   acquire(key: string, options?: AcquireOptions): Promise<Lock>
+  /**
+   * Acquires every key (at most 1 000, distinct), holding all or none: keys are taken in one
+   * order every process agrees on, so acquireAll calls over overlapping sets never deadlock.
+   * `options.wait` bounds the whole set; `onLost` is called once, for the first lock lost.
+   * Rejects, holding none, with the error that stopped it (LockAcquisitionError when a key
+   * stayed busy). `reentrant` is not supported here.
+   */
+  acquireAll(keys: readonly string[], options?: AcquireOptions): Promise<MultiLock>
   /** Acquires `key` if free (no wait by default); resolves null when busy. */
   tryAcquire(key: string, options?: AcquireOptions): Promise<Lock | null>
   /**

@@ -13,6 +13,8 @@ const { normalizeTls } = require('./tls')
 const { Lock, RELEASED } = require('./lock')
 const { PendingAcquire, abortReason } = require('./pending')
 const { Election } = require('./election')
+const { acquireReentrant } = require('./reentrant')
+const { acquireAll } = require('./multilock')
 const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 
 const { own } = v
@@ -56,6 +58,8 @@ class LockClient {
     // util.inspect or JSON.stringify of the client).
     this._native_ = new Native(url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize, tls }))
     this._closed = false
+    // Reentrant locks by key (lib/reentrant.js).
+    this._reentries = new Map()
   }
 
   /** The resolved options of a call that passed none (cached: they never change). */
@@ -94,6 +98,12 @@ class LockClient {
     } catch (err) {
       return Promise.reject(err)
     }
+    if (o.reentrant) return acquireReentrant(this, key, o, raise)
+    return this._acquireResolved(native, key, o, raise)
+  }
+
+  /** One acquisition with resolved options `o` (see resolveAcquireOptions). */
+  _acquireResolved(native, key, o, raise) {
     return new Promise((resolve, reject) => {
       const ownerSeq = ++this._owners
       const owner = this._ownerPrefix + ownerSeq.toString(36)
@@ -162,6 +172,21 @@ class LockClient {
    */
   acquire(key, options) {
     return this._acquire(key, options, this._defaults.wait, true)
+  }
+
+  /** Validates acquire options over this client's defaults (acquire's wait default). */
+  _resolve(options) {
+    return resolveAcquireOptions(this._defaults, options, this._defaults.wait)
+  }
+
+  /**
+   * Acquires every key of `keys` (at most `limits().maxKeysPerCall`), holding all or none:
+   * the keys are taken in one order every process agrees on, so acquireAll calls over
+   * overlapping sets never deadlock. `options.wait` bounds the whole set. Resolves with a
+   * MultiLock; rejects, holding none, with the error that stopped it.
+   */
+  acquireAll(keys, options) {
+    return acquireAll(this, keys, options)
   }
 
   /** Acquires `key` if it is free (by default without waiting); resolves null when busy. */
