@@ -6,13 +6,9 @@
 const { inspect } = require('util')
 const { newAbortController } = require('./abort')
 const v = require('./validate')
+const { now } = require('./options')
 
 const { own } = v
-
-/** Milliseconds on a monotonic clock (jest 25/26 environments lack `performance`). */
-function now() {
-  return Number(process.hrtime.bigint() / 1_000_000n)
-}
 
 /** Several locks held together. Obtain one from `LockClient#acquireAll`. */
 class MultiLock {

@@ -96,4 +96,9 @@ function stripUndefined(o) {
   return r
 }
 
-module.exports = { DEFAULTS, ELECTION_TTL, EMPTY, ONCE, resolveAcquireOptions, stripUndefined }
+/** Milliseconds on a monotonic clock (jest 25/26 environments lack `performance`). */
+function now() {
+  return Number(process.hrtime.bigint() / 1_000_000n)
+}
+
+module.exports = { DEFAULTS, ELECTION_TTL, EMPTY, ONCE, now, resolveAcquireOptions, stripUndefined }

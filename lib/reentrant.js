@@ -5,7 +5,7 @@
 
 const { Lock, HELD, RELEASED } = require('./lock')
 const { LockExtendError } = require('./errors')
-const { ONCE } = require('./options')
+const { ONCE, now } = require('./options')
 const { abortReason } = require('./pending')
 
 /**
@@ -81,11 +81,6 @@ class Hold extends Lock {
     if (holds.get(this.key) === entry) holds.delete(this.key)
     return entry.lock.release()
   }
-}
-
-/** Milliseconds on a monotonic clock (jest 25/26 environments lack `performance`). */
-function now() {
-  return Number(process.hrtime.bigint() / 1_000_000n)
 }
 
 /** Resolves when `promise` settles, whatever its outcome; rejects if `signal` aborts first. */
