@@ -19,21 +19,15 @@ const { createHash } = require('node:crypto')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const { shellEnv } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 const CACHE = path.join(ROOT, 'node_modules', '.cache', 'deadbolt-jest')
 
-/** The environment of a user's shell: none of the npm_* variables `npm test` sets. */
-function cleanEnv() {
-  const env = {}
-  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k)) env[k] = v
-  return env
-}
-
 /** Resolves with { code, output } of `cmd args` run in `cwd`. */
 function run(cmd, args, cwd) {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(cmd, args, { cwd, env: shellEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
     let output = ''
     child.stdout.on('data', (d) => { output += d })
     child.stderr.on('data', (d) => { output += d })
@@ -118,7 +112,7 @@ function runJest(t, bin, environments) {
   const report = path.join(dir, 'report.json')
   const args = [bin, '--rootDir', dir, '--ci', '--no-cache', '--runInBand', '--json', '--outputFile', report]
   return new Promise((resolve) => {
-    execFile(process.execPath, args, { cwd: dir, env: cleanEnv(), encoding: 'utf8' }, (err, stdout, stderr) => {
+    execFile(process.execPath, args, { cwd: dir, env: shellEnv(), encoding: 'utf8' }, (err, stdout, stderr) => {
       const results = fs.existsSync(report) ? JSON.parse(fs.readFileSync(report, 'utf8')).testResults : []
       resolve({ failed: err !== null, output: `${stdout}${stderr}`, results })
     })

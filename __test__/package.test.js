@@ -12,7 +12,7 @@ const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { needRedis, prefix, REDIS_URL } = require('./helpers')
+const { needRedis, prefix, REDIS_URL, shellEnv } = require('./helpers')
 const { currentPlatform, RUST_VERSION } = require('../lib/platform')
 
 const ROOT = path.join(__dirname, '..')
@@ -21,15 +21,8 @@ const PLATFORM = currentPlatform()
 const PLATFORM_PACKAGE = `${pkg.name}-${PLATFORM}`
 const BINARY = `${pkg.napi.binaryName}.${PLATFORM}.node`
 
-/** The environment of a user's shell: none of the npm_* variables `npm test` sets. */
-function cleanEnv(extra = {}) {
-  const env = {}
-  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k)) env[k] = v
-  return { ...env, ...extra }
-}
-
 /** Runs `cmd args` in `cwd`; fails the test with its output unless it exits 0. */
-function sh(cmd, args, cwd, env = cleanEnv()) {
+function sh(cmd, args, cwd, env = shellEnv()) {
   const started = process.hrtime.bigint()
   const r = spawnSync(cmd, args, { cwd, env, encoding: 'utf8', maxBuffer: 64 << 20 })
   const ms = Number(process.hrtime.bigint() - started) / 1e6
@@ -287,7 +280,7 @@ function prepareDir(name, { sources = true } = {}) {
 test('prepare on a machine without a prebuilt binary or Rust fails with the platform, what to install and how to build', () => {
   const dir = prepareDir('no-rust')
   // No PATH: no rustc, no cargo.
-  const r = spawnSync(process.execPath, ['scripts/prepare.js'], { cwd: dir, env: cleanEnv({ PATH: '', npm_command: 'install' }), encoding: 'utf8' })
+  const r = spawnSync(process.execPath, ['scripts/prepare.js'], { cwd: dir, env: shellEnv({ PATH: '', npm_command: 'install' }), encoding: 'utf8' })
   assert.equal(r.status, 1, r.stdout + r.stderr)
   assert.ok(r.stderr.includes(`no native binary for ${PLATFORM}`), r.stderr)
   assert.ok(r.stderr.includes(`Rust ${RUST_VERSION} or later`), r.stderr)
@@ -300,7 +293,7 @@ test('prepare uses an installed prebuilt binary rather than building from source
   const dir = prepareDir('prebuilt')
   fs.cpSync(path.join(fixture.app, 'node_modules', PLATFORM_PACKAGE), path.join(dir, 'node_modules', PLATFORM_PACKAGE), { recursive: true })
   // rustc is on PATH here: a build would be attempted (and fail: no napi CLI, no sources).
-  const r = spawnSync(process.execPath, ['scripts/prepare.js'], { cwd: dir, env: cleanEnv({ npm_command: 'install' }), encoding: 'utf8' })
+  const r = spawnSync(process.execPath, ['scripts/prepare.js'], { cwd: dir, env: shellEnv({ npm_command: 'install' }), encoding: 'utf8' })
   assert.equal(r.status, 0, r.stdout + r.stderr)
   assert.match(r.stderr, new RegExp(`using the prebuilt binary of ${PLATFORM_PACKAGE}`))
 })
