@@ -114,6 +114,17 @@ test('an app installed from the two tarballs loads the binary from the platform 
   assert.equal(out.trim(), path.join(fs.realpathSync(fixture.app), 'node_modules', PLATFORM_PACKAGE, BINARY))
 })
 
+test('a binary next to the package (a source build) wins over the platform package', () => {
+  const dev = path.join(fixture.tmp, 'dev-app')
+  for (const name of ['deadbolt', PLATFORM_PACKAGE]) {
+    fs.cpSync(path.join(fixture.app, 'node_modules', name), path.join(dev, 'node_modules', name), { recursive: true })
+  }
+  fs.copyFileSync(path.join(ROOT, BINARY), path.join(dev, 'node_modules', 'deadbolt', BINARY))
+  fs.copyFileSync(path.join(fixture.app, 'which.cjs'), path.join(dev, 'which.cjs'))
+  const out = sh(process.execPath, ['which.cjs'], dev).output
+  assert.equal(out.trim(), path.join(fs.realpathSync(dev), 'node_modules', 'deadbolt', BINARY))
+})
+
 const names = {
   redislock: ['LockAcquisitionError', 'LockExtendError', 'LockReleaseError', 'createLock', 'getAcquiredLocks', 'setDefaults'],
   sqlLock: ['DLMError', 'DLMErrorTypes', 'close', 'getLock', 'initialize', 'transaction'],
