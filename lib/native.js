@@ -4,7 +4,7 @@
 // are settled here. The event loop is held open only while requests are pending, so idle
 // clients and background heartbeats never keep a process alive.
 
-const { NativeClient, protocol } = require('../binding.js')
+const { NativeClient, protocol } = require('./addon')
 const { fromNative } = require('./errors')
 const { secretsOf, scrub } = require('./redact')
 
