@@ -341,3 +341,114 @@ fn transport_error(operation: &str, e: &reqwest::Error) -> ApiError {
         error: StoreError::new(kind, format!("dynamodb: {operation}: {text}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api() -> Api {
+        let credentials = AwsCredentials {
+            access_key_id: "AKIDEXAMPLEKEYID".into(),
+            secret_access_key: "wJalrXUtnFEMIEXAMPLESECRET".into(),
+            session_token: Some("FQoGZXIvYXdzEXAMPLETOKEN".into()),
+        };
+        Api::new(
+            "https://dynamodb.us-east-1.amazonaws.com",
+            "us-east-1",
+            &credentials,
+            Duration::from_secs(1),
+        )
+        .unwrap()
+    }
+
+    fn reply(code: &str, message: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "__type": format!("com.amazonaws.dynamodb.v20120810#{code}"),
+            "message": message,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_refused_signature_names_the_cause_and_no_credential() {
+        let echoed = "Authorization=AWS4-HMAC-SHA256 Credential=AKIDEXAMPLEKEYID/20260101, token FQoGZXIvYXdzEXAMPLETOKEN";
+        for code in [
+            "UnrecognizedClientException",
+            "InvalidSignatureException",
+            "ExpiredTokenException",
+            "AccessDeniedException",
+        ] {
+            let Attempt::Done(Failure::Error(e)) =
+                api().http_failure("GetItem", 400, &reply(code, echoed))
+            else {
+                panic!("{code} is final");
+            };
+            assert_eq!(e.error.kind, ErrorKind::Server);
+            let m = e.error.message;
+            assert!(m.contains(code) && m.contains("GetItem"), "{m}");
+            assert!(m.contains("credentials") || m.contains("IAM policy"), "{m}");
+            assert!(
+                !m.contains("AKIDEXAMPLEKEYID")
+                    && !m.contains("EXAMPLETOKEN")
+                    && !m.contains("EXAMPLESECRET"),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn throttling_and_server_errors_are_retried_and_bad_requests_are_not() {
+        let api = api();
+        for (status, body) in [
+            (
+                400,
+                reply("ProvisionedThroughputExceededException", "slow down"),
+            ),
+            (400, reply("ThrottlingException", "slow down")),
+            (500, reply("InternalServerError", "oops")),
+            (503, b"<html>Service Unavailable</html>".to_vec()),
+        ] {
+            assert!(
+                matches!(
+                    api.http_failure("PutItem", status, &body),
+                    Attempt::Retry(_)
+                ),
+                "{status}"
+            );
+        }
+        let Attempt::Done(Failure::Error(e)) = api.http_failure(
+            "PutItem",
+            400,
+            &reply(
+                "ValidationException",
+                "Item size has exceeded the maximum allowed size",
+            ),
+        ) else {
+            panic!("a bad request is final");
+        };
+        assert_eq!(
+            (e.error.kind, e.code.as_deref()),
+            (ErrorKind::Invalid, Some("ValidationException"))
+        );
+    }
+
+    #[test]
+    fn a_failed_condition_is_an_outcome_with_the_item_when_sent() {
+        let mut body: Value = serde_json::from_slice(&reply(
+            "ConditionalCheckFailedException",
+            "The conditional request failed",
+        ))
+        .unwrap();
+        assert!(matches!(
+            api().http_failure("UpdateItem", 400, &serde_json::to_vec(&body).unwrap()),
+            Attempt::Done(Failure::Condition(None))
+        ));
+        body["Item"] = serde_json::json!({"ownerName": {"S": "other"}});
+        let Attempt::Done(Failure::Condition(Some(item))) =
+            api().http_failure("UpdateItem", 400, &serde_json::to_vec(&body).unwrap())
+        else {
+            panic!("the item comes along");
+        };
+        assert_eq!(item["ownerName"]["S"], "other");
+    }
+}

@@ -25,6 +25,9 @@ pub const RELEASED: &str = "isReleased";
 pub const RELEASED_VALUE: &str = "1";
 /// deadbolt's fencing counter: the Java client neither reads nor keeps it.
 pub const FENCE: &str = "fencingToken";
+/// The type tag deadbolt's JavaScript layer puts before a payload of bytes (lib/validate.js:
+/// `s` for a string, `b` for bytes).
+const BYTES_TAG: u8 = b'b';
 
 /// Attributes a lock item uses, which no key attribute may be named after.
 pub const LOCK_ATTRIBUTES: [&str; 6] = [OWNER, LEASE, VERSION, DATA, RELEASED, FENCE];
@@ -104,19 +107,27 @@ pub fn parse(item: Option<&Map<String, Value>>) -> Result<Lock, String> {
     let lease = get_s(item, LEASE)
         .and_then(|v| v.trim().parse::<u64>().ok())
         .ok_or_else(|| format!("the lock item's {LEASE} is not a whole number of milliseconds"))?;
+    let fence = get_u64(item, FENCE)?.unwrap_or(0);
     let data = match get(item, DATA, "B") {
-        Some(encoded) => Some(
-            BASE64
+        Some(encoded) => {
+            let mut data = BASE64
                 .decode(encoded)
-                .map_err(|_| format!("the lock item's {DATA} is not base64"))?,
-        ),
+                .map_err(|_| format!("the lock item's {DATA} is not base64"))?;
+            // Only deadbolt writes a fencing token, and only deadbolt tags its payloads: a
+            // Java client's payload is tagged as bytes here, so it reads back as it is
+            // instead of losing a first byte that happens to be a tag.
+            if fence == 0 {
+                data.insert(0, BYTES_TAG);
+            }
+            Some(data)
+        }
         None => None,
     };
     Ok(Lock::Held(Holder {
         owner: owner.to_owned(),
         version: version.to_owned(),
         lease: Duration::from_millis(lease),
-        fence: get_u64(item, FENCE)?.unwrap_or(0),
+        fence,
         data,
     }))
 }
@@ -142,7 +153,7 @@ mod tests {
                 version: "v1".into(),
                 lease: Duration::from_secs(20),
                 fence: 0,
-                data: Some(vec![0, 255]),
+                data: Some(vec![BYTES_TAG, 0, 255]),
             })
         );
         let mut released = java.clone();

@@ -515,3 +515,75 @@ fn urls_and_options_are_checked_before_any_io() {
         )
     );
 }
+
+#[tokio::test]
+async fn a_server_that_keeps_failing_is_asked_again_until_the_deadline_then_reported() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Answers every request with 503, as an overloaded endpoint does.
+    let failing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = failing.local_addr().unwrap().port();
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = failing.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                loop {
+                    let mut got = Vec::new();
+                    // One request: headers, then the body (its length is in the headers).
+                    loop {
+                        let Ok(n) = socket.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&got).to_string();
+                        if let Some(end) = text.find("\r\n\r\n") {
+                            let length = text[..end]
+                                .lines()
+                                .find_map(|l| {
+                                    l.to_ascii_lowercase()
+                                        .strip_prefix("content-length:")
+                                        .map(|v| v.trim().parse::<usize>().unwrap())
+                                })
+                                .unwrap_or(0);
+                            if got.len() >= end + 4 + length {
+                                break;
+                            }
+                        }
+                    }
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let body = "Service Unavailable";
+                    let reply = format!(
+                        "HTTP/1.1 503 Service Unavailable\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if socket.write_all(reply.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let api = raw(&format!("http://127.0.0.1:{port}")).await;
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    let result = api
+        .call("GetItem", &json!({"TableName": TABLE}), deadline)
+        .await;
+    let Err(Failure::Error(e)) = result else {
+        panic!("{result:?}");
+    };
+    assert_eq!(e.error.kind, ErrorKind::Server);
+    assert!(e.error.message.contains("HTTP 503"), "{}", e.error.message);
+    assert!(
+        requests.load(std::sync::atomic::Ordering::SeqCst) > 1,
+        "asked again"
+    );
+    assert!(
+        Instant::now() < deadline,
+        "gave up before the deadline rather than after"
+    );
+}
