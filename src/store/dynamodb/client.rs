@@ -1,6 +1,6 @@
 //! One DynamoDB API call: a JSON body POSTed with the `X-Amz-Target` of the operation,
 //! signed with SigV4 by the AWS SDK's own signer, over a pooled reqwest client (HTTP/1.1,
-//! rustls). Throttling, 5xx answers and broken connections are retried with jittered
+//! rustls). Throttling, 5xx answers and connections that broke are retried with jittered
 //! exponential backoff while the caller's deadline allows; a failed condition is an outcome,
 //! not an error; every other failure becomes a [`StoreError`] of the matching kind.
 //!
@@ -139,6 +139,11 @@ impl Api {
             let failure = match self.send(&target, &body).await {
                 Ok((200, reply)) => return parse_object(operation, &reply).map_err(Failure::Error),
                 Ok((status, reply)) => self.http_failure(operation, status, &reply),
+                // Nothing listens there (or the name does not resolve): said at once, as the
+                // other stores do. A connection that broke once made is worth another try.
+                Err(e) if e.is_connect() => {
+                    Attempt::Done(Failure::Error(transport_error(operation, &e)))
+                }
                 Err(e) => Attempt::Retry(transport_error(operation, &e)),
             };
             let error = match failure {
