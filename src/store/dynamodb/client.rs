@@ -26,6 +26,10 @@ const BACKOFF_CAP: Duration = Duration::from_secs(1);
 const MAX_ATTEMPTS: u32 = 10;
 /// Longest piece of a server's error text carried into a message.
 const MAX_MESSAGE_CHARS: usize = 300;
+/// Most requests in flight at once per client. HTTP/1.1 carries one request per connection at
+/// a time, so this also bounds the connections a burst of calls opens; a call waits for a slot
+/// within its own bound.
+pub const MAX_IN_FLIGHT: usize = 128;
 
 /// How a call did not succeed.
 #[derive(Debug)]
@@ -55,6 +59,8 @@ pub struct Api {
     identity: Identity,
     /// Credential strings to mask in any text that came from the server.
     secrets: Vec<String>,
+    /// Requests in flight (see [`MAX_IN_FLIGHT`]).
+    slots: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for Api {
@@ -81,6 +87,7 @@ impl Api {
             .tcp_nodelay(true)
             // Below the 60 s after which DynamoDB's side may close an idle connection.
             .pool_idle_timeout(Duration::from_secs(50))
+            .pool_max_idle_per_host(MAX_IN_FLIGHT)
             .user_agent(concat!("deadbolt/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
@@ -109,6 +116,7 @@ impl Api {
             region: region.to_owned(),
             identity,
             secrets,
+            slots: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         })
     }
 
@@ -165,6 +173,8 @@ impl Api {
 
     /// Sends one signed request; the status and body of the reply.
     async fn send(&self, target: &str, body: &[u8]) -> Result<(u16, Vec<u8>), reqwest::Error> {
+        // The semaphore is never closed, so a permit always comes.
+        let _slot = self.slots.acquire().await.ok();
         let headers = [
             ("content-type", "application/x-amz-json-1.0"),
             ("x-amz-target", target),

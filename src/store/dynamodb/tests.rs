@@ -242,6 +242,12 @@ async fn a_java_clients_item_is_taken_over_and_keeps_its_extra_attributes() {
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!((info.owner.as_str(), info.fencing_token), ("java-host", 0));
     assert!(info.remaining_ms <= 200);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(
+        s.inspect(&k).await.unwrap(),
+        None,
+        "a version watched for longer than its lease reads as free"
+    );
     let before = first_token();
     let (token, _) = poll_until_granted(&s, &k, &me, 10_000).await;
     assert!(
@@ -585,5 +591,65 @@ async fn a_server_that_keeps_failing_is_asked_again_until_the_deadline_then_repo
     assert!(
         Instant::now() < deadline,
         "gave up before the deadline rather than after"
+    );
+}
+
+/// Established connections to `port` on this machine (the server's side, from /proc/net/tcp).
+fn connections_to(port: u16) -> usize {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|text| {
+            text.lines()
+                .skip(1)
+                .filter(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    cols.len() > 3
+                        && cols[3] == "01"
+                        && cols[1]
+                            .rsplit(':')
+                            .next()
+                            .and_then(|p| u16::from_str_radix(p, 16).ok())
+                            == Some(port)
+                })
+                .map(|_| ())
+                .collect::<Vec<_>>()
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_calls_opens_a_bounded_number_of_connections() {
+    let Some(s) = store() else { return };
+    let endpoint = dynalite().unwrap();
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    s.ping().await.unwrap();
+    let before = connections_to(port);
+    let a = owner();
+    let keys: Vec<String> = (0..400).map(|_| name()).collect();
+    let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let watching = {
+        let peak = peak.clone();
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(connections_to(port), std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let calls = keys
+        .iter()
+        .map(|k| s.try_acquire(k, &a, 10_000, None, false));
+    for granted in futures_util::future::join_all(calls).await {
+        assert!(granted.unwrap().is_some());
+    }
+    watching.abort();
+    let opened = peak.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(opened > before, "the burst was measured");
+    // A connection goes back to the pool a moment after its request ends, so a few more than
+    // the cap may open; without the cap there would be one per call.
+    assert!(
+        opened <= before + 2 * client::MAX_IN_FLIGHT && opened < before + keys.len(),
+        "{opened} connections (before: {before})"
     );
 }
