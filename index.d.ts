@@ -82,6 +82,37 @@ export interface ConnectOptions {
    * printed in errors, `util.inspect` or JSON.
    */
   tls?: TlsOptions
+  /**
+   * DynamoDB (`dynamodb://<table>?region=…`; a TypeError for other URLs): create the table on
+   * first use if it does not exist, with on-demand billing and the key schema below. Default
+   * false.
+   */
+  createTable?: boolean
+  /** DynamoDB: the partition key attribute (type S). Default `key`, as the Java lock client. */
+  partitionKey?: string
+  /**
+   * DynamoDB: the table's sort key attribute (type S) and the value every lock of this client
+   * uses: the lock named `k` is the item (`k`, `value`). Default: the table has none.
+   */
+  sortKey?: { name: string; value: string }
+  /**
+   * DynamoDB: delete the item on release (the Java client's default) instead of marking it
+   * released (`isReleased`), which keeps its fencing counter. Default false.
+   */
+  deleteOnRelease?: boolean
+  /**
+   * DynamoDB: the credentials to sign with, instead of those of the environment
+   * (`AWS_ACCESS_KEY_ID`, …) or of the shared files (`AWS_PROFILE`). Never printed in errors,
+   * `util.inspect` or JSON.
+   */
+  credentials?: AwsCredentials
+}
+
+/** Static AWS credentials (an access key, or temporary credentials with their session token). */
+export interface AwsCredentials {
+  accessKeyId: string
+  secretAccessKey: string
+  sessionToken?: string
 }
 
 /** PEM text, as a string or bytes. */
@@ -306,7 +337,8 @@ export declare class LockClient implements AsyncDisposable {
 }
 
 /**
- * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://` or `memory://[name]`.
+ * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://`, `dynamodb://<table>` or
+ * `memory://[name]`.
  * Resolves once the store answers (unless `lazy`).
  */
 export declare function connect(url: string, options?: ConnectOptions): Promise<LockClient>

@@ -33,9 +33,10 @@ let nextRequest = 1
 class Native {
   /**
    * @param {string} url
-   * @param {object} [options] connectTimeout, responseTimeout, table, poolSize
+   * @param {object} [options] connectTimeout, responseTimeout, table, poolSize, tls, dynamodb
+   * @param {string[]} [secrets] more strings never to show (credentials from the options)
    */
-  constructor(url, options) {
+  constructor(url, options, secrets = []) {
     /** request id → { resolve, reject } */
     this.pending = new Map()
     /** lock handle → object with `_lost(reason)` */
@@ -60,7 +61,7 @@ class Native {
     }
     // What must never appear in an error (a password in the URL): messages from the native
     // side are scrubbed of it, whatever the driver put in them.
-    this.secrets = secretsOf(url)
+    this.secrets = [...new Set([...secretsOf(url), ...secrets])].sort((a, b) => b.length - a.length)
     try {
       this.addon = new NativeClient(url, options, () => this.drain())
     } catch (err) {

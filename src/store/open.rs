@@ -1,5 +1,6 @@
 //! Turning a connection URL into a store: the one place that names every store.
 
+use super::dynamodb::{DynamoOptions, DynamoStore, DynamoStoreOptions};
 use super::memory::MemoryStore;
 use super::mysql::{MysqlOptions, MysqlStore};
 use super::redis::{RedisOptions, RedisStore};
@@ -24,6 +25,8 @@ pub struct ConnectOptions {
     pub pool_size: u32,
     /// TLS settings (`rediss://`, `mysql://`); refused for other URLs.
     pub tls: Option<TlsOptions>,
+    /// DynamoDB settings (`dynamodb://`); refused for other URLs.
+    pub dynamodb: Option<DynamoOptions>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -36,6 +39,7 @@ impl std::fmt::Debug for ConnectOptions {
             table,
             pool_size,
             tls,
+            dynamodb,
         } = self;
         f.debug_struct("ConnectOptions")
             .field("connect_timeout_ms", connect_timeout_ms)
@@ -43,6 +47,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("table", table)
             .field("pool_size", pool_size)
             .field("tls", tls)
+            .field("dynamodb", dynamodb)
             .finish()
     }
 }
@@ -55,6 +60,7 @@ impl Default for ConnectOptions {
             table: limits::DEFAULT_TABLE.into(),
             pool_size: limits::DEFAULT_POOL_SIZE,
             tls: None,
+            dynamodb: None,
         }
     }
 }
@@ -65,7 +71,7 @@ pub fn scheme(url: &str) -> Option<String> {
 }
 
 /// Builds the store a URL names: `redis://`, `rediss://`, `redis+unix://`, `unix://`,
-/// `mysql://`, `mariadb://` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
+/// `mysql://`, `mariadb://`, `dynamodb://<table>` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
 /// A URL or option the store cannot use is an [`super::ErrorKind::Invalid`] error, whose
 /// message never repeats the URL (it may hold a password).
 pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
@@ -74,7 +80,26 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
             "The \"url\" argument must be a URL such as redis://host:6379, mysql://user@host/db or memory://",
         ));
     };
+    if opts.dynamodb.is_some() && scheme != "dynamodb" {
+        return Err(StoreError::invalid(
+            "the DynamoDB options apply to dynamodb:// URLs only",
+        ));
+    }
     match scheme.as_str() {
+        "dynamodb" if opts.tls.is_some() => Err(StoreError::invalid(
+            "options.tls applies to rediss:// and mysql:// URLs, not dynamodb:// (an https:// endpoint is verified against the public roots)",
+        )),
+        "dynamodb" => {
+            let store = DynamoStore::connect(
+                url,
+                DynamoStoreOptions {
+                    dynamo: opts.dynamodb.clone().unwrap_or_default(),
+                    connect_timeout_ms: opts.connect_timeout_ms,
+                    response_timeout_ms: opts.response_timeout_ms,
+                },
+            )?;
+            Ok(Arc::new(store))
+        }
         "redis" | "rediss" | "redis+unix" | "unix" => {
             let redis_opts = RedisOptions {
                 connect_timeout_ms: opts.connect_timeout_ms,
@@ -117,7 +142,7 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
             Ok(MemoryStore::named(name))
         }
         other => Err(StoreError::invalid(format!(
-            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb: or memory:"
+            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, dynamodb: or memory:"
         ))),
     }
 }
