@@ -85,6 +85,16 @@ export declare class NativeClient {
 /** The limits and defaults. */
 export declare function limits(): NativeLimits
 
+/** Static AWS credentials. */
+export interface NativeAwsCredentials {
+  /** Access key id. */
+  accessKeyId: string
+  /** Secret access key. */
+  secretAccessKey: string
+  /** Session token of temporary credentials. */
+  sessionToken?: string
+}
+
 /** A batch of completions: `records` holds `[requestId, kind, value]` triplets. */
 export interface NativeBatch {
   /**
@@ -126,6 +136,22 @@ export interface NativeConnectOptions {
    * when absent.
    */
   topology?: NativeTopology
+  /** DynamoDB settings (`dynamodb://`), checked by `lib/dynamodb.js`. */
+  dynamodb?: NativeDynamoOptions
+}
+
+/** DynamoDB settings of a native client. */
+export interface NativeDynamoOptions {
+  /** Create the table on first use. Default false. */
+  createTable?: boolean
+  /** Partition key attribute. Default `key`. */
+  partitionKey?: string
+  /** Sort key attribute and value, if the table has one. */
+  sortKey?: NativeSortKey
+  /** Delete items on release instead of marking them released. Default false. */
+  deleteOnRelease?: boolean
+  /** Credentials to sign with instead of the environment's. */
+  credentials?: NativeAwsCredentials
 }
 
 /** A held lock as `list` shows it. */
@@ -168,6 +194,8 @@ export interface NativeLimits {
   maxTableNameBytes: number
   /** Most Redis URLs a client may name (Redlock servers, cluster seeds, sentinels). */
   maxRedisServers: number
+  /** Most keys one `acquireAll` takes. */
+  maxKeysPerCall: number
 }
 
 /** Who holds a lock, as `inspect` reads it. */
@@ -215,6 +243,14 @@ export interface NativeProtocol {
   kindList: number
   /** Why a lock was lost, by the value of a `lost` completion. */
   lostReasons: Array<string>
+}
+
+/** The sort key of a DynamoDB lock table and the value this client's locks use. */
+export interface NativeSortKey {
+  /** Attribute name. */
+  name: string
+  /** Value in every lock item. */
+  value: string
 }
 
 /** What a client and its store's engine currently keep (see `LockClient#stats`). */

@@ -88,4 +88,17 @@ async function eventually(fn, ms = 5000, what = 'condition') {
   }
 }
 
-module.exports = { REDIS_URL, MYSQL_URL, answers, needRedis, needMysql, prefix, redisRaw, closeRaw, sleep, blackhole, eventually, freePort }
+/**
+ * The environment of a user's shell, for running npm and node as a user would: without the
+ * npm_* variables `npm test` sets for its own script (npm_config_local_prefix would point a
+ * child npm at this checkout, npm_command would tell prepare.js what runs it), but keeping
+ * the npm settings that say where packages come from (a registry mirror, a proxy, the cache).
+ */
+function shellEnv(extra = {}) {
+  const keep = /^npm_config_(registry|cache|userconfig|globalconfig|cafile|proxy|https_proxy|noproxy|strict_ssl)$/i
+  const env = {}
+  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k) || keep.test(k)) env[k] = v
+  return { ...env, ...extra }
+}
+
+module.exports = { REDIS_URL, MYSQL_URL, answers, needRedis, needMysql, prefix, redisRaw, closeRaw, sleep, blackhole, eventually, freePort, shellEnv }

@@ -201,4 +201,43 @@ class MysqlProbe {
   }
 }
 
-module.exports = { RedisProbe, MysqlProbe }
+// ───────────────────────────── DynamoDB (dynalite) ─────────────────────────────
+
+/** The CPU of a local dynalite process (it keeps no counters) and its open connections. */
+class DynaliteProbe {
+  /** `pid`: the server's process (a private instance); `port`: where it listens. */
+  constructor(pid, port) {
+    this.pid = pid
+    this.port = port
+  }
+
+  async open() {}
+
+  snapshot() {
+    return { cpu: this.pid ? localProcessCpu([], this.pid) : NaN, at: performance.now() }
+  }
+
+  diff(a, b) {
+    return { cpuMicros: b.cpu - a.cpu, ms: b.at - a.at }
+  }
+
+  /** Established TCP connections to the server's port (from /proc/net/tcp*). */
+  async connections() {
+    let n = 0
+    for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      try {
+        for (const line of fs.readFileSync(f, 'utf8').split('\n').slice(1)) {
+          const cols = line.trim().split(/\s+/)
+          if (cols.length < 4) continue
+          const localPort = parseInt(cols[1].split(':')[1], 16)
+          if (localPort === this.port && cols[3] === '01') n++
+        }
+      } catch {}
+    }
+    return n
+  }
+
+  async close() {}
+}
+
+module.exports = { RedisProbe, MysqlProbe, DynaliteProbe }

@@ -4,7 +4,7 @@
 // are settled here. The event loop is held open only while requests are pending, so idle
 // clients and background heartbeats never keep a process alive.
 
-const { NativeClient, protocol } = require('../binding.js')
+const { NativeClient, protocol } = require('./addon')
 const { fromNative } = require('./errors')
 const { scrub } = require('./redact')
 const { secretsOfTarget } = require('./topology')
@@ -34,9 +34,10 @@ let nextRequest = 1
 class Native {
   /**
    * @param {string} url
-   * @param {object} [options] connectTimeout, responseTimeout, table, poolSize
+   * @param {object} [options] connectTimeout, responseTimeout, table, poolSize, tls, dynamodb
+   * @param {string[]} [secrets] more strings never to show (credentials from the options)
    */
-  constructor(url, options) {
+  constructor(url, options, secrets = []) {
     /** request id → { resolve, reject } */
     this.pending = new Map()
     /** lock handle → object with `_lost(reason)` */
@@ -61,7 +62,7 @@ class Native {
     }
     // What must never appear in an error (a password in the URL): messages from the native
     // side are scrubbed of it, whatever the driver put in them.
-    this.secrets = secretsOfTarget(url, options?.topology)
+    this.secrets = [...new Set([...secretsOfTarget(url, options?.topology), ...secrets])].sort((a, b) => b.length - a.length)
     try {
       this.addon = new NativeClient(url, options, () => this.drain())
     } catch (err) {

@@ -10,6 +10,7 @@ use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::options::{AcquireSpec, AutoExtend};
 use crate::core::session::Session;
+use crate::store::dynamodb::{AwsCredentials, DynamoOptions, SortKey};
 use crate::store::open::ConnectOptions;
 use crate::store::tls::TlsOptions;
 use crate::store::topology::{SentinelTarget, Topology};
@@ -37,6 +38,9 @@ pub struct NativeConnectOptions {
     /// when absent.
     #[napi(ts_type = "NativeTopology")]
     pub topology: Option<NativeTopology>,
+    /// DynamoDB settings (`dynamodb://`), checked by `lib/dynamodb.js`.
+    #[napi(ts_type = "NativeDynamoOptions")]
+    pub dynamodb: Option<NativeDynamoOptions>,
 }
 
 /// A multi-server Redis form, checked by `lib/topology.js`.
@@ -79,6 +83,63 @@ impl TryFrom<NativeTopology> for Topology {
                 Status::InvalidArg,
                 format!("ERR_INVALID_ARG_VALUE: unknown topology {other:?}"),
             )),
+        }
+    }
+}
+
+/// DynamoDB settings of a native client.
+#[napi(object)]
+pub struct NativeDynamoOptions {
+    /// Create the table on first use. Default false.
+    pub create_table: Option<bool>,
+    /// Partition key attribute. Default `key`.
+    pub partition_key: Option<String>,
+    /// Sort key attribute and value, if the table has one.
+    #[napi(ts_type = "NativeSortKey")]
+    pub sort_key: Option<NativeSortKey>,
+    /// Delete items on release instead of marking them released. Default false.
+    pub delete_on_release: Option<bool>,
+    /// Credentials to sign with instead of the environment's.
+    #[napi(ts_type = "NativeAwsCredentials")]
+    pub credentials: Option<NativeAwsCredentials>,
+}
+
+/// The sort key of a DynamoDB lock table and the value this client's locks use.
+#[napi(object)]
+pub struct NativeSortKey {
+    /// Attribute name.
+    pub name: String,
+    /// Value in every lock item.
+    pub value: String,
+}
+
+/// Static AWS credentials.
+#[napi(object)]
+pub struct NativeAwsCredentials {
+    /// Access key id.
+    pub access_key_id: String,
+    /// Secret access key.
+    pub secret_access_key: String,
+    /// Session token of temporary credentials.
+    pub session_token: Option<String>,
+}
+
+impl From<NativeDynamoOptions> for DynamoOptions {
+    fn from(o: NativeDynamoOptions) -> Self {
+        let d = DynamoOptions::default();
+        DynamoOptions {
+            create_table: o.create_table.unwrap_or(d.create_table),
+            partition_key: o.partition_key.unwrap_or(d.partition_key),
+            sort_key: o.sort_key.map(|k| SortKey {
+                name: k.name,
+                value: k.value,
+            }),
+            delete_on_release: o.delete_on_release.unwrap_or(d.delete_on_release),
+            credentials: o.credentials.map(|c| AwsCredentials {
+                access_key_id: c.access_key_id,
+                secret_access_key: c.secret_access_key,
+                session_token: c.session_token,
+            }),
         }
     }
 }
@@ -126,6 +187,7 @@ impl TryFrom<NativeConnectOptions> for ConnectOptions {
                 .map(TryInto::try_into)
                 .transpose()?
                 .unwrap_or_default(),
+            dynamodb: o.dynamodb.map(Into::into),
         })
     }
 }

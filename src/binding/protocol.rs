@@ -117,6 +117,8 @@ pub struct NativeLimits {
     pub max_table_name_bytes: u32,
     /// Most Redis URLs a client may name (Redlock servers, cluster seeds, sentinels).
     pub max_redis_servers: u32,
+    /// Most keys one `acquireAll` takes.
+    pub max_keys_per_call: u32,
 }
 
 /// The limits and defaults.
@@ -138,5 +140,6 @@ pub fn limits() -> NativeLimits {
         default_table: defaults::DEFAULT_TABLE.to_string(),
         max_table_name_bytes: defaults::MAX_TABLE_NAME_BYTES as u32,
         max_redis_servers: defaults::MAX_REDIS_SERVERS as u32,
+        max_keys_per_call: defaults::MAX_KEYS_PER_CALL as u32,
     }
 }

@@ -3,6 +3,7 @@
 //! trait ([`LockStore::release_notifications`]). Nothing here knows about retries,
 //! heartbeats or JavaScript. Adding a store is one module here and one line in [`open`].
 
+pub mod dynamodb;
 pub mod error;
 pub mod memory;
 pub mod mysql;

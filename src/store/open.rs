@@ -1,5 +1,6 @@
 //! Turning a connection URL into a store: the one place that names every store.
 
+use super::dynamodb::{DynamoOptions, DynamoStore, DynamoStoreOptions};
 use super::memory::MemoryStore;
 use super::mysql::{MysqlOptions, MysqlStore};
 use super::redis::{RedisOptions, RedisStore};
@@ -27,6 +28,8 @@ pub struct ConnectOptions {
     pub tls: Option<TlsOptions>,
     /// The servers of a multi-server Redis form (Redlock); [`Topology::Url`] otherwise.
     pub topology: Topology,
+    /// DynamoDB settings (`dynamodb://`); refused for other URLs.
+    pub dynamodb: Option<DynamoOptions>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -40,6 +43,7 @@ impl std::fmt::Debug for ConnectOptions {
             pool_size,
             tls,
             topology,
+            dynamodb,
         } = self;
         f.debug_struct("ConnectOptions")
             .field("connect_timeout_ms", connect_timeout_ms)
@@ -48,6 +52,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("pool_size", pool_size)
             .field("tls", tls)
             .field("topology", topology)
+            .field("dynamodb", dynamodb)
             .finish()
     }
 }
@@ -61,6 +66,7 @@ impl Default for ConnectOptions {
             pool_size: limits::DEFAULT_POOL_SIZE,
             tls: None,
             topology: Topology::Url,
+            dynamodb: None,
         }
     }
 }
@@ -71,7 +77,7 @@ pub fn scheme(url: &str) -> Option<String> {
 }
 
 /// Builds the store a URL names: `redis://`, `rediss://`, `redis+unix://`, `unix://`,
-/// `mysql://`, `mariadb://` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
+/// `mysql://`, `mariadb://`, `dynamodb://<table>` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
 /// A URL or option the store cannot use is an [`super::ErrorKind::Invalid`] error, whose
 /// message never repeats the URL (it may hold a password).
 pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
@@ -88,7 +94,26 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
             "The \"url\" argument must be a URL such as redis://host:6379, mysql://user@host/db or memory://",
         ));
     };
+    if opts.dynamodb.is_some() && scheme != "dynamodb" {
+        return Err(StoreError::invalid(
+            "the DynamoDB options apply to dynamodb:// URLs only",
+        ));
+    }
     match scheme.as_str() {
+        "dynamodb" if opts.tls.is_some() => Err(StoreError::invalid(
+            "options.tls applies to rediss:// and mysql:// URLs, not dynamodb:// (an https:// endpoint is verified against the public roots)",
+        )),
+        "dynamodb" => {
+            let store = DynamoStore::connect(
+                url,
+                DynamoStoreOptions {
+                    dynamo: opts.dynamodb.clone().unwrap_or_default(),
+                    connect_timeout_ms: opts.connect_timeout_ms,
+                    response_timeout_ms: opts.response_timeout_ms,
+                },
+            )?;
+            Ok(Arc::new(store))
+        }
         "redis" | "rediss" | "redis+unix" | "unix" => {
             // A URL or TLS material the client cannot use is bad input, not a store failure.
             let store = RedisStore::connect(url, &redis_opts).map_err(|e| {
@@ -126,7 +151,7 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
             Ok(MemoryStore::named(name))
         }
         other => Err(StoreError::invalid(format!(
-            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb: or memory:"
+            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, dynamodb: or memory:"
         ))),
     }
 }

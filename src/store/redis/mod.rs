@@ -110,6 +110,8 @@ struct Node {
     client: Client,
     conn: ConnectionManager,
     batcher: mpsc::UnboundedSender<Request>,
+    /// For `rediss://`: that the server speaks TLS, checked before the first connection.
+    handshake: Option<tls_client::HandshakeCheck>,
 }
 
 impl Node {
@@ -125,11 +127,21 @@ impl Node {
             .map_err(|e| StoreError::invalid(e.to_string()))?;
         let (batcher, requests) = mpsc::unbounded_channel();
         tokio::spawn(batch_loop(conn.clone(), requests, ordered));
+        let handshake = tls_client::HandshakeCheck::for_client(&client, opts.connect_timeout_ms);
         Ok(Node {
             client,
             conn,
             batcher,
+            handshake,
         })
+    }
+
+    /// Fails fast if a `rediss://` server does not speak TLS (see `tls_client`).
+    async fn check_tls(&self) -> StoreResult<()> {
+        match &self.handshake {
+            Some(check) => check.ensure().await,
+            None => Ok(()),
+        }
     }
 
     /// Sends one command (and a `WAIT` behind it) through the batcher.
@@ -139,6 +151,7 @@ impl Node {
         script: Option<&'static redis::Script>,
         wait: Option<redis::Cmd>,
     ) -> StoreResult<Value> {
+        self.check_tls().await?;
         let (reply, rx) = oneshot::channel();
         self.batcher
             .send(Request {
@@ -774,8 +787,15 @@ impl RedisStore {
             .arg(1000);
         let reply = match (&self.link, node) {
             (Link::Cluster(c), Some((host, port))) => c.on_node(host, *port, cmd).await,
-            (Link::Single(n), _) => cmd.query_async(&mut n.conn.clone()).await,
-            (Link::Sentinel(s), _) => cmd.query_async(&mut s.node().await?.conn.clone()).await,
+            (Link::Single(n), _) => {
+                n.check_tls().await?;
+                cmd.query_async(&mut n.conn.clone()).await
+            }
+            (Link::Sentinel(s), _) => {
+                let n = s.node().await?;
+                n.check_tls().await?;
+                cmd.query_async(&mut n.conn.clone()).await
+            }
             (Link::Cluster(_), None) => return Err(StoreError::internal("SCAN needs a node")),
         };
         parse(reply.map_err(store_err)?)
