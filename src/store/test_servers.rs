@@ -67,6 +67,9 @@ impl TestServer {
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(extra)
+            // Whatever a server writes (a replica's synced snapshot) goes to the temporary
+            // directory, never the working tree.
+            .current_dir(std::env::temp_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
