@@ -8,6 +8,7 @@ pub mod memory;
 pub mod mysql;
 pub mod open;
 pub mod redis;
+pub mod sqlite;
 pub mod tls;
 
 #[cfg(test)]

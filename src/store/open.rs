@@ -3,6 +3,7 @@
 use super::memory::MemoryStore;
 use super::mysql::{MysqlOptions, MysqlStore};
 use super::redis::{RedisOptions, RedisStore};
+use super::sqlite::{SqliteOptions, SqliteStore};
 use super::tls::TlsOptions;
 use super::{SharedStore, StoreError};
 use crate::limits;
@@ -18,9 +19,9 @@ pub struct ConnectOptions {
     pub connect_timeout_ms: u64,
     /// Bound on one command's reply, in ms.
     pub response_timeout_ms: u64,
-    /// Lease table name (MySQL).
+    /// Lease table name (MySQL, SQLite).
     pub table: String,
-    /// Connection pool size (MySQL).
+    /// Connection pool size (MySQL; SQLite: its readers).
     pub pool_size: u32,
     /// TLS settings (`rediss://`, `mysql://`); refused for other URLs.
     pub tls: Option<TlsOptions>,
@@ -65,7 +66,7 @@ pub fn scheme(url: &str) -> Option<String> {
 }
 
 /// Builds the store a URL names: `redis://`, `rediss://`, `redis+unix://`, `unix://`,
-/// `mysql://`, `mariadb://` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
+/// `mysql://`, `mariadb://`, `sqlite://path` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
 /// A URL or option the store cannot use is an [`super::ErrorKind::Invalid`] error, whose
 /// message never repeats the URL (it may hold a password).
 pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
@@ -109,6 +110,18 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
                 .map_err(|e| StoreError::invalid(format!("Invalid MySQL URL or options: {e}")))?;
             Ok(Arc::new(store))
         }
+        "sqlite" if opts.tls.is_some() => Err(StoreError::invalid(
+            "options.tls applies to rediss:// and mysql:// URLs, not sqlite://",
+        )),
+        "sqlite" => {
+            let sqlite_opts = SqliteOptions {
+                table: opts.table.clone(),
+                pool_size: opts.pool_size,
+                connect_timeout_ms: opts.connect_timeout_ms,
+                response_timeout_ms: opts.response_timeout_ms,
+            };
+            Ok(Arc::new(SqliteStore::connect(url, sqlite_opts)?))
+        }
         "memory" if opts.tls.is_some() => Err(StoreError::invalid(
             "options.tls applies to rediss:// and mysql:// URLs, not memory://",
         )),
@@ -117,7 +130,7 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
             Ok(MemoryStore::named(name))
         }
         other => Err(StoreError::invalid(format!(
-            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb: or memory:"
+            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, sqlite: or memory:"
         ))),
     }
 }
@@ -153,6 +166,7 @@ mod tests {
         };
         for url in [
             "memory://x",
+            "sqlite:///tmp/x.db",
             "redis://127.0.0.1:1",
             "redis+unix:///tmp/x.sock",
         ] {
