@@ -70,9 +70,9 @@ export interface ConnectOptions {
   connectTimeout?: number
   /** Bound on one Redis command's reply, in ms (an integer from 1 to 2^31-1). Default 5 000. */
   responseTimeout?: number
-  /** MySQL: the lease table, created on first use. Default `deadbolt_locks`. */
+  /** MySQL, SQLite: the lease table, created on first use. Default `deadbolt_locks`. */
   table?: string
-  /** MySQL: connection pool size, an integer from 1 to 1 000. Default 10. */
+  /** MySQL: connection pool size; SQLite: connections for reads (writes use one). An integer from 1 to 1 000. Default 10. */
   poolSize?: number
   /** Do not check that the store answers before resolving. Default false. */
   lazy?: boolean
@@ -272,7 +272,8 @@ export declare class LockClient implements AsyncDisposable {
 }
 
 /**
- * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://` or `memory://[name]`.
+ * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://`, `sqlite:///absolute/path`,
+ * `sqlite://relative/path` (to the working directory) or `memory://[name]`.
  * Resolves once the store answers (unless `lazy`).
  */
 export declare function connect(url: string, options?: ConnectOptions): Promise<LockClient>

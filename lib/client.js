@@ -307,11 +307,11 @@ class LockClient {
   }
 }
 
-const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|memory):\/\//i
+const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|sqlite|memory):\/\//i
 
 /**
- * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://` or
- * `memory://[name]`. Resolves once the store answers. `options.tls` ({ ca, cert, key,
+ * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://`,
+ * `sqlite://path` or `memory://[name]`. Resolves once the store answers. `options.tls` ({ ca, cert, key,
  * servername, rejectUnauthorized }) applies to `rediss://` and `mysql://`.
  */
 async function connect(url, options = {}) {
@@ -319,7 +319,7 @@ async function connect(url, options = {}) {
   if (!SCHEMES.test(url)) {
     // Named by its scheme only: the rest of a URL may hold a password.
     const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]
-    const err = new TypeError(`The argument 'url' must start with redis://, rediss://, mysql://, mariadb:// or memory://. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
+    const err = new TypeError(`The argument 'url' must start with redis://, rediss://, mysql://, mariadb://, sqlite:// or memory://. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
     err.code = 'ERR_INVALID_ARG_VALUE'
     throw err
   }
