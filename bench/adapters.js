@@ -387,6 +387,53 @@ function rawGetLock(url) {
   }
 }
 
+// ───────────────────────────── proper-lockfile 4 (lock directories) ─────────────────────────────
+
+/**
+ * proper-lockfile: a lock is a directory `<file>.lock` made with mkdir (atomic), kept fresh by
+ * touching its mtime every `stale / 2` ms; a lock older than `stale` may be taken over. Lock
+ * files live in `<dir of the SQLite URL>/proper-lockfile/`, one per key.
+ */
+function properLockfile(sqliteUrl) {
+  const lockfile = require('proper-lockfile')
+  const dir = path.join(path.dirname(sqliteUrl.slice('sqlite://'.length)), 'proper-lockfile')
+  let lost = 0
+  const opts = {
+    // The lease: a lock not refreshed for this long counts as abandoned.
+    stale: SETTINGS.ttl,
+    realpath: false,
+    // Unlimited retries, every 10 ms (no backoff), as for every peer.
+    retries: { forever: true, factor: 1, minTimeout: SETTINGS.retryDelay, maxTimeout: SETTINGS.retryDelay, randomize: false },
+    // The default throws (an uncaught exception): count instead.
+    onCompromised: () => { lost++ },
+  }
+  return {
+    async open() {
+      fs.mkdirSync(dir, { recursive: true })
+    },
+    newLocker() {
+      let release = null
+      let key = null
+      return {
+        async acquire(k) {
+          release = await lockfile.lock(path.join(dir, k), opts)
+          key = k
+        },
+        release() {
+          const r = release
+          release = null
+          key = null
+          return r()
+        },
+        held: () => release !== null,
+        get serverKey() { return key },
+      }
+    },
+    lost: () => lost,
+    async close() {},
+  }
+}
+
 // ───────────────────────────── registry ─────────────────────────────
 
 const LIBS = {
@@ -399,6 +446,8 @@ const LIBS = {
   'deadbolt-mysql': { label: 'deadbolt (mysql)', backend: 'mysql', make: (u) => deadbolt(u.mysql), scenarios: [1, 2, 3, 4, 5], deadbolt: true },
   'sql-lock': { label: 'sql-lock 0.1', backend: 'mysql', make: (u) => sqlLock(u.mysql), scenarios: [1, 2, 3, 4] },
   'raw-getlock': { label: 'raw GET_LOCK (mysql2)', backend: 'mysql', make: (u) => rawGetLock(u.mysql), scenarios: [1, 2, 3, 4] },
+  'deadbolt-sqlite': { label: 'deadbolt (sqlite)', backend: 'sqlite', make: (u) => deadbolt(u.sqlite), scenarios: [1, 2, 3, 4], deadbolt: true },
+  'proper-lockfile': { label: 'proper-lockfile 4.1', backend: 'sqlite', make: (u) => properLockfile(u.sqlite), scenarios: [1, 2, 3, 4] },
 }
 LIBS.deadbolt.deadbolt = true
 LIBS['deadbolt-redislock'].deadbolt = true

@@ -11,10 +11,12 @@ function config(env = process.env) {
     runs: int(env.BENCH_RUNS, 3),
     only: list(env.BENCH_ONLY),
     scenarios: list(env.BENCH_SCENARIOS)?.map(Number) ?? [1, 2, 3, 4, 5],
-    backends: list(env.BENCH_BACKENDS) ?? ['redis', 'mysql'],
+    backends: list(env.BENCH_BACKENDS) ?? ['redis', 'mysql', 'sqlite'],
     urls: {
       redis: env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379',
       mysql: env.BENCH_MYSQL_URL || 'mysql://root@127.0.0.1:3306/test',
+      // run.js replaces it with a file in a fresh temporary directory.
+      sqlite: env.BENCH_SQLITE_URL || null,
     },
     prefix: env.BENCH_PREFIX || 'dbbench',
     results: env.BENCH_RESULTS || null, // path of RESULTS.md; default bench/RESULTS.md for a full run

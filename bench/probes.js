@@ -2,6 +2,7 @@
 // Server-side measurements, taken over a connection of the probe's own (never the library's).
 // Redis: INFO commandstats/stats/cpu/memory and CLIENT LIST. MySQL/MariaDB: SHOW GLOBAL STATUS,
 // information_schema.PROCESSLIST, and the server process's CPU from /proc when it is local.
+// SQLite and lock files: no server, nothing to ask (FileProbe).
 
 const fs = require('node:fs')
 
@@ -201,4 +202,27 @@ class MysqlProbe {
   }
 }
 
-module.exports = { RedisProbe, MysqlProbe }
+// ───────────────────────────── local files (SQLite, lock files) ─────────────────────────────
+
+/**
+ * The SQLite and lock-file peers have no server: nothing to count beyond the client
+ * process, which the worker measures itself.
+ */
+class FileProbe {
+  async open() {}
+  async snapshot() {
+    return {}
+  }
+
+  diff() {
+    return { cpuMicros: NaN }
+  }
+
+  async connections() {
+    return NaN
+  }
+
+  async close() {}
+}
+
+module.exports = { RedisProbe, MysqlProbe, FileProbe }

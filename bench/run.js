@@ -121,7 +121,27 @@ async function privateMysql() {
   }
 }
 
+/** A fresh temporary directory for the SQLite file and the lock files of proper-lockfile. */
+function privateSqliteDir() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dbbench-sqlite-'))
+  let fsType = 'unknown filesystem'
+  try {
+    fsType = execFileSync('stat', ['-f', '-c', '%T', dir], { encoding: 'utf8' }).trim()
+  } catch {}
+  return {
+    url: `sqlite://${path.join(dir, 'locks.db')}`,
+    how: `files in a fresh ${dir} (${fsType})`,
+    async stop() {
+      fs.rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** The tables' name for each store. */
+const STORE_LABELS = { redis: 'Redis', mysql: 'MySQL / MariaDB', sqlite: 'SQLite / local files' }
+
 async function serverVersion(backend, url) {
+  if (backend === 'sqlite') return 'no server: SQLite (bundled in deadbolt, WAL) and proper-lockfile lock directories on the same disk'
   try {
     if (backend === 'redis') {
       const Redis = require('ioredis')
@@ -145,6 +165,7 @@ async function serverVersion(backend, url) {
 
 /** Removes what earlier (possibly crashed) runs left on a shared server. */
 async function cleanup(backend, url) {
+  if (backend === 'sqlite') return 0 // a fresh directory every run
   try {
     if (backend === 'redis') {
       const { RedisProbe } = require('./probes')
@@ -273,6 +294,8 @@ function failNote(runs) {
 /** Column definitions per scenario and backend: [header, (runs) => cell]. */
 function columns(s, backend) {
   const redis = backend === 'redis'
+  // SQLite and lock files have no server to count.
+  const server = backend !== 'sqlite'
   switch (s) {
     case 1:
       return [
@@ -285,7 +308,7 @@ function columns(s, backend) {
       return [
         ['pairs/s', (r) => col(r, (x) => x.pairsPerSec)],
         ['client CPU µs/pair', (r) => col(r, (x) => x.cpuPerPair)],
-        [`${redis ? 'Redis' : 'server'} CPU µs/pair`, (r) => col(r, (x) => x.serverCpuPerPair)],
+        ...(server ? [[`${redis ? 'Redis' : 'server'} CPU µs/pair`, (r) => col(r, (x) => x.serverCpuPerPair)]] : []),
         ['workers', (r) => ok(r)[0] ? String(ok(r)[0].workers) + (ok(r)[0].capped ? '*' : '') : '–'],
       ]
     case 3:
@@ -301,7 +324,7 @@ function columns(s, backend) {
               ['Redis commands/section', (r) => col(r, (x) => x.cmdsPerSection)],
               ['round trips (reads)/section', (r) => col(r, (x) => x.readsPerSection)],
             ]
-          : [['SQL statements/section', (r) => col(r, (x) => x.questionsPerSection)]]),
+          : server ? [['SQL statements/section', (r) => col(r, (x) => x.questionsPerSection)]] : []),
         ['violations', (r) => (ok(r).length ? String(ok(r).reduce((a, x) => a + x.violations, 0)) : '–')],
       ]
     case 4:
@@ -317,7 +340,7 @@ function columns(s, backend) {
         ['client heap+external B/lock', (r) => (ok(r)[0]?.stalled ? '–' : col(r, (x) => x.heapPerLock))],
         ['client RSS B/lock', (r) => (ok(r)[0]?.stalled ? '–' : col(r, (x) => x.rssPerLock))],
         ...(redis ? [['Redis used_memory B/lock', (r) => (ok(r)[0]?.stalled ? '–' : col(r, (x) => x.serverMemPerLock))]] : []),
-        ['server connections', (r) => col(r, (x) => x.connections)],
+        ...(server ? [['server connections', (r) => col(r, (x) => x.connections)]] : []),
         ['acquire all, s', (r) => (ok(r)[0]?.stalled ? '–' : col(r, (x) => x.acquireSeconds))],
       ]
     case 5:
@@ -438,7 +461,7 @@ async function main() {
   const libs = Object.keys(LIBS).filter((l) => (!cfg.only || cfg.only.includes(l)) && cfg.backends.includes(LIBS[l].backend))
   if (cfg.only) for (const l of cfg.only) if (!LIBS[l]) throw new Error(`BENCH_ONLY: unknown library "${l}" (known: ${Object.keys(LIBS).join(', ')})`)
   const backends = [...new Set(libs.map((l) => LIBS[l].backend))]
-  const full = !cfg.only && cfg.scenarios.length === 5 && backends.length === 2 && !process.env.BENCH_BACKENDS
+  const full = !cfg.only && cfg.scenarios.length === 5 && backends.length === 3 && !process.env.BENCH_BACKENDS
   const resultsPath = cfg.results || path.join(__dirname, full ? 'RESULTS.md' : 'RESULTS-partial.md')
 
   // Servers: private throwaway instances unless told otherwise (or unavailable).
@@ -447,10 +470,10 @@ async function main() {
   const stops = []
   const usePrivate = process.env.BENCH_PRIVATE_SERVERS !== '0'
   for (const b of backends) {
-    const given = b === 'redis' ? process.env.BENCH_REDIS_URL : process.env.BENCH_MYSQL_URL
-    if (usePrivate && !given) {
+    const given = { redis: process.env.BENCH_REDIS_URL, mysql: process.env.BENCH_MYSQL_URL, sqlite: process.env.BENCH_SQLITE_URL }[b]
+    if ((usePrivate || b === 'sqlite') && !given) {
       try {
-        const s = b === 'redis' ? await privateRedis() : await privateMysql()
+        const s = b === 'redis' ? await privateRedis() : b === 'mysql' ? await privateMysql() : privateSqliteDir()
         urls[b] = s.url
         servers[b] = { how: s.how, private: true, pid: s.pid }
         stops.push(s.stop)
@@ -499,7 +522,7 @@ async function main() {
     }
     for (const b of backends) {
       const t = table(s, b, results, cellLibs.filter((l) => LIBS[l].backend === b))
-      if (t) log(`\n### ${b === 'redis' ? 'Redis' : 'MySQL/MariaDB'}\n${t}`)
+      if (t) log(`\n### ${STORE_LABELS[b]}\n${t}`)
     }
   }
   const addonEnd = addonFingerprint()
@@ -519,7 +542,7 @@ async function main() {
   md.push('## Machine')
   md.push('')
   md.push(`- Node ${m.node}; CPU ${m.cpu}, ${m.cores} cores; ${m.kernel}; ${m.memory} RAM`)
-  for (const b of backends) md.push(`- ${b === 'redis' ? 'Redis' : 'MySQL'}: ${servers[b].version || 'unreachable'} — ${servers[b].how}`)
+  for (const b of backends) md.push(`- ${STORE_LABELS[b]}: ${servers[b].version || 'unreachable'} — ${servers[b].how}`)
   md.push(`- deadbolt: ${addonStart}${buildsUsed.length > 1 || addonsSeen.size > 1 ? ` — **deadbolt was rebuilt/edited during the run**: the workers loaded ${buildsUsed.length} different builds (${buildsUsed.join(', ')}; at the end: ${addonEnd}); cells that mixed builds say so below` : ''}`)
   md.push(`- Load average at the end: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (shared machine: expect noise)`)
   md.push('')
@@ -527,12 +550,13 @@ async function main() {
   md.push('')
   md.push(`- Lease (ttl) ${SETTINGS.ttl} ms; ${SETTINGS.retryDelay} ms between attempts; unlimited retries (deadbolt: \`wait: Infinity, retryDelay: ${SETTINGS.retryDelay}\` with its default jitter ±50 %; deadbolt's redislock face, redislock: \`retries: -1, delay: ${SETTINGS.retryDelay}\`; redlock: \`retryCount: -1, retryDelay: ${SETTINGS.retryDelay}, retryJitter: ${SETTINGS.redlockJitter}\`; redis-semaphore: \`acquireTimeout: Infinity, retryInterval: ${SETTINGS.retryDelay}, refreshInterval: 0\` (auto-refresh only in scenario 5), \`onLockLost\` counts instead of throwing; raw ioredis: \`SET k v PX ${SETTINGS.ttl} NX\` every ${SETTINGS.retryDelay} ms, release by a compare-and-delete script (defineCommand: EVALSHA); sql-lock: \`initialize(uri, {locking_ttl: ${SETTINGS.ttl}})\`, \`getLock(key, ${SETTINGS.ttl})\` — waits on the InnoDB row lock, no client polling; raw GET_LOCK: \`SELECT GET_LOCK(k, ${SETTINGS.getLockTimeoutS})\` on a connection per holder — waits on the server).`)
   md.push(`- Clients: redislock on \`redis@3\` (node_redis v3, the only client it works with); redlock 4, redis-semaphore and the raw baseline on ioredis ${require('ioredis/package.json').version}; sql-lock on sequelize 5 + mysql2; raw GET_LOCK on mysql2; deadbolt's redislock face is given the URL.`)
+  if (backends.includes('sqlite')) md.push(`- SQLite / local files (one host, no server): deadbolt on \`sqlite://<tmp>/locks.db\` with the same settings as on the servers; proper-lockfile 4.1.2: \`lock(<tmp>/proper-lockfile/<key>, {stale: ${SETTINGS.ttl}, realpath: false, retries: {forever: true, minTimeout: ${SETTINGS.retryDelay}, maxTimeout: ${SETTINGS.retryDelay}, factor: 1}})\`, a lock directory per key made with mkdir, its mtime refreshed every ${SETTINGS.ttl / 2} ms.`)
   md.push(`- 1: ${cfg.s1Warmup} warm-up pairs, then up to ${cfg.s1Pairs} pairs or ${cfg.s1MaxSeconds} s. 2: ${cfg.s2Workers} async workers, ${cfg.s2WarmupMs} ms ramp-up, ${cfg.s2Seconds} s measured, each worker cycling over ${cfg.s2KeyCycle} keys of its own. 3: ${cfg.s3Workers} workers, hold ${cfg.s3HoldMs} ms with setTimeout, ${cfg.s3Sections} sections (cap ${cfg.s3MaxSeconds} s). 4: ${cfg.s4Locks} locks, ${cfg.s4Concurrency} acquisitions in flight; "stalled" = no acquisition completed for ${cfg.stallMs / 1000} s. 5: ${cfg.s5Locks} locks, ttl ${SETTINGS.autoTtl} ms, extended every ${SETTINGS.autoEvery} ms, ${cfg.s5SettleMs} ms settle, ${cfg.s5Seconds} s measured; a tick = ${SETTINGS.autoEvery} ms.`)
   md.push(`- Environment: BENCH_RUNS=${cfg.runs} BENCH_SECONDS=${cfg.s2Seconds}${cfg.only ? ` BENCH_ONLY=${cfg.only.join(',')}` : ''} BENCH_SCENARIOS=${cfg.scenarios.join(',')}`)
   for (const b of backends) {
     const bl = libs.filter((l) => LIBS[l].backend === b)
     md.push('')
-    md.push(`## ${b === 'redis' ? 'Redis' : 'MySQL / MariaDB'}`)
+    md.push(`## ${STORE_LABELS[b]}`)
     for (const s of cfg.scenarios) {
       const t = table(s, b, results, bl.filter((l) => LIBS[l].scenarios.includes(s)))
       if (!t) continue
@@ -544,7 +568,7 @@ async function main() {
     const rt = ratios(results, b, bl)
     if (rt) {
       md.push('')
-      md.push(`### Ratios (${b === 'redis' ? 'Redis' : 'MySQL'}): deadbolt's median ÷ the peer's median`)
+      md.push(`### Ratios (${STORE_LABELS[b]}): deadbolt's median ÷ the peer's median`)
       md.push('')
       md.push('Below 1× is better for latency, CPU, heap, commands and round trips; above 1× is better for pairs/s; (≈) = within ±5 %, i.e. within the noise of this machine.')
       md.push('')

@@ -7,7 +7,7 @@
 const fs = require('node:fs')
 const { LIBS, SETTINGS, loadedBuild } = require('./adapters')
 const { config } = require('./config')
-const { RedisProbe, MysqlProbe } = require('./probes')
+const { RedisProbe, MysqlProbe, FileProbe } = require('./probes')
 const { sleep, percentile, mean, parallel, withTimeout, cpuMicros } = require('./util')
 
 const [libId, scenarioArg, cfgJson] = process.argv.slice(2)
@@ -313,7 +313,7 @@ async function verifyOnServer(probe, adapter, lockers) {
     for (let i = 0; i < withKey.length; i++) if (values[i] === withKey[i].serverValue) ok++
     return ok
   }
-  if (adapter.isDeadbolt) {
+  if (adapter.isDeadbolt && probe instanceof MysqlProbe) {
     const rows = await probe.query('SELECT COUNT(*) AS n FROM deadbolt_locks WHERE name LIKE ? AND owner IS NOT NULL AND expires_at > NOW(6)', [`${key('')}%`])
     return Number(rows[0].n)
   }
@@ -438,7 +438,7 @@ async function main() {
   if (!spec) throw new Error(`unknown library "${libId}" (known: ${Object.keys(LIBS).join(', ')})`)
   const urls = cfg.urls || { redis: 'redis://127.0.0.1:6379', mysql: 'mysql://root@127.0.0.1:3306/test' }
   phase = 'probe'
-  const probe = spec.backend === 'redis' ? new RedisProbe(urls.redis) : new MysqlProbe(urls.mysql, cfg.mysqlPid)
+  const probe = spec.backend === 'redis' ? new RedisProbe(urls.redis) : spec.backend === 'mysql' ? new MysqlProbe(urls.mysql, cfg.mysqlPid) : new FileProbe()
   await probe.open()
   const baseConns = await probe.connections()
   phase = 'open'
