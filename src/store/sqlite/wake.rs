@@ -141,13 +141,15 @@ impl Wake {
             .split('\n')
             .filter(|a| !a.is_empty() && *a != self.addr)
         {
-            told.others = true;
-            let Some(sender) = sender else { continue };
+            let Some(sender) = sender else {
+                told.others = true;
+                continue;
+            };
             match socket_address(addr).and_then(|to| sender.send_to_addr(key.as_bytes(), &to)) {
-                Ok(_) => {}
                 Err(e) if is_gone(&e) => told.dead.push(addr.to_string()),
-                // A full receive buffer (WouldBlock) or anything else: that waiter polls.
-                Err(_) => {}
+                // Sent, or not (a full receive buffer): that process waits; if it missed
+                // this, it polls.
+                _ => told.others = true,
             }
         }
         told
