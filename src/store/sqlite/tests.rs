@@ -533,7 +533,9 @@ mod wake_ups {
                 .unwrap();
         }
         s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-        assert!(s.release(&k, &a).await.unwrap().released);
+        let outcome = s.release(&k, &a).await.unwrap();
+        assert!(outcome.released, "{outcome:?}");
+        assert!(!outcome.others_waiting, "nobody alive waits");
         for _ in 0..200 {
             if rows(&url, "deadbolt_locks_waiters").await == 0 {
                 return;
