@@ -3,12 +3,11 @@
 //!
 //! The file is in WAL mode, so reads never wait for the writer and a commit is an append
 //! to the log. Every lock operation is one statement, hence one short write transaction; each
-//! process writes through a single connection, so its own operations queue in the process
-//! (in order, without sleeping) instead of meeting in SQLite's busy handler, which backs off
-//! with sleeps of 1, 2, 5, 10… ms. Processes meet there: a statement that finds another
-//! process's write in progress waits for it (`busy_timeout`), which takes microseconds since
-//! no transaction does more than one statement. Reads (`inspect`, `list`) use a pool of
-//! their own.
+//! process writes through a single connection (`writer`), so its own operations queue in the
+//! process. Processes meet in SQLite's busy handler: a statement that finds another process's
+//! write in progress waits for it (`busy_timeout`), which takes microseconds since no
+//! transaction does more than one statement. Reads (`inspect`, `list`) use a pool of their
+//! own.
 //!
 //! Expiry is decided by the host's wall clock as SQLite reads it, at the moment each
 //! statement runs under the write lock: every process of the host shares it.
@@ -17,11 +16,12 @@ mod path;
 mod sql;
 #[cfg_attr(not(unix), path = "wake_none.rs")]
 mod wake;
+mod writer;
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
@@ -30,7 +30,6 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{AssertSqlSafe, Row};
-use tokio::sync::OnceCell;
 
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
@@ -39,6 +38,7 @@ use crate::store::{
 pub use path::database_path;
 use sql::{Statements, EXTEND_BATCH_MAX};
 use wake::{alive, Wake};
+use writer::WriteConnection;
 
 /// Longest lock name accepted, in bytes (as on every store).
 pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
@@ -63,8 +63,8 @@ pub struct SqliteOptions {
     /// Most connections for reads (`inspect`, `list`), opened when needed; writes always go
     /// through one connection per process. Default 10.
     pub pool_size: u32,
-    /// How long an operation waits for this process's connection (and the first one to
-    /// open the file), in milliseconds. Default 5000.
+    /// How long opening the file may take, and an operation may wait for a read connection,
+    /// in milliseconds. Default 5000.
     pub connect_timeout_ms: u64,
     /// How long a statement waits for another process's write to finish (SQLite's
     /// `busy_timeout`), in milliseconds. Default 5000. A whole call is bounded by
@@ -92,14 +92,12 @@ pub struct SqliteStore {
     acquire_timeout: Duration,
     /// Bound on a whole call (see [`SqliteStore::bounded`]).
     call_timeout: Duration,
-    sql: Statements,
-    /// One connection: every write of this process (built on first use, inside a runtime).
-    writer: OnceLock<SqlitePool>,
-    /// Connections for reads.
+    sql: Arc<Statements>,
+    /// Every write of this process (shared with background clean-ups).
+    writer: Arc<WriteConnection>,
+    /// Connections for reads (built on first use, inside a runtime).
     reader: OnceLock<SqlitePool>,
     closed: AtomicBool,
-    /// Left empty when opening failed, so the next operation tries again.
-    ready: OnceCell<()>,
     /// When the last purge started, so it runs at most once per [`PURGE_EVERY`].
     last_purge: Mutex<Option<Instant>>,
     /// Whether this store looked for the registrations of dead processes yet.
@@ -141,20 +139,27 @@ impl SqliteStore {
             // before it returns), and is synced to disk at checkpoints, not at every commit.
             .synchronous(SqliteSynchronous::Normal)
             .thread_name(|id| format!("deadbolt-sqlite-{id}"));
+        let sql = Arc::new(Statements::new(&opts.table));
+        let acquire_timeout = Duration::from_millis(opts.connect_timeout_ms);
+        let writer = WriteConnection::new(
+            connect_options.clone(),
+            path.clone(),
+            sql.schema.clone(),
+            acquire_timeout,
+        );
         Ok(SqliteStore {
             path,
             connect_options,
             pool_size: opts.pool_size,
-            acquire_timeout: Duration::from_millis(opts.connect_timeout_ms),
+            acquire_timeout,
             call_timeout: Duration::from_millis(
                 opts.connect_timeout_ms
                     .saturating_add(opts.response_timeout_ms),
             ),
-            sql: Statements::new(&opts.table),
-            writer: OnceLock::new(),
+            sql,
+            writer: Arc::new(writer),
             reader: OnceLock::new(),
             closed: AtomicBool::new(false),
-            ready: OnceCell::new(),
             last_purge: Mutex::new(None),
             swept: AtomicBool::new(false),
             wake: Wake::new(),
@@ -183,15 +188,15 @@ impl SqliteStore {
         check_key(key)?;
         check_owner(owner)?;
         let ttl = check_ttl(ttl_ms)?;
-        let pool = self.writer().await?;
+        let mut w = self.writer.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
             .bind(ttl)
             .bind(data)
-            .fetch_optional(pool)
-            .await
-            .map_err(|e| db_error("try_acquire", e))?;
+            .fetch_optional(w.conn())
+            .await;
+        let row = w.finish(row).map_err(|e| db_error("try_acquire", e))?;
         row.map(|row| token(&row, "try_acquire")).transpose()
     }
 
@@ -204,14 +209,14 @@ impl SqliteStore {
         check_key(key)?;
         check_owner(owner)?;
         let ttl = check_ttl(ttl_ms)?;
-        let pool = self.writer().await?;
+        let mut w = self.writer.lock().await?;
         let done = sqlx::query(AssertSqlSafe(self.sql.extend.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
             .bind(ttl)
-            .execute(pool)
-            .await
-            .map_err(|e| db_error("extend", e))?;
+            .execute(w.conn())
+            .await;
+        let done = w.finish(done).map_err(|e| db_error("extend", e))?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -265,7 +270,6 @@ impl SqliteStore {
         items: &[ExtendItem],
         batch: &[(usize, i64)],
     ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let pool = self.writer().await?;
         let padded = batch.len().max(2).next_power_of_two();
         let text = &self.sql.extend_many[padded.trailing_zeros() as usize - 1];
         let mut query = sqlx::query(AssertSqlSafe(text.as_str()));
@@ -277,10 +281,9 @@ impl SqliteStore {
                 .bind(item.owner.as_bytes())
                 .bind(ttl);
         }
-        let rows = query
-            .fetch_all(pool)
-            .await
-            .map_err(|e| db_error("extend", e))?;
+        let mut w = self.writer.lock().await?;
+        let rows = query.fetch_all(w.conn()).await;
+        let rows = w.finish(rows).map_err(|e| db_error("extend", e))?;
         rows.iter()
             .map(|row| {
                 let name: Vec<u8> = row.try_get(0).map_err(|e| db_error("extend", e))?;
@@ -298,14 +301,14 @@ impl SqliteStore {
     pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
         check_key(key)?;
         check_owner(owner)?;
-        let pool = self.writer().await?;
+        let mut w = self.writer.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
-            .fetch_optional(pool)
-            .await
-            .map_err(|e| db_error("release", e))?;
-        self.purge_if_due(pool);
+            .fetch_optional(w.conn())
+            .await;
+        let row = w.finish(row).map_err(|e| db_error("release", e))?;
+        self.purge_if_due();
         let Some(row) = row else {
             return Ok(ReleaseOutcome {
                 released: false,
@@ -350,16 +353,16 @@ impl SqliteStore {
         check_owner(owner)?;
         check_owner(next.owner)?;
         let ttl = check_ttl(next.ttl_ms)?;
-        let pool = self.writer().await?;
+        let mut w = self.writer.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.handoff.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
             .bind(next.owner.as_bytes())
             .bind(next.data)
             .bind(ttl)
-            .fetch_optional(pool)
-            .await
-            .map_err(|e| db_error("handoff", e))?;
+            .fetch_optional(w.conn())
+            .await;
+        let row = w.finish(row).map_err(|e| db_error("handoff", e))?;
         row.map(|row| token(&row, "handoff")).transpose()
     }
 
@@ -385,12 +388,11 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe: each statement deletes only rows nobody holds.
     pub async fn purge(&self) -> StoreResult<u64> {
-        let pool = self.writer().await?;
-        purge_rows(pool, &self.sql.purge).await
+        purge_rows(&self.writer, &self.sql.purge).await
     }
 
     /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
-    fn purge_if_due(&self, pool: &SqlitePool) {
+    fn purge_if_due(&self) {
         let now = Instant::now();
         {
             let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
@@ -399,10 +401,10 @@ impl SqliteStore {
             }
             *last = Some(now);
         }
-        let (pool, sql, bound) = (pool.clone(), self.sql.purge.clone(), self.call_timeout);
+        let (writer, sql, bound) = (self.writer.clone(), self.sql.clone(), self.call_timeout);
         tokio::spawn(async move {
             // Best effort: a failed purge is tried again after the next interval.
-            let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql)).await;
+            let _ = tokio::time::timeout(bound, purge_rows(&writer, &sql.purge)).await;
         });
     }
 
@@ -410,15 +412,15 @@ impl SqliteStore {
     /// looks for those of processes that are gone, once.
     async fn register(&self, key: &str) -> StoreResult<()> {
         self.bounded("watch", async {
-            let pool = self.writer().await?;
-            sqlx::query(AssertSqlSafe(self.sql.watch.as_str()))
+            let mut w = self.writer.lock().await?;
+            let done = sqlx::query(AssertSqlSafe(self.sql.watch.as_str()))
                 .bind(key.as_bytes())
                 .bind(self.wake.addr())
-                .execute(pool)
-                .await
-                .map_err(|e| db_error("watch", e))?;
+                .execute(w.conn())
+                .await;
+            w.finish(done).map_err(|e| db_error("watch", e))?;
             if !self.swept.swap(true, Ordering::AcqRel) {
-                self.sweep(pool);
+                self.sweep();
             }
             Ok(())
         })
@@ -428,13 +430,13 @@ impl SqliteStore {
     /// Unregisters this process for `key`.
     async fn unregister(&self, key: &str) -> StoreResult<()> {
         self.bounded("unwatch", async {
-            let pool = self.writer().await?;
-            sqlx::query(AssertSqlSafe(self.sql.unwatch.as_str()))
+            let mut w = self.writer.lock().await?;
+            let done = sqlx::query(AssertSqlSafe(self.sql.unwatch.as_str()))
                 .bind(key.as_bytes())
                 .bind(self.wake.addr())
-                .execute(pool)
-                .await
-                .map_err(|e| db_error("unwatch", e))?;
+                .execute(w.conn())
+                .await;
+            w.finish(done).map_err(|e| db_error("unwatch", e))?;
             Ok(())
         })
         .await
@@ -442,39 +444,42 @@ impl SqliteStore {
 
     /// Forgets, in the background, the registrations of addresses nobody listens on.
     fn forget(&self, dead: Vec<String>) {
-        let Some(pool) = self.writer.get().cloned() else {
-            return;
-        };
         if dead.is_empty() {
             return;
         }
-        let (sql, bound) = (self.sql.forget.clone(), self.call_timeout);
+        let (writer, sql, bound) = (self.writer.clone(), self.sql.clone(), self.call_timeout);
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(bound, forget_addresses(&pool, &sql, dead)).await;
+            let forget = forget_addresses(&writer, &sql.forget, dead);
+            let _ = tokio::time::timeout(bound, forget).await;
         });
     }
 
     /// Looks, in the background, for registered addresses nobody listens on any more (the
     /// processes died waiting) and forgets them: the waiter table holds the live waiters
     /// plus at most the names the dead ones waited for until someone sweeps.
-    fn sweep(&self, pool: &SqlitePool) {
-        let (pool, list, forget, own) = (
-            pool.clone(),
-            self.sql.addresses.clone(),
-            self.sql.forget.clone(),
+    fn sweep(&self) {
+        let (writer, sql, own) = (
+            self.writer.clone(),
+            self.sql.clone(),
             self.wake.addr().to_string(),
         );
         let bound = self.call_timeout;
         tokio::spawn(async move {
             let sweep = async {
-                let addrs: Vec<String> = sqlx::query_scalar(AssertSqlSafe(list))
-                    .fetch_all(&pool)
-                    .await?;
+                let addrs: Vec<String> = {
+                    let Some(mut w) = writer.lock_if_open().await else {
+                        return Ok(());
+                    };
+                    let addrs = sqlx::query_scalar(AssertSqlSafe(sql.addresses.as_str()))
+                        .fetch_all(w.conn())
+                        .await;
+                    w.finish(addrs)?
+                };
                 let dead = addrs
                     .into_iter()
                     .filter(|a| *a != own && !alive(a))
                     .collect();
-                forget_addresses(&pool, &forget, dead).await
+                forget_addresses(&writer, &sql.forget, dead).await
             };
             let _ = tokio::time::timeout(bound, sweep).await;
         });
@@ -485,11 +490,9 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe.
     pub async fn ping(&self) -> StoreResult<()> {
-        let pool = self.writer().await?;
-        sqlx::query("SELECT 1")
-            .execute(pool)
-            .await
-            .map_err(|e| db_error("ping", e))?;
+        let mut w = self.writer.lock().await?;
+        let done = sqlx::query("SELECT 1").execute(w.conn()).await;
+        w.finish(done).map_err(|e| db_error("ping", e))?;
         Ok(())
     }
 
@@ -501,21 +504,20 @@ impl SqliteStore {
         }
         self.wake.close();
         let bound = self.call_timeout;
-        if let Some(pool) = self.writer.get() {
-            let forget =
-                forget_addresses(pool, &self.sql.forget, vec![self.wake.addr().to_string()]);
-            let _ = tokio::time::timeout(bound, forget).await;
-            let _ = tokio::time::timeout(bound, pool.close()).await;
-        }
+        let own = vec![self.wake.addr().to_string()];
+        let forget = forget_addresses(&self.writer, &self.sql.forget, own);
+        let _ = tokio::time::timeout(bound, forget).await;
+        let _ = tokio::time::timeout(bound, self.writer.close()).await;
         if let Some(pool) = self.reader.get() {
             let _ = tokio::time::timeout(bound, pool.close()).await;
         }
     }
 
     /// Runs one store operation within the call bound (`connect_timeout_ms +
-    /// response_timeout_ms`). The pool bounds the wait for this process's connection and
-    /// SQLite's busy timeout the wait for another process's write, so this only fires when
-    /// the disk itself stalls; a statement abandoned this way may still take effect.
+    /// response_timeout_ms`): the wait for this process's earlier writes, for another
+    /// process's write (SQLite's busy timeout) and for the disk. A statement abandoned this
+    /// way may still take effect; its connection is dropped, and opened again by the next
+    /// write.
     ///
     /// # Cancel Safety
     /// As cancel safe as `fut`.
@@ -542,109 +544,35 @@ impl SqliteStore {
         }
     }
 
-    /// The writer pool, once the file is in WAL mode and has the tables.
-    async fn writer(&self) -> StoreResult<&SqlitePool> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(closed_error());
-        }
-        let pool = self.writer.get_or_init(|| self.pool(1));
-        self.ready.get_or_try_init(|| self.open(pool)).await?;
-        // A `close` that ran meanwhile may have missed this pool.
-        if self.closed.load(Ordering::SeqCst) {
-            pool.close().await;
-            return Err(closed_error());
-        }
-        Ok(pool)
-    }
-
-    /// The reader pool (the writer's first use sets the file up).
+    /// The reader pool, once this process's write connection set the file up.
     async fn reader(&self) -> StoreResult<&SqlitePool> {
-        self.writer().await?;
-        let pool = self.reader.get_or_init(|| self.pool(self.pool_size));
+        drop(self.writer.lock().await?);
+        let pool = self.reader.get_or_init(|| {
+            SqlitePoolOptions::new()
+                .max_connections(self.pool_size)
+                .min_connections(0)
+                .acquire_timeout(self.acquire_timeout)
+                // A local file: a connection does not go stale the way a socket does.
+                .test_before_acquire(false)
+                .connect_lazy_with(self.connect_options.clone())
+        });
         if self.closed.load(Ordering::SeqCst) {
             pool.close().await;
             return Err(closed_error());
         }
         Ok(pool)
-    }
-
-    fn pool(&self, size: u32) -> SqlitePool {
-        SqlitePoolOptions::new()
-            .max_connections(size)
-            .min_connections(0)
-            .acquire_timeout(self.acquire_timeout)
-            // A local file: a connection does not go stale the way a socket does.
-            .test_before_acquire(false)
-            .connect_lazy_with(self.connect_options.clone())
-    }
-
-    /// Opens the file for the first time in this store: checks its directory, switches it to
-    /// WAL mode and creates the tables, in one write transaction that other processes doing
-    /// the same wait for.
-    async fn open(&self, pool: &SqlitePool) -> StoreResult<()> {
-        if let Some(dir) = self.path.parent() {
-            if !dir.as_os_str().is_empty() && !dir.is_dir() {
-                return Err(StoreError::new(
-                    ErrorKind::Unreachable,
-                    format!(
-                        "sqlite: cannot create {}: the directory {} does not exist (deadbolt creates the file, not its directory)",
-                        self.path.display(),
-                        dir.display()
-                    ),
-                ));
-            }
-        }
-        let mut conn = pool.acquire().await.map_err(|e| db_error("open", e))?;
-        self.wal_mode(&mut conn).await?;
-        let mut tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| db_error("creating the lock tables", e))?;
-        for statement in &self.sql.schema {
-            sqlx::query(AssertSqlSafe(statement.as_str()))
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| db_error("creating the lock tables", e))?;
-        }
-        tx.commit()
-            .await
-            .map_err(|e| db_error("creating the lock tables", e))?;
-        Ok(())
-    }
-
-    /// Puts the file in WAL mode (a lasting property of the file: usually it already is).
-    /// Switching needs the file to itself and does not wait in the busy handler, so a
-    /// switch that meets another process is tried again until the connect timeout.
-    async fn wal_mode(&self, conn: &mut sqlx::sqlite::SqliteConnection) -> StoreResult<()> {
-        let give_up = Instant::now() + self.acquire_timeout;
-        loop {
-            let mode: Result<String, _> = sqlx::query_scalar("PRAGMA journal_mode = WAL")
-                .fetch_one(&mut *conn)
-                .await;
-            match mode {
-                Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
-                Ok(mode) => {
-                    return Err(StoreError::new(
-                        ErrorKind::Server,
-                        format!("sqlite: {} cannot use WAL mode (journal mode {mode}); it must be on a local filesystem", self.path.display()),
-                    ))
-                }
-                Err(e) if is_busy(&e) && Instant::now() < give_up => {
-                    tokio::time::sleep(Duration::from_millis(fastrand::u64(1..10))).await;
-                }
-                Err(e) => return Err(db_error("switching to WAL mode", e)),
-            }
-        }
     }
 }
 
 /// Runs the purge statement until it deletes fewer rows than its limit.
-async fn purge_rows(pool: &SqlitePool, sql: &str) -> StoreResult<u64> {
+async fn purge_rows(writer: &WriteConnection, sql: &str) -> StoreResult<u64> {
     let mut total = 0;
     loop {
-        let done = sqlx::query(AssertSqlSafe(sql))
-            .execute(pool)
-            .await
-            .map_err(|e| db_error("purge", e))?;
+        // One statement at a time: this process's lock operations get the connection
+        // between them.
+        let mut w = writer.lock().await?;
+        let done = sqlx::query(AssertSqlSafe(sql)).execute(w.conn()).await;
+        let done = w.finish(done).map_err(|e| db_error("purge", e))?;
         total += done.rows_affected();
         if done.rows_affected() < 1000 {
             return Ok(total);
@@ -652,13 +580,21 @@ async fn purge_rows(pool: &SqlitePool, sql: &str) -> StoreResult<u64> {
     }
 }
 
-/// Deletes every registration of each address.
-async fn forget_addresses(pool: &SqlitePool, sql: &str, addrs: Vec<String>) -> sqlx::Result<()> {
+/// Deletes every registration of each address (if the write connection is open).
+async fn forget_addresses(
+    writer: &WriteConnection,
+    sql: &str,
+    addrs: Vec<String>,
+) -> sqlx::Result<()> {
     for addr in addrs {
-        sqlx::query(AssertSqlSafe(sql))
+        let Some(mut w) = writer.lock_if_open().await else {
+            return Ok(());
+        };
+        let done = sqlx::query(AssertSqlSafe(sql))
             .bind(addr)
-            .execute(pool)
-            .await?;
+            .execute(w.conn())
+            .await;
+        w.finish(done)?;
     }
     Ok(())
 }
@@ -851,12 +787,12 @@ impl OperatorTools for SqliteStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         self.bounded("force_release", async move {
             check_key(key)?;
-            let pool = self.writer().await?;
+            let mut w = self.writer.lock().await?;
             let row = sqlx::query(AssertSqlSafe(self.sql.force_release.as_str()))
                 .bind(key.as_bytes())
-                .fetch_optional(pool)
-                .await
-                .map_err(|e| db_error("force_release", e))?;
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("force_release", e))?;
             match row {
                 Some(row) => Ok(self.deleted(key, &row, "force_release")?.0),
                 None => Ok(false),

@@ -48,12 +48,17 @@ async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
+/// A connection pool of the test's own to the store's file (another "process").
+async fn raw(url: &str) -> SqlitePool {
+    let path = database_path(url).unwrap();
+    SqlitePool::connect_with(SqliteConnectOptions::new().filename(path))
+        .await
+        .unwrap()
+}
+
 /// Rows in one of the store's tables, read with a connection of the test's own.
 async fn rows(url: &str, table: &str) -> i64 {
-    let path = database_path(url).unwrap();
-    let pool = SqlitePool::connect_with(SqliteConnectOptions::new().filename(path))
-        .await
-        .unwrap();
+    let pool = raw(url).await;
     let n = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM \"{table}\"")))
         .fetch_one(&pool)
         .await
@@ -224,8 +229,9 @@ async fn a_lease_taken_over_after_expiry_raises_the_counter_for_every_name() {
     let dir = TempDir::new();
     let s = open(&dir.url());
     let (k, a, b) = (name(), owner(), owner());
+    s.ping().await.unwrap();
     // Push the counter far above the clock, so the clock floor cannot hide a missed raise.
-    let pool = s.writer().await.unwrap().clone();
+    let pool = raw(&dir.url()).await;
     sqlx::query("UPDATE deadbolt_locks_fence SET value = 9000000000000000")
         .execute(&pool)
         .await
@@ -432,6 +438,35 @@ async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound(
 }
 
 #[tokio::test]
+async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let s = open(&url);
+    s.ping().await.unwrap();
+    let path = database_path(&url).unwrap();
+    let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(
+        &SqliteConnectOptions::new().filename(&path),
+    )
+    .await
+    .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    // Dropped while its statement waits for the other connection's write lock.
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(50),
+        s.try_acquire(&name(), &owner(), 1_000, None),
+    )
+    .await;
+    assert!(cancelled.is_err());
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    let (k, a) = (name(), owner());
+    assert!(s.try_acquire(&k, &a, 10_000, None).await.unwrap().is_some());
+    assert!(s.release(&k, &a).await.unwrap().released);
+}
+
+#[tokio::test]
 async fn operations_after_close_fail_as_closed() {
     let dir = TempDir::new();
     let s = open(&dir.url());
@@ -523,7 +558,7 @@ mod wake_ups {
         let (k, a) = (name(), owner());
         s.ping().await.unwrap();
         // A process that died while waiting left its registration behind.
-        let pool = s.writer().await.unwrap().clone();
+        let pool = raw(&url).await;
         for dead in ["@deadbolt-gone-1", "/nonexistent/deadbolt-gone-2.sock"] {
             sqlx::query("INSERT INTO deadbolt_locks_waiters (name, addr) VALUES (?1, ?2)")
                 .bind(k.as_bytes())
@@ -551,7 +586,7 @@ mod wake_ups {
         let url = dir.url();
         let s = open(&url);
         s.ping().await.unwrap();
-        let pool = s.writer().await.unwrap().clone();
+        let pool = raw(&url).await;
         sqlx::query(
             "INSERT INTO deadbolt_locks_waiters (name, addr) VALUES (X'01', '@deadbolt-gone')",
         )
