@@ -72,7 +72,7 @@ export interface ConnectOptions {
   responseTimeout?: number
   /** MySQL, SQLite: the lease table, created on first use. Default `deadbolt_locks`. */
   table?: string
-  /** MySQL: connection pool size; SQLite: connections for reads (writes use one). An integer from 1 to 1 000. Default 10. */
+  /** MySQL: connection pool size, an integer from 1 to 1 000. Default 10. */
   poolSize?: number
   /** Do not check that the store answers before resolving. Default false. */
   lazy?: boolean

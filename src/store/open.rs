@@ -21,7 +21,7 @@ pub struct ConnectOptions {
     pub response_timeout_ms: u64,
     /// Lease table name (MySQL, SQLite).
     pub table: String,
-    /// Connection pool size (MySQL; SQLite: its readers).
+    /// Connection pool size (MySQL).
     pub pool_size: u32,
     /// TLS settings (`rediss://`, `mysql://`); refused for other URLs.
     pub tls: Option<TlsOptions>,
@@ -116,7 +116,6 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
         "sqlite" => {
             let sqlite_opts = SqliteOptions {
                 table: opts.table.clone(),
-                pool_size: opts.pool_size,
                 connect_timeout_ms: opts.connect_timeout_ms,
                 response_timeout_ms: opts.response_timeout_ms,
             };

@@ -1,44 +1,41 @@
 //! SQLite store: locks shared by every process on one host through one database file, with
 //! no server (docs/design.md, "SQLite layout").
 //!
-//! The file is in WAL mode, so reads never wait for the writer and a commit is an append
-//! to the log. Every lock operation is one statement, hence one short write transaction; each
-//! process writes through a single connection (`writer`), so its own operations queue in the
-//! process. Processes meet in SQLite's busy handler: a statement that finds another process's
-//! write in progress waits for it (`busy_timeout`), which takes microseconds since no
-//! transaction does more than one statement. Reads (`inspect`, `list`) use a pool of their
-//! own.
+//! The file is in WAL mode, so reads never wait for a writer and a commit is an append to the
+//! log. Every lock operation is one statement, hence one short transaction; each store uses
+//! a single connection (`connection`), so the process's own operations queue in the process.
+//! Processes meet in SQLite's busy handler: a statement that finds another process's write in
+//! progress waits for it (`busy_timeout`), which takes microseconds since no transaction does
+//! more than one statement.
 //!
 //! Expiry is decided by the host's wall clock as SQLite reads it, at the moment each
 //! statement runs under the write lock: every process of the host shares it.
 
+mod connection;
 mod path;
 mod sql;
 #[cfg_attr(not(unix), path = "wake_none.rs")]
 mod wake;
-mod writer;
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
     StoreError, StoreResult,
 };
+use connection::SharedConnection;
 pub use path::database_path;
 use sql::{Statements, EXTEND_BATCH_MAX};
 use wake::{alive, Wake};
-use writer::WriteConnection;
 
 /// Longest lock name accepted, in bytes (as on every store).
 pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
@@ -60,11 +57,7 @@ pub struct SqliteOptions {
     /// `<table>_waiters`): 1 to 64 ASCII letters, digits or underscores.
     /// Default `"deadbolt_locks"`.
     pub table: String,
-    /// Most connections for reads (`inspect`, `list`), opened when needed; writes always go
-    /// through one connection per process. Default 10.
-    pub pool_size: u32,
-    /// How long opening the file may take, and an operation may wait for a read connection,
-    /// in milliseconds. Default 5000.
+    /// How long opening the file may take, in milliseconds. Default 5000.
     pub connect_timeout_ms: u64,
     /// How long a statement waits for another process's write to finish (SQLite's
     /// `busy_timeout`), in milliseconds. Default 5000. A whole call is bounded by
@@ -76,7 +69,7 @@ impl Default for SqliteOptions {
     fn default() -> Self {
         Self {
             table: crate::limits::DEFAULT_TABLE.to_owned(),
-            pool_size: crate::limits::DEFAULT_POOL_SIZE,
+
             connect_timeout_ms: crate::limits::DEFAULT_CONNECT_TIMEOUT_MS,
             response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
         }
@@ -87,16 +80,13 @@ impl Default for SqliteOptions {
 /// the same file.
 pub struct SqliteStore {
     path: PathBuf,
-    connect_options: SqliteConnectOptions,
-    pool_size: u32,
-    acquire_timeout: Duration,
+
     /// Bound on a whole call (see [`SqliteStore::bounded`]).
     call_timeout: Duration,
     sql: Arc<Statements>,
-    /// Every write of this process (shared with background clean-ups).
-    writer: Arc<WriteConnection>,
-    /// Connections for reads (built on first use, inside a runtime).
-    reader: OnceLock<SqlitePool>,
+    /// The store's one connection (shared with background clean-ups).
+    conn: Arc<SharedConnection>,
+
     closed: AtomicBool,
     /// When the last purge started, so it runs at most once per [`PURGE_EVERY`].
     last_purge: Mutex<Option<Instant>>,
@@ -109,7 +99,6 @@ impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStore")
             .field("path", &self.path)
-            .field("pool_size", &self.pool_size)
             .finish_non_exhaustive()
     }
 }
@@ -127,9 +116,7 @@ impl SqliteStore {
                 opts.table
             )));
         }
-        if opts.pool_size == 0 {
-            return Err(StoreError::invalid("sqlite: pool_size must be at least 1"));
-        }
+
         let connect_options = SqliteConnectOptions::new()
             .filename(&path)
             .create_if_missing(true)
@@ -140,25 +127,22 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .thread_name(|id| format!("deadbolt-sqlite-{id}"));
         let sql = Arc::new(Statements::new(&opts.table));
-        let acquire_timeout = Duration::from_millis(opts.connect_timeout_ms);
-        let writer = WriteConnection::new(
-            connect_options.clone(),
+        let conn = SharedConnection::new(
+            connect_options,
             path.clone(),
             sql.schema.clone(),
-            acquire_timeout,
+            Duration::from_millis(opts.connect_timeout_ms),
         );
         Ok(SqliteStore {
             path,
-            connect_options,
-            pool_size: opts.pool_size,
-            acquire_timeout,
+
             call_timeout: Duration::from_millis(
                 opts.connect_timeout_ms
                     .saturating_add(opts.response_timeout_ms),
             ),
             sql,
-            writer: Arc::new(writer),
-            reader: OnceLock::new(),
+            conn: Arc::new(conn),
+
             closed: AtomicBool::new(false),
             last_purge: Mutex::new(None),
             swept: AtomicBool::new(false),
@@ -188,7 +172,7 @@ impl SqliteStore {
         check_key(key)?;
         check_owner(owner)?;
         let ttl = check_ttl(ttl_ms)?;
-        let mut w = self.writer.lock().await?;
+        let mut w = self.conn.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
@@ -209,7 +193,7 @@ impl SqliteStore {
         check_key(key)?;
         check_owner(owner)?;
         let ttl = check_ttl(ttl_ms)?;
-        let mut w = self.writer.lock().await?;
+        let mut w = self.conn.lock().await?;
         let done = sqlx::query(AssertSqlSafe(self.sql.extend.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
@@ -281,7 +265,7 @@ impl SqliteStore {
                 .bind(item.owner.as_bytes())
                 .bind(ttl);
         }
-        let mut w = self.writer.lock().await?;
+        let mut w = self.conn.lock().await?;
         let rows = query.fetch_all(w.conn()).await;
         let rows = w.finish(rows).map_err(|e| db_error("extend", e))?;
         rows.iter()
@@ -301,7 +285,7 @@ impl SqliteStore {
     pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
         check_key(key)?;
         check_owner(owner)?;
-        let mut w = self.writer.lock().await?;
+        let mut w = self.conn.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
@@ -353,7 +337,7 @@ impl SqliteStore {
         check_owner(owner)?;
         check_owner(next.owner)?;
         let ttl = check_ttl(next.ttl_ms)?;
-        let mut w = self.writer.lock().await?;
+        let mut w = self.conn.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.handoff.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
@@ -373,12 +357,12 @@ impl SqliteStore {
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
         check_key(key)?;
-        let pool = self.reader().await?;
+        let mut w = self.conn.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.inspect.as_str()))
             .bind(key.as_bytes())
-            .fetch_optional(pool)
-            .await
-            .map_err(|e| db_error("inspect", e))?;
+            .fetch_optional(w.conn())
+            .await;
+        let row = w.finish(row).map_err(|e| db_error("inspect", e))?;
         row.map(|row| lock_info(&row, 0, "inspect")).transpose()
     }
 
@@ -388,7 +372,7 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe: each statement deletes only rows nobody holds.
     pub async fn purge(&self) -> StoreResult<u64> {
-        purge_rows(&self.writer, &self.sql.purge).await
+        purge_rows(&self.conn, &self.sql.purge).await
     }
 
     /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
@@ -401,10 +385,10 @@ impl SqliteStore {
             }
             *last = Some(now);
         }
-        let (writer, sql, bound) = (self.writer.clone(), self.sql.clone(), self.call_timeout);
+        let (conn, sql, bound) = (self.conn.clone(), self.sql.clone(), self.call_timeout);
         tokio::spawn(async move {
             // Best effort: a failed purge is tried again after the next interval.
-            let _ = tokio::time::timeout(bound, purge_rows(&writer, &sql.purge)).await;
+            let _ = tokio::time::timeout(bound, purge_rows(&conn, &sql.purge)).await;
         });
     }
 
@@ -412,7 +396,7 @@ impl SqliteStore {
     /// looks for those of processes that are gone, once.
     async fn register(&self, key: &str) -> StoreResult<()> {
         self.bounded("watch", async {
-            let mut w = self.writer.lock().await?;
+            let mut w = self.conn.lock().await?;
             let done = sqlx::query(AssertSqlSafe(self.sql.watch.as_str()))
                 .bind(key.as_bytes())
                 .bind(self.wake.addr())
@@ -430,7 +414,7 @@ impl SqliteStore {
     /// Unregisters this process for `key`.
     async fn unregister(&self, key: &str) -> StoreResult<()> {
         self.bounded("unwatch", async {
-            let mut w = self.writer.lock().await?;
+            let mut w = self.conn.lock().await?;
             let done = sqlx::query(AssertSqlSafe(self.sql.unwatch.as_str()))
                 .bind(key.as_bytes())
                 .bind(self.wake.addr())
@@ -447,9 +431,9 @@ impl SqliteStore {
         if dead.is_empty() {
             return;
         }
-        let (writer, sql, bound) = (self.writer.clone(), self.sql.clone(), self.call_timeout);
+        let (conn, sql, bound) = (self.conn.clone(), self.sql.clone(), self.call_timeout);
         tokio::spawn(async move {
-            let forget = forget_addresses(&writer, &sql.forget, dead);
+            let forget = forget_addresses(&conn, &sql.forget, dead);
             let _ = tokio::time::timeout(bound, forget).await;
         });
     }
@@ -458,8 +442,8 @@ impl SqliteStore {
     /// processes died waiting) and forgets them: the waiter table holds the live waiters
     /// plus at most the names the dead ones waited for until someone sweeps.
     fn sweep(&self) {
-        let (writer, sql, own) = (
-            self.writer.clone(),
+        let (conn, sql, own) = (
+            self.conn.clone(),
             self.sql.clone(),
             self.wake.addr().to_string(),
         );
@@ -467,7 +451,7 @@ impl SqliteStore {
         tokio::spawn(async move {
             let sweep = async {
                 let addrs: Vec<String> = {
-                    let Some(mut w) = writer.lock_if_open().await else {
+                    let Some(mut w) = conn.lock_if_open().await else {
                         return Ok(());
                     };
                     let addrs = sqlx::query_scalar(AssertSqlSafe(sql.addresses.as_str()))
@@ -479,7 +463,7 @@ impl SqliteStore {
                     .into_iter()
                     .filter(|a| *a != own && !alive(a))
                     .collect();
-                forget_addresses(&writer, &sql.forget, dead).await
+                forget_addresses(&conn, &sql.forget, dead).await
             };
             let _ = tokio::time::timeout(bound, sweep).await;
         });
@@ -490,7 +474,7 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe.
     pub async fn ping(&self) -> StoreResult<()> {
-        let mut w = self.writer.lock().await?;
+        let mut w = self.conn.lock().await?;
         let done = sqlx::query("SELECT 1").execute(w.conn()).await;
         w.finish(done).map_err(|e| db_error("ping", e))?;
         Ok(())
@@ -505,12 +489,9 @@ impl SqliteStore {
         self.wake.close();
         let bound = self.call_timeout;
         let own = vec![self.wake.addr().to_string()];
-        let forget = forget_addresses(&self.writer, &self.sql.forget, own);
+        let forget = forget_addresses(&self.conn, &self.sql.forget, own);
         let _ = tokio::time::timeout(bound, forget).await;
-        let _ = tokio::time::timeout(bound, self.writer.close()).await;
-        if let Some(pool) = self.reader.get() {
-            let _ = tokio::time::timeout(bound, pool.close()).await;
-        }
+        let _ = tokio::time::timeout(bound, self.conn.close()).await;
     }
 
     /// Runs one store operation within the call bound (`connect_timeout_ms +
@@ -543,34 +524,15 @@ impl SqliteStore {
             Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
         }
     }
-
-    /// The reader pool, once this process's write connection set the file up.
-    async fn reader(&self) -> StoreResult<&SqlitePool> {
-        drop(self.writer.lock().await?);
-        let pool = self.reader.get_or_init(|| {
-            SqlitePoolOptions::new()
-                .max_connections(self.pool_size)
-                .min_connections(0)
-                .acquire_timeout(self.acquire_timeout)
-                // A local file: a connection does not go stale the way a socket does.
-                .test_before_acquire(false)
-                .connect_lazy_with(self.connect_options.clone())
-        });
-        if self.closed.load(Ordering::SeqCst) {
-            pool.close().await;
-            return Err(closed_error());
-        }
-        Ok(pool)
-    }
 }
 
 /// Runs the purge statement until it deletes fewer rows than its limit.
-async fn purge_rows(writer: &WriteConnection, sql: &str) -> StoreResult<u64> {
+async fn purge_rows(conn: &SharedConnection, sql: &str) -> StoreResult<u64> {
     let mut total = 0;
     loop {
         // One statement at a time: this process's lock operations get the connection
         // between them.
-        let mut w = writer.lock().await?;
+        let mut w = conn.lock().await?;
         let done = sqlx::query(AssertSqlSafe(sql)).execute(w.conn()).await;
         let done = w.finish(done).map_err(|e| db_error("purge", e))?;
         total += done.rows_affected();
@@ -582,12 +544,12 @@ async fn purge_rows(writer: &WriteConnection, sql: &str) -> StoreResult<u64> {
 
 /// Deletes every registration of each address (if the write connection is open).
 async fn forget_addresses(
-    writer: &WriteConnection,
+    conn: &SharedConnection,
     sql: &str,
     addrs: Vec<String>,
 ) -> sqlx::Result<()> {
     for addr in addrs {
-        let Some(mut w) = writer.lock_if_open().await else {
+        let Some(mut w) = conn.lock_if_open().await else {
             return Ok(());
         };
         let done = sqlx::query(AssertSqlSafe(sql))
@@ -787,7 +749,7 @@ impl OperatorTools for SqliteStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         self.bounded("force_release", async move {
             check_key(key)?;
-            let mut w = self.writer.lock().await?;
+            let mut w = self.conn.lock().await?;
             let row = sqlx::query(AssertSqlSafe(self.sql.force_release.as_str()))
                 .bind(key.as_bytes())
                 .fetch_optional(w.conn())
@@ -807,14 +769,14 @@ impl OperatorTools for SqliteStore {
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
         self.bounded("list", async move {
-            let pool = self.reader().await?;
+            let mut w = self.conn.lock().await?;
             let rows = sqlx::query(AssertSqlSafe(self.sql.list.as_str()))
                 .bind(prefix.as_bytes())
                 .bind(prefix_end(prefix.as_bytes()))
                 .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                .fetch_all(pool)
-                .await
-                .map_err(|e| db_error("list", e))?;
+                .fetch_all(w.conn())
+                .await;
+            let rows = w.finish(rows).map_err(|e| db_error("list", e))?;
             rows.iter()
                 .map(|row| {
                     let name: Vec<u8> = row.try_get(0).map_err(|e| db_error("list", e))?;

@@ -1,10 +1,12 @@
-//! This process's one write connection to the database file.
+//! A store's one connection to the database file.
 //!
-//! Every write of the process goes through it, one statement at a time, in the order the
-//! operations asked for it (a fair mutex): they queue here instead of meeting in SQLite's busy
-//! handler, which backs off with sleeps of 1, 2, 5, 10… ms. It is a bare connection rather
-//! than a pool of one: sqlx's pool pings every connection it gets back, which would double
-//! the trips to the connection's thread for each statement.
+//! Every statement of the store goes through it, one at a time, in the order the operations
+//! asked for it (a fair mutex): writes queue here instead of meeting in SQLite's busy handler,
+//! which backs off with sleeps of 1, 2, 5, 10… ms, and reads (`inspect`, `list`) take
+//! microseconds too. It is a bare connection rather than a pool: sqlx's pool pings every
+//! connection it gets back, which doubles the trips to the connection's thread for each
+//! statement, and a read through a pool of readers slowed the next write here (measured:
+//! a few ms, against none through this one connection).
 //!
 //! Opening it the first time also sets the file up: WAL mode and the tables.
 
@@ -17,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, MutexGuard};
 
-/// The write connection, opened on first use and again after it broke.
-pub struct WriteConnection {
+/// The connection, opened on first use and again after it broke.
+pub struct SharedConnection {
     options: SqliteConnectOptions,
     path: PathBuf,
     schema: Vec<String>,
@@ -30,24 +32,24 @@ pub struct WriteConnection {
     closed: AtomicBool,
 }
 
-/// The write connection, held: other writes of this process wait until it is dropped.
-pub struct Writer<'a> {
+/// The connection, held: the store's other statements wait until it is dropped.
+pub struct Guard<'a> {
     guard: MutexGuard<'a, Option<SqliteConnection>>,
-    /// Whether the statement using it came to an end; a writer dropped before (its future
+    /// Whether the statement using it came to an end; a guard dropped before (its future
     /// was cancelled mid-statement) drops the connection, whose state is then unknown.
     finished: bool,
 }
 
-impl Writer<'_> {
+impl Guard<'_> {
     /// The connection.
     pub fn conn(&mut self) -> &mut SqliteConnection {
         self.guard
             .as_mut()
-            .expect("a Writer always holds an open connection")
+            .expect("a Guard always holds an open connection")
     }
 
     /// Ends the use of the connection with the statement's result; a connection whose worker
-    /// failed is dropped, to be opened again by the next write.
+    /// failed is dropped, to be opened again by the next statement.
     pub fn finish<T>(mut self, result: sqlx::Result<T>) -> sqlx::Result<T> {
         if matches!(
             result,
@@ -60,7 +62,7 @@ impl Writer<'_> {
     }
 }
 
-impl Drop for Writer<'_> {
+impl Drop for Guard<'_> {
     fn drop(&mut self) {
         if !self.finished {
             *self.guard = None;
@@ -68,15 +70,15 @@ impl Drop for Writer<'_> {
     }
 }
 
-impl WriteConnection {
-    /// A write connection to `path` with `options`, creating `schema` on first use.
+impl SharedConnection {
+    /// A connection to `path` with `options`, creating `schema` on first use.
     pub fn new(
         options: SqliteConnectOptions,
         path: PathBuf,
         schema: Vec<String>,
         open_timeout: Duration,
     ) -> Self {
-        WriteConnection {
+        SharedConnection {
             options,
             path,
             schema,
@@ -87,11 +89,11 @@ impl WriteConnection {
         }
     }
 
-    /// The connection, once this process's earlier writes are done; opened if needed.
+    /// The connection, once the store's earlier statements are done; opened if needed.
     ///
     /// # Cancel Safety
     /// Cancel safe: a cancelled open leaves the connection closed, to be opened next time.
-    pub async fn lock(&self) -> StoreResult<Writer<'_>> {
+    pub async fn lock(&self) -> StoreResult<Guard<'_>> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(closed_error());
         }
@@ -102,7 +104,7 @@ impl WriteConnection {
         if guard.is_none() {
             *guard = Some(self.open().await?);
         }
-        Ok(Writer {
+        Ok(Guard {
             guard,
             finished: false,
         })
@@ -112,16 +114,16 @@ impl WriteConnection {
     ///
     /// # Cancel Safety
     /// Cancel safe.
-    pub async fn lock_if_open(&self) -> Option<Writer<'_>> {
+    pub async fn lock_if_open(&self) -> Option<Guard<'_>> {
         let guard = self.slot.lock().await;
         guard.as_ref()?;
-        Some(Writer {
+        Some(Guard {
             guard,
             finished: false,
         })
     }
 
-    /// Closes the connection once the write in progress is done; writes afterwards fail.
+    /// Closes the connection once the statement in progress is done; later ones fail.
     ///
     /// # Cancel Safety
     /// Cancel safe: the connection is closed or dropped either way.
