@@ -146,7 +146,10 @@ impl Wake {
                 continue;
             };
             match socket_address(addr).and_then(|to| sender.send_to_addr(key.as_bytes(), &to)) {
-                Err(e) if is_gone(&e) => told.dead.push(addr.to_string()),
+                Err(e) if is_gone(&e) => {
+                    remove_stale(addr);
+                    told.dead.push(addr.to_string());
+                }
                 // Sent, or not (a full receive buffer): that process waits; if it missed
                 // this, it polls.
                 _ => told.others = true,
@@ -158,21 +161,50 @@ impl Wake {
     /// Stops listening (the store is closing).
     pub fn close(&self) {
         self.stop.cancel();
+        // At once, not in the receiving task, which may never run again (the runtime may be
+        // shutting down).
+        if self.listening.get() == Some(&true) {
+            remove_stale(&self.addr);
+        }
     }
 }
 
 impl Drop for Wake {
     fn drop(&mut self) {
-        self.stop.cancel();
+        self.close();
     }
 }
 
-/// Whether a send or connect to a datagram socket failed because nobody listens there.
+/// Whether a send or connect to a datagram socket failed because nobody listens there, or
+/// because the address cannot be one here (an abstract name off Linux, a path too long).
 fn is_gone(e: &io::Error) -> bool {
     matches!(
         e.kind(),
-        io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::NotFound
+            | io::ErrorKind::InvalidInput
+            | io::ErrorKind::Unsupported
     )
+}
+
+/// Deletes the socket file of a dead process's address, if it is one deadbolt made (in the
+/// temporary directory, named `deadbolt-<32 hex digits>.sock`): a process killed before it
+/// could delete its own leaves it behind. Any other path read from the file is left alone.
+pub fn remove_stale(addr: &str) {
+    if addr.starts_with('@') {
+        return;
+    }
+    let path = std::path::Path::new(addr);
+    let ours = path.parent() == Some(std::env::temp_dir().as_path())
+        && path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("deadbolt-"))
+            .and_then(|n| n.strip_suffix(".sock"))
+            .is_some_and(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()));
+    if ours {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// Whether a process still listens on `addr`: connecting a datagram socket sends nothing
@@ -182,8 +214,11 @@ pub fn alive(addr: &str) -> bool {
         return true;
     };
     match socket_address(addr).and_then(|to| probe.connect_addr(&to)) {
-        Err(e) => !is_gone(&e),
-        Ok(()) => true,
+        Err(e) if is_gone(&e) => {
+            remove_stale(addr);
+            false
+        }
+        _ => true,
     }
 }
 
@@ -212,9 +247,7 @@ async fn receive(
         }
     }
     drop(socket);
-    if !addr.starts_with('@') {
-        let _ = std::fs::remove_file(&addr);
-    }
+    remove_stale(&addr);
 }
 
 /// A fresh address for this store: an abstract socket name on Linux.
