@@ -69,7 +69,6 @@ impl Default for SqliteOptions {
     fn default() -> Self {
         Self {
             table: crate::limits::DEFAULT_TABLE.to_owned(),
-
             connect_timeout_ms: crate::limits::DEFAULT_CONNECT_TIMEOUT_MS,
             response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
         }
@@ -80,13 +79,11 @@ impl Default for SqliteOptions {
 /// the same file.
 pub struct SqliteStore {
     path: PathBuf,
-
     /// Bound on a whole call (see [`SqliteStore::bounded`]).
     call_timeout: Duration,
     sql: Arc<Statements>,
     /// The store's one connection (shared with background clean-ups).
     conn: Arc<SharedConnection>,
-
     closed: AtomicBool,
     /// When the last purge started, so it runs at most once per [`PURGE_EVERY`].
     last_purge: Mutex<Option<Instant>>,
@@ -116,7 +113,6 @@ impl SqliteStore {
                 opts.table
             )));
         }
-
         let connect_options = SqliteConnectOptions::new()
             .filename(&path)
             .create_if_missing(true)
@@ -135,14 +131,12 @@ impl SqliteStore {
         );
         Ok(SqliteStore {
             path,
-
             call_timeout: Duration::from_millis(
                 opts.connect_timeout_ms
                     .saturating_add(opts.response_timeout_ms),
             ),
             sql,
             conn: Arc::new(conn),
-
             closed: AtomicBool::new(false),
             last_purge: Mutex::new(None),
             swept: AtomicBool::new(false),
@@ -495,10 +489,10 @@ impl SqliteStore {
     }
 
     /// Runs one store operation within the call bound (`connect_timeout_ms +
-    /// response_timeout_ms`): the wait for this process's earlier writes, for another
+    /// response_timeout_ms`): the wait for this store's earlier statements, for another
     /// process's write (SQLite's busy timeout) and for the disk. A statement abandoned this
     /// way may still take effect; its connection is dropped, and opened again by the next
-    /// write.
+    /// statement.
     ///
     /// # Cancel Safety
     /// As cancel safe as `fut`.
@@ -542,7 +536,7 @@ async fn purge_rows(conn: &SharedConnection, sql: &str) -> StoreResult<u64> {
     }
 }
 
-/// Deletes every registration of each address (if the write connection is open).
+/// Deletes every registration of each address (if the connection is open).
 async fn forget_addresses(
     conn: &SharedConnection,
     sql: &str,
