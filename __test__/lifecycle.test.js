@@ -190,6 +190,22 @@ test('an acquisition pending when close() is called rejects with LockClosedError
   }
 })
 
+test('close() settles every acquisition submitted in the same tick, however the runtime orders them', { timeout: 60_000 }, async () => {
+  // The acquisitions and the close run as separate native tasks: when the close finished
+  // first, the client let go of its wake-up function and the acquisitions never settled
+  // (about 1 run in 25). Each round must settle all of them, as LockClosedError.
+  for (let round = 0; round < 150; round++) {
+    const locks = await connect('memory://close-race')
+    const k = prefix('close-race') + 'k'
+    const settled = Promise.allSettled(Array.from({ length: 20 }, (_, i) => locks.acquire(`${k}${i}`)))
+    await locks.close()
+    for (const o of await settled) {
+      assert.equal(o.status, 'rejected', 'a lock was handed out by a closed client')
+      assert.equal(o.reason.code, 'ERR_LOCK_CLOSED')
+    }
+  }
+})
+
 test('an acquisition of a free key aborted right after the call never resolves with a lock', { timeout: 20_000 }, async () => {
   const locks = await connect('memory://abort-free')
   try {
