@@ -8,6 +8,7 @@ pub mod error;
 pub mod memory;
 pub mod mysql;
 pub mod open;
+pub mod postgres;
 pub mod redis;
 pub mod tls;
 
