@@ -248,8 +248,8 @@ impl PostgresStore {
         };
         let decode = |e: sqlx::Error| db_error("try_acquire", e);
         let token: i64 = row.try_get(0).map_err(decode)?;
-        let granted: bool = row.try_get(1).map_err(decode)?;
-        Ok(granted.then(|| token_of(token)))
+        let granted: Option<bool> = row.try_get(1).map_err(decode)?;
+        Ok((granted == Some(true)).then(|| token_of(token)))
     }
 
     /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not

@@ -38,11 +38,13 @@ pub const PROBE: &str = "SELECT 1 FROM {table} WHERE false";
 // store in `waiter` (only when that changes it, so a waiter polling a held lock writes
 // nothing after its first refusal). All in one statement:
 // - `c` reads the clock once (a volatile CTE is evaluated once, never inlined), so every
-//   branch below sees the same "now";
+//   branch below sees the same "now" (read before any wait for the row lock, so a release
+//   that commits meanwhile can date the row after it: a free row is one without an owner, or
+//   whose lease ended);
 // - an absent name inserts the VALUES row, whose token is `nextval` of the table's sequence;
-// - an existing row is locked and updated according to its state: free or expired (a
-//   release sets `expires_at` to the moment of release) → new owner, next token, new lease;
-//   held by this owner → same token, new lease; held by another → only `waiter`.
+// - an existing row is locked and updated according to its state: free or expired → new
+//   owner, next token, new lease; held by this owner → same token, new lease; held by
+//   another → only `waiter`.
 // Returns no row (busy, nothing to write), or the row's token and whether the caller holds
 // the lock now.
 //
@@ -58,19 +60,20 @@ pub const ACQUIRE: &str = "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS n
 INSERT INTO {table} AS l (name, owner, fence, expires_at, data, waiter)
 SELECT $1, $2, nextval('{seq}'), c.now + $3 * interval '1 millisecond', $4, NULL FROM c
 ON CONFLICT (name) DO UPDATE SET
-    fence = CASE WHEN l.expires_at <= (SELECT now FROM c) THEN nextval('{seq}') ELSE l.fence END,
-    owner = CASE WHEN l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
+    fence = CASE WHEN l.owner IS NULL OR l.expires_at <= (SELECT now FROM c)
+        THEN nextval('{seq}') ELSE l.fence END,
+    owner = CASE WHEN l.owner IS NULL OR l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
         THEN EXCLUDED.owner ELSE l.owner END,
-    expires_at = CASE WHEN l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
+    expires_at = CASE WHEN l.owner IS NULL OR l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
         THEN EXCLUDED.expires_at ELSE l.expires_at END,
-    data = CASE WHEN l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
+    data = CASE WHEN l.owner IS NULL OR l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
         THEN EXCLUDED.data ELSE l.data END,
     waiter = CASE
-        WHEN l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner THEN l.waiter
+        WHEN l.owner IS NULL OR l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner THEN l.waiter
         WHEN l.waiter IS NULL THEN $5
         WHEN l.waiter = $5 THEN l.waiter
         ELSE '\\x'::bytea END
-WHERE l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
+WHERE l.owner IS NULL OR l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
     OR l.waiter IS NULL OR (l.waiter <> $5 AND l.waiter <> '\\x'::bytea)
 RETURNING fence, owner = $2";
 

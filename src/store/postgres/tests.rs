@@ -159,6 +159,24 @@ async fn a_retried_handoff_finds_the_lock_with_the_next_owner_and_returns_its_to
 }
 
 #[tokio::test]
+async fn a_released_row_is_free_even_when_dated_after_the_acquirers_clock_reading() {
+    // An acquisition reads the clock, then may wait for the row lock while a release commits
+    // with a later `expires_at`: the row must still count as free. Dated an hour ahead here.
+    let s = store();
+    let (k, a, b) = (name(), owner(), owner());
+    let first = s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE \"{TEST_TABLE}\" SET owner = NULL, expires_at = clock_timestamp() + interval '1 hour' WHERE name = $1"
+    )))
+    .bind(k.as_bytes())
+    .execute(&mut admin().await)
+    .await
+    .unwrap();
+    let second = s.try_acquire(&k, &b, 10_000, None).await.unwrap().unwrap();
+    assert!(second > first);
+}
+
+#[tokio::test]
 async fn extend_by_the_owner_succeeds_and_can_shorten_and_by_a_stranger_fails() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
