@@ -231,6 +231,9 @@ impl ReleaseNotifications for PostgresStore {
             *lock(&notifier.shared.watched)
                 .entry(key.to_owned())
                 .or_insert(0) += 1;
+            if notifier.stop.is_cancelled() {
+                return;
+            }
             notifier.start();
             // Return once the connection listens, so that the caller's next look at the lock
             // is followed by every later release; if it cannot, waiters poll.

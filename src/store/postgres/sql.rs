@@ -14,7 +14,7 @@ use std::sync::Arc;
 //
 // `name`, `owner` and `data` are `bytea`, so comparisons are byte-exact whatever the
 // database's encoding and collation, and a name may hold any byte (`text` refuses NUL).
-// `waiter` says who was refused since the last announced release: NULL nobody, a store's id
+// `waiter` says who was refused since the row was last granted: NULL nobody, a store's id
 // (16 random bytes, one per store) when only that store, the empty string when several.
 // The sequence keeps the default `CACHE 1`: with a per-session cache, values would no longer
 // be drawn in order across sessions, and tokens would not increase.
@@ -43,8 +43,11 @@ pub const PROBE: &str = "SELECT 1 FROM {table} WHERE false";
 //   whose lease ended);
 // - an absent name inserts the VALUES row, whose token is `nextval` of the table's sequence;
 // - an existing row is locked and updated according to its state: free or expired → new
-//   owner, next token, new lease; held by this owner → same token, new lease; held by
-//   another → only `waiter`.
+//   owner, next token, new lease, `waiter` cleared; held by this owner → same token, new
+//   lease; held by another → only `waiter`.
+// A grant may clear `waiter` because whoever was refused before it either heard the release
+// that freed the row (and asks again, setting `waiter` again if refused) or, after an expiry
+// (never announced), asks again at its next poll.
 // Returns no row (busy, nothing to write), or the row's token and whether the caller holds
 // the lock now.
 //
@@ -69,9 +72,9 @@ ON CONFLICT (name) DO UPDATE SET
     data = CASE WHEN l.owner IS NULL OR l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
         THEN EXCLUDED.data ELSE l.data END,
     waiter = CASE
-        WHEN l.owner IS NULL OR l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner THEN l.waiter
+        WHEN l.owner IS NULL OR l.expires_at <= (SELECT now FROM c) THEN NULL
+        WHEN l.owner = EXCLUDED.owner OR l.waiter = $5 THEN l.waiter
         WHEN l.waiter IS NULL THEN $5
-        WHEN l.waiter = $5 THEN l.waiter
         ELSE '\\x'::bytea END
 WHERE l.owner IS NULL OR l.expires_at <= (SELECT now FROM c) OR l.owner = EXCLUDED.owner
     OR l.waiter IS NULL OR (l.waiter <> $5 AND l.waiter <> '\\x'::bytea)

@@ -407,6 +407,11 @@ async fn a_release_is_announced_to_another_store_that_was_refused_the_lock() {
         next_release(&mut releases).await.as_deref(),
         Some(k.as_str())
     );
+    // The holder takes it again before the waiter: that grant clears the record of who
+    // waited, so its release, which nobody was refused since, announces nothing.
+    holder.try_acquire(&k, &a, 10_000, None).await.unwrap();
+    let outcome = holder.release(&k, &a).await.unwrap();
+    assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     assert!(waiter
         .try_acquire(&k, &b, 10_000, None)
         .await
@@ -778,6 +783,55 @@ async fn ping_answers_and_creates_a_missing_table_and_its_sequence() {
     .await
     .unwrap();
     assert_eq!(found, vec![table.clone(), format!("{table}_fence")]);
+}
+
+#[tokio::test]
+async fn an_account_without_create_rights_uses_a_table_made_for_it_and_fails_on_a_missing_one() {
+    store().ping().await.unwrap();
+    let mut conn = admin().await;
+    // Only this test uses this role, so creating and dropping it cannot race. A password, so
+    // that it logs in whatever the server's rule for 127.0.0.1 is (trust or scram).
+    let role = "deadbolt_dml_test";
+    let setup = format!(
+        "DROP ROLE IF EXISTS {role};
+         CREATE ROLE {role} LOGIN PASSWORD 'pw';
+         GRANT SELECT, INSERT, UPDATE, DELETE ON \"{TEST_TABLE}\" TO {role};
+         GRANT USAGE ON SEQUENCE \"{TEST_TABLE}_fence\" TO {role};
+         REVOKE CREATE ON SCHEMA public FROM {role}"
+    );
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let url = format!("postgres://{role}:pw@127.0.0.1:5432/test");
+    let limited = PostgresStore::connect(&url, options(2)).unwrap();
+    let (k, a) = (name(), owner());
+    let acquired = limited.try_acquire(&k, &a, 10_000, None).await;
+    let released = limited.release(&k, &a).await;
+    limited.close().await;
+    let missing = PostgresStore::connect(
+        &url,
+        PostgresOptions {
+            table: "deadbolt_never_created".to_owned(),
+            ..options(2)
+        },
+    )
+    .unwrap();
+    let refused = missing.ping().await;
+    missing.close().await;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "REVOKE ALL ON \"{TEST_TABLE}\" FROM {role};
+         REVOKE ALL ON SEQUENCE \"{TEST_TABLE}_fence\" FROM {role};
+         DROP ROLE {role}"
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    assert!(acquired.unwrap().is_some());
+    assert!(released.unwrap().released);
+    let err = refused.unwrap_err();
+    assert!(err.message.contains("creating the lock table"), "{err}");
+    assert!(!err.message.contains("pw@"), "{err}");
 }
 
 #[tokio::test]
