@@ -99,6 +99,31 @@ test('the lease table has the documented layout and a released row stays, free, 
   }
 })
 
+test('postgresql://, a Unix socket (?host=) and sslmode=require all reach the server', async (t) => {
+  if (!(await needPg(t))) return
+  const u = new URL(PG_URL)
+  for (const url of [
+    PG_URL.replace(/^postgres:/, 'postgresql:'),
+    `postgres://${u.username}@${encodeURIComponent('/var/run/postgresql')}${u.pathname}`,
+    `postgres://${u.username}@${u.host}${u.pathname}?sslmode=require`,
+  ]) {
+    const locks = await connect(url)
+    try {
+      const lock = await locks.acquire(key('url'))
+      assert.equal(await lock.release(), true, url)
+    } finally {
+      await locks.close()
+    }
+  }
+})
+
+test('an sslmode in the URL that contradicts options.tls is a TypeError, before any I/O', async () => {
+  // Port 1: nothing listens there, so only a check before I/O can answer.
+  for (const [query, tls] of [['sslmode=require', {}], ['sslmode=disable', { rejectUnauthorized: false }], ['sslmode=verify-full', { rejectUnauthorized: false }]]) {
+    await assert.rejects(connect(`postgres://postgres@127.0.0.1:1/test?${query}`, { tls }), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_VALUE' && /sslmode/.test(err.message))
+  }
+})
+
 test('10 000 locks held at once by one process use no more connections than the pool size, plus none per lock', async (t) => {
   if (!(await needPg(t))) return
   // A table of its own, and an application name of its own: the server's session list tells
