@@ -540,22 +540,23 @@ async fn the_listening_connection_is_reopened_after_the_server_ends_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn holding_10000_locks_at_once_needs_no_connection_per_lock() {
+async fn holding_2000_locks_at_once_needs_no_connection_per_lock() {
+    // 2 000 here, beside the other tests; __test__/pg.test.js holds 10 000 through the API.
     let s = Arc::new(
         PostgresStore::connect(
             // Commits without waiting for the disk: this is about connections, not durability,
             // and it keeps the load this puts on the tests running beside it short.
             &format!("{TEST_URL}?options[synchronous_commit]=off"),
             PostgresOptions {
-                // 10 000 acquires queue for 10 connections: give the queue time.
+                // 2 000 acquires queue for 3 connections: give the queue time.
                 connect_timeout_ms: 120_000,
-                ..options(10)
+                ..options(3)
             },
         )
         .unwrap(),
     );
     let a = owner();
-    let keys: Vec<String> = (0..10_000).map(|_| name()).collect();
+    let keys: Vec<String> = (0..2_000).map(|_| name()).collect();
     let mut tasks = JoinSet::new();
     for k in keys.clone() {
         let (s, a) = (s.clone(), a.clone());
@@ -564,7 +565,7 @@ async fn holding_10000_locks_at_once_needs_no_connection_per_lock() {
     while let Some(joined) = tasks.join_next().await {
         assert!(joined.unwrap().unwrap().is_some());
     }
-    assert!(s.ready().await.unwrap().size() <= 10);
+    assert!(s.ready().await.unwrap().size() <= 3);
     let items: Vec<ExtendItem> = keys
         .iter()
         .map(|k| ExtendItem {
@@ -591,7 +592,7 @@ async fn holding_10000_locks_at_once_needs_no_connection_per_lock() {
     while let Some(joined) = tasks.join_next().await {
         assert_eq!(joined.unwrap(), (None, true));
     }
-    assert!(s.ready().await.unwrap().size() <= 10);
+    assert!(s.ready().await.unwrap().size() <= 3);
 }
 
 #[tokio::test]
