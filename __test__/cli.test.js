@@ -7,7 +7,7 @@ const { spawn, spawnSync } = require('node:child_process')
 const path = require('node:path')
 const readline = require('node:readline')
 const { connect } = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix } = require('./helpers')
 
 const BIN = path.join(__dirname, '..', 'bin', 'deadbolt.js')
 
@@ -16,7 +16,7 @@ function cli(...args) {
   return { code: r.status, out: r.stdout.trim(), err: r.stderr.trim() }
 }
 
-for (const store of [{ name: 'redis', url: REDIS_URL, need: needRedis }, { name: 'mysql', url: MYSQL_URL, need: needMysql }]) {
+for (const store of [{ name: 'redis', url: REDIS_URL, need: needRedis }, { name: 'mysql', url: MYSQL_URL, need: needMysql }, { name: 'postgres', url: PG_URL, need: needPg }]) {
   test(`on ${store.name}, inspect prints the holder and token, and --json gives them to scripts`, async (t) => {
     if (!(await store.need(t))) return
     const locks = await connect(store.url)

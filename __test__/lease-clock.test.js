@@ -5,7 +5,7 @@
 const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
 const deadbolt = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix, sleep, closeRaw } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix, sleep, closeRaw } = require('./helpers')
 
 const { connect, createLock } = deadbolt
 
@@ -15,6 +15,7 @@ const STORES = [
   { name: 'memory', url: `memory://lease-clock-${process.pid}`, need: async () => true },
   { name: 'redis', url: REDIS_URL, need: needRedis },
   { name: 'mysql', url: MYSQL_URL, need: needMysql },
+  { name: 'postgres', url: PG_URL, need: needPg },
 ]
 
 // The holder keeps the key three times as long as the waiter's ttl.

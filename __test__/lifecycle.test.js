@@ -8,7 +8,7 @@ const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { Worker } = require('node:worker_threads')
 const deadbolt = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix, eventually, redisRaw, closeRaw } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix, eventually, redisRaw, closeRaw } = require('./helpers')
 const { startRedis } = require('./fixtures/redis-server')
 
 const { connect, createLock, getAcquiredLocks, LockReleaseError } = deadbolt
@@ -30,6 +30,7 @@ const { connect } = require(workerData.root)
 for (const store of [
   { name: 'redis', url: REDIS_URL, need: needRedis },
   { name: 'mysql', url: MYSQL_URL, need: needMysql },
+  { name: 'postgres', url: PG_URL, need: needPg },
 ]) {
   test(`on ${store.name}, a terminated worker thread's locks are released and its queued acquisitions never take a lock`, async (t) => {
     if (!(await store.need(t))) return

@@ -445,6 +445,65 @@ function dynamodbLockClient(url, mode) {
   }
 }
 
+// ───────────────────────────── advisory-lock 2.0 (pg) ─────────────────────────────
+
+function advisoryLock(url) {
+  const createMutex = require('advisory-lock').default(url)
+  return {
+    async open() {},
+    // Each lock() opens a pg connection of its own and holds it until unlock: a held lock
+    // costs a server connection.
+    perLockerConnection: true,
+    newLocker() {
+      let unlock = null
+      return {
+        async acquire(key) {
+          // pg_advisory_lock waits on the server (no client polling).
+          unlock = await createMutex(key).lock()
+        },
+        release() {
+          const u = unlock
+          unlock = null
+          return u()
+        },
+        held: () => unlock !== null,
+      }
+    },
+    async close() {},
+  }
+}
+
+// ───────────────────────────── raw pg_advisory_lock over pg ─────────────────────────────
+
+function rawPgAdvisory(url) {
+  const { Client } = require('pg')
+  return {
+    async open() {},
+    // Advisory locks belong to a session: each holder needs a connection of its own.
+    perLockerConnection: true,
+    async newLocker() {
+      const client = new Client({ connectionString: url })
+      await client.connect()
+      let key = null
+      return {
+        async acquire(k) {
+          // Waits on the server; the name is hashed to the 64-bit key by the server.
+          await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [k])
+          key = k
+        },
+        async release() {
+          const k = key
+          key = null
+          await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [k])
+        },
+        held: () => key !== null,
+        close: () => client.end().catch(() => {}),
+      }
+    },
+    async close() {},
+  }
+}
+
 // ───────────────────────────── registry ─────────────────────────────
 
 const LIBS = {
@@ -461,6 +520,9 @@ const LIBS = {
   'deadbolt-dynamodb': { label: 'deadbolt (dynamodb)', backend: 'dynamodb', make: (u) => deadbolt(u.dynamodb), scenarios: [1, 2, 3, 4], deadbolt: true },
   'dynamodb-lock-client': { label: 'dynamodb-lock-client 0.7 FailClosed (aws-sdk 2)', backend: 'dynamodb', make: (u) => dynamodbLockClient(u.dynamodb, 'closed'), scenarios: [1, 2, 3, 4] },
   'dynamodb-lock-client-open': { label: 'dynamodb-lock-client 0.7 FailOpen (aws-sdk 2)', backend: 'dynamodb', make: (u) => dynamodbLockClient(u.dynamodb, 'open'), scenarios: [1, 2] },
+  'deadbolt-pg': { label: 'deadbolt (postgres)', backend: 'postgres', make: (u) => deadbolt(u.postgres), scenarios: [1, 2, 3, 4, 5], deadbolt: true },
+  'advisory-lock': { label: 'advisory-lock 2.0 (pg)', backend: 'postgres', make: (u) => advisoryLock(u.postgres), scenarios: [1, 2, 3, 4] },
+  'raw-pg-advisory': { label: 'raw pg_advisory_lock (pg)', backend: 'postgres', make: (u) => rawPgAdvisory(u.postgres), scenarios: [1, 2, 3, 4] },
 }
 LIBS.deadbolt.deadbolt = true
 LIBS['deadbolt-redislock'].deadbolt = true

@@ -3,6 +3,7 @@
 use super::dynamodb::{DynamoOptions, DynamoStore, DynamoStoreOptions};
 use super::memory::MemoryStore;
 use super::mysql::{MysqlOptions, MysqlStore};
+use super::postgres::{PostgresOptions, PostgresStore};
 use super::redis::{RedisOptions, RedisStore};
 use super::tls::TlsOptions;
 use super::{SharedStore, StoreError};
@@ -19,11 +20,11 @@ pub struct ConnectOptions {
     pub connect_timeout_ms: u64,
     /// Bound on one command's reply, in ms.
     pub response_timeout_ms: u64,
-    /// Lease table name (MySQL).
+    /// Lease table name (MySQL, PostgreSQL).
     pub table: String,
-    /// Connection pool size (MySQL).
+    /// Connection pool size (MySQL, PostgreSQL).
     pub pool_size: u32,
-    /// TLS settings (`rediss://`, `mysql://`); refused for other URLs.
+    /// TLS settings (`rediss://`, `mysql://`, `postgres://`); refused for other URLs.
     pub tls: Option<TlsOptions>,
     /// DynamoDB settings (`dynamodb://`); refused for other URLs.
     pub dynamodb: Option<DynamoOptions>,
@@ -71,7 +72,8 @@ pub fn scheme(url: &str) -> Option<String> {
 }
 
 /// Builds the store a URL names: `redis://`, `rediss://`, `redis+unix://`, `unix://`,
-/// `mysql://`, `mariadb://`, `dynamodb://<table>` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
+/// `mysql://`, `mariadb://`, `postgres://`, `postgresql://`, `dynamodb://<table>` or
+/// `memory://[name]`. Must run inside a tokio runtime; no I/O.
 /// A URL or option the store cannot use is an [`super::ErrorKind::Invalid`] error, whose
 /// message never repeats the URL (it may hold a password).
 pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
@@ -87,7 +89,7 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
     }
     match scheme.as_str() {
         "dynamodb" if opts.tls.is_some() => Err(StoreError::invalid(
-            "options.tls applies to rediss:// and mysql:// URLs, not dynamodb:// (an https:// endpoint is verified against the public roots)",
+            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not dynamodb:// (an https:// endpoint is verified against the public roots)",
         )),
         "dynamodb" => {
             let store = DynamoStore::connect(
@@ -134,15 +136,29 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
                 .map_err(|e| StoreError::invalid(format!("Invalid MySQL URL or options: {e}")))?;
             Ok(Arc::new(store))
         }
+        "postgres" | "postgresql" => {
+            let pg_opts = PostgresOptions {
+                table: opts.table.clone(),
+                pool_size: opts.pool_size,
+                connect_timeout_ms: opts.connect_timeout_ms,
+                response_timeout_ms: opts.response_timeout_ms,
+                tls: opts.tls.clone(),
+                ..PostgresOptions::default()
+            };
+            let store = PostgresStore::connect(url, pg_opts).map_err(|e| {
+                StoreError::invalid(format!("Invalid PostgreSQL URL or options: {e}"))
+            })?;
+            Ok(Arc::new(store))
+        }
         "memory" if opts.tls.is_some() => Err(StoreError::invalid(
-            "options.tls applies to rediss:// and mysql:// URLs, not memory://",
+            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not memory://",
         )),
         "memory" => {
             let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
             Ok(MemoryStore::named(name))
         }
         other => Err(StoreError::invalid(format!(
-            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, dynamodb: or memory:"
+            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, postgres:, postgresql:, dynamodb: or memory:"
         ))),
     }
 }
