@@ -80,6 +80,16 @@ export declare class NativeClient {
 /** The limits and defaults. */
 export declare function limits(): NativeLimits
 
+/** Static AWS credentials. */
+export interface NativeAwsCredentials {
+  /** Access key id. */
+  accessKeyId: string
+  /** Secret access key. */
+  secretAccessKey: string
+  /** Session token of temporary credentials. */
+  sessionToken?: string
+}
+
 /** A batch of completions: `records` holds `[requestId, kind, value]` triplets. */
 export interface NativeBatch {
   /**
@@ -116,6 +126,22 @@ export interface NativeConnectOptions {
   poolSize?: number
   /** TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`. */
   tls?: NativeTlsOptions
+  /** DynamoDB settings (`dynamodb://`), checked by `lib/dynamodb.js`. */
+  dynamodb?: NativeDynamoOptions
+}
+
+/** DynamoDB settings of a native client. */
+export interface NativeDynamoOptions {
+  /** Create the table on first use. Default false. */
+  createTable?: boolean
+  /** Partition key attribute. Default `key`. */
+  partitionKey?: string
+  /** Sort key attribute and value, if the table has one. */
+  sortKey?: NativeSortKey
+  /** Delete items on release instead of marking them released. Default false. */
+  deleteOnRelease?: boolean
+  /** Credentials to sign with instead of the environment's. */
+  credentials?: NativeAwsCredentials
 }
 
 /** A held lock as `list` shows it. */
@@ -156,6 +182,8 @@ export interface NativeLimits {
   defaultTable: string
   /** Longest table name. */
   maxTableNameBytes: number
+  /** Most keys one `acquireAll` takes. */
+  maxKeysPerCall: number
 }
 
 /** Who holds a lock, as `inspect` reads it. */
@@ -203,6 +231,14 @@ export interface NativeProtocol {
   kindList: number
   /** Why a lock was lost, by the value of a `lost` completion. */
   lostReasons: Array<string>
+}
+
+/** The sort key of a DynamoDB lock table and the value this client's locks use. */
+export interface NativeSortKey {
+  /** Attribute name. */
+  name: string
+  /** Value in every lock item. */
+  value: string
 }
 
 /** What a client and its store's engine currently keep (see `LockClient#stats`). */

@@ -70,18 +70,52 @@ export interface ConnectOptions {
   connectTimeout?: number
   /** Bound on one Redis command's reply, in ms (an integer from 1 to 2^31-1). Default 5 000. */
   responseTimeout?: number
-  /** MySQL, SQLite: the lease table, created on first use. Default `deadbolt_locks`. */
+  /**
+   * MySQL, PostgreSQL, SQLite: the lease table, created on first use (PostgreSQL: at most 57
+   * characters, with a sequence `<table>_fence`). Default `deadbolt_locks`.
+   */
   table?: string
-  /** MySQL: connection pool size, an integer from 1 to 1 000. Default 10. */
+  /** MySQL, PostgreSQL: connection pool size, an integer from 1 to 1 000. Default 10. */
   poolSize?: number
   /** Do not check that the store answers before resolving. Default false. */
   lazy?: boolean
   /**
-   * TLS for `rediss://` and `mysql://`/`mariadb://` (a TypeError for other URLs): trust a
+   * TLS for `rediss://`, `mysql://`/`mariadb://` and `postgres://` (a TypeError for other URLs): trust a
    * private CA, present a client certificate. Checked before any I/O; the material is never
    * printed in errors, `util.inspect` or JSON.
    */
   tls?: TlsOptions
+  /**
+   * DynamoDB (`dynamodb://<table>?region=…`; a TypeError for other URLs): create the table on
+   * first use if it does not exist, with on-demand billing and the key schema below. Default
+   * false.
+   */
+  createTable?: boolean
+  /** DynamoDB: the partition key attribute (type S). Default `key`, as the Java lock client. */
+  partitionKey?: string
+  /**
+   * DynamoDB: the table's sort key attribute (type S) and the value every lock of this client
+   * uses: the lock named `k` is the item (`k`, `value`). Default: the table has none.
+   */
+  sortKey?: { name: string; value: string }
+  /**
+   * DynamoDB: delete the item on release (the Java client's default) instead of marking it
+   * released (`isReleased`), which keeps its fencing counter. Default false.
+   */
+  deleteOnRelease?: boolean
+  /**
+   * DynamoDB: the credentials to sign with, instead of those of the environment
+   * (`AWS_ACCESS_KEY_ID`, …) or of the shared files (`AWS_PROFILE`). Never printed in errors,
+   * `util.inspect` or JSON.
+   */
+  credentials?: AwsCredentials
+}
+
+/** Static AWS credentials (an access key, or temporary credentials with their session token). */
+export interface AwsCredentials {
+  accessKeyId: string
+  secretAccessKey: string
+  sessionToken?: string
 }
 
 /** PEM text, as a string or bytes. */
@@ -93,7 +127,8 @@ export interface TlsOptions {
    * CA certificates (PEM; one value or an array, each may hold several) that the server's
    * certificate must chain to, instead of the built-in public roots. For MySQL, giving `tls`
    * makes the connection verify the server (`ssl-mode=verify_identity`) unless the URL's
-   * `?ssl-mode=verify_ca` asks to skip the name check.
+   * `?ssl-mode=verify_ca` asks to skip the name check; for PostgreSQL, `sslmode=verify-full`
+   * unless the URL's `?sslmode=verify-ca` asks to skip it.
    */
   ca?: Pem | Pem[]
   /** Client certificate chain (PEM) for mutual TLS; needs `key`. */
@@ -147,6 +182,14 @@ export interface AcquireOptions {
    * rethrown as an uncaught exception, as one thrown by an event listener would be.
    */
   onLost?: (err: LockLostError) => void
+  /**
+   * Opt-in reentrancy within this client: if the client already holds `key` through a
+   * reentrant acquisition, resolve at once with another hold on the same lock (same lease,
+   * fencing token, heartbeat and data) instead of waiting for itself. The lock is released
+   * when its last hold is released. A nested hold's own options only bound its wait and add
+   * its `onLost`. Default false.
+   */
+  reentrant?: boolean
 }
 
 /** Who holds a lock. */
@@ -187,6 +230,24 @@ export declare class Lock implements AsyncDisposable {
   /** Idempotent: true if this call released it, false if it was already released, expired or taken. */
   release(): Promise<boolean>
   /** Releases the lock (`await using`). */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Several locks held together: obtain one from `LockClient#acquireAll`. */
+export declare class MultiLock implements AsyncDisposable {
+  /** The keys, in the order they were given. */
+  readonly keys: string[]
+  /** One lock per key, in the same order (each with its own fencing token). */
+  readonly locks: Lock[]
+  /** True while every lock is held. */
+  readonly held: boolean
+  /** Aborted with the first LockLostError when any of the locks is lost. */
+  readonly signal: AbortSignal
+  /** Sets the remaining lease of every lock; rejects with the first LockExtendError. */
+  extend(ttl?: number): Promise<void>
+  /** Releases every lock; true if this call released them all. */
+  release(): Promise<boolean>
+  /** Releases every lock (`await using`). */
   [Symbol.asyncDispose](): Promise<void>
 }
 
@@ -232,6 +293,14 @@ export interface LockClientStats {
 export declare class LockClient implements AsyncDisposable {
   /** Acquires `key`, waiting up to `wait` ms; rejects with LockAcquisitionError if still busy. */
   acquire(key: string, options?: AcquireOptions): Promise<Lock>
+  /**
+   * Acquires every key (at most 1 000, distinct), holding all or none: keys are taken in one
+   * order every process agrees on, so acquireAll calls over overlapping sets never deadlock.
+   * `options.wait` bounds the whole set; `onLost` is called once, for the first lock lost.
+   * Rejects, holding none, with the error that stopped it (LockAcquisitionError when a key
+   * stayed busy). `reentrant` is not supported here.
+   */
+  acquireAll(keys: readonly string[], options?: AcquireOptions): Promise<MultiLock>
   /** Acquires `key` if free (no wait by default); resolves null when busy. */
   tryAcquire(key: string, options?: AcquireOptions): Promise<Lock | null>
   /**
@@ -272,8 +341,9 @@ export declare class LockClient implements AsyncDisposable {
 }
 
 /**
- * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://`, `sqlite:///absolute/path`,
- * `sqlite://relative/path` (to the working directory) or `memory://[name]`.
+ * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://`, `postgres://`,
+ * `postgresql://`, `sqlite:///absolute/path`, `sqlite://relative/path` (to the working
+ * directory), `dynamodb://<table>` or `memory://[name]`.
  * Resolves once the store answers (unless `lazy`).
  */
 export declare function connect(url: string, options?: ConnectOptions): Promise<LockClient>

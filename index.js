@@ -9,6 +9,7 @@ const errors = require('./lib/errors')
 const { connect, LockClient } = require('./lib/client')
 const { Lock } = require('./lib/lock')
 const { Election } = require('./lib/election')
+const { MultiLock } = require('./lib/multilock')
 const redislock = require('./compat/redislock')
 const sqlLock = require('./compat/sql-lock')
 
@@ -16,6 +17,7 @@ module.exports = {
   connect,
   LockClient,
   Lock,
+  MultiLock,
   Election,
   LockError: errors.LockError,
   LockAcquisitionError: errors.LockAcquisitionError,

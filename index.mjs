@@ -10,6 +10,7 @@ export const {
   connect,
   LockClient,
   Lock,
+  MultiLock,
   Election,
   LockError,
   LockAcquisitionError,

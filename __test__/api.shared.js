@@ -423,6 +423,130 @@ function apiSuite(b) {
       await own.close()
     })
 
+    test('a reentrant acquire by the holding client returns another hold on the same lock, released with the last hold', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key('reentrant')
+      const outer = await locks.acquire(k, { reentrant: true })
+      const inner = await locks.acquire(k, { reentrant: true, wait: 0 })
+      assert.ok(inner instanceof deadbolt.Lock)
+      assert.equal(inner.fencingToken, outer.fencingToken)
+      assert.equal(inner.owner, outer.owner)
+      assert.equal(await inner.release(), true)
+      assert.equal(await inner.release(), false, 'a hold is given back once')
+      assert.equal(outer.held, true)
+      assert.equal((await locks.inspect(k)).owner, outer.owner, 'still held after the inner release')
+      assert.equal(await outer.release(), true)
+      assert.equal(await locks.inspect(k), null, 'released with the last hold')
+    })
+
+    if (b.breakLock) {
+      test('every hold of a reentrant lock hears its loss', async (t) => {
+        if (await skipUnlessReady(t)) return
+        const k = key('reentrant-lost')
+        const heard = []
+        const outer = await locks.acquire(k, { reentrant: true, autoExtend: true, ttl: 1000, extendEvery: 50, onLost: () => heard.push('outer') })
+        const inner = await locks.acquire(k, { reentrant: true, onLost: (e) => heard.push(e.code) })
+        await b.breakLock(k)
+        await eventually(() => heard.length === 2, 5000, 'both holds to hear the loss')
+        assert.deepEqual(heard.sort(), ['ERR_LOCK_LOST', 'outer'])
+        assert.equal(inner.held, false)
+        assert.equal(inner.signal.aborted, true)
+        const again = await locks.acquire(k, { reentrant: true, wait: 2000 })
+        assert.ok(again.fencingToken > outer.fencingToken, 'a new acquisition, not the lost lock')
+        await again.release()
+        await inner.release()
+        await outer.release()
+      })
+    }
+
+    test('concurrent reentrant acquires of a free key by one client share one acquisition', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key('reentrant-race')
+      const holds = await Promise.all([1, 2, 3].map(() => locks.acquire(k, { reentrant: true, wait: 2000 })))
+      assert.equal(new Set(holds.map((h) => h.fencingToken)).size, 1)
+      await holds[0].release()
+      await holds[1].release()
+      assert.equal(holds[2].held, true)
+      await holds[2].release()
+      assert.equal(await locks.inspect(k), null)
+    })
+
+    test('a reentrant acquire does not enter a lock that another client holds', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key('reentrant-other')
+      const other = await connect(b.url)
+      try {
+        const theirs = await other.acquire(k, { reentrant: true })
+        assert.equal(await locks.tryAcquire(k, { reentrant: true }), null)
+        await assert.rejects(locks.acquire(k, { reentrant: true, wait: 50 }), LockAcquisitionError)
+        await theirs.release()
+        const plain = await locks.acquire(k)
+        assert.equal(await locks.tryAcquire(k, { reentrant: true }), null, 'a plain hold is not entered')
+        await plain.release()
+      } finally {
+        await other.close()
+      }
+    })
+
+    test('acquireAll holds every key with a fencing token each, and release frees them all', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const keys = [key('all-b'), key('all-a'), key('all-c')]
+      const set = await locks.acquireAll(keys)
+      assert.ok(set instanceof deadbolt.MultiLock)
+      assert.deepEqual(set.keys, keys)
+      assert.deepEqual(set.locks.map((l) => l.key), keys)
+      assert.equal(set.held, true)
+      for (const l of set.locks) assert.equal(typeof l.fencingToken, 'bigint')
+      for (const k of keys) assert.equal((await locks.inspect(k)).owner !== undefined, true)
+      assert.equal(await set.release(), true)
+      assert.equal(set.held, false)
+      for (const k of keys) assert.equal(await locks.inspect(k), null)
+    })
+
+    test('acquireAll holds none of the keys when one stays busy past the wait', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const keys = [key('none-a'), key('none-b'), key('none-c')]
+      const other = await connect(b.url)
+      try {
+        const busy = await other.acquire(keys[2])
+        await assert.rejects(locks.acquireAll(keys, { wait: 100 }), LockAcquisitionError)
+        assert.equal(await locks.inspect(keys[0]), null)
+        assert.equal(await locks.inspect(keys[1]), null)
+        assert.equal((await locks.inspect(keys[2])).owner, busy.owner)
+        await busy.release()
+      } finally {
+        await other.close()
+      }
+    })
+
+    test('acquireAll rejects with the loss, holding none, when a key taken first expires while it waits for the next', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key('all-lost')
+      const [first, second] = [`${k}:a`, `${k}:b`]
+      const other = await connect(b.url)
+      try {
+        const busy = await other.acquire(second)
+        const outcome = locks.acquireAll([second, first], { ttl: 100, wait: 10_000, retryDelay: 10 })
+        outcome.catch(() => {})
+        await eventually(async () => (await locks.inspect(first)) !== null, 5000, 'the first key taken')
+        await eventually(async () => (await locks.inspect(first)) === null, 5000, 'its lease to end')
+        await busy.release()
+        await assert.rejects(outcome, { code: 'ERR_LOCK_LOST' })
+        await eventually(async () => (await locks.inspect(second)) === null, 5000, 'the second key given back')
+      } finally {
+        await other.close()
+      }
+    })
+
+    test('acquireAll refuses a key set that is not an array, is empty or repeats a key', async (t) => {
+      if (await skipUnlessReady(t)) return
+      await assert.rejects(locks.acquireAll('k'), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"keys"/ })
+      await assert.rejects(locks.acquireAll([]), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE', message: /keys\.length/ })
+      await assert.rejects(locks.acquireAll(['a', 'b', 'a']), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: /keys\[2\]/ })
+      await assert.rejects(locks.acquireAll(['a', 7]), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /keys\[1\]/ })
+      await assert.rejects(locks.acquireAll(['a'], { reentrant: true }), { code: 'ERR_INVALID_ARG_VALUE' })
+    })
+
     if (b.crossProcess) {
       test('fencing tokens strictly increase across 1 000 acquisitions by 4 processes', async (t) => {
         if (await skipUnlessReady(t)) return
@@ -435,6 +559,28 @@ function apiSuite(b) {
         for (const seq of perProcess) {
           for (let i = 1; i < seq.length; i++) assert.ok(seq[i] > seq[i - 1], 'tokens increase within each process')
         }
+      })
+
+      test('acquireAll over overlapping key sets in 3 processes never deadlocks and never overlaps', async (t) => {
+        if (await skipUnlessReady(t)) return
+        const p = key('all-x')
+        const outs = await Promise.all([0, 1, 2].map(() => runChild(['all', b.url, p, '40'])))
+        const byKey = new Map()
+        for (const line of outs.join('').trim().split('\n')) {
+          const [k, token, start, end] = line.split(' ')
+          if (!byKey.has(k)) byKey.set(k, [])
+          byKey.get(k).push({ token: BigInt(token), start: BigInt(start), end: BigInt(end) })
+        }
+        let sections = 0
+        for (const [k, held] of byKey) {
+          held.sort((x, y) => (x.token < y.token ? -1 : 1))
+          sections += held.length
+          for (let i = 1; i < held.length; i++) {
+            assert.ok(held[i].token > held[i - 1].token, `tokens of ${k} repeat`)
+            assert.ok(held[i].start >= held[i - 1].end, `${k} was held by two processes at once`)
+          }
+        }
+        assert.equal(sections, 3 * 40 * 3)
       })
 
       test('when the leader process dies another candidate takes over within ttl plus slack', async (t) => {

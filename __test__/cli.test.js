@@ -9,7 +9,7 @@ const os = require('node:os')
 const path = require('node:path')
 const readline = require('node:readline')
 const { connect } = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix } = require('./helpers')
 
 const BIN = path.join(__dirname, '..', 'bin', 'deadbolt.js')
 const SQLITE_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-cli-sqlite-'))
@@ -21,7 +21,7 @@ function cli(...args) {
   return { code: r.status, out: r.stdout.trim(), err: r.stderr.trim() }
 }
 
-for (const store of [{ name: 'redis', url: REDIS_URL, need: needRedis }, { name: 'mysql', url: MYSQL_URL, need: needMysql }, { name: 'sqlite', url: SQLITE_URL, need: async () => true }]) {
+for (const store of [{ name: 'redis', url: REDIS_URL, need: needRedis }, { name: 'mysql', url: MYSQL_URL, need: needMysql }, { name: 'postgres', url: PG_URL, need: needPg }, { name: 'sqlite', url: SQLITE_URL, need: async () => true }]) {
   test(`on ${store.name}, inspect prints the holder and token, and --json gives them to scripts`, async (t) => {
     if (!(await store.need(t))) return
     const locks = await connect(store.url)

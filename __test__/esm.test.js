@@ -123,7 +123,8 @@ function shippedFiles() {
       out.push(path.normalize(rel))
     }
   }
-  for (const f of pkg.files) walk(f)
+  // Globs (deadbolt.*.node: a binary built here) name no source file.
+  for (const f of pkg.files.filter((f) => !f.includes('*'))) walk(f)
   return out
 }
 

@@ -7,6 +7,7 @@ const { randomBytes } = require('node:crypto')
 
 const REDIS_URL = process.env.DEADBOLT_TEST_REDIS_URL || 'redis://127.0.0.1:6379'
 const MYSQL_URL = process.env.DEADBOLT_TEST_MYSQL_URL || 'mysql://root@127.0.0.1:3306/test'
+const PG_URL = process.env.DEADBOLT_TEST_PG_URL || 'postgres://postgres@127.0.0.1:5432/test'
 
 function answers(port, host = '127.0.0.1') {
   return new Promise((resolve) => {
@@ -31,6 +32,7 @@ async function needServer(t, name, port) {
 
 const needRedis = (t) => needServer(t, 'Redis', 6379)
 const needMysql = (t) => needServer(t, 'MariaDB', 3306)
+const needPg = (t) => needServer(t, 'PostgreSQL', 5432)
 
 /** A random key prefix, so tests never see each other's keys. */
 function prefix(name = 'test') {
@@ -88,4 +90,17 @@ async function eventually(fn, ms = 5000, what = 'condition') {
   }
 }
 
-module.exports = { REDIS_URL, MYSQL_URL, answers, needRedis, needMysql, prefix, redisRaw, closeRaw, sleep, blackhole, eventually, freePort }
+/**
+ * The environment of a user's shell, for running npm and node as a user would: without the
+ * npm_* variables `npm test` sets for its own script (npm_config_local_prefix would point a
+ * child npm at this checkout, npm_command would tell prepare.js what runs it), but keeping
+ * the npm settings that say where packages come from (a registry mirror, a proxy, the cache).
+ */
+function shellEnv(extra = {}) {
+  const keep = /^npm_config_(registry|cache|userconfig|globalconfig|cafile|proxy|https_proxy|noproxy|strict_ssl)$/i
+  const env = {}
+  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k) || keep.test(k)) env[k] = v
+  return { ...env, ...extra }
+}
+
+module.exports = { REDIS_URL, MYSQL_URL, PG_URL, answers, needRedis, needMysql, needPg, prefix, redisRaw, closeRaw, sleep, blackhole, eventually, freePort, shellEnv }

@@ -1,34 +1,69 @@
 'use strict'
-// deadbolt inside jest's node environment, which evaluates the package in a sandbox: jest 26's
+// deadbolt inside jest, which evaluates the package in a sandbox: jest 26's node environment
 // has no performance, AbortController, AbortSignal, EventTarget or structuredClone, its
-// resolver ignores `exports` and cannot resolve node: specifiers. jest is not a
-// devDependency; point DEADBOLT_JEST_DIRS at installs of it (directories holding
-// node_modules/jest, separated by the path delimiter), e.g.
-//   npm install --prefix /tmp/jest26 --no-save --ignore-scripts jest@26
-//   DEADBOLT_JEST_DIRS=/tmp/jest26:/tmp/jest30 node --test __test__/jest.test.js
-// Each directory found is one test; without any, the test is skipped with a message.
+// resolver ignores `exports` and cannot resolve node: specifiers; its jsdom environment is a
+// browser-like global on top. One small spec runs under jest 26 (node and jsdom environments)
+// and under the latest jest (node).
+//
+// jest is not a devDependency of deadbolt (every `npm ci` and git install would pay for two
+// jest trees). Each version has its own package.json and lockfile under __test__/jest/<name>/;
+// this test installs it once (`npm ci`, from npm's cache when it can) into
+// node_modules/.cache/deadbolt-jest/<name>-<lockfile hash>/ and reuses it until the lockfile
+// changes. To move "latest" forward: change the version in __test__/jest/latest/package.json
+// and run `npm install --package-lock-only` there.
 
-const { test } = require('node:test')
+const { test, before } = require('node:test')
 const assert = require('node:assert/strict')
-const { execFileSync } = require('node:child_process')
+const { spawn, execFile } = require('node:child_process')
+const { createHash } = require('node:crypto')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const { shellEnv } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
+const CACHE = path.join(ROOT, 'node_modules', '.cache', 'deadbolt-jest')
 
-function jestInstalls() {
-  const dirs = (process.env.DEADBOLT_JEST_DIRS ?? '').split(path.delimiter).filter(Boolean)
-  const found = []
-  for (const dir of dirs) {
+/** Resolves with { code, output } of `cmd args` run in `cwd`. */
+function run(cmd, args, cwd) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd, env: shellEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    child.stdout.on('data', (d) => { output += d })
+    child.stderr.on('data', (d) => { output += d })
+    child.on('error', (err) => resolve({ code: -1, output: `${output}${err.message}` }))
+    child.on('close', (code) => resolve({ code, output }))
+  })
+}
+
+/**
+ * The jest installed from __test__/jest/<name>/, installing it first if needed: its bin and
+ * version, or { error } with npm's output.
+ */
+async function jestInstall(name) {
+  const spec = path.join(__dirname, 'jest', name)
+  const lock = fs.readFileSync(path.join(spec, 'package-lock.json'))
+  const dir = path.join(CACHE, `${name}-${createHash('sha256').update(lock).digest('hex').slice(0, 12)}`)
+  if (!fs.existsSync(path.join(dir, 'node_modules', 'jest', 'package.json'))) {
+    // Installed aside and renamed into place, so a half-done install is never used.
+    const tmp = `${dir}.tmp-${process.pid}`
+    fs.rmSync(tmp, { recursive: true, force: true })
+    fs.mkdirSync(tmp, { recursive: true })
+    for (const f of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(spec, f), path.join(tmp, f))
+    const r = await run('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], tmp)
+    if (r.code !== 0) {
+      fs.rmSync(tmp, { recursive: true, force: true })
+      return { error: `npm ci of __test__/jest/${name} failed:\n${r.output}` }
+    }
     try {
-      const manifest = require.resolve('jest/package.json', { paths: [dir] })
-      found.push({ bin: path.join(path.dirname(manifest), 'bin', 'jest.js'), version: require(manifest).version })
+      fs.renameSync(tmp, dir)
     } catch {
-      // Reported by the skip below when nothing is found.
+      // Another run installed it meanwhile: use that one.
+      fs.rmSync(tmp, { recursive: true, force: true })
     }
   }
-  return found
+  const manifest = path.join(dir, 'node_modules', 'jest', 'package.json')
+  return { bin: path.join(path.dirname(manifest), 'bin', 'jest.js'), version: require(manifest).version }
 }
 
 const SPEC = `
@@ -49,24 +84,52 @@ test('deadbolt acquires and releases on memory:// inside jest', async () => {
 })
 `
 
-const installs = jestInstalls()
-
-if (installs.length === 0) {
-  test('deadbolt loads and locks in a jest node environment', { skip: 'jest is not installed: set DEADBOLT_JEST_DIRS (see the head of __test__/jest.test.js)' }, () => {})
+// The same spec in each environment; the docblock picks jsdom for one file.
+const ENVIRONMENTS = {
+  node: SPEC,
+  jsdom: `/**\n * @jest-environment jsdom\n */\nexpect(typeof window).toBe('object')\n${SPEC}`,
 }
 
-for (const { bin, version } of installs) {
-  test(`deadbolt loads and locks in jest ${version}'s node environment`, (t) => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-jest-'))
-    t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
-    fs.mkdirSync(path.join(dir, 'node_modules'))
-    fs.symlinkSync(ROOT, path.join(dir, 'node_modules', 'deadbolt'), 'dir')
-    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ private: true }))
-    fs.writeFileSync(path.join(dir, 'deadbolt.test.js'), SPEC)
-    try {
-      execFileSync(process.execPath, [bin, '--rootDir', dir, '--testEnvironment', 'node', '--ci', '--no-cache', '--runInBand'], { cwd: dir, encoding: 'utf8', stdio: 'pipe' })
-    } catch (err) {
-      assert.fail(`jest ${version}:\n${err.stdout ?? ''}${err.stderr ?? ''}`)
+const RUNS = [
+  { name: '26', environments: ['node', 'jsdom'] },
+  { name: 'latest', environments: ['node'] },
+]
+
+const installs = {}
+before(async () => {
+  // Both installs at once: on a fresh machine they are mostly network waits.
+  await Promise.all(RUNS.map(async ({ name }) => { installs[name] = await jestInstall(name) }))
+})
+
+/** Runs jest `bin` on one spec per environment in a throwaway project; jest's JSON report. */
+function runJest(t, bin, environments) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-jest-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.mkdirSync(path.join(dir, 'node_modules'))
+  fs.symlinkSync(ROOT, path.join(dir, 'node_modules', 'deadbolt'), 'dir')
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ private: true }))
+  for (const env of environments) fs.writeFileSync(path.join(dir, `${env}.test.js`), ENVIRONMENTS[env])
+  const report = path.join(dir, 'report.json')
+  const args = [bin, '--rootDir', dir, '--ci', '--no-cache', '--runInBand', '--json', '--outputFile', report]
+  return new Promise((resolve) => {
+    execFile(process.execPath, args, { cwd: dir, env: shellEnv(), encoding: 'utf8' }, (err, stdout, stderr) => {
+      const results = fs.existsSync(report) ? JSON.parse(fs.readFileSync(report, 'utf8')).testResults : []
+      resolve({ failed: err !== null, output: `${stdout}${stderr}`, results })
+    })
+  })
+}
+
+for (const { name, environments } of RUNS) {
+  test(`deadbolt loads and locks in jest ${name} (${environments.join(' and ')} environment${environments.length > 1 ? 's' : ''})`, async (t) => {
+    const install = installs[name]
+    if (install.error) {
+      if (process.env.CI) assert.fail(install.error)
+      return t.skip(`jest could not be installed (is the npm registry reachable?): ${install.error.split('\n')[0]}`)
     }
+    t.diagnostic(`jest ${install.version}`)
+    const { failed, output, results } = await runJest(t, install.bin, environments)
+    assert.equal(failed, false, `jest ${install.version}:\n${output}`)
+    const passed = results.filter((r) => r.status === 'passed').map((r) => path.basename(r.name)).sort()
+    assert.deepEqual(passed, environments.map((e) => `${e}.test.js`).sort(), output)
   })
 }

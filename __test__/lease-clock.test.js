@@ -8,7 +8,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const deadbolt = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix, sleep, closeRaw } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix, sleep, closeRaw } = require('./helpers')
 
 const { connect, createLock } = deadbolt
 
@@ -21,6 +21,7 @@ const STORES = [
   { name: 'memory', url: `memory://lease-clock-${process.pid}`, need: async () => true },
   { name: 'redis', url: REDIS_URL, need: needRedis },
   { name: 'mysql', url: MYSQL_URL, need: needMysql },
+  { name: 'postgres', url: PG_URL, need: needPg },
   { name: 'sqlite', url: `sqlite://${path.join(SQLITE_DIR, 'locks.db')}`, need: async () => true },
 ]
 

@@ -48,6 +48,15 @@ test('the error for an unsupported scheme does not echo the URL', async () => {
   })
 })
 
+test("an unparsable URL in a redislock client's options does not show the password, not even in the cause", () => {
+  assert.throws(() => createLock({ url: `redis://user:${SECRET}@[bad` }), (err) => {
+    assert.equal(err.code, 'ERR_INVALID_ARG_VALUE')
+    assert.equal(err.cause.code, 'ERR_INVALID_URL')
+    assertClean(errorText(err), 'the error')
+    return true
+  })
+})
+
 test('a MySQL login refused with a wrong password does not show the password', async (t) => {
   if (!(await needMysql(t))) return
   await assert.rejects(connect(`mysql://nobody-${prefix('u').slice(-6)}:${SECRET}@127.0.0.1:3306/test`, { connectTimeout: 3000 }), (err) => {

@@ -419,7 +419,11 @@ test('a process holding a lock exits on its own, without close (sql-lock\'s ttl 
   assert.match(out, /^held \d+\n$/)
   // The held lock's ttl is 30 s: exiting long before it shows that nothing waits for it.
   assert.ok(elapsed < 15_000, `exited after ${elapsed} ms`)
-  assert.ok(await inspect(`${k}:held`), 'the unreleased lock stays until its ttl')
+  // Exiting, the process releases what it still holds on a best-effort basis (its clean-up
+  // hook closes its clients, racing the exit): the lock is either still the child's until its
+  // ttl, or free, never anyone else's.
+  const info = await inspect(`${k}:held`)
+  if (info !== null) assert.equal(String(info.fencingToken), out.trim().split(' ')[1])
 })
 
 test('DLMError is constructed as in sql-lock and DLMErrorTypes keeps its names', () => {

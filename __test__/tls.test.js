@@ -10,6 +10,7 @@ const util = require('node:util')
 const { connect, createLock, LockBackendError } = require('..')
 const { makePki, removePki, TlsRedis } = require('./fixtures/tls')
 const { ThrowawayMariadb } = require('./fixtures/mariadb')
+const { startRedis } = require('./fixtures/redis-server')
 const { prefix } = require('./helpers')
 
 // ── fixtures, started on first use and stopped after the file ──
@@ -59,6 +60,22 @@ const mariadb = (t) => need(t, 'MariaDB with TLS', () => once('mariadb', async (
     await conn.query("CREATE USER 'x509_user'@'%' IDENTIFIED BY 'x509-pw' REQUIRE X509")
     await conn.query("GRANT ALL ON test.* TO 'x509_user'@'%'")
     await conn.end()
+  } catch (err) {
+    await db.destroy()
+    throw err
+  }
+  return db
+}))
+
+// Servers that do not speak TLS at all, for the handshake failures.
+const plainRedis = (t) => need(t, 'a plaintext redis-server', () => once('redis-plain', async () => {
+  const r = await startRedis()
+  return { port: r.port, stop: () => r.kill() }
+}))
+const plainMariadb = (t) => need(t, 'MariaDB without TLS', () => once('mariadb-plain', async () => {
+  const db = await ThrowawayMariadb.create({ port: 3520, serverArgs: ['--skip-ssl'] })
+  try {
+    await db.start()
   } catch (err) {
     await db.destroy()
     throw err
@@ -224,6 +241,33 @@ test('the redislock face does not reuse a connection trusted through another CA'
   assert.match(err.message, /certificate|UnknownIssuer/i)
 })
 
+test('rediss:// to a plaintext Redis fails within connectTimeout, saying the TLS handshake failed, with a cause code', async (t) => {
+  const redis = await plainRedis(t)
+  if (!redis) return
+  // Without options.tls (redis-rs's own TLS set-up) and with it (a client of ours).
+  for (const options of [{}, { tls: { rejectUnauthorized: false } }]) {
+    const err = await rejectsWithin(connect(`rediss://127.0.0.1:${redis.port}`, { connectTimeout: 2_000, responseTimeout: 30_000, ...options }), 2_000 + 500)
+    assert.ok(err instanceof LockBackendError, `${err.name}: ${err.message}`)
+    assert.match(err.message, /TLS handshake with 127\.0\.0\.1:\d+ failed/)
+    assert.match(err.cause.message, /does not speak TLS/)
+    assert.equal(err.cause.code, 'ERR_LOCK_STORE_UNREACHABLE')
+  }
+})
+
+test('an acquisition on a lazy rediss:// client to a plaintext Redis fails the same way, within connectTimeout', async (t) => {
+  const redis = await plainRedis(t)
+  if (!redis) return
+  const client = await connect(`rediss://127.0.0.1:${redis.port}`, { connectTimeout: 2_000, responseTimeout: 30_000, lazy: true })
+  try {
+    const err = await rejectsWithin(client.acquire(prefix('tls') + 'k', { ttl: 1_000 }), 2_000 + 500)
+    assert.ok(err instanceof LockBackendError, `${err.name}: ${err.message}`)
+    assert.match(err.message, /TLS handshake/)
+    assert.equal(err.cause.code, 'ERR_LOCK_STORE_UNREACHABLE')
+  } finally {
+    await client.close()
+  }
+})
+
 // ── MySQL ──
 
 test('MySQL with tls: { ca } connects as a user that requires SSL, and locks work', async (t) => {
@@ -250,6 +294,17 @@ test('MySQL with tls but without the private CA fails with a LockBackendError (c
   if (!db) return
   const err = await rejectsWithin(connect(`mysql://tls_user:tls-pw@127.0.0.1:${db.port}/test`, { tls: {}, connectTimeout: 2_000 }), 2_500)
   untrusted(err)
+})
+
+test('MySQL with tls against a server without TLS fails at once, saying the server does not support TLS, with a cause code', async (t) => {
+  const db = await plainMariadb(t)
+  if (!db) return
+  for (const [url, options] of [[`${db.url}?ssl-mode=required`, {}], [db.url, { tls: { rejectUnauthorized: false } }]]) {
+    const err = await rejectsWithin(connect(url, { connectTimeout: 2_000, ...options }), 2_000 + 500)
+    assert.ok(err instanceof LockBackendError, `${err.name}: ${err.message}`)
+    assert.match(err.message, /TLS connection: server does not support TLS/)
+    assert.equal(err.cause.code, 'ERR_LOCK_STORE_UNREACHABLE')
+  }
 })
 
 test('MySQL mutual TLS with tls.cert and tls.key works for a user that requires X509', async (t) => {

@@ -31,6 +31,14 @@ test('the torture checker counts overlaps, stale writes and token violations in 
   const ov = overlaps([w('A', 1, 0, true), w('A', 1, 10, true), w('B', 2, 5, true), w('B', 2, 12, true), w('A', 1, 11, false), w('C', 3, 20, true)])
   assert.equal(ov.count, 1)
   assert.equal(ov.maxMs, 5)
+  // A read is known only to lie between t0 (before it) and t (after it). A's last read may
+  // have happened at 4, before B's first (A was descheduled before logging it at 6): no
+  // overlap for sure. B read at 7 at the latest while A read at 9 at the earliest: one.
+  const r2 = (w, g, t0, t, held = true) => ({ ev: 'write', w, g, t0, t, held, key: 'k', token: String(g) })
+  assert.equal(overlaps([r2('A', 1, 0, 1), r2('A', 1, 4, 6), r2('B', 2, 5, 5.5), r2('B', 2, 8, 9)]).count, 0)
+  const sure = overlaps([r2('A', 1, 0, 1), r2('A', 1, 9, 10), r2('B', 2, 6, 7), r2('B', 2, 12, 13)])
+  assert.equal(sure.count, 1)
+  assert.equal(sure.maxMs, 2)
   const r = (w, token, accepted, t) => ({ w, key: 'k', token: BigInt(token), accepted, t })
   assert.equal(staleAccepted([r('A', 1, true, 0), r('B', 2, true, 1), r('A', 1, true, 2)]).stale, 1)
   assert.equal(staleAccepted([r('A', 1, true, 0), r('B', 1, true, 1)]).stale, 1, 'one token accepted from two writers')

@@ -387,6 +387,123 @@ function rawGetLock(url) {
   }
 }
 
+// ───────────────────────────── DynamoDB ─────────────────────────────
+
+/** Table, endpoint and region of a deadbolt `dynamodb://` URL, for the other libraries. */
+function dynamoTarget(url) {
+  const u = new URL(url.replace(/^dynamodb:/i, 'http:'))
+  return { table: url.slice('dynamodb://'.length).split(/[?/]/)[0], endpoint: u.searchParams.get('endpoint') || undefined, region: u.searchParams.get('region') || 'us-east-1' }
+}
+
+/** aws-sdk v2's DocumentClient, what dynamodb-lock-client is written for. */
+function documentClient(url) {
+  process.env.AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE = '1'
+  const { DynamoDB } = require('aws-sdk')
+  const { endpoint, region } = dynamoTarget(url)
+  // The SDK's own agent keeps connections alive, as deadbolt's client does.
+  const https = require('node:http')
+  return new DynamoDB.DocumentClient({ endpoint, region, maxRetries: 3, httpOptions: { agent: new https.Agent({ keepAlive: true, maxSockets: 100 }) } })
+}
+
+/**
+ * dynamodb-lock-client 0.7 (npm), on aws-sdk v2. FailClosed: a conditional put polled every
+ * acquirePeriodMs, released by a conditional delete, no lease (a crashed holder keeps the lock
+ * until someone deletes it). FailOpen: a lease, fencing tokens and heartbeats, but a waiter
+ * that finds the lock held always sleeps a whole lease before trying again, so it only runs
+ * the uncontended scenarios.
+ */
+function dynamodbLockClient(url, mode) {
+  const lib = require('dynamodb-lock-client')
+  let client
+  return {
+    async open() {
+      const dynamodb = documentClient(url)
+      const { table } = dynamoTarget(url)
+      client = mode === 'closed'
+        ? new lib.FailClosed({ dynamodb, lockTable: table, partitionKey: 'key', acquirePeriodMs: SETTINGS.retryDelay, retryCount: Number.MAX_SAFE_INTEGER })
+        : new lib.FailOpen({ dynamodb, lockTable: table, partitionKey: 'key', leaseDurationMs: SETTINGS.ttl, retryCount: Number.MAX_SAFE_INTEGER })
+    },
+    newLocker() {
+      let lock = null
+      let key = null
+      return {
+        async acquire(k) {
+          lock = await new Promise((resolve, reject) => client.acquireLock(k, (err, l) => (err ? reject(err) : resolve(l))))
+          lock.on('error', () => {})
+          key = k
+        },
+        release() {
+          const l = lock
+          lock = null
+          return new Promise((resolve, reject) => l.release((err) => (err ? reject(err) : resolve())))
+        },
+        held: () => lock !== null,
+        get serverKey() { return key },
+      }
+    },
+    async close() {},
+  }
+}
+
+// ───────────────────────────── advisory-lock 2.0 (pg) ─────────────────────────────
+
+function advisoryLock(url) {
+  const createMutex = require('advisory-lock').default(url)
+  return {
+    async open() {},
+    // Each lock() opens a pg connection of its own and holds it until unlock: a held lock
+    // costs a server connection.
+    perLockerConnection: true,
+    newLocker() {
+      let unlock = null
+      return {
+        async acquire(key) {
+          // pg_advisory_lock waits on the server (no client polling).
+          unlock = await createMutex(key).lock()
+        },
+        release() {
+          const u = unlock
+          unlock = null
+          return u()
+        },
+        held: () => unlock !== null,
+      }
+    },
+    async close() {},
+  }
+}
+
+// ───────────────────────────── raw pg_advisory_lock over pg ─────────────────────────────
+
+function rawPgAdvisory(url) {
+  const { Client } = require('pg')
+  return {
+    async open() {},
+    // Advisory locks belong to a session: each holder needs a connection of its own.
+    perLockerConnection: true,
+    async newLocker() {
+      const client = new Client({ connectionString: url })
+      await client.connect()
+      let key = null
+      return {
+        async acquire(k) {
+          // Waits on the server; the name is hashed to the 64-bit key by the server.
+          await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [k])
+          key = k
+        },
+        async release() {
+          const k = key
+          key = null
+          await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [k])
+        },
+        held: () => key !== null,
+        close: () => client.end().catch(() => {}),
+      }
+    },
+    async close() {},
+  }
+}
+
 // ───────────────────────────── proper-lockfile 4 (lock directories) ─────────────────────────────
 
 /**
@@ -446,10 +563,17 @@ const LIBS = {
   'deadbolt-mysql': { label: 'deadbolt (mysql)', backend: 'mysql', make: (u) => deadbolt(u.mysql), scenarios: [1, 2, 3, 4, 5], deadbolt: true },
   'sql-lock': { label: 'sql-lock 0.1', backend: 'mysql', make: (u) => sqlLock(u.mysql), scenarios: [1, 2, 3, 4] },
   'raw-getlock': { label: 'raw GET_LOCK (mysql2)', backend: 'mysql', make: (u) => rawGetLock(u.mysql), scenarios: [1, 2, 3, 4] },
+  'deadbolt-pg': { label: 'deadbolt (postgres)', backend: 'postgres', make: (u) => deadbolt(u.postgres), scenarios: [1, 2, 3, 4, 5], deadbolt: true },
+  'advisory-lock': { label: 'advisory-lock 2.0 (pg)', backend: 'postgres', make: (u) => advisoryLock(u.postgres), scenarios: [1, 2, 3, 4] },
+  'raw-pg-advisory': { label: 'raw pg_advisory_lock (pg)', backend: 'postgres', make: (u) => rawPgAdvisory(u.postgres), scenarios: [1, 2, 3, 4] },
   'deadbolt-sqlite': { label: 'deadbolt (sqlite)', backend: 'sqlite', make: (u) => deadbolt(u.sqlite), scenarios: [1, 2, 3, 4], deadbolt: true },
   'proper-lockfile': { label: 'proper-lockfile 4.1', backend: 'sqlite', make: (u) => properLockfile(u.sqlite), scenarios: [1, 2, 3, 4] },
+  // DynamoDB: every library on the same dynalite server and table (partition key `key`, S).
+  'deadbolt-dynamodb': { label: 'deadbolt (dynamodb)', backend: 'dynamodb', make: (u) => deadbolt(u.dynamodb), scenarios: [1, 2, 3, 4], deadbolt: true },
+  'dynamodb-lock-client': { label: 'dynamodb-lock-client 0.7 FailClosed (aws-sdk 2)', backend: 'dynamodb', make: (u) => dynamodbLockClient(u.dynamodb, 'closed'), scenarios: [1, 2, 3, 4] },
+  'dynamodb-lock-client-open': { label: 'dynamodb-lock-client 0.7 FailOpen (aws-sdk 2)', backend: 'dynamodb', make: (u) => dynamodbLockClient(u.dynamodb, 'open'), scenarios: [1, 2] },
 }
 LIBS.deadbolt.deadbolt = true
 LIBS['deadbolt-redislock'].deadbolt = true
 
-module.exports = { LIBS, SETTINGS, loadDeadbolt, deadboltFingerprint, loadedBuild: () => loadedBuild }
+module.exports = { LIBS, SETTINGS, loadDeadbolt, deadboltFingerprint, dynamoTarget, loadedBuild: () => loadedBuild }

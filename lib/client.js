@@ -10,9 +10,12 @@ const { debug } = require('./debug')
 const { LockClosedError } = require('./errors')
 const v = require('./validate')
 const { normalizeTls } = require('./tls')
+const { DYNAMODB_OPTIONS, dynamoOptions } = require('./dynamodb')
 const { Lock, RELEASED } = require('./lock')
 const { PendingAcquire, abortReason } = require('./pending')
 const { Election } = require('./election')
+const { acquireReentrant } = require('./reentrant')
+const { acquireAll } = require('./multilock')
 const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 
 const { own } = v
@@ -21,7 +24,7 @@ const { LIMITS } = v
 const LIST_OPTIONS = new Set(['limit'])
 
 /** The options `connect` takes. */
-const CONNECT_OPTIONS = new Set(['ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'table', 'poolSize', 'lazy', 'tls'])
+const CONNECT_OPTIONS = new Set(['ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'table', 'poolSize', 'lazy', 'tls', ...DYNAMODB_OPTIONS])
 const TABLE_NAME = new RegExp(`^[A-Za-z0-9_]{1,${LIMITS.maxTableNameBytes}}$`)
 
 /** Decodes a native lock info into the public shape. */
@@ -43,7 +46,8 @@ class LockClient {
   /** @internal */
   constructor(url, options = {}) {
     // Own properties only (connect() has checked them; the drop-in faces pass their own).
-    const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize, tls } = stripUndefined(options)
+    // `dynamodb`: the checked DynamoDB options (see lib/dynamodb.js), credentials included.
+    const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize, tls, dynamodb, secrets } = stripUndefined(options)
     this._defaults = { ...DEFAULTS, ...stripUndefined({ ttl, retryDelay, jitter }) }
     // Shown by util.inspect with any password masked; the URL itself is not kept.
     this._where = redactUrl(url)
@@ -52,10 +56,12 @@ class LockClient {
     // UUID per acquisition).
     this._ownerPrefix = randomBytes(12).toString('base64url') + '.'
     this._owners = 0
-    // The TLS material goes to the native side and is kept nowhere here (nor printed by
-    // util.inspect or JSON.stringify of the client).
-    this._native_ = new Native(url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize, tls }))
+    // The TLS material and credentials go to the native side and are kept nowhere here (nor
+    // printed by util.inspect or JSON.stringify of the client).
+    this._native_ = new Native(url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize, tls, dynamodb }), secrets)
     this._closed = false
+    // Reentrant locks by key (lib/reentrant.js).
+    this._reentries = new Map()
   }
 
   /** The resolved options of a call that passed none (cached: they never change). */
@@ -94,6 +100,12 @@ class LockClient {
     } catch (err) {
       return Promise.reject(err)
     }
+    if (o.reentrant) return acquireReentrant(this, key, o, raise)
+    return this._acquireResolved(native, key, o, raise)
+  }
+
+  /** One acquisition with resolved options `o` (see resolveAcquireOptions). */
+  _acquireResolved(native, key, o, raise) {
     return new Promise((resolve, reject) => {
       const ownerSeq = ++this._owners
       const owner = this._ownerPrefix + ownerSeq.toString(36)
@@ -162,6 +174,21 @@ class LockClient {
    */
   acquire(key, options) {
     return this._acquire(key, options, this._defaults.wait, true)
+  }
+
+  /** Validates acquire options over this client's defaults (acquire's wait default). */
+  _resolve(options) {
+    return resolveAcquireOptions(this._defaults, options, this._defaults.wait)
+  }
+
+  /**
+   * Acquires every key of `keys` (at most `limits().maxKeysPerCall`), holding all or none:
+   * the keys are taken in one order every process agrees on, so acquireAll calls over
+   * overlapping sets never deadlock. `options.wait` bounds the whole set. Resolves with a
+   * MultiLock; rejects, holding none, with the error that stopped it.
+   */
+  acquireAll(keys, options) {
+    return acquireAll(this, keys, options)
   }
 
   /** Acquires `key` if it is free (by default without waiting); resolves null when busy. */
@@ -307,19 +334,23 @@ class LockClient {
   }
 }
 
-const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|sqlite|memory):\/\//i
+const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|postgres|postgresql|sqlite|dynamodb|memory):\/\//i
 
 /**
- * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://`,
- * `sqlite://path` or `memory://[name]`. Resolves once the store answers. `options.tls` ({ ca, cert, key,
- * servername, rejectUnauthorized }) applies to `rediss://` and `mysql://`.
+ * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://`, `postgres://`,
+ * `postgresql://`, `sqlite://path`, `dynamodb://<table>` or `memory://[name]`. Resolves once
+ * the store answers.
+ * `options.tls` ({ ca, cert, key, servername, rejectUnauthorized }) applies to `rediss://`,
+ * `mysql://` and `postgres://`;
+ * `createTable`, `partitionKey`, `sortKey`, `deleteOnRelease` and `credentials` to
+ * `dynamodb://` (lib/dynamodb.js).
  */
 async function connect(url, options = {}) {
   if (typeof url !== 'string') throw v.typeError('url', 'of type string', url)
   if (!SCHEMES.test(url)) {
     // Named by its scheme only: the rest of a URL may hold a password.
     const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]
-    const err = new TypeError(`The argument 'url' must start with redis://, rediss://, mysql://, mariadb://, sqlite:// or memory://. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
+    const err = new TypeError(`The argument 'url' must start with redis://, rediss://, mysql://, mariadb://, postgres://, sqlite://, dynamodb:// or memory://. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
     err.code = 'ERR_INVALID_ARG_VALUE'
     throw err
   }
@@ -343,8 +374,9 @@ async function connect(url, options = {}) {
   if (o.table !== undefined && (typeof o.table !== 'string' || !TABLE_NAME.test(o.table))) {
     throw v.valueError('options.table', `must be 1 to ${LIMITS.maxTableNameBytes} letters, digits or underscores`, o.table)
   }
+  const dynamo = dynamoOptions(url, o)
   if (o.tls !== undefined) o.tls = normalizeTls(o.tls, 'options.tls')
-  const client = new LockClient(url, o)
+  const client = new LockClient(url, { ...o, dynamodb: dynamo.native, secrets: dynamo.secrets })
   if (o.lazy !== true) {
     try {
       await client.ping()

@@ -4,8 +4,8 @@
 // are settled here. The event loop is held open only while requests are pending, so idle
 // clients and background heartbeats never keep a process alive.
 
-const { NativeClient, protocol } = require('../binding.js')
-const { fromNative } = require('./errors')
+const { NativeClient, protocol } = require('./addon')
+const { fromNative, LockClosedError } = require('./errors')
 const { secretsOf, scrub } = require('./redact')
 
 // The operation protocol is defined once, in the addon (src/binding/protocol.rs).
@@ -33,9 +33,10 @@ let nextRequest = 1
 class Native {
   /**
    * @param {string} url
-   * @param {object} [options] connectTimeout, responseTimeout, table, poolSize
+   * @param {object} [options] connectTimeout, responseTimeout, table, poolSize, tls, dynamodb
+   * @param {string[]} [secrets] more strings never to show (credentials from the options)
    */
-  constructor(url, options) {
+  constructor(url, options, secrets = []) {
     /** request id → { resolve, reject } */
     this.pending = new Map()
     /** lock handle → object with `_lost(reason)` */
@@ -60,7 +61,7 @@ class Native {
     }
     // What must never appear in an error (a password in the URL): messages from the native
     // side are scrubbed of it, whatever the driver put in them.
-    this.secrets = secretsOf(url)
+    this.secrets = [...new Set([...secretsOf(url), ...secrets])].sort((a, b) => b.length - a.length)
     try {
       this.addon = new NativeClient(url, options, () => this.drain())
     } catch (err) {
@@ -78,8 +79,23 @@ class Native {
     return this.addon.isHeld(id)
   }
 
-  /** Lets go of the native side's wake-up function once `close` completed. */
+  /**
+   * Lets go of the native side's wake-up function once `close` completed. Nothing is
+   * delivered afterwards, so whatever is still pending is settled here: completions already
+   * queued are taken, and the rest (operations the runtime started only after the close had
+   * finished) reject with LockClosedError rather than never settle.
+   */
   dispose() {
+    this.drain()
+    if (this.pending.size > 0) {
+      const left = [...this.pending.values()]
+      this.pending.clear()
+      for (const p of left) p.reject(new LockClosedError('The lock client has been closed'))
+    }
+    if (this.alive) {
+      this.alive = false
+      this.addon.keepAlive(false)
+    }
     this.addon.dispose()
   }
 

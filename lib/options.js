@@ -16,7 +16,7 @@ const DEFAULTS = Object.freeze({
 })
 
 /** The options `acquire`, `tryAcquire` and `withLock` take. */
-const ACQUIRE_OPTIONS = new Set(['ttl', 'wait', 'retryDelay', 'jitter', 'autoExtend', 'extendEvery', 'maxHold', 'data', 'signal', 'onLost'])
+const ACQUIRE_OPTIONS = new Set(['ttl', 'wait', 'retryDelay', 'jitter', 'autoExtend', 'extendEvery', 'maxHold', 'data', 'signal', 'onLost', 'reentrant'])
 
 /** Default lease of an election, in ms. */
 const ELECTION_TTL = L.defaultElectionTtl
@@ -31,7 +31,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
   // Own enumerable properties only, as a spread copies them: a value someone put on
   // Object.prototype must not change every lock. One pass over the keys costs less than a
   // hasOwn per option (this runs on every acquisition that passes options).
-  let ttl, wait, retryDelay, jitter, autoExtend, extendEvery, maxHold, data, signal, onLost
+  let ttl, wait, retryDelay, jitter, autoExtend, extendEvery, maxHold, data, signal, onLost, reentrant
   for (const k of Object.keys(options)) {
     switch (k) {
       case 'ttl': ttl = options.ttl; break
@@ -44,6 +44,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
       case 'data': data = options.data; break
       case 'signal': signal = options.signal; break
       case 'onLost': onLost = options.onLost; break
+      case 'reentrant': reentrant = options.reentrant; break
       default: v.checkKnownKeys(options, ACQUIRE_OPTIONS, 'options')
     }
   }
@@ -58,6 +59,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
     encoded: undefined,
     signal,
     onLost,
+    reentrant: reentrant ?? false,
   }
   v.checkInt(o.ttl, 'options.ttl')
   v.checkWait(o.wait, 'options.wait')
@@ -77,6 +79,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
   if (data !== undefined) o.encoded = v.encodeData(data, 'options.data')
   if (o.signal !== undefined) v.checkSignal(o.signal, 'options.signal')
   if (o.onLost !== undefined) v.checkFunction(o.onLost, 'options.onLost')
+  v.checkBoolean(o.reentrant, 'options.reentrant')
   return o
 }
 
@@ -93,4 +96,9 @@ function stripUndefined(o) {
   return r
 }
 
-module.exports = { DEFAULTS, ELECTION_TTL, EMPTY, ONCE, resolveAcquireOptions, stripUndefined }
+/** Milliseconds on a monotonic clock (jest 25/26 environments lack `performance`). */
+function now() {
+  return Number(process.hrtime.bigint() / 1_000_000n)
+}
+
+module.exports = { DEFAULTS, ELECTION_TTL, EMPTY, ONCE, now, resolveAcquireOptions, stripUndefined }

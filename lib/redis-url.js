@@ -62,7 +62,10 @@ function fromUrlString(url, overrides = {}) {
   try {
     u = new URL(url)
   } catch (err) {
-    throw invalid('client.url', 'must be a valid redis:// or rediss:// URL', err)
+    // Not URL's own error as the cause: its `input` is the whole URL, password included.
+    const cause = new TypeError('Invalid URL')
+    cause.code = err.code ?? 'ERR_INVALID_URL'
+    throw invalid('client.url', 'must be a valid redis:// or rediss:// URL', cause)
   }
   const base = {
     host: u.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1',

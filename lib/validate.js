@@ -3,7 +3,7 @@
 // that names the argument and carries Node's conventional code.
 
 // The limits are defined once, in the addon (src/limits.rs).
-const { limits } = require('../binding.js')
+const { limits } = require('./addon')
 
 /** The addon's limits and defaults, read once for every module here. */
 const LIMITS = limits()

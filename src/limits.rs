@@ -8,6 +8,8 @@ pub const MAX_DATA_BYTES: usize = 1024 * 1024;
 /// Longest duration an option may give, in ms (`setTimeout`'s ceiling, about 24.8 days);
 /// `wait` and `maxHold` may also be infinite.
 pub const MAX_MS: u64 = (1 << 31) - 1;
+/// Most keys one multi-key acquisition (`acquireAll`) takes.
+pub const MAX_KEYS_PER_CALL: usize = 1_000;
 /// Default lease, in ms.
 pub const DEFAULT_TTL_MS: u64 = 10_000;
 /// Default time `acquire` waits, in ms.

@@ -2,7 +2,9 @@
 // Turns a scenario's event log, resource log and fault log into its figures, and the
 // invariants every scenario must keep into violations:
 //   overlaps       two grants of one key (different holders or tokens) whose holders both
-//                  read `lock.held === true` over intersecting intervals (first..last such read)
+//                  read `lock.held === true` over intersecting intervals (first..last such read;
+//                  a read happened between its event's `t0` and `t`, so a grant's interval is
+//                  taken from its first read's `t` to its last read's `t0`: what it surely spans)
 //   stale accepted the resource accepted a token lower than one it had accepted before for
 //                  the key, or accepted one token from two different workers
 //   token viol.    one token granted twice for a key, or a grant whose token is lower than a
@@ -27,14 +29,16 @@ function overlaps(events) {
     if (!intervals.has(e.key)) intervals.set(e.key, new Map())
     const g = intervals.get(e.key)
     const id = `${e.w}|${e.g ?? e.token}`
+    const before = e.t0 ?? e.t
     const iv = g.get(id)
-    if (iv) { iv[0] = Math.min(iv[0], e.t); iv[1] = Math.max(iv[1], e.t) } else g.set(id, [e.t, e.t, e.w, e.token])
+    if (iv) { iv[0] = Math.min(iv[0], e.t); iv[1] = Math.max(iv[1], before) } else g.set(id, [e.t, before, e.w, e.token])
   }
   let count = 0
   let maxMs = 0
   const examples = []
   for (const [key, g] of intervals) {
-    const ivs = [...g.values()].sort((a, b) => a[0] - b[0])
+    // A single read (or reads closer together than a descheduling) spans nothing for sure.
+    const ivs = [...g.values()].filter((iv) => iv[0] <= iv[1]).sort((a, b) => a[0] - b[0])
     for (let i = 0; i < ivs.length; i++) {
       for (let j = i + 1; j < ivs.length && ivs[j][0] <= ivs[i][1]; j++) {
         count++

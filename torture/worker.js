@@ -25,9 +25,12 @@ const threads = new Map()
 let writeSeq = 0
 let grantSeq = 0 // one id per grant in this worker: tokens alone repeat after a store loses its counters
 const pendingWrites = new Map()
-function write(key, token, held, g) {
+// `t0`: taken right before `held` was read, while the event's `t` is taken after: on a loaded
+// machine a process can be descheduled between the two, so the read happened somewhere in
+// [t0, t] and the checker only counts overlaps that hold whenever in those spans it was.
+function write(key, token, held, g, t0) {
   const wid = ++writeSeq
-  log({ ev: 'write', key, token: String(token), held, wid, g })
+  log({ ev: 'write', key, token: String(token), held, wid, g, t0 })
   return new Promise((resolve) => {
     pendingWrites.set(wid, resolve)
     process.send({ type: 'write', wid, key, token: String(token), held })
@@ -61,10 +64,11 @@ async function writeLoop(h, tokenOf, heldOf, o) {
   let n = 0
   const endAt = Date.now() + (o.maxLoopMs ?? 60000)
   while (!h.stopped && Date.now() < endAt) {
+    const t0 = now()
     const held = heldOf()
     const token = tokenOf()
     if (token === null) break
-    await write(h.key, token, held, h.g)
+    await write(h.key, token, held, h.g, t0)
     n++
     if (!held && !o.stale) break
     if (o.busy && n === o.busy.afterWrites) {
@@ -106,7 +110,8 @@ const commands = {
       log({ ev: 'acquire', key, token: String(lock.fencingToken), owner: lock.owner, g, held: lock.held })
       log({ ev: 'enter', key, token: String(lock.fencingToken), g })
       for (let j = 0; j < writes; j++) {
-        await write(key, lock.fencingToken, lock.held, g)
+        const t0 = now()
+        await write(key, lock.fencingToken, lock.held, g, t0)
         if (holdMs > 0) await sleep(holdMs / writes)
       }
       log({ ev: 'exit', key, token: String(lock.fencingToken) })
@@ -206,7 +211,8 @@ const commands = {
         const g = ++grantSeq
         log({ ev: 'acquire', key, token: String(lock.fencingToken), owner: lock.owner, g, held: lock.held })
         const tok = String(lock.fencingToken)
-        await write(key, lock.fencingToken, lock.held, g)
+        const tw = now()
+        await write(key, lock.fencingToken, lock.held, g, tw)
         const ok = await lock.release()
         log({ ev: 'release', key, token: tok, ok })
         return { token: tok, released: ok }

@@ -2,7 +2,7 @@
 // real use (including `await using`) and refuse wrong calls, and the emitted code must work.
 import assert = require('node:assert/strict')
 import deadbolt = require('../..')
-import { connect, LockAcquisitionError, type Lock, type LockInfo } from '../..'
+import { connect, LockAcquisitionError, MultiLock, type Lock, type LockInfo } from '../..'
 
 async function main(): Promise<void> {
   const locks = await connect('memory://types-test', { ttl: 2_000 })
@@ -33,6 +33,21 @@ async function main(): Promise<void> {
     assert.ok(err instanceof LockAcquisitionError)
     assert.equal(err.code, 'ERR_LOCK_ACQUISITION')
   }
+
+  {
+    await using outer = await locks.acquire(key, { reentrant: true })
+    const inner: Lock = await locks.acquire(key, { reentrant: true })
+    assert.equal(inner.fencingToken, outer.fencingToken)
+    await inner.release()
+  }
+  {
+    await using set = await locks.acquireAll([`${key}:a`, `${key}:b`] as const, { wait: 1_000 })
+    assert.ok(set instanceof MultiLock)
+    const tokens: bigint[] = set.locks.map((l) => l.fencingToken)
+    assert.equal(tokens.length, 2)
+  }
+  // @ts-expect-error acquireAll takes an array of keys
+  await locks.acquireAll(key).catch(() => {})
 
   // The redislock face, typed too.
   const legacy = deadbolt.createLock('redis://127.0.0.1:6379', { timeout: 1_000, retries: -1, delay: 10 })

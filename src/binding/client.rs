@@ -10,6 +10,7 @@ use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::options::{AcquireSpec, AutoExtend};
 use crate::core::session::Session;
+use crate::store::dynamodb::{AwsCredentials, DynamoOptions, SortKey};
 use crate::store::open::ConnectOptions;
 use crate::store::tls::TlsOptions;
 use napi::bindgen_prelude::*;
@@ -32,6 +33,66 @@ pub struct NativeConnectOptions {
     /// TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`.
     #[napi(ts_type = "NativeTlsOptions")]
     pub tls: Option<NativeTlsOptions>,
+    /// DynamoDB settings (`dynamodb://`), checked by `lib/dynamodb.js`.
+    #[napi(ts_type = "NativeDynamoOptions")]
+    pub dynamodb: Option<NativeDynamoOptions>,
+}
+
+/// DynamoDB settings of a native client.
+#[napi(object)]
+pub struct NativeDynamoOptions {
+    /// Create the table on first use. Default false.
+    pub create_table: Option<bool>,
+    /// Partition key attribute. Default `key`.
+    pub partition_key: Option<String>,
+    /// Sort key attribute and value, if the table has one.
+    #[napi(ts_type = "NativeSortKey")]
+    pub sort_key: Option<NativeSortKey>,
+    /// Delete items on release instead of marking them released. Default false.
+    pub delete_on_release: Option<bool>,
+    /// Credentials to sign with instead of the environment's.
+    #[napi(ts_type = "NativeAwsCredentials")]
+    pub credentials: Option<NativeAwsCredentials>,
+}
+
+/// The sort key of a DynamoDB lock table and the value this client's locks use.
+#[napi(object)]
+pub struct NativeSortKey {
+    /// Attribute name.
+    pub name: String,
+    /// Value in every lock item.
+    pub value: String,
+}
+
+/// Static AWS credentials.
+#[napi(object)]
+pub struct NativeAwsCredentials {
+    /// Access key id.
+    pub access_key_id: String,
+    /// Secret access key.
+    pub secret_access_key: String,
+    /// Session token of temporary credentials.
+    pub session_token: Option<String>,
+}
+
+impl From<NativeDynamoOptions> for DynamoOptions {
+    fn from(o: NativeDynamoOptions) -> Self {
+        let d = DynamoOptions::default();
+        DynamoOptions {
+            create_table: o.create_table.unwrap_or(d.create_table),
+            partition_key: o.partition_key.unwrap_or(d.partition_key),
+            sort_key: o.sort_key.map(|k| SortKey {
+                name: k.name,
+                value: k.value,
+            }),
+            delete_on_release: o.delete_on_release.unwrap_or(d.delete_on_release),
+            credentials: o.credentials.map(|c| AwsCredentials {
+                access_key_id: c.access_key_id,
+                secret_access_key: c.secret_access_key,
+                session_token: c.session_token,
+            }),
+        }
+    }
 }
 
 /// TLS settings of a native client: PEM bytes, checked by `lib/tls.js` and again natively.
@@ -70,6 +131,7 @@ impl From<NativeConnectOptions> for ConnectOptions {
             table: o.table.unwrap_or(d.table),
             pool_size: o.pool_size.unwrap_or(d.pool_size),
             tls: o.tls.map(Into::into),
+            dynamodb: o.dynamodb.map(Into::into),
         }
     }
 }

@@ -115,6 +115,8 @@ pub struct NativeLimits {
     pub default_table: String,
     /// Longest table name.
     pub max_table_name_bytes: u32,
+    /// Most keys one `acquireAll` takes.
+    pub max_keys_per_call: u32,
 }
 
 /// The limits and defaults.
@@ -135,5 +137,6 @@ pub fn limits() -> NativeLimits {
         max_pool_size: defaults::MAX_POOL_SIZE,
         default_table: defaults::DEFAULT_TABLE.to_string(),
         max_table_name_bytes: defaults::MAX_TABLE_NAME_BYTES as u32,
+        max_keys_per_call: defaults::MAX_KEYS_PER_CALL as u32,
     }
 }

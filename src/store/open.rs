@@ -1,7 +1,9 @@
 //! Turning a connection URL into a store: the one place that names every store.
 
+use super::dynamodb::{DynamoOptions, DynamoStore, DynamoStoreOptions};
 use super::memory::MemoryStore;
 use super::mysql::{MysqlOptions, MysqlStore};
+use super::postgres::{PostgresOptions, PostgresStore};
 use super::redis::{RedisOptions, RedisStore};
 use super::sqlite::{SqliteOptions, SqliteStore};
 use super::tls::TlsOptions;
@@ -19,12 +21,14 @@ pub struct ConnectOptions {
     pub connect_timeout_ms: u64,
     /// Bound on one command's reply, in ms.
     pub response_timeout_ms: u64,
-    /// Lease table name (MySQL, SQLite).
+    /// Lease table name (MySQL, PostgreSQL, SQLite).
     pub table: String,
-    /// Connection pool size (MySQL).
+    /// Connection pool size (MySQL, PostgreSQL).
     pub pool_size: u32,
-    /// TLS settings (`rediss://`, `mysql://`); refused for other URLs.
+    /// TLS settings (`rediss://`, `mysql://`, `postgres://`); refused for other URLs.
     pub tls: Option<TlsOptions>,
+    /// DynamoDB settings (`dynamodb://`); refused for other URLs.
+    pub dynamodb: Option<DynamoOptions>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -37,6 +41,7 @@ impl std::fmt::Debug for ConnectOptions {
             table,
             pool_size,
             tls,
+            dynamodb,
         } = self;
         f.debug_struct("ConnectOptions")
             .field("connect_timeout_ms", connect_timeout_ms)
@@ -44,6 +49,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("table", table)
             .field("pool_size", pool_size)
             .field("tls", tls)
+            .field("dynamodb", dynamodb)
             .finish()
     }
 }
@@ -56,6 +62,7 @@ impl Default for ConnectOptions {
             table: limits::DEFAULT_TABLE.into(),
             pool_size: limits::DEFAULT_POOL_SIZE,
             tls: None,
+            dynamodb: None,
         }
     }
 }
@@ -66,7 +73,8 @@ pub fn scheme(url: &str) -> Option<String> {
 }
 
 /// Builds the store a URL names: `redis://`, `rediss://`, `redis+unix://`, `unix://`,
-/// `mysql://`, `mariadb://`, `sqlite://path` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
+/// `mysql://`, `mariadb://`, `postgres://`, `postgresql://`, `sqlite://path`,
+/// `dynamodb://<table>` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
 /// A URL or option the store cannot use is an [`super::ErrorKind::Invalid`] error, whose
 /// message never repeats the URL (it may hold a password).
 pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
@@ -75,7 +83,26 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
             "The \"url\" argument must be a URL such as redis://host:6379, mysql://user@host/db or memory://",
         ));
     };
+    if opts.dynamodb.is_some() && scheme != "dynamodb" {
+        return Err(StoreError::invalid(
+            "the DynamoDB options apply to dynamodb:// URLs only",
+        ));
+    }
     match scheme.as_str() {
+        "dynamodb" if opts.tls.is_some() => Err(StoreError::invalid(
+            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not dynamodb:// (an https:// endpoint is verified against the public roots)",
+        )),
+        "dynamodb" => {
+            let store = DynamoStore::connect(
+                url,
+                DynamoStoreOptions {
+                    dynamo: opts.dynamodb.clone().unwrap_or_default(),
+                    connect_timeout_ms: opts.connect_timeout_ms,
+                    response_timeout_ms: opts.response_timeout_ms,
+                },
+            )?;
+            Ok(Arc::new(store))
+        }
         "redis" | "rediss" | "redis+unix" | "unix" => {
             let redis_opts = RedisOptions {
                 connect_timeout_ms: opts.connect_timeout_ms,
@@ -110,8 +137,22 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
                 .map_err(|e| StoreError::invalid(format!("Invalid MySQL URL or options: {e}")))?;
             Ok(Arc::new(store))
         }
+        "postgres" | "postgresql" => {
+            let pg_opts = PostgresOptions {
+                table: opts.table.clone(),
+                pool_size: opts.pool_size,
+                connect_timeout_ms: opts.connect_timeout_ms,
+                response_timeout_ms: opts.response_timeout_ms,
+                tls: opts.tls.clone(),
+                ..PostgresOptions::default()
+            };
+            let store = PostgresStore::connect(url, pg_opts).map_err(|e| {
+                StoreError::invalid(format!("Invalid PostgreSQL URL or options: {e}"))
+            })?;
+            Ok(Arc::new(store))
+        }
         "sqlite" if opts.tls.is_some() => Err(StoreError::invalid(
-            "options.tls applies to rediss:// and mysql:// URLs, not sqlite://",
+            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not sqlite://",
         )),
         "sqlite" => {
             let sqlite_opts = SqliteOptions {
@@ -122,14 +163,14 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
             Ok(Arc::new(SqliteStore::connect(url, sqlite_opts)?))
         }
         "memory" if opts.tls.is_some() => Err(StoreError::invalid(
-            "options.tls applies to rediss:// and mysql:// URLs, not memory://",
+            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not memory://",
         )),
         "memory" => {
             let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
             Ok(MemoryStore::named(name))
         }
         other => Err(StoreError::invalid(format!(
-            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, sqlite: or memory:"
+            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, postgres:, postgresql:, sqlite:, dynamodb: or memory:"
         ))),
     }
 }

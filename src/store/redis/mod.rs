@@ -107,6 +107,8 @@ pub struct RedisStore {
     watched: Mutex<HashMap<String, (String, usize)>>,
     /// Released keys announced on watched channels.
     released: broadcast::Sender<String>,
+    /// For `rediss://`: that the server speaks TLS, checked before the first connection.
+    handshake: Option<tls_client::HandshakeCheck>,
 }
 
 impl RedisStore {
@@ -130,6 +132,7 @@ impl RedisStore {
         let (batcher, requests) = mpsc::unbounded_channel();
         tokio::spawn(batch_loop(conn.clone(), requests));
         let (released, _) = broadcast::channel(1024);
+        let handshake = tls_client::HandshakeCheck::for_client(&client, opts.connect_timeout_ms);
         Ok(Arc::new_cyclic(|me| RedisStore {
             me: me.clone(),
             client,
@@ -140,6 +143,7 @@ impl RedisStore {
             subscriber: AsyncMutex::new(None),
             watched: Mutex::new(HashMap::new()),
             released,
+            handshake,
         }))
     }
 
@@ -158,6 +162,9 @@ impl RedisStore {
     ) -> StoreResult<Value> {
         if self.closed.load(Ordering::Acquire) {
             return Err(closed());
+        }
+        if let Some(check) = &self.handshake {
+            check.ensure().await?;
         }
         let (reply, rx) = oneshot::channel();
         self.batcher
@@ -470,6 +477,9 @@ impl OperatorTools for RedisStore {
             }
             pattern.push('*');
             let mut conn = self.conn()?;
+            if let Some(check) = &self.handshake {
+                check.ensure().await?;
+            }
             let mut cursor = String::from("0");
             let mut out = Vec::new();
             for _ in 0..MAX_SCAN_ROUNDS {
