@@ -5,6 +5,8 @@
 const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
+const fs = require('node:fs')
+const os = require('node:os')
 const { spawnSync } = require('node:child_process')
 const { Worker } = require('node:worker_threads')
 const deadbolt = require('..')
@@ -15,6 +17,8 @@ const { connect, createLock, getAcquiredLocks, LockReleaseError } = deadbolt
 const ROOT = path.join(__dirname, '..')
 
 after(closeRaw)
+const SQLITE_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-life-'))
+after(() => fs.rmSync(SQLITE_DIR, { recursive: true, force: true }))
 
 const WORKER = `
 const { workerData, parentPort } = require('node:worker_threads')
@@ -31,6 +35,8 @@ for (const store of [
   { name: 'redis', url: REDIS_URL, need: needRedis },
   { name: 'mysql', url: MYSQL_URL, need: needMysql },
   { name: 'postgres', url: PG_URL, need: needPg },
+  // No server: a file of its own in a temporary directory.
+  { name: 'sqlite', url: `sqlite://${path.join(SQLITE_DIR, 'locks.db')}`, need: async () => true },
 ]) {
   test(`on ${store.name}, a terminated worker thread's locks are released and its queued acquisitions never take a lock`, async (t) => {
     if (!(await store.need(t))) return
