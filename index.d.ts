@@ -70,14 +70,17 @@ export interface ConnectOptions {
   connectTimeout?: number
   /** Bound on one Redis command's reply, in ms (an integer from 1 to 2^31-1). Default 5 000. */
   responseTimeout?: number
-  /** MySQL: the lease table, created on first use. Default `deadbolt_locks`. */
+  /**
+   * MySQL, PostgreSQL, SQLite: the lease table, created on first use (PostgreSQL: at most 57
+   * characters, with a sequence `<table>_fence`). Default `deadbolt_locks`.
+   */
   table?: string
-  /** MySQL: connection pool size, an integer from 1 to 1 000. Default 10. */
+  /** MySQL, PostgreSQL: connection pool size, an integer from 1 to 1 000. Default 10. */
   poolSize?: number
   /** Do not check that the store answers before resolving. Default false. */
   lazy?: boolean
   /**
-   * TLS for `rediss://` and `mysql://`/`mariadb://` (a TypeError for other URLs): trust a
+   * TLS for `rediss://`, `mysql://`/`mariadb://` and `postgres://` (a TypeError for other URLs): trust a
    * private CA, present a client certificate. Checked before any I/O; the material is never
    * printed in errors, `util.inspect` or JSON.
    */
@@ -124,7 +127,8 @@ export interface TlsOptions {
    * CA certificates (PEM; one value or an array, each may hold several) that the server's
    * certificate must chain to, instead of the built-in public roots. For MySQL, giving `tls`
    * makes the connection verify the server (`ssl-mode=verify_identity`) unless the URL's
-   * `?ssl-mode=verify_ca` asks to skip the name check.
+   * `?ssl-mode=verify_ca` asks to skip the name check; for PostgreSQL, `sslmode=verify-full`
+   * unless the URL's `?sslmode=verify-ca` asks to skip it.
    */
   ca?: Pem | Pem[]
   /** Client certificate chain (PEM) for mutual TLS; needs `key`. */
@@ -375,10 +379,12 @@ export interface RedisSentinelTarget {
 }
 
 /**
- * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://`, `dynamodb://<table>` or `memory://[name]`; with an
- * array of Redis URLs, to Redlock over those independent servers; with `{ cluster }`, to a
- * Redis Cluster; with `{ sentinels, name }`, to the primary Redis Sentinel names. Resolves once
- * the store answers (unless `lazy`; Redlock: once a quorum answers).
+ * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://`, `postgres://`,
+ * `postgresql://`, `sqlite:///absolute/path`, `sqlite://relative/path` (to the working
+ * directory), `dynamodb://<table>` or `memory://[name]`; with an array of Redis URLs, to
+ * Redlock over those independent servers; with `{ cluster }`, to a Redis Cluster; with
+ * `{ sentinels, name }`, to the primary Redis Sentinel names. Resolves once the store answers
+ * (unless `lazy`; Redlock: once a quorum answers).
  */
 export declare function connect(url: string | RedlockServers | RedisClusterTarget | RedisSentinelTarget, options?: ConnectOptions): Promise<LockClient>
 

@@ -28,6 +28,12 @@ test('a backend error from a MySQL that is not there has a coded cause', async (
   assert.deepEqual(codedChain(err), ['ERR_LOCK_BACKEND', 'ERR_LOCK_STORE_UNREACHABLE'])
 })
 
+test('a backend error from a PostgreSQL that is not there has a coded cause, and no password', async () => {
+  const err = await connect(`postgres://postgres:S3cretPw@127.0.0.1:${await freePort()}/test`, { connectTimeout: 1_000 }).then(() => assert.fail('connected'), (e) => e)
+  assert.deepEqual(codedChain(err), ['ERR_LOCK_BACKEND', 'ERR_LOCK_STORE_UNREACHABLE'])
+  assert.ok(!`${err.message} ${err.cause.message}`.includes('S3cretPw'), err.message)
+})
+
 test('extending a lost lock fails with a LockExtendError whose cause is the coded LockLostError', async () => {
   const locks = await connect('memory://causes')
   try {

@@ -1,22 +1,27 @@
 'use strict'
 // The operator's CLI, run as a user runs it (a child process), against the real servers.
 
-const { test } = require('node:test')
+const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { spawn, spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const readline = require('node:readline')
 const { connect } = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix } = require('./helpers')
 
 const BIN = path.join(__dirname, '..', 'bin', 'deadbolt.js')
+const SQLITE_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-cli-sqlite-'))
+const SQLITE_URL = `sqlite://${path.join(SQLITE_DIR, 'locks.db')}`
+after(() => fs.rmSync(SQLITE_DIR, { recursive: true, force: true }))
 
 function cli(...args) {
   const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30_000, stdio: ['ignore', 'pipe', 'pipe'] })
   return { code: r.status, out: r.stdout.trim(), err: r.stderr.trim() }
 }
 
-for (const store of [{ name: 'redis', url: REDIS_URL, need: needRedis }, { name: 'mysql', url: MYSQL_URL, need: needMysql }]) {
+for (const store of [{ name: 'redis', url: REDIS_URL, need: needRedis }, { name: 'mysql', url: MYSQL_URL, need: needMysql }, { name: 'postgres', url: PG_URL, need: needPg }, { name: 'sqlite', url: SQLITE_URL, need: async () => true }]) {
   test(`on ${store.name}, inspect prints the holder and token, and --json gives them to scripts`, async (t) => {
     if (!(await store.need(t))) return
     const locks = await connect(store.url)

@@ -7,6 +7,7 @@ const { randomBytes } = require('node:crypto')
 
 const REDIS_URL = process.env.DEADBOLT_TEST_REDIS_URL || 'redis://127.0.0.1:6379'
 const MYSQL_URL = process.env.DEADBOLT_TEST_MYSQL_URL || 'mysql://root@127.0.0.1:3306/test'
+const PG_URL = process.env.DEADBOLT_TEST_PG_URL || 'postgres://postgres@127.0.0.1:5432/test'
 
 function answers(port, host = '127.0.0.1') {
   return new Promise((resolve) => {
@@ -31,6 +32,7 @@ async function needServer(t, name, port) {
 
 const needRedis = (t) => needServer(t, 'Redis', 6379)
 const needMysql = (t) => needServer(t, 'MariaDB', 3306)
+const needPg = (t) => needServer(t, 'PostgreSQL', 5432)
 
 /** A random key prefix, so tests never see each other's keys. */
 function prefix(name = 'test') {
@@ -101,4 +103,4 @@ function shellEnv(extra = {}) {
   return { ...env, ...extra }
 }
 
-module.exports = { REDIS_URL, MYSQL_URL, answers, needRedis, needMysql, prefix, redisRaw, closeRaw, sleep, blackhole, eventually, freePort, shellEnv }
+module.exports = { REDIS_URL, MYSQL_URL, PG_URL, answers, needRedis, needMysql, needPg, prefix, redisRaw, closeRaw, sleep, blackhole, eventually, freePort, shellEnv }

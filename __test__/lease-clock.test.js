@@ -4,17 +4,25 @@
 
 const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
 const deadbolt = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix, sleep, closeRaw } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix, sleep, closeRaw } = require('./helpers')
 
 const { connect, createLock } = deadbolt
 
 after(closeRaw)
 
+const SQLITE_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-lease-clock-'))
+after(() => fs.rmSync(SQLITE_DIR, { recursive: true, force: true }))
+
 const STORES = [
   { name: 'memory', url: `memory://lease-clock-${process.pid}`, need: async () => true },
   { name: 'redis', url: REDIS_URL, need: needRedis },
   { name: 'mysql', url: MYSQL_URL, need: needMysql },
+  { name: 'postgres', url: PG_URL, need: needPg },
+  { name: 'sqlite', url: `sqlite://${path.join(SQLITE_DIR, 'locks.db')}`, need: async () => true },
 ]
 
 // The holder keeps the key three times as long as the waiter's ttl.

@@ -5,16 +5,20 @@
 const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
+const fs = require('node:fs')
+const os = require('node:os')
 const { spawnSync } = require('node:child_process')
 const { Worker } = require('node:worker_threads')
 const deadbolt = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix, eventually, redisRaw, closeRaw } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix, eventually, redisRaw, closeRaw } = require('./helpers')
 const { startRedis } = require('./fixtures/redis-server')
 
 const { connect, createLock, getAcquiredLocks, LockReleaseError } = deadbolt
 const ROOT = path.join(__dirname, '..')
 
 after(closeRaw)
+const SQLITE_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-life-'))
+after(() => fs.rmSync(SQLITE_DIR, { recursive: true, force: true }))
 
 const WORKER = `
 const { workerData, parentPort } = require('node:worker_threads')
@@ -30,6 +34,9 @@ const { connect } = require(workerData.root)
 for (const store of [
   { name: 'redis', url: REDIS_URL, need: needRedis },
   { name: 'mysql', url: MYSQL_URL, need: needMysql },
+  { name: 'postgres', url: PG_URL, need: needPg },
+  // No server: a file of its own in a temporary directory.
+  { name: 'sqlite', url: `sqlite://${path.join(SQLITE_DIR, 'locks.db')}`, need: async () => true },
 ]) {
   test(`on ${store.name}, a terminated worker thread's locks are released and its queued acquisitions never take a lock`, async (t) => {
     if (!(await store.need(t))) return
@@ -187,6 +194,22 @@ test('an acquisition pending when close() is called rejects with LockClosedError
   for (const o of outcomes) {
     if (o.status === 'fulfilled') assert.fail('a lock was handed out by a closed client')
     assert.equal(o.reason.code, 'ERR_LOCK_CLOSED')
+  }
+})
+
+test('close() settles every acquisition submitted in the same tick, however the runtime orders them', { timeout: 60_000 }, async () => {
+  // The acquisitions and the close run as separate native tasks: when the close finished
+  // first, the client let go of its wake-up function and the acquisitions never settled
+  // (about 1 run in 25). Each round must settle all of them, as LockClosedError.
+  for (let round = 0; round < 150; round++) {
+    const locks = await connect('memory://close-race')
+    const k = prefix('close-race') + 'k'
+    const settled = Promise.allSettled(Array.from({ length: 20 }, (_, i) => locks.acquire(`${k}${i}`)))
+    await locks.close()
+    for (const o of await settled) {
+      assert.equal(o.status, 'rejected', 'a lock was handed out by a closed client')
+      assert.equal(o.reason.code, 'ERR_LOCK_CLOSED')
+    }
   }
 })
 

@@ -6,7 +6,7 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { connect, LockBackendError, LockLostError } = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix } = require('./helpers')
 const { tcpProxy } = require('./fixtures/tcp-proxy')
 
 function throughProxy(url, port) {
@@ -18,6 +18,7 @@ function throughProxy(url, port) {
 const STORES = [
   { name: 'redis', url: REDIS_URL, need: needRedis },
   { name: 'mysql', url: MYSQL_URL, need: needMysql },
+  { name: 'postgres', url: PG_URL, need: needPg },
 ]
 
 for (const store of STORES) {
@@ -47,14 +48,14 @@ for (const store of STORES) {
   })
 }
 
-test('on mysql, every call over a frozen connection fails within connectTimeout + responseTimeout', async (t) => {
-  if (!(await needMysql(t))) return
-  const proxy = await tcpProxy(Number(new URL(MYSQL_URL).port))
+for (const store of STORES.filter((s) => s.name !== 'redis')) test(`on ${store.name}, every call over a frozen connection fails within connectTimeout + responseTimeout`, async (t) => {
+  if (!(await store.need(t))) return
+  const proxy = await tcpProxy(Number(new URL(store.url).port))
   const bound = 400 + 400
-  const locks = await connect(throughProxy(MYSQL_URL, proxy.port), { connectTimeout: 400, responseTimeout: 400 })
+  const locks = await connect(throughProxy(store.url, proxy.port), { connectTimeout: 400, responseTimeout: 400 })
   try {
     proxy.pause()
-    const key = prefix('frozen-mysql') + 'k'
+    const key = prefix(`frozen-${store.name}`) + 'k'
     for (const [what, call] of [
       ['tryAcquire', () => locks.tryAcquire(key)],
       ['acquire', () => locks.acquire(key, { wait: Infinity })],

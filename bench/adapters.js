@@ -512,6 +512,112 @@ function dynamodbLockClient(url, mode) {
   }
 }
 
+// ───────────────────────────── advisory-lock 2.0 (pg) ─────────────────────────────
+
+function advisoryLock(url) {
+  const createMutex = require('advisory-lock').default(url)
+  return {
+    async open() {},
+    // Each lock() opens a pg connection of its own and holds it until unlock: a held lock
+    // costs a server connection.
+    perLockerConnection: true,
+    newLocker() {
+      let unlock = null
+      return {
+        async acquire(key) {
+          // pg_advisory_lock waits on the server (no client polling).
+          unlock = await createMutex(key).lock()
+        },
+        release() {
+          const u = unlock
+          unlock = null
+          return u()
+        },
+        held: () => unlock !== null,
+      }
+    },
+    async close() {},
+  }
+}
+
+// ───────────────────────────── raw pg_advisory_lock over pg ─────────────────────────────
+
+function rawPgAdvisory(url) {
+  const { Client } = require('pg')
+  return {
+    async open() {},
+    // Advisory locks belong to a session: each holder needs a connection of its own.
+    perLockerConnection: true,
+    async newLocker() {
+      const client = new Client({ connectionString: url })
+      await client.connect()
+      let key = null
+      return {
+        async acquire(k) {
+          // Waits on the server; the name is hashed to the 64-bit key by the server.
+          await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [k])
+          key = k
+        },
+        async release() {
+          const k = key
+          key = null
+          await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [k])
+        },
+        held: () => key !== null,
+        close: () => client.end().catch(() => {}),
+      }
+    },
+    async close() {},
+  }
+}
+
+// ───────────────────────────── proper-lockfile 4 (lock directories) ─────────────────────────────
+
+/**
+ * proper-lockfile: a lock is a directory `<file>.lock` made with mkdir (atomic), kept fresh by
+ * touching its mtime every `stale / 2` ms; a lock older than `stale` may be taken over. Lock
+ * files live in `<dir of the SQLite URL>/proper-lockfile/`, one per key.
+ */
+function properLockfile(sqliteUrl) {
+  const lockfile = require('proper-lockfile')
+  const dir = path.join(path.dirname(sqliteUrl.slice('sqlite://'.length)), 'proper-lockfile')
+  let lost = 0
+  const opts = {
+    // The lease: a lock not refreshed for this long counts as abandoned.
+    stale: SETTINGS.ttl,
+    realpath: false,
+    // Unlimited retries, every 10 ms (no backoff), as for every peer.
+    retries: { forever: true, factor: 1, minTimeout: SETTINGS.retryDelay, maxTimeout: SETTINGS.retryDelay, randomize: false },
+    // The default throws (an uncaught exception): count instead.
+    onCompromised: () => { lost++ },
+  }
+  return {
+    async open() {
+      fs.mkdirSync(dir, { recursive: true })
+    },
+    newLocker() {
+      let release = null
+      let key = null
+      return {
+        async acquire(k) {
+          release = await lockfile.lock(path.join(dir, k), opts)
+          key = k
+        },
+        release() {
+          const r = release
+          release = null
+          key = null
+          return r()
+        },
+        held: () => release !== null,
+        get serverKey() { return key },
+      }
+    },
+    lost: () => lost,
+    async close() {},
+  }
+}
+
 // ───────────────────────────── registry ─────────────────────────────
 
 const LIBS = {
@@ -524,6 +630,11 @@ const LIBS = {
   'deadbolt-mysql': { label: 'deadbolt (mysql)', backend: 'mysql', make: (u) => deadbolt(u.mysql), scenarios: [1, 2, 3, 4, 5], deadbolt: true },
   'sql-lock': { label: 'sql-lock 0.1', backend: 'mysql', make: (u) => sqlLock(u.mysql), scenarios: [1, 2, 3, 4] },
   'raw-getlock': { label: 'raw GET_LOCK (mysql2)', backend: 'mysql', make: (u) => rawGetLock(u.mysql), scenarios: [1, 2, 3, 4] },
+  'deadbolt-pg': { label: 'deadbolt (postgres)', backend: 'postgres', make: (u) => deadbolt(u.postgres), scenarios: [1, 2, 3, 4, 5], deadbolt: true },
+  'advisory-lock': { label: 'advisory-lock 2.0 (pg)', backend: 'postgres', make: (u) => advisoryLock(u.postgres), scenarios: [1, 2, 3, 4] },
+  'raw-pg-advisory': { label: 'raw pg_advisory_lock (pg)', backend: 'postgres', make: (u) => rawPgAdvisory(u.postgres), scenarios: [1, 2, 3, 4] },
+  'deadbolt-sqlite': { label: 'deadbolt (sqlite)', backend: 'sqlite', make: (u) => deadbolt(u.sqlite), scenarios: [1, 2, 3, 4], deadbolt: true },
+  'proper-lockfile': { label: 'proper-lockfile 4.1', backend: 'sqlite', make: (u) => properLockfile(u.sqlite), scenarios: [1, 2, 3, 4] },
   // DynamoDB: every library on the same dynalite server and table (partition key `key`, S).
   'deadbolt-dynamodb': { label: 'deadbolt (dynamodb)', backend: 'dynamodb', make: (u) => deadbolt(u.dynamodb), scenarios: [1, 2, 3, 4], deadbolt: true },
   'dynamodb-lock-client': { label: 'dynamodb-lock-client 0.7 FailClosed (aws-sdk 2)', backend: 'dynamodb', make: (u) => dynamodbLockClient(u.dynamodb, 'closed'), scenarios: [1, 2, 3, 4] },

@@ -11,10 +11,13 @@ function config(env = process.env) {
     runs: int(env.BENCH_RUNS, 3),
     only: list(env.BENCH_ONLY),
     scenarios: list(env.BENCH_SCENARIOS)?.map(Number) ?? [1, 2, 3, 4, 5],
-    backends: list(env.BENCH_BACKENDS) ?? ['redis', 'mysql', 'dynamodb'],
+    backends: list(env.BENCH_BACKENDS) ?? ['redis', 'mysql', 'postgres', 'sqlite', 'dynamodb'],
     urls: {
       redis: env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379',
       mysql: env.BENCH_MYSQL_URL || 'mysql://root@127.0.0.1:3306/test',
+      postgres: env.BENCH_PG_URL || 'postgres://postgres@127.0.0.1:5432/test',
+      // run.js replaces it with a file in a fresh temporary directory.
+      sqlite: env.BENCH_SQLITE_URL || null,
       // A deadbolt URL; its table and endpoint serve every DynamoDB library.
       dynamodb: env.BENCH_DYNAMODB_URL || 'dynamodb://dbbench_locks?region=us-east-1&endpoint=http://127.0.0.1:8000',
     },

@@ -2,6 +2,9 @@
 // Server-side measurements, taken over a connection of the probe's own (never the library's).
 // Redis: INFO commandstats/stats/cpu/memory and CLIENT LIST. MySQL/MariaDB: SHOW GLOBAL STATUS,
 // information_schema.PROCESSLIST, and the server process's CPU from /proc when it is local.
+// PostgreSQL: pg_stat_activity, and the CPU of the postmaster and its children (one backend
+// process per connection) from /proc when it is local.
+// SQLite and lock files: no server, nothing to ask (FileProbe).
 
 const fs = require('node:fs')
 
@@ -240,4 +243,100 @@ class DynaliteProbe {
   async close() {}
 }
 
-module.exports = { RedisProbe, MysqlProbe, DynaliteProbe }
+// ───────────────────────────── local files (SQLite, lock files) ─────────────────────────────
+
+/**
+ * The SQLite and lock-file peers have no server: nothing to count beyond the client
+ * process, which the worker measures itself.
+ */
+class FileProbe {
+  async open() {}
+  async snapshot() {
+    return {}
+  }
+
+  diff() {
+    return { cpuMicros: NaN }
+  }
+
+  async connections() {
+    return NaN
+  }
+
+  async close() {}
+}
+
+// ───────────────────────────── PostgreSQL ─────────────────────────────
+
+/** utime+stime of a process and its live children, in µs; NaN if it is not found. */
+function processTreeCpu(pid) {
+  const cpuOf = (stat) => {
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    // fields[1] is the parent pid; fields[11], fields[12] utime and stime, in clock ticks.
+    return { ppid: fields[1], ticks: Number(fields[11]) + Number(fields[12]) }
+  }
+  try {
+    let ticks = cpuOf(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')).ticks
+    for (const d of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue
+      try {
+        const c = cpuOf(fs.readFileSync(`/proc/${d}/stat`, 'utf8'))
+        if (c.ppid === String(pid)) ticks += c.ticks
+      } catch {}
+    }
+    return (ticks / 100) * 1e6
+  } catch {
+    return NaN
+  }
+}
+
+class PgProbe {
+  /**
+   * `pid`: the postmaster's process id when known (a private instance). Server CPU counts the
+   * backends alive at each snapshot: a connection closed in between takes its CPU with it.
+   */
+  constructor(url, pid) {
+    this.url = url
+    this.pid = pid
+  }
+
+  async open() {
+    const { Client } = require('pg')
+    this.conn = new Client({ connectionString: this.url })
+    await this.conn.connect()
+  }
+
+  async snapshot() {
+    return { cpu: this.pid ? processTreeCpu(this.pid) : NaN, at: performance.now() }
+  }
+
+  diff(a, b) {
+    return { cpuMicros: b.cpu - a.cpu, ms: b.at - a.at }
+  }
+
+  async connections() {
+    const { rows: [row] } = await this.conn.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend'")
+    return row.n
+  }
+
+  async variable(name) {
+    const { rows: [row] } = await this.conn.query('SELECT current_setting($1) AS v', [name])
+    return row ? row.v : undefined
+  }
+
+  /** Live deadbolt leases whose names start with `prefix`. */
+  async liveDeadboltLocks(prefix) {
+    const upper = Buffer.from(prefix)
+    upper[upper.length - 1]++
+    const { rows: [row] } = await this.conn.query(
+      'SELECT count(*)::int AS n FROM deadbolt_locks WHERE name >= $1 AND name < $2 AND owner IS NOT NULL AND expires_at > clock_timestamp()',
+      [Buffer.from(prefix), upper])
+    return row.n
+  }
+
+  async close() {
+    await this.conn.end().catch(() => {})
+  }
+}
+
+module.exports = { RedisProbe, MysqlProbe, PgProbe, FileProbe, DynaliteProbe }

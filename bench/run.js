@@ -121,6 +121,37 @@ async function privateMysql() {
   }
 }
 
+/** A fresh temporary directory for the SQLite file and the lock files of proper-lockfile. */
+function privateSqliteDir() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dbbench-sqlite-'))
+  let fsType = 'unknown filesystem'
+  try {
+    fsType = execFileSync('stat', ['-f', '-c', '%T', dir], { encoding: 'utf8' }).trim()
+  } catch {}
+  return {
+    url: `sqlite://${path.join(dir, 'locks.db')}`,
+    how: `files in a fresh ${dir} (${fsType})`,
+    async stop() {
+      fs.rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** A throwaway PostgreSQL with default settings (fsync and synchronous_commit on; max_connections 200) in a temporary directory. */
+async function privatePostgres() {
+  const { ThrowawayPostgres } = require('../__test__/fixtures/postgres')
+  // Room for the peers' connection per holder: 100 workers in scenario 2, plus the margin.
+  const pg = await ThrowawayPostgres.create({ port: await freePort(), maxConnections: 200 })
+  await pg.start()
+  const pid = Number(fs.readFileSync(path.join(pg.datadir, 'postmaster.pid'), 'utf8').split('\n')[0])
+  return {
+    url: pg.url,
+    how: `private postgres on port ${pg.port} (initdb defaults, fresh data directory)`,
+    pid,
+    stop: () => pg.destroy(),
+  }
+}
+
 /** A private dynalite (the DynamoDB API in memory, one Node process) with the bench's table. */
 async function privateDynalite() {
   const port = await freePort()
@@ -155,10 +186,12 @@ async function createDynamoTable(url) {
   await db.waitFor('tableExists', { TableName: table, $waiter: { delay: 1 } }).promise()
 }
 
-const BACKEND_TITLES = { redis: 'Redis', mysql: 'MySQL / MariaDB', dynamodb: 'DynamoDB (dynalite)' }
-const URL_VARIABLES = { redis: 'BENCH_REDIS_URL', mysql: 'BENCH_MYSQL_URL', dynamodb: 'BENCH_DYNAMODB_URL' }
+/** The tables' name for each store. */
+const BACKEND_TITLES = { redis: 'Redis', mysql: 'MySQL / MariaDB', postgres: 'PostgreSQL', sqlite: 'SQLite / local files', dynamodb: 'DynamoDB (dynalite)' }
+const URL_VARIABLES = { redis: 'BENCH_REDIS_URL', mysql: 'BENCH_MYSQL_URL', postgres: 'BENCH_PG_URL', sqlite: 'BENCH_SQLITE_URL', dynamodb: 'BENCH_DYNAMODB_URL' }
 
 async function serverVersion(backend, url) {
+  if (backend === 'sqlite') return 'no server: SQLite (bundled in deadbolt, WAL) and proper-lockfile lock directories on the same disk'
   try {
     if (backend === 'dynamodb') {
       await createDynamoTable(url)
@@ -172,6 +205,14 @@ async function serverVersion(backend, url) {
       const info = await c.info('server')
       c.disconnect()
       return `Redis ${/redis_version:(\S+)/.exec(info)[1]}`
+    }
+    if (backend === 'postgres') {
+      const { Client } = require('pg')
+      const c = new Client({ connectionString: url })
+      await c.connect()
+      const { rows: [row] } = await c.query("SELECT current_setting('server_version') AS v, current_setting('synchronous_commit') AS sc, current_setting('max_connections') AS mc")
+      await c.end()
+      return `PostgreSQL ${row.v} (synchronous_commit=${row.sc}, max_connections=${row.mc})`
     }
     const mysql = require('mysql2/promise')
     const c = await mysql.createConnection(url)
@@ -187,6 +228,7 @@ async function serverVersion(backend, url) {
 
 /** Removes what earlier (possibly crashed) runs left on a shared server. */
 async function cleanup(backend, url) {
+  if (backend === 'sqlite') return 0 // a fresh directory every run
   // DynamoDB: the bench has a table of its own (on a shared server its items stay).
   if (backend === 'dynamodb') return 0
   try {
@@ -196,6 +238,18 @@ async function cleanup(backend, url) {
       await p.open()
       const n = await p.cleanup(`*${cfg.prefix}:*`)
       await p.close()
+      return n
+    }
+    if (backend === 'postgres') {
+      const { Client } = require('pg')
+      const c = new Client({ connectionString: url })
+      await c.connect()
+      let n = 0
+      try {
+        const upper = Buffer.from(`${cfg.prefix};`)
+        n = (await c.query('DELETE FROM deadbolt_locks WHERE name >= $1 AND name < $2', [Buffer.from(`${cfg.prefix}:`), upper])).rowCount
+      } catch {}
+      await c.end()
       return n
     }
     const mysql = require('mysql2/promise')
@@ -317,8 +371,11 @@ function failNote(runs) {
 /** Column definitions per scenario and backend: [header, (runs) => cell]. */
 function columns(s, backend) {
   const redis = backend === 'redis'
+  // SQLite and lock files have no server to count.
+  const server = backend !== 'sqlite'
   // dynalite keeps no counters of the requests it serves.
-  const counted = backend !== 'dynamodb'
+  // PostgreSQL has no statement counter that is exact over a few seconds.
+  const counted = server && backend !== 'dynamodb' && backend !== 'postgres'
   switch (s) {
     case 1:
       return [
@@ -331,7 +388,7 @@ function columns(s, backend) {
       return [
         ['pairs/s', (r) => col(r, (x) => x.pairsPerSec)],
         ['client CPU µs/pair', (r) => col(r, (x) => x.cpuPerPair)],
-        [`${redis ? 'Redis' : 'server'} CPU µs/pair`, (r) => col(r, (x) => x.serverCpuPerPair)],
+        ...(server ? [[`${redis ? 'Redis' : 'server'} CPU µs/pair`, (r) => col(r, (x) => x.serverCpuPerPair)]] : []),
         ['workers', (r) => ok(r)[0] ? String(ok(r)[0].workers) + (ok(r)[0].capped ? '*' : '') : '–'],
       ]
     case 3:
@@ -363,7 +420,7 @@ function columns(s, backend) {
         ['client heap+external B/lock', (r) => (ok(r)[0]?.stalled ? '–' : col(r, (x) => x.heapPerLock))],
         ['client RSS B/lock', (r) => (ok(r)[0]?.stalled ? '–' : col(r, (x) => x.rssPerLock))],
         ...(redis ? [['Redis used_memory B/lock', (r) => (ok(r)[0]?.stalled ? '–' : col(r, (x) => x.serverMemPerLock))]] : []),
-        ['server connections', (r) => col(r, (x) => x.connections)],
+        ...(server ? [['server connections', (r) => col(r, (x) => x.connections)]] : []),
         ['acquire all, s', (r) => (ok(r)[0]?.stalled ? '–' : col(r, (x) => x.acquireSeconds))],
       ]
     case 5:
@@ -381,7 +438,7 @@ function columns(s, backend) {
               ['scripts (EVALSHA)/tick', (r) => col(r, (x) => x.scriptsPerTick)],
               ['round trips (reads)/tick', (r) => col(r, (x) => x.readsPerTick)],
             ]
-          : [['SQL statements/tick', (r) => col(r, (x) => x.questionsPerTick)]]),
+          : counted ? [['SQL statements/tick', (r) => col(r, (x) => x.questionsPerTick)]] : []),
         ['client CPU ms/tick', (r) => col(r, (x) => x.cpuPerTick / 1000)],
         ['server CPU ms/tick', (r) => col(r, (x) => x.serverCpuPerTick / 1000)],
       ]
@@ -484,7 +541,7 @@ async function main() {
   const libs = Object.keys(LIBS).filter((l) => (!cfg.only || cfg.only.includes(l)) && cfg.backends.includes(LIBS[l].backend))
   if (cfg.only) for (const l of cfg.only) if (!LIBS[l]) throw new Error(`BENCH_ONLY: unknown library "${l}" (known: ${Object.keys(LIBS).join(', ')})`)
   const backends = [...new Set(libs.map((l) => LIBS[l].backend))]
-  const full = !cfg.only && cfg.scenarios.length === 5 && backends.length === 3 && !process.env.BENCH_BACKENDS
+  const full = !cfg.only && cfg.scenarios.length === 5 && backends.length === cfg.backends.length && !process.env.BENCH_BACKENDS
   const resultsPath = cfg.results || path.join(__dirname, full ? 'RESULTS.md' : 'RESULTS-partial.md')
 
   // Servers: private throwaway instances unless told otherwise (or unavailable).
@@ -499,9 +556,10 @@ async function main() {
   const usePrivate = process.env.BENCH_PRIVATE_SERVERS !== '0'
   for (const b of backends) {
     const given = process.env[URL_VARIABLES[b]]
-    if (usePrivate && !given) {
+    // SQLite has no server to share: always a fresh directory unless a URL is given.
+    if ((usePrivate || b === 'sqlite') && !given) {
       try {
-        const s = b === 'redis' ? await privateRedis() : b === 'mysql' ? await privateMysql() : await privateDynalite()
+        const s = await { redis: privateRedis, mysql: privateMysql, postgres: privatePostgres, sqlite: privateSqliteDir, dynamodb: privateDynalite }[b]()
         urls[b] = s.url
         servers[b] = { how: s.how, private: true, pid: s.pid, port: s.port }
         stops.push(s.stop)
@@ -541,7 +599,7 @@ async function main() {
         if (servers[b].down) r = { lib, scenario: s, error: `${b} server unreachable at ${urls[b]}` }
         else {
           if (LIBS[lib].deadbolt) addonsSeen.add(addonFingerprint())
-          r = await runCell(lib, s, urls, { mysqlPid: servers.mysql?.pid, dynalitePid: servers.dynamodb?.pid, dynalitePort: servers.dynamodb?.port })
+          r = await runCell(lib, s, urls, { mysqlPid: servers.mysql?.pid, dynalitePid: servers.dynamodb?.pid, dynalitePort: servers.dynamodb?.port, pgPid: servers.postgres?.pid })
         }
         r.run = run
         ;((results[lib] ||= {})[s] ||= []).push(r)
@@ -578,7 +636,8 @@ async function main() {
   md.push('')
   md.push(`- Lease (ttl) ${SETTINGS.ttl} ms; ${SETTINGS.retryDelay} ms between attempts; unlimited retries (deadbolt: \`wait: Infinity, retryDelay: ${SETTINGS.retryDelay}\` with its default jitter ±50 %; deadbolt's redislock face, redislock: \`retries: -1, delay: ${SETTINGS.retryDelay}\`; redlock: \`retryCount: -1, retryDelay: ${SETTINGS.retryDelay}, retryJitter: ${SETTINGS.redlockJitter}\`; redis-semaphore: \`acquireTimeout: Infinity, retryInterval: ${SETTINGS.retryDelay}, refreshInterval: 0\` (auto-refresh only in scenario 5), \`onLockLost\` counts instead of throwing; raw ioredis: \`SET k v PX ${SETTINGS.ttl} NX\` every ${SETTINGS.retryDelay} ms, release by a compare-and-delete script (defineCommand: EVALSHA); sql-lock: \`initialize(uri, {locking_ttl: ${SETTINGS.ttl}})\`, \`getLock(key, ${SETTINGS.ttl})\` — waits on the InnoDB row lock, no client polling; raw GET_LOCK: \`SELECT GET_LOCK(k, ${SETTINGS.getLockTimeoutS})\` on a connection per holder — waits on the server).`)
   if (backends.includes('dynamodb')) md.push(`- DynamoDB: every library on the same server and table (partition key \`key\`); deadbolt \`dynamodb://\` with the settings above; dynamodb-lock-client on aws-sdk ${require('aws-sdk/package.json').version}'s DocumentClient (keep-alive agent): FailClosed \`acquirePeriodMs: ${SETTINGS.retryDelay}\` (no lease), FailOpen \`leaseDurationMs: ${SETTINGS.ttl}\` (uncontended scenarios only: a waiter sleeps a whole lease). dynalite keeps no counters: no command counts.`)
-  md.push(`- Clients: redislock on \`redis@3\` (node_redis v3, the only client it works with); redlock 4, redis-semaphore and the raw baseline on ioredis ${require('ioredis/package.json').version}; sql-lock on sequelize 5 + mysql2; raw GET_LOCK on mysql2; deadbolt's redislock face is given the URL.`)
+  md.push(`- Clients: redislock on \`redis@3\` (node_redis v3, the only client it works with); redlock 4, redis-semaphore and the raw baseline on ioredis ${require('ioredis/package.json').version}; sql-lock on sequelize 5 + mysql2; raw GET_LOCK on mysql2; advisory-lock ${require('advisory-lock/package.json').version} and raw pg_advisory_lock on pg ${require('pg/package.json').version} (advisory-lock opens a connection per lock() and holds it until unlock; raw: one connection per holder, both wait on the server); deadbolt's redislock face is given the URL.`)
+  if (backends.includes('sqlite')) md.push(`- SQLite / local files (one host, no server): deadbolt on \`sqlite://<tmp>/locks.db\` with the same settings as on the servers; proper-lockfile 4.1.2: \`lock(<tmp>/proper-lockfile/<key>, {stale: ${SETTINGS.ttl}, realpath: false, retries: {forever: true, minTimeout: ${SETTINGS.retryDelay}, maxTimeout: ${SETTINGS.retryDelay}, factor: 1}})\`, a lock directory per key made with mkdir, its mtime refreshed every ${SETTINGS.ttl / 2} ms.`)
   md.push(`- 1: ${cfg.s1Warmup} warm-up pairs, then up to ${cfg.s1Pairs} pairs or ${cfg.s1MaxSeconds} s. 2: ${cfg.s2Workers} async workers, ${cfg.s2WarmupMs} ms ramp-up, ${cfg.s2Seconds} s measured, each worker cycling over ${cfg.s2KeyCycle} keys of its own. 3: ${cfg.s3Workers} workers, hold ${cfg.s3HoldMs} ms with setTimeout, ${cfg.s3Sections} sections (cap ${cfg.s3MaxSeconds} s). 4: ${cfg.s4Locks} locks, ${cfg.s4Concurrency} acquisitions in flight; "stalled" = no acquisition completed for ${cfg.stallMs / 1000} s. 5: ${cfg.s5Locks} locks, ttl ${SETTINGS.autoTtl} ms, extended every ${SETTINGS.autoEvery} ms, ${cfg.s5SettleMs} ms settle, ${cfg.s5Seconds} s measured; a tick = ${SETTINGS.autoEvery} ms.`)
   md.push(`- Environment: BENCH_RUNS=${cfg.runs} BENCH_SECONDS=${cfg.s2Seconds}${cfg.only ? ` BENCH_ONLY=${cfg.only.join(',')}` : ''} BENCH_SCENARIOS=${cfg.scenarios.join(',')}`)
   for (const b of backends) {

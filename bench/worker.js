@@ -7,7 +7,7 @@
 const fs = require('node:fs')
 const { LIBS, SETTINGS, loadedBuild } = require('./adapters')
 const { config } = require('./config')
-const { RedisProbe, MysqlProbe, DynaliteProbe } = require('./probes')
+const { RedisProbe, MysqlProbe, PgProbe, FileProbe, DynaliteProbe } = require('./probes')
 const { sleep, percentile, mean, parallel, withTimeout, cpuMicros } = require('./util')
 
 const [libId, scenarioArg, cfgJson] = process.argv.slice(2)
@@ -84,7 +84,7 @@ async function s2(adapter, probe) {
       capped = `${room} connections (max_connections headroom)`
       workers = room
     }
-    if (workers < 1) throw new Error('no MySQL connections left')
+    if (workers < 1) throw new Error('no server connections left')
   }
   phase = 'lockers'
   const lockers = []
@@ -313,6 +313,7 @@ async function verifyOnServer(probe, adapter, lockers) {
     for (let i = 0; i < withKey.length; i++) if (values[i] === withKey[i].serverValue) ok++
     return ok
   }
+  if (adapter.isDeadbolt && probe instanceof PgProbe) return probe.liveDeadboltLocks(key(''))
   if (adapter.isDeadbolt && probe instanceof MysqlProbe) {
     const rows = await probe.query('SELECT COUNT(*) AS n FROM deadbolt_locks WHERE name LIKE ? AND owner IS NOT NULL AND expires_at > NOW(6)', [`${key('')}%`])
     return Number(rows[0].n)
@@ -438,9 +439,14 @@ async function main() {
   if (!spec) throw new Error(`unknown library "${libId}" (known: ${Object.keys(LIBS).join(', ')})`)
   const urls = cfg.urls || { redis: 'redis://127.0.0.1:6379', mysql: 'mysql://root@127.0.0.1:3306/test' }
   phase = 'probe'
-  const probe = spec.backend === 'mysql'
-    ? new MysqlProbe(urls.mysql, cfg.mysqlPid)
-    : spec.backend === 'dynamodb' ? new DynaliteProbe(cfg.dynalitePid, cfg.dynalitePort) : new RedisProbe(spec.probe ? spec.probe(urls) : urls.redis)
+  const probe = spec.backend === 'redis'
+    ? new RedisProbe(urls.redis)
+    : spec.backend === 'dynamodb' ? new DynaliteProbe(cfg.dynalitePid, cfg.dynalitePort)
+      : spec.backend === 'postgres' ? new PgProbe(urls.postgres, cfg.pgPid)
+        : spec.backend === 'sqlite' ? new FileProbe()
+          : spec.backend === 'mysql' ? new MysqlProbe(urls.mysql, cfg.mysqlPid)
+            // bench/multi.js: several Redis servers; the probe reads one of them.
+            : new RedisProbe(spec.probe(urls))
   await probe.open()
   const baseConns = await probe.connections()
   phase = 'open'

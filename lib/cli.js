@@ -18,7 +18,7 @@ Commands:
   watch <url> <key>              print every change of holder as it happens (Ctrl-C stops)
   leader <url> <name>            the current leader of an election
 
-<url> is a store URL (redis://, rediss://, mysql://, mariadb://, dynamodb://<table>?region=…
+<url> is a store URL (redis://, rediss://, mysql://, mariadb://, postgres://, sqlite://, dynamodb://<table>?region=…
 with AWS credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --help (help for a command).
 Exit codes: 0 done, 1 nothing there, 2 usage error, 3 the store failed.`,
   inspect: 'Usage: deadbolt inspect <url> <key> [--json]\nPrints the holder, fencing token, remaining lease and data of <key>; exit 1 if it is free.',

@@ -335,12 +335,14 @@ class LockClient {
   }
 }
 
-const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|dynamodb|memory):\/\//i
+const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|postgres|postgresql|sqlite|dynamodb|memory):\/\//i
 
 /**
- * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://`,
- * `dynamodb://<table>` or `memory://[name]`. Resolves once the store answers. `options.tls`
- * ({ ca, cert, key, servername, rejectUnauthorized }) applies to `rediss://` and `mysql://`;
+ * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://`, `postgres://`,
+ * `postgresql://`, `sqlite://path`, `dynamodb://<table>` or `memory://[name]`. Resolves once
+ * the store answers.
+ * `options.tls` ({ ca, cert, key, servername, rejectUnauthorized }) applies to `rediss://`,
+ * `mysql://` and `postgres://`;
  * `createTable`, `partitionKey`, `sortKey`, `deleteOnRelease` and `credentials` to
  * `dynamodb://` (lib/dynamodb.js).
  */
@@ -352,7 +354,7 @@ async function connect(url, options = {}) {
   if (multi === null && !SCHEMES.test(url)) {
     // Named by its scheme only: the rest of a URL may hold a password.
     const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]
-    const err = new TypeError(`The argument 'url' must start with redis://, rediss://, mysql://, mariadb://, dynamodb:// or memory://. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
+    const err = new TypeError(`The argument 'url' must start with redis://, rediss://, mysql://, mariadb://, postgres://, sqlite://, dynamodb:// or memory://. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
     err.code = 'ERR_INVALID_ARG_VALUE'
     throw err
   }

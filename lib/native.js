@@ -5,7 +5,7 @@
 // clients and background heartbeats never keep a process alive.
 
 const { NativeClient, protocol } = require('./addon')
-const { fromNative } = require('./errors')
+const { fromNative, LockClosedError } = require('./errors')
 const { scrub } = require('./redact')
 const { secretsOfTarget } = require('./topology')
 
@@ -85,8 +85,23 @@ class Native {
     return this.addon.validFor(id)
   }
 
-  /** Lets go of the native side's wake-up function once `close` completed. */
+  /**
+   * Lets go of the native side's wake-up function once `close` completed. Nothing is
+   * delivered afterwards, so whatever is still pending is settled here: completions already
+   * queued are taken, and the rest (operations the runtime started only after the close had
+   * finished) reject with LockClosedError rather than never settle.
+   */
   dispose() {
+    this.drain()
+    if (this.pending.size > 0) {
+      const left = [...this.pending.values()]
+      this.pending.clear()
+      for (const p of left) p.reject(new LockClosedError('The lock client has been closed'))
+    }
+    if (this.alive) {
+      this.alive = false
+      this.addon.keepAlive(false)
+    }
     this.addon.dispose()
   }
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Makes sure the servers the tests need answer on this machine: Redis on 127.0.0.1:6379 and
-# MariaDB on 127.0.0.1:3306 (root, empty password, database `test`). A server that answers
-# is left alone; one that does not is installed (Debian packages) if missing, then started.
-# Usage: scripts/services.sh [redis] [mariadb]   (default: both)
+# Makes sure the servers the tests need answer on this machine: Redis on 127.0.0.1:6379,
+# MariaDB on 127.0.0.1:3306 (root, empty password, database `test`) and PostgreSQL on
+# 127.0.0.1:5432 (user postgres, trust authentication from 127.0.0.1, database `test`). A
+# server that answers is left alone; one that does not is installed (Debian packages) if
+# missing, then started.
+# Usage: scripts/services.sh [redis] [mariadb] [postgres]   (default: all three)
 set -euo pipefail
 
 want=("$@")
-[ ${#want[@]} -eq 0 ] && want=(redis mariadb)
+[ ${#want[@]} -eq 0 ] && want=(redis mariadb postgres)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -58,10 +60,43 @@ ensure_mariadb() {
   return 1
 }
 
+ensure_postgres() {
+  if ! port_open 5432; then
+    [ -d /etc/postgresql ] && ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || apt_install postgresql
+    local version
+    version=$(ls /usr/lib/postgresql | sort -n | tail -1)
+    [ -d "/etc/postgresql/$version/main" ] || as_root pg_createcluster "$version" main >/dev/null
+    # The tests log in as postgres from 127.0.0.1 without a password: trust that address
+    # only (listed first, so it wins over the package's password rule for it).
+    local hba="/etc/postgresql/$version/main/pg_hba.conf"
+    if ! as_root grep -q '^host all postgres 127.0.0.1/32 trust' "$hba"; then
+      as_root sed -i '1i host all postgres 127.0.0.1/32 trust' "$hba"
+    fi
+    # Installing the package may have started the cluster already: then reload the rules.
+    if port_open 5432; then
+      as_root pg_ctlcluster --skip-systemctl-redirect "$version" main reload
+    else
+      as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start
+    fi
+    wait_port 5432
+    echo "postgres: started on 5432"
+  else
+    echo "postgres: answering on 5432"
+  fi
+  for _ in $(seq 1 50); do
+    if [ "$(psql -h 127.0.0.1 -U postgres -d postgres -Atc "SELECT 1 FROM pg_database WHERE datname = 'test'" 2>/dev/null)" = 1 ]; then return; fi
+    psql -h 127.0.0.1 -U postgres -d postgres -qc 'CREATE DATABASE test' 2>/dev/null || true
+    sleep 0.2
+  done
+  echo "services.sh: cannot log in to PostgreSQL as postgres over TCP or create database test" >&2
+  return 1
+}
+
 for s in "${want[@]}"; do
   case "$s" in
     redis) ensure_redis ;;
     mariadb|mysql) ensure_mariadb ;;
+    postgres|postgresql) ensure_postgres ;;
     *) echo "services.sh: unknown service $s" >&2; exit 2 ;;
   esac
 done

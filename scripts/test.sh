@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 step() { printf '\n== %s\n' "$*"; }
 
 step "servers"
-bash scripts/services.sh redis mariadb
+bash scripts/services.sh redis mariadb postgres
 
 step "cargo fmt --check"
 cargo fmt --check

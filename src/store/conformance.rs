@@ -82,8 +82,10 @@ pub async fn tokens_strictly_increase_across_releases_expiries_and_handoffs(s: S
     let mut last = 0;
     for round in 0..4 {
         let a = owner();
+        // A long lease for the holder (a loaded machine must not expire it before the release
+        // or handoff); the handed-over lease is the short one that expires.
         let token = s
-            .try_acquire(&k, &a, 60, None, false)
+            .try_acquire(&k, &a, 10_000, None, false)
             .await
             .unwrap()
             .unwrap();

@@ -8,8 +8,10 @@ pub mod error;
 pub mod memory;
 pub mod mysql;
 pub mod open;
+pub mod postgres;
 pub mod redis;
 pub mod redlock;
+pub mod sqlite;
 pub mod tls;
 pub mod topology;
 
@@ -56,7 +58,8 @@ pub struct ReleaseOutcome {
     /// Whether the caller held the lock (and this call freed it).
     pub released: bool,
     /// Whether waiters in other processes are known to be listening for this release
-    /// (Redis: subscribers other than this process; other stores cannot tell).
+    /// (Redis: subscribers other than this process; PostgreSQL: another store was refused
+    /// the lock since it was granted; other stores cannot tell).
     pub others_waiting: bool,
 }
 
@@ -237,7 +240,8 @@ pub trait OperatorTools: Send + Sync {
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>>;
 }
 
-/// A store capability: release announcements from other processes (Redis pub/sub).
+/// A store capability: release announcements from other processes (Redis pub/sub,
+/// PostgreSQL `LISTEN`/`NOTIFY`).
 pub trait ReleaseNotifications: Send + Sync {
     /// A stream of released lock names, for keys being watched. A receiver that lags loses
     /// messages, which costs the waiters one poll each.

@@ -3,7 +3,9 @@
 use super::dynamodb::{DynamoOptions, DynamoStore, DynamoStoreOptions};
 use super::memory::MemoryStore;
 use super::mysql::{MysqlOptions, MysqlStore};
+use super::postgres::{PostgresOptions, PostgresStore};
 use super::redis::{RedisOptions, RedisStore};
+use super::sqlite::{SqliteOptions, SqliteStore};
 use super::tls::TlsOptions;
 use super::topology::{self, Topology};
 use super::{SharedStore, StoreError};
@@ -20,11 +22,11 @@ pub struct ConnectOptions {
     pub connect_timeout_ms: u64,
     /// Bound on one command's reply, in ms.
     pub response_timeout_ms: u64,
-    /// Lease table name (MySQL).
+    /// Lease table name (MySQL, PostgreSQL, SQLite).
     pub table: String,
-    /// Connection pool size (MySQL).
+    /// Connection pool size (MySQL, PostgreSQL).
     pub pool_size: u32,
-    /// TLS settings (`rediss://`, `mysql://`); refused for other URLs.
+    /// TLS settings (`rediss://`, `mysql://`, `postgres://`); refused for other URLs.
     pub tls: Option<TlsOptions>,
     /// The servers of a multi-server Redis form (Redlock); [`Topology::Url`] otherwise.
     pub topology: Topology,
@@ -77,7 +79,8 @@ pub fn scheme(url: &str) -> Option<String> {
 }
 
 /// Builds the store a URL names: `redis://`, `rediss://`, `redis+unix://`, `unix://`,
-/// `mysql://`, `mariadb://`, `dynamodb://<table>` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
+/// `mysql://`, `mariadb://`, `postgres://`, `postgresql://`, `sqlite://path`,
+/// `dynamodb://<table>` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
 /// A URL or option the store cannot use is an [`super::ErrorKind::Invalid`] error, whose
 /// message never repeats the URL (it may hold a password).
 pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
@@ -101,7 +104,7 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
     }
     match scheme.as_str() {
         "dynamodb" if opts.tls.is_some() => Err(StoreError::invalid(
-            "options.tls applies to rediss:// and mysql:// URLs, not dynamodb:// (an https:// endpoint is verified against the public roots)",
+            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not dynamodb:// (an https:// endpoint is verified against the public roots)",
         )),
         "dynamodb" => {
             let store = DynamoStore::connect(
@@ -143,15 +146,40 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
                 .map_err(|e| StoreError::invalid(format!("Invalid MySQL URL or options: {e}")))?;
             Ok(Arc::new(store))
         }
+        "postgres" | "postgresql" => {
+            let pg_opts = PostgresOptions {
+                table: opts.table.clone(),
+                pool_size: opts.pool_size,
+                connect_timeout_ms: opts.connect_timeout_ms,
+                response_timeout_ms: opts.response_timeout_ms,
+                tls: opts.tls.clone(),
+                ..PostgresOptions::default()
+            };
+            let store = PostgresStore::connect(url, pg_opts).map_err(|e| {
+                StoreError::invalid(format!("Invalid PostgreSQL URL or options: {e}"))
+            })?;
+            Ok(Arc::new(store))
+        }
+        "sqlite" if opts.tls.is_some() => Err(StoreError::invalid(
+            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not sqlite://",
+        )),
+        "sqlite" => {
+            let sqlite_opts = SqliteOptions {
+                table: opts.table.clone(),
+                connect_timeout_ms: opts.connect_timeout_ms,
+                response_timeout_ms: opts.response_timeout_ms,
+            };
+            Ok(Arc::new(SqliteStore::connect(url, sqlite_opts)?))
+        }
         "memory" if opts.tls.is_some() => Err(StoreError::invalid(
-            "options.tls applies to rediss:// and mysql:// URLs, not memory://",
+            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not memory://",
         )),
         "memory" => {
             let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
             Ok(MemoryStore::named(name))
         }
         other => Err(StoreError::invalid(format!(
-            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, dynamodb: or memory:"
+            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, postgres:, postgresql:, sqlite:, dynamodb: or memory:"
         ))),
     }
 }
@@ -187,6 +215,7 @@ mod tests {
         };
         for url in [
             "memory://x",
+            "sqlite:///tmp/x.db",
             "redis://127.0.0.1:1",
             "redis+unix:///tmp/x.sock",
         ] {

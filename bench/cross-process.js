@@ -1,0 +1,156 @@
+'use strict'
+// Cross-process handoff on one host: how long a lock stays free between one process's release
+// and the acquisition by a process that was already waiting for it.
+// `node bench/cross-process.js` (see bench/README.md).
+//
+// Two processes take turns: one holds the lock, the other starts waiting for it (and, for
+// deadbolt with wake-ups, listens for the release); after a random 0–10 ms (so a poll is at a
+// random phase) the holder releases, and the roles swap. Each process times with
+// process.hrtime (CLOCK_MONOTONIC, one clock for every process of the host): the handoff is
+// from just before the holder's release() to the waiter's acquisition resolving. Compared:
+//   deadbolt-sqlite       acquire() on sqlite://, woken by the release (Unix datagram)
+//   deadbolt-sqlite-poll  tryAcquire() every 10 ms ± 50 % on the same store: a blind poll
+//   proper-lockfile       lock() retrying every 10 ms (mkdir)
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { fork } = require('node:child_process')
+const { percentile, median, mean, fmt, sleep } = require('./util')
+
+const HANDOFFS = Number(process.env.BENCH_XP_HANDOFFS || 200)
+const RUNS = Number(process.env.BENCH_RUNS || 3)
+const RETRY = 10
+const MODES = ['deadbolt-sqlite', 'deadbolt-sqlite-poll', 'proper-lockfile']
+
+/** One contender, driven by the parent: `hold`, `wait`, `release`, `exit`. */
+async function child(mode, dir) {
+  const now = () => String(process.hrtime.bigint())
+  const key = 'xp'
+  let take
+  let listening = () => true
+  let close = async () => {}
+  if (mode === 'proper-lockfile') {
+    const lockfile = require('proper-lockfile')
+    const opts = { stale: 10_000, realpath: false, retries: { forever: true, factor: 1, minTimeout: RETRY, maxTimeout: RETRY, randomize: false } }
+    take = async () => {
+      const release = await lockfile.lock(path.join(dir, key), opts)
+      return { release }
+    }
+  } else {
+    const { connect } = require('..')
+    const locks = await connect(`sqlite://${path.join(dir, 'locks.db')}`)
+    close = () => locks.close()
+    if (mode === 'deadbolt-sqlite') {
+      take = () => locks.acquire(key, { ttl: 10_000, wait: Infinity, retryDelay: RETRY })
+      listening = () => locks.stats().subscriptions > 0
+    } else {
+      take = async () => {
+        let lock
+        while (!(lock = await locks.tryAcquire(key, { ttl: 10_000 }))) await sleep(RETRY * (0.5 + Math.random()))
+        return lock
+      }
+    }
+  }
+  let held = null
+  process.on('message', async (msg) => {
+    if (msg === 'hold') {
+      held = await take()
+      process.send({ holding: true })
+    } else if (msg === 'wait') {
+      const pending = take()
+      while (!listening()) await sleep(1)
+      process.send({ waiting: true })
+      held = await pending
+      process.send({ got: now() })
+    } else if (msg === 'release') {
+      const at = now()
+      await held.release()
+      held = null
+      process.send({ released: at })
+    } else if (msg === 'exit') {
+      await close()
+      process.disconnect()
+    }
+  })
+  process.send({ ready: true })
+}
+
+function start(mode, dir) {
+  const proc = fork(__filename, ['--child', mode, dir], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const inbox = []
+  const waiting = []
+  proc.on('message', (m) => {
+    const w = waiting.shift()
+    if (w) w(m)
+    else inbox.push(m)
+  })
+  return {
+    send: (m) => proc.send(m),
+    next: () => (inbox.length ? Promise.resolve(inbox.shift()) : new Promise((resolve) => waiting.push(resolve))),
+    exited: new Promise((resolve) => proc.on('exit', resolve)),
+  }
+}
+
+async function run(mode) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dbbench-xp-'))
+  try {
+    const a = start(mode, dir)
+    const b = start(mode, dir)
+    await a.next()
+    await b.next()
+    let [holder, waiter] = [a, b]
+    holder.send('hold')
+    await holder.next()
+    const handoffs = []
+    for (let i = 0; i < HANDOFFS; i++) {
+      waiter.send('wait')
+      await waiter.next() // waiting
+      await sleep(Math.random() * RETRY)
+      holder.send('release')
+      const { released } = await holder.next()
+      const { got } = await waiter.next()
+      handoffs.push(Number(BigInt(got) - BigInt(released)) / 1e6)
+      ;[holder, waiter] = [waiter, holder]
+    }
+    holder.send('release')
+    await holder.next()
+    a.send('exit')
+    b.send('exit')
+    await Promise.all([a.exited, b.exited])
+    handoffs.sort((x, y) => x - y)
+    return { p50: percentile(handoffs, 50), p90: percentile(handoffs, 90), mean: mean(handoffs) }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+async function main() {
+  const results = Object.fromEntries(MODES.map((m) => [m, []]))
+  for (let r = 0; r < RUNS; r++) {
+    for (const mode of MODES) {
+      const res = await run(mode)
+      results[mode].push(res)
+      process.stderr.write(`run ${r + 1} ${mode}: handoff p50 ${fmt(res.p50)} ms, p90 ${fmt(res.p90)} ms, mean ${fmt(res.mean)} ms\n`)
+    }
+  }
+  console.log(`2 processes taking turns, ${HANDOFFS} handoffs per run; medians over ${RUNS} runs`)
+  console.log('| mode | handoff p50 ms | handoff p90 ms | handoff mean ms |')
+  console.log('| --- | --- | --- | --- |')
+  for (const mode of MODES) {
+    const m = (f) => fmt(median(results[mode].map(f)))
+    console.log(`| ${mode} | ${m((x) => x.p50)} | ${m((x) => x.p90)} | ${m((x) => x.mean)} |`)
+  }
+}
+
+if (process.argv[2] === '--child') {
+  child(...process.argv.slice(3)).catch((err) => {
+    console.error(err)
+    process.exit(1)
+  })
+} else {
+  main().catch((err) => {
+    console.error(err)
+    process.exit(1)
+  })
+}

@@ -1,0 +1,845 @@
+//! PostgreSQL store: one lease row per lock name, tokens from one sequence per table, and
+//! release announcements over `LISTEN`/`NOTIFY` (docs/design.md, "PostgreSQL layout").
+//!
+//! Every lock operation is a single autocommit statement (see [`sql`]), so a pool of a few
+//! connections serves any number of held locks and a crashed client leaves nothing but a row
+//! that expires. Expiry is decided by the server's `clock_timestamp()` against `timestamptz`
+//! columns: absolute instants, whatever the session's time zone.
+
+mod errors;
+mod notify;
+mod sql;
+mod tls;
+
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, Connection, Row};
+use tokio::sync::OnceCell;
+use tokio::task::JoinSet;
+
+use self::errors::{closed_error, db_error, retry};
+use self::notify::Notifier;
+use self::sql::Statements;
+use crate::store::tls::TlsOptions;
+use crate::store::{
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools,
+    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+};
+
+/// Longest lock name accepted, in bytes (as on every SQL store; a `bytea` primary key).
+pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
+
+/// Longest owner token accepted, in bytes.
+pub const MAX_OWNER_BYTES: usize = 255;
+
+/// Longest lease accepted, in milliseconds (100 years): far inside `timestamptz`'s range.
+pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+
+/// Longest table name: PostgreSQL identifiers have at most 63 bytes, and the sequence is
+/// named `<table>_fence`.
+pub const MAX_TABLE_NAME_BYTES: usize = 63 - "_fence".len();
+
+/// A pooled connection idle for longer than this is pinged before use, so that one dropped by
+/// the server (a restart, `idle_session_timeout`, a proxy) is replaced instead of failing a
+/// lock operation; busier connections skip the ping, which would double every round trip.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
+
+/// Most items per batched extension statement: one statement holds the row locks of its
+/// items until it commits, so batches stay short; larger batches run concurrently.
+const EXTEND_BATCH_MAX: usize = 1000;
+
+/// How often a process purges free rows at most.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+
+/// Options for the PostgreSQL store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// Lease table, created on first use with its sequence `<table>_fence`: 1 to 57 ASCII
+    /// letters, digits or underscores (quoted, so case matters). Default `"deadbolt_locks"`.
+    pub table: String,
+    /// Most connections the pool opens; held locks pin none of them. The listening
+    /// connection for release announcements comes on top. Default 10.
+    pub pool_size: u32,
+    /// How long an operation waits to connect or for a free pooled connection, in
+    /// milliseconds. Default 5000.
+    pub connect_timeout_ms: u64,
+    /// How long the server may take over one statement (its `statement_timeout`), in
+    /// milliseconds. Default 5000. A whole call is bounded by `connect_timeout_ms +
+    /// response_timeout_ms` (see [`PostgresStore::bounded`]).
+    pub response_timeout_ms: u64,
+    /// How long a name's row stays after the name was freed or expired before it is purged,
+    /// in milliseconds. Default 300 000 (5 minutes); never less than twice
+    /// `response_timeout_ms` (see `sql::ACQUIRE` for why it must exceed a statement's run).
+    pub purge_after_ms: u64,
+    /// TLS settings. When set, the connection is encrypted and, unless
+    /// `reject_unauthorized` is false, the server's certificate is verified against `ca` (or
+    /// the built-in public roots) and the URL's host. A `?sslmode=` in the URL still applies
+    /// and must not contradict them. None: only what the URL says (default: `prefer`).
+    pub tls: Option<TlsOptions>,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            table: crate::limits::DEFAULT_TABLE.to_owned(),
+            pool_size: crate::limits::DEFAULT_POOL_SIZE,
+            connect_timeout_ms: crate::limits::DEFAULT_CONNECT_TIMEOUT_MS,
+            response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
+            purge_after_ms: 300_000,
+            tls: None,
+        }
+    }
+}
+
+/// A PostgreSQL lock store over a connection pool.
+///
+/// Any number of locks can be held at once: each costs one row, no connection.
+pub struct PostgresStore {
+    connect_options: PgConnectOptions,
+    pool_size: u32,
+    acquire_timeout: Duration,
+    /// Bound on a whole call (see [`PostgresStore::bounded`]).
+    call_timeout: Duration,
+    /// See [`PostgresOptions::purge_after_ms`].
+    purge_after: Duration,
+    /// When the last purge started (`None`: never), so it runs at most once per
+    /// [`PURGE_EVERY`] and process.
+    last_purge: std::sync::Mutex<Option<Instant>>,
+    sql: Statements,
+    /// This store's identity in the `waiter` column: random, so two stores (two processes)
+    /// never share one.
+    id: [u8; 16],
+    /// The announcement channel: the table's name.
+    channel: String,
+    /// Built on first use rather than in `connect`, because building a pool spawns its
+    /// maintenance task, which needs to run inside a tokio runtime.
+    pool: OnceLock<PgPool>,
+    closed: AtomicBool,
+    /// Left empty when creating the table failed, so the next operation tries again.
+    table_ready: OnceCell<()>,
+    notifier: Notifier,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Connect options hold the password.
+        f.debug_struct("PostgresStore")
+            .field("host", &self.connect_options.get_host())
+            .field("port", &self.connect_options.get_port())
+            .field("pool_size", &self.pool_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.notifier.stop();
+    }
+}
+
+impl PostgresStore {
+    /// Checks the URL (`postgres://` or `postgresql://`) and the options (TLS material
+    /// included) and prepares the store.
+    ///
+    /// Does no I/O: the pool connects, and the table is created, on first use. So an
+    /// unreachable server is reported by the first operation.
+    pub fn connect(url: &str, opts: PostgresOptions) -> StoreResult<PostgresStore> {
+        let known_scheme = url.split_once("://").is_some_and(|(scheme, _)| {
+            scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")
+        });
+        if !known_scheme {
+            return Err(StoreError::invalid(
+                "postgres: the URL must start with postgres:// or postgresql://",
+            ));
+        }
+        // The message names the problem but not the URL, which may hold a password.
+        let mut connect_options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::invalid(format!("postgres: invalid URL: {e}")))?;
+        if let Some(tls) = &opts.tls {
+            connect_options = tls::apply_tls(connect_options, url, tls)
+                .map_err(|e| StoreError::invalid(format!("postgres: {e}")))?;
+        }
+        if !valid_table_name(&opts.table) {
+            return Err(StoreError::invalid(format!(
+                "postgres: invalid table name {:?}: use 1 to {MAX_TABLE_NAME_BYTES} ASCII \
+                 letters, digits or underscores",
+                opts.table
+            )));
+        }
+        if opts.pool_size == 0 {
+            return Err(StoreError::invalid(
+                "postgres: pool_size must be at least 1",
+            ));
+        }
+        // The server ends any statement of ours that runs past the response bound, so one
+        // abandoned by the caller's bound does not take effect later, and no statement runs
+        // longer than the purge delay (see `sql::ACQUIRE`).
+        connect_options = connect_options.options([(
+            "statement_timeout",
+            opts.response_timeout_ms.max(1).to_string(),
+        )]);
+        if connect_options.get_application_name().is_none() {
+            connect_options = connect_options.application_name("deadbolt");
+        }
+        let connect_timeout = Duration::from_millis(opts.connect_timeout_ms);
+        Ok(PostgresStore {
+            notifier: Notifier::new(&opts.table, connect_options.clone(), connect_timeout),
+            connect_options,
+            pool_size: opts.pool_size,
+            acquire_timeout: connect_timeout,
+            call_timeout: Duration::from_millis(
+                opts.connect_timeout_ms
+                    .saturating_add(opts.response_timeout_ms),
+            ),
+            purge_after: Duration::from_millis(
+                opts.purge_after_ms
+                    .max(opts.response_timeout_ms.saturating_mul(2)),
+            ),
+            last_purge: std::sync::Mutex::new(None),
+            sql: Statements::new(&opts.table),
+            id: *uuid::Uuid::new_v4().as_bytes(),
+            channel: opts.table.clone(),
+            pool: OnceLock::new(),
+            closed: AtomicBool::new(false),
+            table_ready: OnceCell::new(),
+        })
+    }
+
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
+    /// `data` with it. Returns the new fencing token, or `None` when another owner holds it.
+    /// `owner` asking again while it holds the lock gets its own token back, with the lease
+    /// set anew (so a retry after a lost reply is safe).
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
+    /// taken, with nobody knowing its token, until `ttl_ms` passes.
+    pub async fn try_acquire(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        data: Option<&[u8]>,
+    ) -> StoreResult<Option<u64>> {
+        check_key(key)?;
+        check_owner(owner)?;
+        let ttl = ttl_millis(ttl_ms)?;
+        let pool = self.ready().await?;
+        let sql = &self.sql.acquire;
+        let row: Option<PgRow> = retry(|| {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(ttl)
+                .bind(data)
+                .bind(&self.id[..])
+                .fetch_optional(pool)
+        })
+        .await
+        .map_err(|e| db_error("try_acquire", e))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let decode = |e: sqlx::Error| db_error("try_acquire", e);
+        let token: i64 = row.try_get(0).map_err(decode)?;
+        let granted: Option<bool> = row.try_get(1).map_err(decode)?;
+        Ok((granted == Some(true)).then(|| token_of(token)))
+    }
+
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
+    /// expired. Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent.
+    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
+        check_key(key)?;
+        check_owner(owner)?;
+        let ttl = ttl_millis(ttl_ms)?;
+        let pool = self.ready().await?;
+        let sql = &self.sql.extend;
+        let done = retry(|| {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(ttl)
+                .execute(pool)
+        })
+        .await
+        .map_err(|e| db_error("extend", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Extends many leases, as [`PostgresStore::extend`] would each; the result has one entry
+    /// per item, in order. Items go in batches of up to 1 000, one statement each (the items
+    /// as three arrays), the batches running concurrently over the pool. Each statement
+    /// returns the (name, owner) pairs it extended, so every item's answer is exact.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent.
+    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
+        // Invalid items fail alone instead of failing their batch.
+        let mut valid = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let checked = check_key(&item.key)
+                .and_then(|()| check_owner(&item.owner))
+                .and_then(|()| ttl_millis(item.ttl_ms));
+            match checked {
+                Ok(ttl) => valid.push((index, ttl)),
+                Err(e) => out[index] = Some(Err(e)),
+            }
+        }
+        if !valid.is_empty() {
+            match self.ready().await {
+                Ok(pool) => {
+                    let mut tasks = JoinSet::new();
+                    for batch in valid.chunks(EXTEND_BATCH_MAX) {
+                        let batch: Vec<Job> = batch
+                            .iter()
+                            .map(|&(index, ttl_ms)| Job {
+                                index,
+                                key: items[index].key.clone().into(),
+                                owner: items[index].owner.clone().into(),
+                                ttl_ms,
+                            })
+                            .collect();
+                        let (pool, sql) = (pool.clone(), self.sql.extend_many.clone());
+                        tasks.spawn(async move { extend_batch(&pool, &sql, batch).await });
+                    }
+                    while let Some(joined) = tasks.join_next().await {
+                        // A panicked task leaves its items unanswered (reported below).
+                        if let Ok(done) = joined {
+                            for (index, result) in done {
+                                out[index] = Some(result);
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    for &(index, _) in &valid {
+                        out[index] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|slot| {
+                slot.unwrap_or_else(|| {
+                    Err(StoreError::internal(
+                        "postgres: extend_many: no result (the task extending it panicked)",
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
+    /// token in one statement; `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
+    pub async fn handoff(
+        &self,
+        key: &str,
+        owner: &str,
+        next: &NextOwner<'_>,
+    ) -> StoreResult<Option<u64>> {
+        check_key(key)?;
+        check_owner(owner)?;
+        check_owner(next.owner)?;
+        let ttl = ttl_millis(next.ttl_ms)?;
+        let pool = self.ready().await?;
+        let sql = &self.sql.handoff;
+        let token: Option<i64> = retry(|| {
+            sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(next.owner.as_bytes())
+                .bind(ttl)
+                .bind(next.data)
+                .fetch_optional(pool)
+        })
+        .await
+        .map_err(|e| db_error("handoff", e))?;
+        Ok(token.map(token_of))
+    }
+
+    /// Frees `key` if `owner` holds it and its lease has not expired, announcing it to the
+    /// other stores that were refused it. The row keeps its place until purged.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: a dropped call may have freed the lock, and repeating it then reports
+    /// `released: false`.
+    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+        check_key(key)?;
+        check_owner(owner)?;
+        let pool = self.ready().await?;
+        let sql = &self.sql.release;
+        let others: Option<bool> = retry(|| {
+            sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(&self.id[..])
+                .bind(&self.channel)
+                .fetch_optional(pool)
+        })
+        .await
+        .map_err(|e| db_error("release", e))?;
+        self.purge_if_due(pool);
+        Ok(ReleaseOutcome {
+            released: others.is_some(),
+            others_waiting: others.unwrap_or(false),
+        })
+    }
+
+    /// Deletes the rows of names free or expired for longer than the purge delay, 1 000 at a
+    /// time until none is left. Returns how many it deleted.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: each statement deletes only rows nobody holds.
+    pub async fn purge(&self) -> StoreResult<u64> {
+        let pool = self.ready().await?;
+        purge_rows(pool, &self.sql.purge, self.purge_after).await
+    }
+
+    /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
+    /// Called after releases, so an idle store costs nothing and a busy one purges rarely.
+    fn purge_if_due(&self, pool: &PgPool) {
+        let now = Instant::now();
+        {
+            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| now.duration_since(at) < PURGE_EVERY) {
+                return;
+            }
+            *last = Some(now);
+        }
+        let (pool, sql, after) = (pool.clone(), self.sql.purge.clone(), self.purge_after);
+        let bound = self.call_timeout;
+        tokio::spawn(async move {
+            // Best effort: a failed purge is tried again after the next interval.
+            let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
+        });
+    }
+
+    /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
+    /// clock (rounded up to whole milliseconds) and data. `None` when it is free or expired.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
+        check_key(key)?;
+        let pool = self.ready().await?;
+        let sql = &self.sql.inspect;
+        let row: Option<PgRow> = retry(|| {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(key.as_bytes())
+                .fetch_optional(pool)
+        })
+        .await
+        .map_err(|e| db_error("inspect", e))?;
+        row.map(|row| lock_info(&row, 0).map_err(|e| db_error("inspect", e)))
+            .transpose()
+    }
+
+    /// Checks that the server answers, creating the table if it does not exist yet.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
+    pub async fn ping(&self) -> StoreResult<()> {
+        let pool = self.ready().await?;
+        retry(|| sqlx::query(sql::PING).execute(pool))
+            .await
+            .map_err(|e| db_error("ping", e))?;
+        Ok(())
+    }
+
+    /// Closes the pool and the listening connection, waiting (at most one call's bound) for
+    /// connections in use to come back. Operations after this fail with `Closed`.
+    pub async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.notifier.stop();
+        if let Some(pool) = self.pool.get() {
+            // A connection stuck on a stalled server never comes back: do not wait for it.
+            let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
+        }
+    }
+
+    /// Runs one store operation within the call bound (`connect_timeout_ms +
+    /// response_timeout_ms`). sqlx bounds connecting and waiting for a pooled connection,
+    /// the server bounds a statement (`statement_timeout`), but not a network that stops
+    /// delivering, and the reconnect loop may try several connections: this bounds it all.
+    ///
+    /// # Cancel Safety
+    /// As cancel safe as `fut`.
+    pub async fn bounded<T>(
+        &self,
+        operation: &str,
+        fut: impl Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        match tokio::time::timeout(self.call_timeout, fut).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::timeout(format!(
+                "postgres: {operation}: no answer from the server within {} ms",
+                self.call_timeout.as_millis()
+            ))),
+        }
+    }
+
+    /// The pool, built on first use, once the table exists.
+    async fn ready(&self) -> StoreResult<&PgPool> {
+        let pool = self.pool()?;
+        // A `close` that ran between `pool()` and now may have missed this pool.
+        if self.closed.load(Ordering::SeqCst) {
+            pool.close().await;
+            return Err(closed_error());
+        }
+        self.table_ready
+            .get_or_try_init(|| async {
+                self.probe().await?;
+                self.ensure_table(pool).await
+            })
+            .await?;
+        Ok(pool)
+    }
+
+    /// Before the first use of the pool, one plain TCP connection to the server: sqlx's pool
+    /// treats "connection refused" as a server still starting and retries until the connect
+    /// timeout, then reports only "pool timed out". A server that is not there is reported as
+    /// such, at once. Other outcomes are left to the pool.
+    async fn probe(&self) -> StoreResult<()> {
+        let opts = &self.connect_options;
+        if opts.get_socket().is_some() {
+            return Ok(());
+        }
+        let (host, port) = (opts.get_host(), opts.get_port());
+        let connect = tokio::net::TcpStream::connect((host, port));
+        match tokio::time::timeout(self.acquire_timeout, connect).await {
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                Err(StoreError::new(
+                    ErrorKind::Unreachable,
+                    format!("postgres: connection refused by {host}:{port}"),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn ensure_table(&self, pool: &PgPool) -> StoreResult<()> {
+        let created = sqlx::raw_sql(AssertSqlSafe(self.sql.create.clone()))
+            .execute(pool)
+            .await;
+        let Err(e) = created else {
+            return Ok(());
+        };
+        // An account without CREATE on the schema fails here even when the table exists:
+        // accept the table if it can be read. Only when the server answered, or an
+        // unreachable server would make the caller wait for a second timeout.
+        if e.as_database_error().is_some() {
+            let probe = sqlx::query(AssertSqlSafe(self.sql.probe.clone()))
+                .execute(pool)
+                .await;
+            if probe.is_ok() {
+                return Ok(());
+            }
+        }
+        Err(db_error("creating the lock table", e))
+    }
+
+    fn pool(&self) -> StoreResult<&PgPool> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(closed_error());
+        }
+        Ok(self.pool.get_or_init(|| {
+            PgPoolOptions::new()
+                .max_connections(self.pool_size)
+                .min_connections(0)
+                .acquire_timeout(self.acquire_timeout)
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for > PING_IF_IDLE_FOR {
+                            conn.ping().await?;
+                        }
+                        Ok(true)
+                    })
+                })
+                .connect_lazy_with(self.connect_options.clone())
+        }))
+    }
+}
+
+/// One valid item of an `extend_many` call, owned so that its batch can run in a spawned task.
+struct Job {
+    /// Its place in the caller's list.
+    index: usize,
+    key: Vec<u8>,
+    owner: Vec<u8>,
+    ttl_ms: i64,
+}
+
+/// A (name, owner) pair as the batched extension returns it.
+type Extended = (Vec<u8>, Vec<u8>);
+
+/// Extends one batch with a single statement; returns each item's outcome with its index.
+async fn extend_batch(
+    pool: &PgPool,
+    sql: &Arc<str>,
+    batch: Vec<Job>,
+) -> Vec<(usize, StoreResult<bool>)> {
+    let names: Vec<&[u8]> = batch.iter().map(|j| j.key.as_slice()).collect();
+    let owners: Vec<&[u8]> = batch.iter().map(|j| j.owner.as_slice()).collect();
+    let ttls: Vec<i64> = batch.iter().map(|j| j.ttl_ms).collect();
+    let extended: Result<Vec<Extended>, sqlx::Error> = retry(|| {
+        sqlx::query_as(AssertSqlSafe(sql.clone()))
+            .bind(&names)
+            .bind(&owners)
+            .bind(&ttls)
+            .fetch_all(pool)
+    })
+    .await;
+    match extended {
+        Ok(rows) => {
+            let rows: std::collections::HashSet<Extended> = rows.into_iter().collect();
+            batch
+                .into_iter()
+                .map(|j| (j.index, Ok(rows.contains(&(j.key, j.owner)))))
+                .collect()
+        }
+        Err(e) => {
+            let error = db_error("extend", e);
+            batch
+                .into_iter()
+                .map(|j| (j.index, Err(error.clone())))
+                .collect()
+        }
+    }
+}
+
+/// Runs `sql::PURGE` until it deletes fewer rows than its limit.
+async fn purge_rows(pool: &PgPool, sql: &Arc<str>, after: Duration) -> StoreResult<u64> {
+    let after_ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
+    let mut total = 0;
+    loop {
+        let done = retry(|| {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(after_ms)
+                .execute(pool)
+        })
+        .await
+        .map_err(|e| db_error("purge", e))?;
+        total += done.rows_affected();
+        if done.rows_affected() < 1000 {
+            return Ok(total);
+        }
+    }
+}
+
+/// A lease read from columns `first..first + 4` (owner, fence, remaining µs, data).
+fn lock_info(row: &PgRow, first: usize) -> Result<LockInfo, sqlx::Error> {
+    let owner: Vec<u8> = row.try_get(first)?;
+    let fence: i64 = row.try_get(first + 1)?;
+    let remaining_us: i64 = row.try_get(first + 2)?;
+    let data: Option<Vec<u8>> = row.try_get(first + 3)?;
+    Ok(LockInfo {
+        // Owners are only ever written from `&str`, so this never replaces anything.
+        owner: String::from_utf8_lossy(&owner).into_owned(),
+        fencing_token: token_of(fence),
+        remaining_ms: (remaining_us + 999) / 1000,
+        data,
+    })
+}
+
+/// A sequence value as a token (sequences start at 1 and never go below).
+fn token_of(fence: i64) -> u64 {
+    u64::try_from(fence).unwrap_or(0)
+}
+
+/// The first byte string greater than every string that starts with `prefix`, or `None`
+/// when there is none (empty, or all `0xFF`): the prefix with trailing `0xFF` bytes dropped
+/// and its last byte incremented.
+fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut upper = prefix.to_vec();
+    while let Some(last) = upper.pop() {
+        if last < 0xFF {
+            upper.push(last + 1);
+            return Some(upper);
+        }
+    }
+    None
+}
+
+fn valid_table_name(name: &str) -> bool {
+    crate::limits::valid_table_name(name) && name.len() <= MAX_TABLE_NAME_BYTES
+}
+
+fn check_key(key: &str) -> StoreResult<()> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(StoreError::invalid(format!(
+            "postgres: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_owner(owner: &str) -> StoreResult<()> {
+    if owner.len() > MAX_OWNER_BYTES {
+        return Err(StoreError::invalid(format!(
+            "postgres: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
+            owner.len()
+        )));
+    }
+    Ok(())
+}
+
+fn ttl_millis(ttl_ms: u64) -> StoreResult<i64> {
+    if ttl_ms > MAX_TTL_MS {
+        return Err(StoreError::invalid(format!(
+            "postgres: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported"
+        )));
+    }
+    // At most MAX_TTL_MS, far below i64::MAX.
+    Ok(ttl_ms as i64)
+}
+
+/// The contract: every call within [`PostgresStore::bounded`].
+impl LockStore for PostgresStore {
+    fn try_acquire<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        data: Option<&'a [u8]>,
+        _plain: bool,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded(
+            "try_acquire",
+            PostgresStore::try_acquire(self, key, owner, ttl_ms, data),
+        )
+        .boxed()
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        _has_data: bool,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded("extend", PostgresStore::extend(self, key, owner, ttl_ms))
+            .boxed()
+    }
+
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        async move {
+            let bounded = self.bounded("extend", async { Ok(self.extend_many(items).await) });
+            match bounded.await {
+                Ok(results) => results,
+                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
+            }
+        }
+        .boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        self.bounded("release", PostgresStore::release(self, key, owner))
+            .boxed()
+    }
+
+    fn handoff<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded("handoff", PostgresStore::handoff(self, key, owner, next))
+            .boxed()
+    }
+
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+        self.bounded("inspect", PostgresStore::inspect(self, key))
+            .boxed()
+    }
+
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+        self.bounded("ping", PostgresStore::ping(self)).boxed()
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        PostgresStore::close(self).boxed()
+    }
+
+    fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
+        Some(self)
+    }
+
+    fn operator(&self) -> Option<&dyn OperatorTools> {
+        Some(self)
+    }
+}
+
+impl OperatorTools for PostgresStore {
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded("force_release", async move {
+            check_key(key)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.force_release;
+            let freed: Option<bool> = retry(|| {
+                sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(&self.channel)
+                    .fetch_optional(pool)
+            })
+            .await
+            .map_err(|e| db_error("force_release", e))?;
+            Ok(freed.is_some())
+        })
+        .boxed()
+    }
+
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+        self.bounded("list", async move {
+            let pool = self.ready().await?;
+            let upper = prefix_upper_bound(prefix.as_bytes());
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let sql = &self.sql.list;
+            let rows: Vec<PgRow> = retry(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(prefix.as_bytes())
+                    .bind(upper.as_deref())
+                    .bind(limit)
+                    .fetch_all(pool)
+            })
+            .await
+            .map_err(|e| db_error("list", e))?;
+            rows.iter()
+                .map(|row| {
+                    let name: Vec<u8> = row.try_get(0)?;
+                    Ok(HeldLock {
+                        key: String::from_utf8_lossy(&name).into_owned(),
+                        info: lock_info(row, 1)?,
+                    })
+                })
+                .collect::<Result<_, sqlx::Error>>()
+                .map_err(|e| db_error("list", e))
+        })
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests;

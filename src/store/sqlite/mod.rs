@@ -1,0 +1,789 @@
+//! SQLite store: locks shared by every process on one host through one database file, with
+//! no server (docs/design.md, "SQLite layout").
+//!
+//! The file is in WAL mode, so reads never wait for a writer and a commit is an append to the
+//! log. Every lock operation is one statement, hence one short transaction; each store uses
+//! a single connection (`connection`), so the process's own operations queue in the process.
+//! Processes meet in SQLite's busy handler: a statement that finds another process's write in
+//! progress waits for it (`busy_timeout`), which takes microseconds since no transaction does
+//! more than one statement.
+//!
+//! Expiry is decided by the host's wall clock as SQLite reads it, at the moment each
+//! statement runs under the write lock: every process of the host shares it.
+
+mod connection;
+mod path;
+mod sql;
+#[cfg_attr(not(unix), path = "wake_none.rs")]
+mod wake;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteRow, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::store::{
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
+    StoreError, StoreResult,
+};
+use connection::SharedConnection;
+pub use path::database_path;
+use sql::{Statements, EXTEND_BATCH_MAX};
+use wake::{alive, Wake};
+
+/// Longest lock name accepted, in bytes (as on every store).
+pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
+
+/// Longest owner token accepted, in bytes (as on MySQL).
+pub const MAX_OWNER_BYTES: usize = 255;
+
+/// Longest lease accepted, in milliseconds (100 years): far from overflowing SQLite's 64-bit
+/// integers when added to the clock.
+pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+
+/// How often a process deletes the rows of leases that ended without a release, at most.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+
+/// Options for the SQLite store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// Lease table, created on first use with its two side tables (`<table>_fence`,
+    /// `<table>_waiters`): 1 to 64 ASCII letters, digits or underscores.
+    /// Default `"deadbolt_locks"`.
+    pub table: String,
+    /// How long opening the file may take, in milliseconds. Default 5000.
+    pub connect_timeout_ms: u64,
+    /// How long a statement waits for another process's write to finish (SQLite's
+    /// `busy_timeout`), in milliseconds. Default 5000. A whole call is bounded by
+    /// `connect_timeout_ms + response_timeout_ms` (see [`SqliteStore::bounded`]).
+    pub response_timeout_ms: u64,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            table: crate::limits::DEFAULT_TABLE.to_owned(),
+            connect_timeout_ms: crate::limits::DEFAULT_CONNECT_TIMEOUT_MS,
+            response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
+        }
+    }
+}
+
+/// A lock store in one SQLite database file, shared by every process on the host that opens
+/// the same file.
+pub struct SqliteStore {
+    path: PathBuf,
+    /// Bound on a whole call (see [`SqliteStore::bounded`]).
+    call_timeout: Duration,
+    sql: Arc<Statements>,
+    /// The store's one connection (shared with background clean-ups).
+    conn: Arc<SharedConnection>,
+    closed: AtomicBool,
+    /// When the last purge started, so it runs at most once per [`PURGE_EVERY`].
+    last_purge: Mutex<Option<Instant>>,
+    /// Whether this store looked for the registrations of dead processes yet.
+    swept: AtomicBool,
+    wake: Wake,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Checks the URL (`sqlite:///absolute/path` or `sqlite://relative/path`, resolved
+    /// against the working directory now) and the options, and prepares the store.
+    ///
+    /// Does no I/O: the file is opened (and created, not its directory) on first use.
+    pub fn connect(url: &str, opts: SqliteOptions) -> StoreResult<SqliteStore> {
+        let path = database_path(url)?;
+        if !crate::limits::valid_table_name(&opts.table) {
+            return Err(StoreError::invalid(format!(
+                "sqlite: invalid table name {:?}: use 1 to 64 ASCII letters, digits or underscores",
+                opts.table
+            )));
+        }
+        let connect_options = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            // A statement that meets another process's write waits for it this long.
+            .busy_timeout(Duration::from_millis(opts.response_timeout_ms))
+            // In WAL mode: a commit is durable across a process crash (the log is written
+            // before it returns), and is synced to disk at checkpoints, not at every commit.
+            .synchronous(SqliteSynchronous::Normal)
+            .thread_name(|id| format!("deadbolt-sqlite-{id}"));
+        let sql = Arc::new(Statements::new(&opts.table));
+        let conn = SharedConnection::new(
+            connect_options,
+            path.clone(),
+            sql.schema.clone(),
+            Duration::from_millis(opts.connect_timeout_ms),
+        );
+        Ok(SqliteStore {
+            path,
+            call_timeout: Duration::from_millis(
+                opts.connect_timeout_ms
+                    .saturating_add(opts.response_timeout_ms),
+            ),
+            sql,
+            conn: Arc::new(conn),
+            closed: AtomicBool::new(false),
+            last_purge: Mutex::new(None),
+            swept: AtomicBool::new(false),
+            wake: Wake::new(),
+        })
+    }
+
+    /// The database file's absolute path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has ended, and stores
+    /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
+    /// when `owner` itself holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: once the statement is on its way, dropping the future may leave the
+    /// lock taken, with nobody knowing its token, until `ttl_ms` passes.
+    pub async fn try_acquire(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        data: Option<&[u8]>,
+    ) -> StoreResult<Option<u64>> {
+        check_key(key)?;
+        check_owner(owner)?;
+        let ttl = check_ttl(ttl_ms)?;
+        let mut w = self.conn.lock().await?;
+        let row = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
+            .bind(key.as_bytes())
+            .bind(owner.as_bytes())
+            .bind(ttl)
+            .bind(data)
+            .fetch_optional(w.conn())
+            .await;
+        let row = w.finish(row).map_err(|e| db_error("try_acquire", e))?;
+        row.map(|row| token(&row, "try_acquire")).transpose()
+    }
+
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
+    /// ended. Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent.
+    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
+        check_key(key)?;
+        check_owner(owner)?;
+        let ttl = check_ttl(ttl_ms)?;
+        let mut w = self.conn.lock().await?;
+        let done = sqlx::query(AssertSqlSafe(self.sql.extend.as_str()))
+            .bind(key.as_bytes())
+            .bind(owner.as_bytes())
+            .bind(ttl)
+            .execute(w.conn())
+            .await;
+        let done = w.finish(done).map_err(|e| db_error("extend", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Extends many leases, as [`SqliteStore::extend`] would each, in one statement per 256
+    /// items; the result has one entry per item, in order. The statement returns the
+    /// (name, owner) of every lease it extended, so each item's outcome is exact.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent.
+    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        if items.len() <= 1 {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(self.extend(&item.key, &item.owner, item.ttl_ms).await);
+            }
+            return out;
+        }
+        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
+        // Invalid items fail alone instead of failing their batch.
+        let mut valid = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let checked = check_key(&item.key)
+                .and_then(|()| check_owner(&item.owner))
+                .and_then(|()| check_ttl(item.ttl_ms));
+            match checked {
+                Ok(ttl) => valid.push((index, ttl)),
+                Err(e) => out[index] = Some(Err(e)),
+            }
+        }
+        for batch in valid.chunks(EXTEND_BATCH_MAX) {
+            let result = self.extend_batch(items, batch).await;
+            for &(index, _) in batch {
+                let item = &items[index];
+                out[index] = Some(match &result {
+                    Ok(extended) => Ok(extended
+                        .iter()
+                        .any(|(k, o)| k == item.key.as_bytes() && o == item.owner.as_bytes())),
+                    Err(e) => Err(e.clone()),
+                });
+            }
+        }
+        out.into_iter()
+            .map(|slot| slot.unwrap_or_else(|| Err(StoreError::internal("sqlite: no result"))))
+            .collect()
+    }
+
+    /// One batched extension: the (name, owner) of every lease extended. The batch is padded
+    /// to a power of two by repeating its last item, which cannot change any outcome.
+    async fn extend_batch(
+        &self,
+        items: &[ExtendItem],
+        batch: &[(usize, i64)],
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let padded = batch.len().max(2).next_power_of_two();
+        let text = &self.sql.extend_many[padded.trailing_zeros() as usize - 1];
+        let mut query = sqlx::query(AssertSqlSafe(text.as_str()));
+        for i in 0..padded {
+            let (index, ttl) = batch[i.min(batch.len() - 1)];
+            let item = &items[index];
+            query = query
+                .bind(item.key.as_bytes())
+                .bind(item.owner.as_bytes())
+                .bind(ttl);
+        }
+        let mut w = self.conn.lock().await?;
+        let rows = query.fetch_all(w.conn()).await;
+        let rows = w.finish(rows).map_err(|e| db_error("extend", e))?;
+        rows.iter()
+            .map(|row| {
+                let name: Vec<u8> = row.try_get(0).map_err(|e| db_error("extend", e))?;
+                let owner: Vec<u8> = row.try_get(1).map_err(|e| db_error("extend", e))?;
+                Ok((name, owner))
+            })
+            .collect()
+    }
+
+    /// Frees `key` if `owner` holds it (its row goes, live or not) and tells the processes
+    /// waiting for it. `released`: whether the lease was live.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent (a repeat after a dropped call reports `released: false`).
+    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+        check_key(key)?;
+        check_owner(owner)?;
+        let mut w = self.conn.lock().await?;
+        let row = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
+            .bind(key.as_bytes())
+            .bind(owner.as_bytes())
+            .fetch_optional(w.conn())
+            .await;
+        let row = w.finish(row).map_err(|e| db_error("release", e))?;
+        self.purge_if_due();
+        let Some(row) = row else {
+            return Ok(ReleaseOutcome {
+                released: false,
+                others_waiting: false,
+            });
+        };
+        let (released, others_waiting) = self.deleted(key, &row, "release")?;
+        Ok(ReleaseOutcome {
+            released,
+            others_waiting,
+        })
+    }
+
+    /// After a row was deleted (by a release or a force release): whether its lease was live,
+    /// and whether other processes wait for the name (they are told).
+    fn deleted(&self, key: &str, row: &SqliteRow, operation: &str) -> StoreResult<(bool, bool)> {
+        let live: bool = row.try_get(0).map_err(|e| db_error(operation, e))?;
+        let addrs: Option<String> = row.try_get(1).map_err(|e| db_error(operation, e))?;
+        let others = match addrs {
+            Some(addrs) => {
+                let told = self.wake.tell(key, &addrs);
+                self.forget(told.dead);
+                told.others
+            }
+            None => false,
+        };
+        Ok((live, others))
+    }
+
+    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
+    /// token in one statement; `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
+    pub async fn handoff(
+        &self,
+        key: &str,
+        owner: &str,
+        next: &NextOwner<'_>,
+    ) -> StoreResult<Option<u64>> {
+        check_key(key)?;
+        check_owner(owner)?;
+        check_owner(next.owner)?;
+        let ttl = check_ttl(next.ttl_ms)?;
+        let mut w = self.conn.lock().await?;
+        let row = sqlx::query(AssertSqlSafe(self.sql.handoff.as_str()))
+            .bind(key.as_bytes())
+            .bind(owner.as_bytes())
+            .bind(next.owner.as_bytes())
+            .bind(next.data)
+            .bind(ttl)
+            .fetch_optional(w.conn())
+            .await;
+        let row = w.finish(row).map_err(|e| db_error("handoff", e))?;
+        row.map(|row| token(&row, "handoff")).transpose()
+    }
+
+    /// Reads the live lease on `key`: owner, fencing token, remaining time by the host clock
+    /// and data. `None` when it is free or its lease has ended.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
+        check_key(key)?;
+        let mut w = self.conn.lock().await?;
+        let row = sqlx::query(AssertSqlSafe(self.sql.inspect.as_str()))
+            .bind(key.as_bytes())
+            .fetch_optional(w.conn())
+            .await;
+        let row = w.finish(row).map_err(|e| db_error("inspect", e))?;
+        row.map(|row| lock_info(&row, 0, "inspect")).transpose()
+    }
+
+    /// Deletes the rows of leases that ended without a release, 1 000 at a time until none
+    /// is left. Returns how many it deleted.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: each statement deletes only rows nobody holds.
+    pub async fn purge(&self) -> StoreResult<u64> {
+        purge_rows(&self.conn, &self.sql.purge).await
+    }
+
+    /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
+    fn purge_if_due(&self) {
+        let now = Instant::now();
+        {
+            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| now.duration_since(at) < PURGE_EVERY) {
+                return;
+            }
+            *last = Some(now);
+        }
+        let (conn, sql, bound) = (self.conn.clone(), self.sql.clone(), self.call_timeout);
+        tokio::spawn(async move {
+            // Best effort: a failed purge is tried again after the next interval.
+            let _ = tokio::time::timeout(bound, purge_rows(&conn, &sql.purge)).await;
+        });
+    }
+
+    /// Registers this process as waiting for `key` (see `wake`). The first registration also
+    /// looks for those of processes that are gone, once.
+    async fn register(&self, key: &str) -> StoreResult<()> {
+        self.bounded("watch", async {
+            let mut w = self.conn.lock().await?;
+            let done = sqlx::query(AssertSqlSafe(self.sql.watch.as_str()))
+                .bind(key.as_bytes())
+                .bind(self.wake.addr())
+                .execute(w.conn())
+                .await;
+            w.finish(done).map_err(|e| db_error("watch", e))?;
+            if !self.swept.swap(true, Ordering::AcqRel) {
+                self.sweep();
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Unregisters this process for `key`.
+    async fn unregister(&self, key: &str) -> StoreResult<()> {
+        self.bounded("unwatch", async {
+            let mut w = self.conn.lock().await?;
+            let done = sqlx::query(AssertSqlSafe(self.sql.unwatch.as_str()))
+                .bind(key.as_bytes())
+                .bind(self.wake.addr())
+                .execute(w.conn())
+                .await;
+            w.finish(done).map_err(|e| db_error("unwatch", e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Forgets, in the background, the registrations of addresses nobody listens on.
+    fn forget(&self, dead: Vec<String>) {
+        if dead.is_empty() {
+            return;
+        }
+        let (conn, sql, bound) = (self.conn.clone(), self.sql.clone(), self.call_timeout);
+        tokio::spawn(async move {
+            let forget = forget_addresses(&conn, &sql.forget, dead);
+            let _ = tokio::time::timeout(bound, forget).await;
+        });
+    }
+
+    /// Looks, in the background, for registered addresses nobody listens on any more (the
+    /// processes died waiting) and forgets them: the waiter table holds the live waiters
+    /// plus at most the names the dead ones waited for until someone sweeps.
+    fn sweep(&self) {
+        let (conn, sql, own) = (
+            self.conn.clone(),
+            self.sql.clone(),
+            self.wake.addr().to_string(),
+        );
+        let bound = self.call_timeout;
+        tokio::spawn(async move {
+            let sweep = async {
+                let addrs: Vec<String> = {
+                    let Some(mut w) = conn.lock_if_open().await else {
+                        return Ok(());
+                    };
+                    let addrs = sqlx::query_scalar(AssertSqlSafe(sql.addresses.as_str()))
+                        .fetch_all(w.conn())
+                        .await;
+                    w.finish(addrs)?
+                };
+                let dead = addrs
+                    .into_iter()
+                    .filter(|a| *a != own && !alive(a))
+                    .collect();
+                forget_addresses(&conn, &sql.forget, dead).await
+            };
+            let _ = tokio::time::timeout(bound, sweep).await;
+        });
+    }
+
+    /// Checks that the file can be opened and written, creating it and the tables if needed.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
+    pub async fn ping(&self) -> StoreResult<()> {
+        let mut w = self.conn.lock().await?;
+        let done = sqlx::query("SELECT 1").execute(w.conn()).await;
+        w.finish(done).map_err(|e| db_error("ping", e))?;
+        Ok(())
+    }
+
+    /// Unregisters this process's waiters and closes the connections (waiting at most one
+    /// call's bound). Operations after this fail with [`ErrorKind::Closed`].
+    pub async fn close(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.wake.close();
+        let bound = self.call_timeout;
+        let own = vec![self.wake.addr().to_string()];
+        let forget = forget_addresses(&self.conn, &self.sql.forget, own);
+        let _ = tokio::time::timeout(bound, forget).await;
+        let _ = tokio::time::timeout(bound, self.conn.close()).await;
+    }
+
+    /// Runs one store operation within the call bound (`connect_timeout_ms +
+    /// response_timeout_ms`): the wait for this store's earlier statements, for another
+    /// process's write (SQLite's busy timeout) and for the disk. A statement abandoned this
+    /// way may still take effect; its connection is dropped, and opened again by the next
+    /// statement.
+    ///
+    /// # Cancel Safety
+    /// As cancel safe as `fut`.
+    pub async fn bounded<T>(
+        &self,
+        operation: &str,
+        fut: impl Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        match tokio::time::timeout(self.call_timeout, fut).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::timeout(format!(
+                "sqlite: {operation}: no answer within {} ms",
+                self.call_timeout.as_millis()
+            ))),
+        }
+    }
+
+    /// [`SqliteStore::extend_many`] within the call bound: on time-out every item fails.
+    async fn extend_many_bounded(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        let bounded = self.bounded("extend", async { Ok(self.extend_many(items).await) });
+        match bounded.await {
+            Ok(results) => results,
+            Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+}
+
+/// Runs the purge statement until it deletes fewer rows than its limit.
+async fn purge_rows(conn: &SharedConnection, sql: &str) -> StoreResult<u64> {
+    let mut total = 0;
+    loop {
+        // One statement at a time: this process's lock operations get the connection
+        // between them.
+        let mut w = conn.lock().await?;
+        let done = sqlx::query(AssertSqlSafe(sql)).execute(w.conn()).await;
+        let done = w.finish(done).map_err(|e| db_error("purge", e))?;
+        total += done.rows_affected();
+        if done.rows_affected() < 1000 {
+            return Ok(total);
+        }
+    }
+}
+
+/// Deletes every registration of each address (if the connection is open).
+async fn forget_addresses(
+    conn: &SharedConnection,
+    sql: &str,
+    addrs: Vec<String>,
+) -> sqlx::Result<()> {
+    for addr in addrs {
+        let Some(mut w) = conn.lock_if_open().await else {
+            return Ok(());
+        };
+        let done = sqlx::query(AssertSqlSafe(sql))
+            .bind(addr)
+            .execute(w.conn())
+            .await;
+        w.finish(done)?;
+    }
+    Ok(())
+}
+
+/// The fencing token in column 0.
+fn token(row: &SqliteRow, operation: &str) -> StoreResult<u64> {
+    let fence: i64 = row.try_get(0).map_err(|e| db_error(operation, e))?;
+    u64::try_from(fence)
+        .ok()
+        .filter(|&t| t > 0)
+        .ok_or_else(|| StoreError::internal(format!("sqlite: {operation}: token {fence}")))
+}
+
+/// A lease from columns owner, fence, remaining ms, data starting at `at`.
+fn lock_info(row: &SqliteRow, at: usize, operation: &str) -> StoreResult<LockInfo> {
+    let decode = |e: sqlx::Error| db_error(operation, e);
+    let owner: Vec<u8> = row.try_get(at).map_err(decode)?;
+    let fence: i64 = row.try_get(at + 1).map_err(decode)?;
+    let remaining_ms: i64 = row.try_get(at + 2).map_err(decode)?;
+    let data: Option<Vec<u8>> = row.try_get(at + 3).map_err(decode)?;
+    Ok(LockInfo {
+        // Owners are only ever written from `&str`, so this never replaces anything.
+        owner: String::from_utf8_lossy(&owner).into_owned(),
+        fencing_token: u64::try_from(fence).unwrap_or(0),
+        remaining_ms,
+        data,
+    })
+}
+
+/// The first byte string after every string that starts with `prefix` (`None`: there is
+/// none, the prefix being all 0xFF bytes): the end of the prefix's range along the key.
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Whether SQLite reported that the database was busy (another connection's lock).
+fn is_busy(e: &sqlx::Error) -> bool {
+    sqlite_code(e).is_some_and(|code| matches!(code & 0xFF, 5 | 6))
+}
+
+/// SQLite's extended result code of a database error.
+fn sqlite_code(e: &sqlx::Error) -> Option<i64> {
+    e.as_database_error()?.code()?.parse().ok()
+}
+
+/// The kind of an sqlx error, from sqlx's variants and SQLite's result codes.
+fn kind_of(e: &sqlx::Error) -> ErrorKind {
+    match e {
+        sqlx::Error::PoolTimedOut => ErrorKind::Timeout,
+        sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => ErrorKind::Closed,
+        sqlx::Error::Io(_) => ErrorKind::Unreachable,
+        sqlx::Error::Configuration(_) => ErrorKind::Invalid,
+        sqlx::Error::Database(_) => match sqlite_code(e).map(|c| c & 0xFF) {
+            // SQLITE_BUSY, SQLITE_LOCKED: another process held the file past busy_timeout.
+            Some(5 | 6) => ErrorKind::Timeout,
+            // SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN: the file cannot be used.
+            Some(3 | 8 | 14) => ErrorKind::Unreachable,
+            _ => ErrorKind::Server,
+        },
+        _ => ErrorKind::Internal,
+    }
+}
+
+fn db_error(operation: &str, e: sqlx::Error) -> StoreError {
+    let kind = kind_of(&e);
+    if kind == ErrorKind::Timeout && matches!(e, sqlx::Error::Database(_)) {
+        return StoreError::timeout(format!(
+            "sqlite: {operation}: the database stayed locked by another connection past the busy timeout ({e})"
+        ));
+    }
+    StoreError::new(kind, format!("sqlite: {operation}: {e}"))
+}
+
+fn closed_error() -> StoreError {
+    StoreError::closed("sqlite: the store is closed")
+}
+
+fn check_key(key: &str) -> StoreResult<()> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(StoreError::invalid(format!(
+            "sqlite: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_owner(owner: &str) -> StoreResult<()> {
+    if owner.len() > MAX_OWNER_BYTES {
+        return Err(StoreError::invalid(format!(
+            "sqlite: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
+            owner.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The lease as SQLite's integer, if it is within [`MAX_TTL_MS`].
+fn check_ttl(ttl_ms: u64) -> StoreResult<i64> {
+    if ttl_ms > MAX_TTL_MS {
+        return Err(StoreError::invalid(format!(
+            "sqlite: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported"
+        )));
+    }
+    Ok(ttl_ms as i64)
+}
+
+/// The contract: every call within [`SqliteStore::bounded`].
+impl LockStore for SqliteStore {
+    fn try_acquire<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        data: Option<&'a [u8]>,
+        _plain: bool,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded(
+            "try_acquire",
+            SqliteStore::try_acquire(self, key, owner, ttl_ms, data),
+        )
+        .boxed()
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        _has_data: bool,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded("extend", SqliteStore::extend(self, key, owner, ttl_ms))
+            .boxed()
+    }
+
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        self.extend_many_bounded(items).boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        self.bounded("release", SqliteStore::release(self, key, owner))
+            .boxed()
+    }
+
+    fn handoff<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded("handoff", SqliteStore::handoff(self, key, owner, next))
+            .boxed()
+    }
+
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+        self.bounded("inspect", SqliteStore::inspect(self, key))
+            .boxed()
+    }
+
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+        self.bounded("ping", SqliteStore::ping(self)).boxed()
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        SqliteStore::close(self).boxed()
+    }
+
+    #[cfg(unix)]
+    fn release_notifications(&self) -> Option<&dyn crate::store::ReleaseNotifications> {
+        Some(self)
+    }
+
+    fn operator(&self) -> Option<&dyn OperatorTools> {
+        Some(self)
+    }
+}
+
+impl OperatorTools for SqliteStore {
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded("force_release", async move {
+            check_key(key)?;
+            let mut w = self.conn.lock().await?;
+            let row = sqlx::query(AssertSqlSafe(self.sql.force_release.as_str()))
+                .bind(key.as_bytes())
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("force_release", e))?;
+            match row {
+                Some(row) => Ok(self.deleted(key, &row, "force_release")?.0),
+                None => Ok(false),
+            }
+        })
+        .boxed()
+    }
+
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+        self.bounded("list", async move {
+            let mut w = self.conn.lock().await?;
+            let rows = sqlx::query(AssertSqlSafe(self.sql.list.as_str()))
+                .bind(prefix.as_bytes())
+                .bind(prefix_end(prefix.as_bytes()))
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .fetch_all(w.conn())
+                .await;
+            let rows = w.finish(rows).map_err(|e| db_error("list", e))?;
+            rows.iter()
+                .map(|row| {
+                    let name: Vec<u8> = row.try_get(0).map_err(|e| db_error("list", e))?;
+                    Ok(HeldLock {
+                        key: String::from_utf8_lossy(&name).into_owned(),
+                        info: lock_info(row, 1, "list")?,
+                    })
+                })
+                .collect()
+        })
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,205 @@
+//! The SQLite store's schema and statements (docs/design.md, "SQLite layout").
+//!
+//! Every lock operation is one statement, so one autocommit write transaction: SQLite takes
+//! the database's write lock at the start of a writing statement and holds it for
+//! microseconds, and a connection that finds it taken waits (`busy_timeout`) instead of
+//! failing. Names and owners are stored as BLOBs so that every comparison, `length` and
+//! `substr` is bytewise (TEXT functions stop at a NUL, which a JavaScript string may hold).
+
+/// Placeholder for the validated, double-quoted lease table name.
+const TABLE: &str = "{table}";
+/// Placeholder for the fencing counter table (the lease table's name + `_fence`).
+const FENCE: &str = "{fence}";
+/// Placeholder for the waiter registry table (the lease table's name + `_waiters`).
+const WAITERS: &str = "{waiters}";
+/// Placeholder for the host's wall clock in milliseconds since the Unix epoch, as SQLite
+/// reads it (the VFS's current time, fixed for the whole of one statement).
+const NOW: &str = "{now}";
+
+/// The host's wall clock in ms since the epoch. `julianday('now')` works on every SQLite
+/// version (`unixepoch('subsec')` needs 3.42); the value is the VFS's millisecond clock, and
+/// `round` undoes the floating-point division of the Julian day number.
+const NOW_MS: &str = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+
+/// The schema, created (if missing) in one write transaction on first use. A row exists only
+/// while its lock is held, or after its lease ended until it is taken again, deleted by its
+/// holder's release or purged: releases delete the row, so a name leaves nothing behind.
+/// Fencing tokens therefore cannot live in the row: one counter row for the whole table,
+/// raised by triggers in the very transaction that writes a new token, keeps them increasing
+/// per name across releases, purges and restarts, in bounded state.
+pub const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS {table} (
+        name BLOB NOT NULL PRIMARY KEY,
+        owner BLOB NOT NULL,
+        fence INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        data BLOB
+    ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS {fence} (
+        id INTEGER NOT NULL PRIMARY KEY CHECK (id = 0),
+        value INTEGER NOT NULL
+    )",
+    "INSERT OR IGNORE INTO {fence} (id, value) VALUES (0, 0)",
+    // Upserts that take a row over run the UPDATE trigger; plain inserts the INSERT one.
+    "CREATE TRIGGER IF NOT EXISTS {trigger_insert} AFTER INSERT ON {table}
+     BEGIN UPDATE {fence} SET value = NEW.fence WHERE id = 0 AND value < NEW.fence; END",
+    "CREATE TRIGGER IF NOT EXISTS {trigger_update} AFTER UPDATE OF fence ON {table}
+     BEGIN UPDATE {fence} SET value = NEW.fence WHERE id = 0 AND value < NEW.fence; END",
+    // Which process (a datagram socket address) waits for which name: releasers tell them.
+    "CREATE TABLE IF NOT EXISTS {waiters} (
+        name BLOB NOT NULL,
+        addr TEXT NOT NULL,
+        PRIMARY KEY (name, addr)
+    ) WITHOUT ROWID",
+];
+
+/// The next fencing token: one above the counter, and never below the host clock in
+/// microseconds. The counter alone keeps tokens increasing while the file keeps its last
+/// commits; the clock floor also covers the commits an OS crash or power loss may take with
+/// it (`synchronous = NORMAL` makes commits durable across process crashes, not power
+/// loss), since a reboot takes longer than the lost commits' microseconds.
+const NEXT_TOKEN: &str =
+    "max(coalesce((SELECT value FROM {fence} WHERE id = 0), 0) + 1, {now} * 1000)";
+
+/// Takes a name that is absent, or whose lease has ended, in one statement; returns the new
+/// token, or no row when the lease is live (held by anyone, the caller included).
+pub const ACQUIRE: &str = "INSERT INTO {table} (name, owner, fence, expires_at, data)
+VALUES (?1, ?2, {next_token}, {now} + ?3, ?4)
+ON CONFLICT (name) DO UPDATE SET
+    owner = excluded.owner, fence = excluded.fence,
+    expires_at = excluded.expires_at, data = excluded.data
+WHERE {table}.expires_at <= {now}
+RETURNING fence";
+
+/// Sets the remaining lease of a live lease its owner holds.
+pub const EXTEND: &str = "UPDATE {table} SET expires_at = {now} + ?3
+WHERE name = ?1 AND owner = ?2 AND expires_at > {now}";
+
+/// Head of a batched extension: followed by one [`EXTEND_MANY_ROW`] per item joined by
+/// commas, then [`EXTEND_MANY_TAIL`]. Each extended lease comes back as (name, owner), so
+/// every item's outcome is exact.
+pub const EXTEND_MANY_HEAD: &str = "WITH items(name, owner, ttl) AS (VALUES ";
+/// One item of a batched extension: name, owner, ttl in ms.
+pub const EXTEND_MANY_ROW: &str = "(?, ?, ?)";
+/// Tail of a batched extension.
+pub const EXTEND_MANY_TAIL: &str = ")
+UPDATE {table} SET expires_at = {now} + items.ttl FROM items
+WHERE {table}.name = items.name AND {table}.owner = items.owner AND {table}.expires_at > {now}
+RETURNING {table}.name, {table}.owner";
+
+/// The releasing owner's row goes (live or already expired: either way nobody else holds
+/// it). Returns whether it was live, and the addresses of the processes waiting for the name.
+pub const RELEASE: &str = "DELETE FROM {table} WHERE name = ?1 AND owner = ?2
+RETURNING expires_at > {now},
+    (SELECT group_concat(addr, char(10)) FROM {waiters} WHERE {waiters}.name = ?1)";
+
+/// An operator frees a name whoever holds it; as [`RELEASE`].
+pub const FORCE_RELEASE: &str = "DELETE FROM {table} WHERE name = ?1
+RETURNING expires_at > {now},
+    (SELECT group_concat(addr, char(10)) FROM {waiters} WHERE {waiters}.name = ?1)";
+
+/// Hands a live lease its owner holds straight to the next owner, with a new token.
+pub const HANDOFF: &str = "UPDATE {table}
+SET owner = ?3, data = ?4, fence = {next_token}, expires_at = {now} + ?5
+WHERE name = ?1 AND owner = ?2 AND expires_at > {now}
+RETURNING fence";
+
+/// A live lease: owner, token, remaining ms, data.
+pub const INSPECT: &str = "SELECT owner, fence, expires_at - {now}, data FROM {table}
+WHERE name = ?1 AND expires_at > {now}";
+
+/// Live leases whose names lie in [?1, ?2) (the byte range of a prefix; ?2 NULL: no upper
+/// bound), read along the primary key, at most ?3.
+pub const LIST: &str = "SELECT name, owner, fence, expires_at - {now}, data FROM {table}
+WHERE name >= ?1 AND (?2 IS NULL OR name < ?2) AND expires_at > {now}
+ORDER BY name LIMIT ?3";
+
+/// Deletes up to 1 000 rows whose lease has ended (their holders crashed or let them lapse).
+/// Safe for fencing: tokens come from the counter row, not from the rows.
+pub const PURGE: &str = "DELETE FROM {table} WHERE name IN
+    (SELECT name FROM {table} WHERE expires_at <= {now} LIMIT 1000)";
+
+/// Registers this process as waiting for a name.
+pub const WATCH: &str = "INSERT OR IGNORE INTO {waiters} (name, addr) VALUES (?1, ?2)";
+/// Unregisters this process for a name.
+pub const UNWATCH: &str = "DELETE FROM {waiters} WHERE name = ?1 AND addr = ?2";
+/// Forgets every registration of an address (a process that is gone, or this one closing).
+pub const FORGET: &str = "DELETE FROM {waiters} WHERE addr = ?1";
+/// Every registered address (to find those of processes that are gone).
+pub const ADDRESSES: &str = "SELECT DISTINCT addr FROM {waiters}";
+
+/// Statement texts for one table.
+#[derive(Debug)]
+pub struct Statements {
+    /// [`SCHEMA`].
+    pub schema: Vec<String>,
+    /// [`ACQUIRE`].
+    pub acquire: String,
+    /// [`EXTEND`].
+    pub extend: String,
+    /// `extend_many[i]`: a batch of `2 << i` items (batches are padded to these sizes, so a
+    /// few texts, each prepared once per connection, serve every batch size).
+    pub extend_many: Vec<String>,
+    /// [`RELEASE`].
+    pub release: String,
+    /// [`FORCE_RELEASE`].
+    pub force_release: String,
+    /// [`HANDOFF`].
+    pub handoff: String,
+    /// [`INSPECT`].
+    pub inspect: String,
+    /// [`LIST`].
+    pub list: String,
+    /// [`PURGE`].
+    pub purge: String,
+    /// [`WATCH`].
+    pub watch: String,
+    /// [`UNWATCH`].
+    pub unwatch: String,
+    /// [`FORGET`].
+    pub forget: String,
+    /// [`ADDRESSES`].
+    pub addresses: String,
+}
+
+/// Most items in one batched extension: 3 parameters each, far below SQLite's 32 766.
+pub const EXTEND_BATCH_MAX: usize = 256;
+
+impl Statements {
+    /// The statements for lease table `table` (already validated: letters, digits, `_`).
+    pub fn new(table: &str) -> Self {
+        let sql = |template: &str| -> String {
+            template
+                .replace("{next_token}", NEXT_TOKEN)
+                .replace(NOW, NOW_MS)
+                .replace(FENCE, &format!("\"{table}_fence\""))
+                .replace(WAITERS, &format!("\"{table}_waiters\""))
+                .replace("{trigger_insert}", &format!("\"{table}_fence_on_insert\""))
+                .replace("{trigger_update}", &format!("\"{table}_fence_on_update\""))
+                .replace(TABLE, &format!("\"{table}\""))
+        };
+        let mut extend_many = Vec::new();
+        let mut size = 2;
+        while size <= EXTEND_BATCH_MAX {
+            let rows = vec![EXTEND_MANY_ROW; size].join(", ");
+            extend_many.push(sql(&format!("{EXTEND_MANY_HEAD}{rows}{EXTEND_MANY_TAIL}")));
+            size *= 2;
+        }
+        Self {
+            schema: SCHEMA.iter().map(|s| sql(s)).collect(),
+            acquire: sql(ACQUIRE),
+            extend: sql(EXTEND),
+            extend_many,
+            release: sql(RELEASE),
+            force_release: sql(FORCE_RELEASE),
+            handoff: sql(HANDOFF),
+            inspect: sql(INSPECT),
+            list: sql(LIST),
+            purge: sql(PURGE),
+            watch: sql(WATCH),
+            unwatch: sql(UNWATCH),
+            forget: sql(FORGET),
+            addresses: sql(ADDRESSES),
+        }
+    }
+}

@@ -1,0 +1,654 @@
+//! These run against real files in a temporary directory; several stores on one file stand
+//! for several processes (each has its own connections, as a process does).
+
+use super::*;
+use crate::store::ReleaseNotifications;
+use sqlx::sqlite::SqlitePool;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A temporary directory, removed with everything in it when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("deadbolt-sqlite-test-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn url(&self) -> String {
+        format!("sqlite://{}", self.0.join("locks.db").display())
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn options() -> SqliteOptions {
+    SqliteOptions::default()
+}
+
+fn open(url: &str) -> SqliteStore {
+    SqliteStore::connect(url, options()).unwrap()
+}
+
+fn name() -> String {
+    format!("test:{}", uuid::Uuid::new_v4())
+}
+
+fn owner() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// A connection pool of the test's own to the store's file (another "process").
+async fn raw(url: &str) -> SqlitePool {
+    let path = database_path(url).unwrap();
+    SqlitePool::connect_with(SqliteConnectOptions::new().filename(path))
+        .await
+        .unwrap()
+}
+
+/// Rows in one of the store's tables, read with a connection of the test's own.
+async fn rows(url: &str, table: &str) -> i64 {
+    let pool = raw(url).await;
+    let n = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM \"{table}\"")))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    n
+}
+
+#[test]
+fn urls_name_an_absolute_path_or_one_relative_to_the_working_directory() {
+    assert_eq!(
+        database_path("sqlite:///var/lib/app/locks.db").unwrap(),
+        Path::new("/var/lib/app/locks.db")
+    );
+    assert_eq!(
+        database_path("SQLite://data/locks.db").unwrap(),
+        std::env::current_dir().unwrap().join("data/locks.db")
+    );
+    // Taken literally: no percent-decoding.
+    assert_eq!(
+        database_path("sqlite:///tmp/a%20b.db").unwrap(),
+        Path::new("/tmp/a%20b.db")
+    );
+}
+
+#[test]
+fn urls_without_a_file_with_parameters_or_in_memory_are_refused() {
+    for url in [
+        "sqlite://",
+        "sqlite:///tmp/",
+        "sqlite:///tmp/x.db?mode=ro",
+        "sqlite://:memory:",
+        "sqlite://file:x.db",
+        "mysql://root@127.0.0.1/test",
+    ] {
+        let err = database_path(url).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Invalid, "{url}");
+        assert!(err.message.starts_with("sqlite:"), "{url}: {}", err.message);
+    }
+}
+
+#[test]
+fn connect_rejects_bad_table_names_without_a_runtime() {
+    for table in ["", "locks; DROP TABLE x", "a\"b", "naïve", &"t".repeat(65)] {
+        let opts = SqliteOptions {
+            table: table.to_owned(),
+            ..options()
+        };
+        assert!(
+            SqliteStore::connect("sqlite:///tmp/x.db", opts).is_err(),
+            "{table:?}"
+        );
+    }
+    assert!(SqliteStore::connect("sqlite:///tmp/x.db", options()).is_ok());
+}
+
+#[test]
+fn prefix_end_is_the_first_string_after_the_prefixs_range() {
+    assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+    assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+    assert_eq!(prefix_end(b"\xff\xff"), None);
+    assert_eq!(prefix_end(b""), None);
+}
+
+#[tokio::test]
+async fn the_first_use_creates_the_file_in_wal_mode_with_its_tables() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    assert!(
+        !dir.0.join("locks.db").exists(),
+        "no I/O before the first use"
+    );
+    s.ping().await.unwrap();
+    assert!(dir.0.join("locks.db").exists());
+    let path = dir.0.join("locks.db");
+    let pool = SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path))
+        .await
+        .unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        tables,
+        [
+            "deadbolt_locks",
+            "deadbolt_locks_fence",
+            "deadbolt_locks_waiters"
+        ]
+    );
+    pool.close().await;
+    s.close().await;
+}
+
+#[tokio::test]
+async fn a_missing_directory_is_reported_and_not_created() {
+    let dir = TempDir::new();
+    let url = format!("sqlite://{}", dir.0.join("nope/locks.db").display());
+    let s = open(&url);
+    let err = s.ping().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Unreachable);
+    assert!(err.message.contains("does not exist"), "{}", err.message);
+    assert!(!dir.0.join("nope").exists());
+    // Once the directory is there, the same store opens the file.
+    std::fs::create_dir(dir.0.join("nope")).unwrap();
+    s.ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_a_database_is_reported_as_a_store_error() {
+    let dir = TempDir::new();
+    std::fs::write(dir.0.join("locks.db"), vec![b'x'; 8192]).unwrap();
+    let err = open(&dir.url()).ping().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Server, "{err:?}");
+}
+
+#[tokio::test]
+async fn a_release_deletes_the_row_and_tokens_keep_increasing_in_a_new_store_on_the_file() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let (k, a, b) = (name(), owner(), owner());
+    let s = open(&url);
+    let first = s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    assert!(s.release(&k, &a).await.unwrap().released);
+    assert_eq!(
+        rows(&url, "deadbolt_locks").await,
+        0,
+        "nothing left of the name"
+    );
+    s.close().await;
+    drop(s);
+    // A new process on the same file.
+    let s = open(&url);
+    let second = s.try_acquire(&k, &b, 10_000, None).await.unwrap().unwrap();
+    assert!(second > first, "{second} after {first}");
+    assert_eq!(rows(&url, "deadbolt_locks_fence").await, 1);
+}
+
+#[tokio::test]
+async fn tokens_are_at_least_the_host_clock_in_microseconds() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let token = s
+        .try_acquire(&name(), &owner(), 10_000, None)
+        .await
+        .unwrap()
+        .unwrap();
+    // SQLite reads the clock in whole milliseconds.
+    assert!(token + 1_000 >= before, "{token} vs {before}");
+}
+
+#[tokio::test]
+async fn a_lease_taken_over_after_expiry_raises_the_counter_for_every_name() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    let (k, a, b) = (name(), owner(), owner());
+    s.ping().await.unwrap();
+    // Push the counter far above the clock, so the clock floor cannot hide a missed raise.
+    let pool = raw(&dir.url()).await;
+    sqlx::query("UPDATE deadbolt_locks_fence SET value = 9000000000000000")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let first = s.try_acquire(&k, &a, 30, None).await.unwrap().unwrap();
+    assert_eq!(first, 9_000_000_000_000_001);
+    sleep_ms(80).await;
+    // The upsert's update path (an expired row) must raise the counter too.
+    let second = s.try_acquire(&k, &b, 10_000, None).await.unwrap().unwrap();
+    assert_eq!(second, first + 1);
+    let other = s
+        .try_acquire(&name(), &a, 10_000, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(other, second + 1);
+    let next = NextOwner {
+        owner: &a,
+        ttl_ms: 10_000,
+        data: None,
+        previous_had_data: false,
+        plain: false,
+    };
+    assert_eq!(s.handoff(&k, &b, &next).await.unwrap(), Some(other + 1));
+    assert_eq!(
+        s.try_acquire(&name(), &a, 10_000, None).await.unwrap(),
+        Some(other + 2)
+    );
+}
+
+#[tokio::test]
+async fn a_purge_deletes_the_rows_of_ended_leases_and_never_a_live_one() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let s = open(&url);
+    let a = owner();
+    for _ in 0..3 {
+        s.try_acquire(&name(), &a, 20, None).await.unwrap().unwrap();
+    }
+    let live = name();
+    s.try_acquire(&live, &a, 60_000, None)
+        .await
+        .unwrap()
+        .unwrap();
+    sleep_ms(60).await;
+    assert_eq!(s.purge().await.unwrap(), 3);
+    assert_eq!(rows(&url, "deadbolt_locks").await, 1);
+    assert_eq!(s.inspect(&live).await.unwrap().unwrap().owner, a);
+}
+
+#[tokio::test]
+async fn names_differing_in_case_nul_bytes_or_trailing_spaces_are_different_locks() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    let a = owner();
+    for k in ["k", "K", "k ", "k\0", "k\0x"] {
+        assert!(
+            s.try_acquire(k, &a, 10_000, None).await.unwrap().is_some(),
+            "{k:?}"
+        );
+    }
+    let listed = s.list("k\0", 10).await.unwrap();
+    let mut keys: Vec<&str> = listed.iter().map(|l| l.key.as_str()).collect();
+    keys.sort();
+    assert_eq!(keys, ["k\0", "k\0x"]);
+}
+
+#[tokio::test]
+async fn data_of_a_few_megabytes_round_trips() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    let (k, a) = (name(), owner());
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    s.try_acquire(&k, &a, 10_000, Some(&data))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, Some(data));
+}
+
+#[tokio::test]
+async fn a_name_or_ttl_beyond_the_limits_is_refused_before_any_io() {
+    let s = open("sqlite:///nonexistent-dir-for-deadbolt/locks.db");
+    let long = "k".repeat(MAX_KEY_BYTES + 1);
+    let err = s
+        .try_acquire(&long, &owner(), 1_000, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    let err = s
+        .try_acquire(&name(), &owner(), MAX_TTL_MS + 1, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_of_200_acquirers_in_8_stores_on_one_file_wins() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let stores: Vec<Arc<SqliteStore>> = (0..8).map(|_| Arc::new(open(&url))).collect();
+    for s in &stores {
+        s.ping().await.unwrap();
+    }
+    for round in 0..3 {
+        let k = name();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..200 {
+            let s = stores[i % stores.len()].clone();
+            let k = k.clone();
+            tasks.spawn(async move { s.try_acquire(&k, &owner(), 10_000, None).await });
+        }
+        let mut winners = 0;
+        while let Some(joined) = tasks.join_next().await {
+            // Busy never reaches the caller: every call answers.
+            if joined.unwrap().unwrap().is_some() {
+                winners += 1;
+            }
+        }
+        assert_eq!(winners, 1, "round {round}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_on_one_file_never_overlap_and_tokens_strictly_increase() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let k = name();
+    let inside = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..6 {
+        let (s, k) = (Arc::new(open(&url)), k.clone());
+        let (inside, tokens) = (inside.clone(), tokens.clone());
+        tasks.spawn(async move {
+            let me = owner();
+            let mut done = 0;
+            while done < 50 {
+                let Some(token) = s.try_acquire(&k, &me, 10_000, None).await.unwrap() else {
+                    tokio::task::yield_now().await;
+                    continue;
+                };
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "overlap");
+                tokens.lock().unwrap().push(token);
+                tokio::task::yield_now().await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                assert!(s.release(&k, &me).await.unwrap().released);
+                done += 1;
+            }
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.unwrap();
+    }
+    let tokens = tokens.lock().unwrap();
+    assert_eq!(tokens.len(), 300);
+    assert!(tokens.windows(2).all(|w| w[1] > w[0]), "in grant order");
+}
+
+#[tokio::test]
+async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let s = SqliteStore::connect(
+        &url,
+        SqliteOptions {
+            connect_timeout_ms: 300,
+            response_timeout_ms: 300,
+            ..options()
+        },
+    )
+    .unwrap();
+    s.ping().await.unwrap();
+    // Another "process" holds the write lock.
+    let path = database_path(&url).unwrap();
+    let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(
+        &SqliteConnectOptions::new().filename(&path),
+    )
+    .await
+    .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let err = LockStore::try_acquire(&s, &name(), &owner(), 1_000, None, false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err:?}");
+    assert!(started.elapsed() < Duration::from_millis(600 + 500));
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    // Reads never wait for a writer.
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(s.inspect(&name()).await.unwrap(), None);
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    assert!(s
+        .try_acquire(&name(), &owner(), 1_000, None)
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test]
+async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let s = open(&url);
+    s.ping().await.unwrap();
+    let path = database_path(&url).unwrap();
+    let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(
+        &SqliteConnectOptions::new().filename(&path),
+    )
+    .await
+    .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    // Dropped while its statement waits for the other connection's write lock.
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(50),
+        s.try_acquire(&name(), &owner(), 1_000, None),
+    )
+    .await;
+    assert!(cancelled.is_err());
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    let (k, a) = (name(), owner());
+    assert!(s.try_acquire(&k, &a, 10_000, None).await.unwrap().is_some());
+    assert!(s.release(&k, &a).await.unwrap().released);
+}
+
+#[tokio::test]
+async fn operations_after_close_fail_as_closed() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    s.ping().await.unwrap();
+    s.close().await;
+    let err = s
+        .try_acquire(&name(), &owner(), 1_000, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Closed);
+    assert_eq!(
+        s.inspect(&name()).await.unwrap_err().kind,
+        ErrorKind::Closed
+    );
+    s.close().await;
+}
+
+#[cfg(unix)]
+mod wake_ups {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_release_in_one_store_wakes_a_waiter_registered_in_another() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let (waiting, holding) = (open(&url), open(&url));
+        let (k, a) = (name(), owner());
+        holding
+            .try_acquire(&k, &a, 10_000, None)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut releases = waiting.releases();
+        waiting.watch(&k).await;
+        assert_eq!(waiting.watched(), 1);
+        let outcome = holding.release(&k, &a).await.unwrap();
+        assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
+        let heard = tokio::time::timeout(Duration::from_secs(5), releases.recv())
+            .await
+            .expect("a wake-up")
+            .unwrap();
+        assert_eq!(heard, k);
+    }
+
+    #[tokio::test]
+    async fn a_force_release_wakes_waiters_too_and_a_release_with_nobody_waiting_says_so() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let (waiting, holding) = (open(&url), open(&url));
+        let (k, a) = (name(), owner());
+        holding
+            .try_acquire(&k, &a, 10_000, None)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut releases = waiting.releases();
+        waiting.watch(&k).await;
+        assert!(holding.force_release(&k).await.unwrap());
+        let heard = tokio::time::timeout(Duration::from_secs(5), releases.recv()).await;
+        assert_eq!(heard.unwrap().unwrap(), k);
+        waiting.unwatch(&k).await;
+        assert_eq!(waiting.watched(), 0);
+        holding
+            .try_acquire(&k, &a, 10_000, None)
+            .await
+            .unwrap()
+            .unwrap();
+        let outcome = holding.release(&k, &a).await.unwrap();
+        assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
+        assert_eq!(rows(&url, "deadbolt_locks_waiters").await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_store_does_not_count_its_own_waiters_as_others() {
+        let dir = TempDir::new();
+        let s = open(&dir.url());
+        let (k, a) = (name(), owner());
+        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+        s.watch(&k).await;
+        let outcome = s.release(&k, &a).await.unwrap();
+        assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn registrations_of_dead_processes_are_forgotten_and_never_fail_a_release() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let s = open(&url);
+        let (k, a) = (name(), owner());
+        s.ping().await.unwrap();
+        // A process that died while waiting left its registration behind.
+        let pool = raw(&url).await;
+        for dead in ["@deadbolt-gone-1", "/nonexistent/deadbolt-gone-2.sock"] {
+            sqlx::query("INSERT INTO deadbolt_locks_waiters (name, addr) VALUES (?1, ?2)")
+                .bind(k.as_bytes())
+                .bind(dead)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+        let outcome = s.release(&k, &a).await.unwrap();
+        assert!(outcome.released, "{outcome:?}");
+        assert!(!outcome.others_waiting, "nobody alive waits");
+        for _ in 0..200 {
+            if rows(&url, "deadbolt_locks_waiters").await == 0 {
+                return;
+            }
+            sleep_ms(10).await;
+        }
+        panic!("the dead registrations were not forgotten");
+    }
+
+    #[tokio::test]
+    async fn a_store_that_starts_listening_forgets_the_registrations_of_dead_processes() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let s = open(&url);
+        s.ping().await.unwrap();
+        let pool = raw(&url).await;
+        sqlx::query(
+            "INSERT INTO deadbolt_locks_waiters (name, addr) VALUES (X'01', '@deadbolt-gone')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let k = name();
+        s.watch(&k).await;
+        for _ in 0..200 {
+            if rows(&url, "deadbolt_locks_waiters").await == 1 {
+                return;
+            }
+            sleep_ms(10).await;
+        }
+        panic!("the dead registration was not forgotten");
+    }
+
+    #[tokio::test]
+    async fn closing_a_store_unregisters_its_waiters() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let s = open(&url);
+        s.watch(&name()).await;
+        s.watch(&name()).await;
+        assert_eq!(rows(&url, "deadbolt_locks_waiters").await, 2);
+        s.close().await;
+        assert_eq!(rows(&url, "deadbolt_locks_waiters").await, 0);
+    }
+}
+
+#[tokio::test]
+#[ignore = "benchmark: cargo test -- --ignored --nocapture"]
+async fn sequential_acquire_and_release_latency() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    let a = owner();
+    s.ping().await.unwrap();
+    let mut samples = Vec::new();
+    for _ in 0..2000 {
+        let k = name();
+        let started = Instant::now();
+        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+        assert!(s.release(&k, &a).await.unwrap().released);
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
+    println!(
+        "acquire+release: p50 {:?} p90 {:?} p99 {:?}",
+        pick(0.5),
+        pick(0.9),
+        pick(0.99)
+    );
+}
+
+mod conformance {
+    use super::*;
+
+    /// One file for every run's conformance tests (their names never meet), in the system's
+    /// temporary directory: rows go with releases and purges, so it stays small.
+    fn shared_url() -> String {
+        let dir = std::env::temp_dir().join("deadbolt-sqlite-conformance");
+        std::fs::create_dir_all(&dir).unwrap();
+        format!("sqlite://{}", dir.join("locks.db").display())
+    }
+
+    crate::conformance_suite!(Some(Arc::new(open(&shared_url())) as _));
+}
