@@ -338,8 +338,12 @@ impl RedlockStore {
     }
 
     /// What releases on every server amount to, `ended` servers having let go already (by a
-    /// handoff). Released when a quorum let go; not held when too many say so for a quorum
-    /// to have held it; an error when failures leave it open.
+    /// handoff). Released when a quorum let go, or when the lock may have been on a quorum
+    /// (counting the servers that could not answer), this call let go wherever it reached it,
+    /// and the unreachable servers are too few to hold it for a quorum (what may remain there
+    /// ends with its lease, and nobody needs those servers to grant the key). An error when
+    /// the unreachable servers could still make a quorum; not held otherwise (it was on fewer
+    /// than a quorum: lost before this call).
     fn release_outcome(
         &self,
         answers: &Answers<ReleaseOutcome>,
@@ -349,13 +353,17 @@ impl RedlockStore {
         let others_waiting = answers
             .iter()
             .any(|a| matches!(a, Some(Ok(o)) if o.others_waiting));
-        if t.yes + ended >= self.quorum {
+        let let_go = t.yes + ended;
+        // Servers that may still hold the lock: those that failed or did not answer.
+        let unknown = t.failed + t.silent;
+        let maybe_held = let_go + unknown >= self.quorum;
+        if let_go >= self.quorum || (maybe_held && let_go > 0 && unknown < self.quorum) {
             return Ok(ReleaseOutcome {
                 released: true,
                 others_waiting,
             });
         }
-        if t.yes + ended + t.failed + t.silent >= self.quorum && t.failed > 0 {
+        if unknown >= self.quorum {
             return Err(no_quorum(answers, "release"));
         }
         Ok(ReleaseOutcome {

@@ -279,3 +279,26 @@ async fn a_release_announced_by_any_one_server_reaches_the_watchers() {
     redlock.unwatch(&k).await;
     assert_eq!(redlock.watched(), 0);
 }
+
+/// The lock is on exactly a quorum (3 of 5) and one of those servers dies: the release lets go
+/// on the other two, and what remains on the dead one is less than a quorum, so the lock is
+/// released (it used to be reported as a store failure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_with_one_holding_server_down_releases_when_no_quorum_can_remain() {
+    let Some(mut s) = servers(5) else { return };
+    let redlock = store(&s, 1_000);
+    let k = name();
+    set(&s[3], k.as_bytes(), b"someone else").await;
+    set(&s[4], k.as_bytes(), b"someone else").await;
+    connected(&redlock).await;
+    redlock
+        .try_acquire(&k, "a", 10_000, None, false)
+        .await
+        .unwrap()
+        .expect("granted by servers 0, 1 and 2");
+    s[2].kill();
+    let outcome = redlock.release(&k, "a").await.unwrap();
+    assert!(outcome.released);
+    assert_eq!(get(&s[0], k.as_bytes()).await, None);
+    assert_eq!(get(&s[1], k.as_bytes()).await, None);
+}
