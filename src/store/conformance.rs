@@ -28,11 +28,13 @@ pub fn name() -> String {
     format!("conformance:{}", uuid::Uuid::new_v4())
 }
 
-fn owner() -> String {
+/// An owner token no other test uses.
+pub fn owner() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-async fn sleep_ms(ms: u64) {
+/// Sleeps `ms` milliseconds (tokio's clock).
+pub async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 

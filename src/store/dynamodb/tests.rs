@@ -5,7 +5,7 @@
 
 use super::client::{Api, Failure};
 use super::*;
-use crate::store::conformance::name;
+use crate::store::conformance::{name, owner};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -84,10 +84,6 @@ fn store_with(dynamo: DynamoOptions) -> Option<Arc<DynamoStore>> {
 
 fn store() -> Option<Arc<DynamoStore>> {
     store_with(DynamoOptions::default())
-}
-
-fn owner() -> String {
-    uuid::Uuid::new_v4().to_string()
 }
 
 /// A plain API client on the test table, for writing and reading items as another client.

@@ -1,6 +1,7 @@
 //! These run against the MariaDB at `TEST_URL` and fail, not skip, when it is down.
 
 use super::*;
+use crate::store::conformance::{name, owner, sleep_ms};
 use std::time::Instant;
 
 const TEST_URL: &str = "mysql://root@127.0.0.1:3306/test";
@@ -21,18 +22,6 @@ fn options(pool_size: u32) -> MysqlOptions {
 
 fn store() -> MysqlStore {
     MysqlStore::connect(TEST_URL, options(10)).unwrap()
-}
-
-fn name() -> String {
-    format!("test:{}", uuid::Uuid::new_v4())
-}
-
-fn owner() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-async fn sleep_ms(ms: u64) {
-    tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
 /// The token of a grant on a name that has no row: the server clock in microseconds
@@ -325,7 +314,8 @@ async fn a_name_longer_than_the_column_is_rejected_instead_of_truncated() {
     let s = store();
     let long = "x".repeat(MAX_KEY_BYTES + 1);
     assert!(s.try_acquire(&long, &owner(), 10_000, None).await.is_err());
-    let longest = format!("{}{}", name(), "y".repeat(MAX_KEY_BYTES - 41));
+    let base = name();
+    let longest = format!("{base}{}", "y".repeat(MAX_KEY_BYTES - base.len()));
     assert_eq!(longest.len(), MAX_KEY_BYTES);
     fresh(
         s.try_acquire(&longest, &owner(), 10_000, None)

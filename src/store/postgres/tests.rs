@@ -2,6 +2,7 @@
 
 use super::notify::decode_hex;
 use super::*;
+use crate::store::conformance::{name, owner, sleep_ms};
 use tokio::sync::broadcast::error::TryRecvError;
 
 const TEST_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -22,18 +23,6 @@ fn options(pool_size: u32) -> PostgresOptions {
 
 fn store() -> PostgresStore {
     PostgresStore::connect(TEST_URL, options(4)).unwrap()
-}
-
-fn name() -> String {
-    format!("test:{}", uuid::Uuid::new_v4())
-}
-
-fn owner() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-async fn sleep_ms(ms: u64) {
-    tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
 fn next_for<'a>(owner: &'a str) -> NextOwner<'a> {

@@ -2,6 +2,7 @@
 //! for several processes (each has its own connections, as a process does).
 
 use super::*;
+use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::ReleaseNotifications;
 use sqlx::sqlite::SqlitePool;
 use std::path::Path;
@@ -35,18 +36,6 @@ fn options() -> SqliteOptions {
 
 fn open(url: &str) -> SqliteStore {
     SqliteStore::connect(url, options()).unwrap()
-}
-
-fn name() -> String {
-    format!("test:{}", uuid::Uuid::new_v4())
-}
-
-fn owner() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-async fn sleep_ms(ms: u64) {
-    tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
 /// A connection pool of the test's own to the store's file (another "process").
