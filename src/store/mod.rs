@@ -11,6 +11,7 @@ pub mod open;
 pub mod postgres;
 pub mod redis;
 pub mod redlock;
+pub mod refused;
 pub mod sqlite;
 pub mod tls;
 pub mod topology;

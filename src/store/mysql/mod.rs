@@ -766,17 +766,13 @@ impl MysqlStore {
         if opts.get_socket().is_some() {
             return Ok(());
         }
-        let (host, port) = (opts.get_host(), opts.get_port());
-        let connect = tokio::net::TcpStream::connect((host, port));
-        match tokio::time::timeout(self.acquire_timeout, connect).await {
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                Err(StoreError::new(
-                    ErrorKind::Unreachable,
-                    format!("mysql: connection refused by {host}:{port}"),
-                ))
-            }
-            _ => Ok(()),
-        }
+        crate::store::refused::check_not_refused(
+            "mysql",
+            opts.get_host(),
+            opts.get_port(),
+            self.acquire_timeout,
+        )
+        .await
     }
 
     async fn ensure_table(&self, pool: &MySqlPool) -> StoreResult<()> {

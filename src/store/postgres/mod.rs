@@ -29,8 +29,8 @@ use self::notify::Notifier;
 use self::sql::Statements;
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools,
-    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseNotifications,
+    ReleaseOutcome, StoreError, StoreResult,
 };
 
 /// Longest lock name accepted, in bytes (as on every SQL store; a `bytea` primary key).
@@ -517,17 +517,13 @@ impl PostgresStore {
         if opts.get_socket().is_some() {
             return Ok(());
         }
-        let (host, port) = (opts.get_host(), opts.get_port());
-        let connect = tokio::net::TcpStream::connect((host, port));
-        match tokio::time::timeout(self.acquire_timeout, connect).await {
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                Err(StoreError::new(
-                    ErrorKind::Unreachable,
-                    format!("postgres: connection refused by {host}:{port}"),
-                ))
-            }
-            _ => Ok(()),
-        }
+        crate::store::refused::check_not_refused(
+            "postgres",
+            opts.get_host(),
+            opts.get_port(),
+            self.acquire_timeout,
+        )
+        .await
     }
 
     async fn ensure_table(&self, pool: &PgPool) -> StoreResult<()> {

@@ -3,6 +3,7 @@
 use super::notify::decode_hex;
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::ErrorKind;
 use tokio::sync::broadcast::error::TryRecvError;
 
 const TEST_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
