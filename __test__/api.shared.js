@@ -315,6 +315,20 @@ function apiSuite(b) {
       }), (err) => err instanceof LockLostError)
     })
 
+    if (b.breakLock) test('withLock rejects with LockLostError when the routine returns before the loss event is delivered', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      await assert.rejects(locks.withLock(k, { ttl: 2000, extendEvery: 50 }, async (lock) => {
+        await b.breakLock(k)
+        // Spins on microtasks only: the loss event (a macrotask) cannot be delivered before
+        // the routine returns, while the native side already knows the lock is gone.
+        const end = Date.now() + 5000
+        while (lock.held && Date.now() < end) await null
+        assert.equal(lock.held, false, 'the heartbeat did not find the lock gone within 5 s')
+        return 'done'
+      }), (err) => err instanceof LockLostError)
+    })
+
     test('fencing tokens strictly increase across acquisitions of one key', async (t) => {
       if (await skipUnlessReady(t)) return
       const k = key()

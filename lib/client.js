@@ -224,7 +224,8 @@ class LockClient {
       await lock.release().catch(() => {})
       throw err
     }
-    const lostError = lock._lostError
+    // A loss the routine saw through lock.held may not have been delivered yet: settle it.
+    const lostError = lock._checkLost()
     await lock.release()
     if (lostError) throw lostError
     return result

@@ -59,6 +59,22 @@ class Lock {
   }
 
   /**
+   * The loss error, after reporting a loss the native side already knows of but has not
+   * delivered yet (its event is still queued, or the local deadline passed with an extension
+   * in flight); null while the lock is held or once it was released.
+   */
+  _checkLost() {
+    if (this._state === HELD && !this.held) {
+      const native = this._client._nativeOrNull()
+      if (native !== null) {
+        native.drain()
+        if (this._state === HELD) this._lost('expired')
+      }
+    }
+    return this._lostError
+  }
+
+  /**
    * True until the lock is released or lost. It turns false at the lease's local deadline
    * (the send time of the request that granted or last extended it, plus the ttl) even if
    * the loss has not been reported yet: a stalled event loop, an extension still in flight.

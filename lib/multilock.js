@@ -108,6 +108,7 @@ async function acquireAll(client, keys, options) {
       got.set(key, await client.acquire(key, opts))
     }
     // Lost while the later keys were awaited (a short lease without autoExtend): not all held.
+    for (const lock of got.values()) lock._checkLost()
     if (set._lostError !== null) throw set._lostError
   } catch (err) {
     await Promise.all([...got.values()].map((l) => l.release().catch(() => {})))

@@ -59,6 +59,10 @@ class Hold extends Lock {
     return this._entry.lock._lostError
   }
 
+  _checkLost() {
+    return this._entry.lock._checkLost()
+  }
+
   /** Extends the shared lease (see Lock#extend). */
   async extend(ttl) {
     if (this._state !== HELD) {
