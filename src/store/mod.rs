@@ -8,6 +8,7 @@ pub mod error;
 pub mod memory;
 pub mod mysql;
 pub mod open;
+pub mod permits;
 pub mod postgres;
 pub mod redis;
 pub mod redlock;
@@ -19,10 +20,13 @@ pub mod topology;
 #[cfg(test)]
 mod conformance;
 #[cfg(test)]
+mod permit_conformance;
+#[cfg(test)]
 pub mod test_servers;
 
 pub use error::{ErrorKind, StoreError, StoreResult};
 use futures_util::future::BoxFuture;
+pub use permits::{PermitHolder, PermitRequest};
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
@@ -200,6 +204,83 @@ pub trait LockStore: Send + Sync + 'static {
     /// Cancel safe: closing again is harmless.
     fn close(&self) -> BoxFuture<'_, ()>;
 
+    /// Takes `req.permits` permits of the counting semaphore `req.name` for `req.owner` if
+    /// they are free and no queued request would be delayed by it, by the rules of
+    /// [`permits`](crate::store::permits); queues a refused request when
+    /// `req.queue_ttl_ms > 0`. Returns the new fencing token (strictly greater than any
+    /// issued for the semaphore before), the owner's own token if it already holds permits
+    /// of it, or `None` when refused.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: dropping the future after the request was sent may leave the permits
+    /// taken until their lease ends.
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a PermitRequest<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        let _ = req;
+        unsupported("semaphores")
+    }
+
+    /// Sets the remaining lease of `owner`'s permits of semaphore `name` to `ttl_ms` if it
+    /// still holds them. Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    fn extend_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        let _ = (name, owner, ttl_ms);
+        unsupported("semaphores")
+    }
+
+    /// Extends many holders' permits (`key`: the semaphore, `has_data` unused) in as few round
+    /// trips as the store allows. One result per item, in order. The default asks one by one.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: each extension is idempotent.
+    fn extend_permits_many<'a>(
+        &'a self,
+        items: &'a [ExtendItem],
+    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        use futures_util::FutureExt;
+        async move {
+            let mut out = Vec::with_capacity(items.len());
+            for i in items {
+                out.push(self.extend_permits(&i.key, &i.owner, i.ttl_ms).await);
+            }
+            out
+        }
+        .boxed()
+    }
+
+    /// Frees `owner`'s permits of semaphore `name` and its place in the queue (a waiter
+    /// giving up calls it too), and announces it to waiters where the store can.
+    /// `released`: whether it held live permits.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    fn release_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        let _ = (name, owner);
+        unsupported("semaphores")
+    }
+
+    /// The live holders of semaphore `name`, in no particular order.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        let _ = name;
+        unsupported("semaphores")
+    }
+
     /// Announcements of releases made anywhere (other processes included), if the store has
     /// them. Without them, waiters in other processes poll.
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
@@ -210,6 +291,15 @@ pub trait LockStore: Send + Sync + 'static {
     fn operator(&self) -> Option<&dyn OperatorTools> {
         None
     }
+}
+
+/// The reply of a contract method a store does not offer.
+fn unsupported<'a, T: Send + 'a>(what: &str) -> BoxFuture<'a, StoreResult<T>> {
+    use futures_util::FutureExt;
+    futures_util::future::ready(Err(StoreError::invalid(format!(
+        "this store does not offer {what}"
+    ))))
+    .boxed()
 }
 
 /// A held lock as a listing shows it.

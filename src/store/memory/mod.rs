@@ -2,9 +2,10 @@
 //! process deployments and as the embedded backend. Stores are named, so every client in a
 //! process that connects to `memory://name` shares one store.
 
+use crate::store::permits::PermitTable;
 use crate::store::{
-    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
-    StoreResult,
+    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    PermitRequest, ReleaseOutcome, StoreResult,
 };
 use futures_util::future::{ready, BoxFuture};
 use futures_util::FutureExt;
@@ -23,6 +24,9 @@ struct Entry {
 #[derive(Default)]
 struct State {
     held: HashMap<String, Entry>,
+    /// Semaphores with holders or queued requests (an idle one is dropped: its tokens come
+    /// from `fence`).
+    semaphores: HashMap<String, PermitTable>,
     /// One fencing counter for the whole store: it only increases, so tokens strictly
     /// increase per name, and a name leaves nothing behind once released or expired.
     fence: u64,
@@ -45,6 +49,13 @@ impl State {
             self.held.retain(|_, e| e.expires > now);
         }
     }
+}
+
+/// Milliseconds on this store's clock (a monotonic clock from the first call).
+fn clock_ms(now: Instant) -> u64 {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    now.saturating_duration_since(origin).as_millis() as u64 + 1
 }
 
 /// `now + ttl`, saturating far in the future instead of overflowing.
@@ -156,6 +167,46 @@ impl MemoryStore {
         Some(token)
     }
 
+    /// Runs `f` on semaphore `name`'s table, drawing tokens from the store's fence, and
+    /// drops the table once idle.
+    fn with_table<T>(&self, name: &str, f: impl FnOnce(&mut PermitTable, u64) -> T) -> T {
+        let now = clock_ms(Instant::now());
+        let mut state = self.state.lock().unwrap();
+        let fence = state.fence;
+        let table = state.semaphores.entry(name.to_string()).or_default();
+        table.fence = fence;
+        let out = f(table, now);
+        let (fence, idle) = (table.fence, table.is_idle());
+        if idle {
+            state.semaphores.remove(name);
+        }
+        state.fence = fence;
+        out
+    }
+
+    /// See [`LockStore::acquire_permits`].
+    pub fn acquire_permits(&self, req: &PermitRequest<'_>) -> Option<u64> {
+        self.with_table(req.name, |t, now| t.acquire(req, now))
+    }
+
+    /// See [`LockStore::extend_permits`].
+    pub fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> bool {
+        self.with_table(name, |t, now| t.extend(owner, ttl_ms, now))
+    }
+
+    /// See [`LockStore::release_permits`].
+    pub fn release_permits(&self, name: &str, owner: &str) -> bool {
+        self.with_table(name, |t, now| t.release(owner, now))
+    }
+
+    /// See [`LockStore::permits`].
+    pub fn permits(&self, name: &str) -> Vec<PermitHolder> {
+        self.with_table(name, |t, now| {
+            t.purge(now);
+            t.live(now)
+        })
+    }
+
     /// See [`LockStore::inspect`].
     pub fn inspect(&self, key: &str) -> Option<LockInfo> {
         let now = Instant::now();
@@ -225,6 +276,39 @@ impl LockStore for MemoryStore {
 
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
         ready(Ok(MemoryStore::inspect(self, key))).boxed()
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a PermitRequest<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        ready(Ok(MemoryStore::acquire_permits(self, req))).boxed()
+    }
+
+    fn extend_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        ready(Ok(MemoryStore::extend_permits(self, name, owner, ttl_ms))).boxed()
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        let released = MemoryStore::release_permits(self, name, owner);
+        ready(Ok(ReleaseOutcome {
+            released,
+            others_waiting: false,
+        }))
+        .boxed()
+    }
+
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        ready(Ok(MemoryStore::permits(self, name))).boxed()
     }
 
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {

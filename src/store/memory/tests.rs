@@ -78,3 +78,10 @@ mod conformance {
 
     crate::conformance_suite!(Some(Arc::new(MemoryStore::default())));
 }
+
+mod permits {
+    use crate::store::memory::MemoryStore;
+    use std::sync::Arc;
+
+    crate::permits_suite!(Some(Arc::new(MemoryStore::default())));
+}

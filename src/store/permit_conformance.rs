@@ -1,0 +1,342 @@
+//! The semaphore half of the store contract (see [`permits`](super::permits)), as tests any
+//! store runs against itself: each store's `tests.rs` invokes [`permits_suite!`] with an
+//! expression that opens a fresh store, like [`conformance_suite!`](crate::conformance_suite).
+
+use super::conformance::{name, owner, sleep_ms};
+use super::permits::watch_key;
+use super::{ExtendItem, PermitRequest, SharedStore};
+use std::time::Duration;
+
+fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        name,
+        owner,
+        permits,
+        limit,
+        ttl_ms: 10_000,
+        queue_ttl_ms: 0,
+    }
+}
+
+fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        queue_ttl_ms: 10_000,
+        ..req(name, owner, permits, limit)
+    }
+}
+
+async fn taken(s: &SharedStore, name: &str) -> u32 {
+    s.permits(name)
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| h.permits)
+        .sum()
+}
+
+/// Permits are granted up to the limit and refused beyond it; `permits` lists the holders.
+pub async fn permits_are_granted_up_to_the_limit_and_no_further(s: SharedStore) {
+    let (n, a, b, c) = (name(), owner(), owner(), owner());
+    let ta = s
+        .acquire_permits(&req(&n, &a, 2, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    let tb = s
+        .acquire_permits(&req(&n, &b, 1, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(tb > ta);
+    assert_eq!(s.acquire_permits(&req(&n, &c, 1, 3)).await.unwrap(), None);
+    let mut holders = s.permits(&n).await.unwrap();
+    holders.sort_by_key(|h| h.fencing_token);
+    let seen: Vec<_> = holders
+        .iter()
+        .map(|h| (h.owner.clone(), h.permits, h.fencing_token))
+        .collect();
+    assert_eq!(seen, vec![(a, 2, ta), (b, 1, tb)]);
+    assert!(holders
+        .iter()
+        .all(|h| h.remaining_ms > 5_000 && h.remaining_ms <= 10_000));
+}
+
+/// A holder asking again gets its own token back and still holds its permits once.
+pub async fn an_owner_asking_again_gets_its_own_token(s: SharedStore) {
+    let (n, a) = (name(), owner());
+    let t = s.acquire_permits(&req(&n, &a, 2, 3)).await.unwrap();
+    assert!(t.is_some());
+    assert_eq!(s.acquire_permits(&req(&n, &a, 2, 3)).await.unwrap(), t);
+    assert_eq!(taken(&s, &n).await, 2);
+}
+
+/// A queued request for every permit is not overtaken by later requests that would fit
+/// beside the current holders (a writer is not starved by readers).
+pub async fn a_queued_request_is_not_overtaken_by_one_it_would_delay(s: SharedStore) {
+    let (n, r1, w, r2) = (name(), owner(), owner(), owner());
+    s.acquire_permits(&req(&n, &r1, 1, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &w, 3, 3)).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &r2, 1, 3)).await.unwrap(),
+        None
+    );
+    // A try (not queued) is held back all the same.
+    assert_eq!(
+        s.acquire_permits(&req(&n, &owner(), 1, 3)).await.unwrap(),
+        None
+    );
+    assert!(s.release_permits(&n, &r1).await.unwrap().released);
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &r2, 1, 3)).await.unwrap(),
+        None
+    );
+    let tw = s
+        .acquire_permits(&queued(&n, &w, 3, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.release_permits(&n, &w).await.unwrap().released);
+    let tr = s
+        .acquire_permits(&queued(&n, &r2, 1, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(tr > tw);
+}
+
+/// Permits whose lease ended are reclaimed by the store's clock, with higher tokens, and
+/// their former holder can neither extend nor release them.
+pub async fn expired_permits_are_reclaimed(s: SharedStore) {
+    let (n, a, b) = (name(), owner(), owner());
+    let short = PermitRequest {
+        ttl_ms: 50,
+        ..req(&n, &a, 3, 3)
+    };
+    let first = s.acquire_permits(&short).await.unwrap().unwrap();
+    sleep_ms(150).await;
+    let second = s
+        .acquire_permits(&req(&n, &b, 3, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second > first);
+    assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
+    assert!(!s.release_permits(&n, &a).await.unwrap().released);
+    assert_eq!(taken(&s, &n).await, 3);
+}
+
+/// A queued place that is not renewed lapses and stops holding others back.
+pub async fn a_lapsed_queued_place_stops_holding_others_back(s: SharedStore) {
+    let (n, a, w, b) = (name(), owner(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    let dies = PermitRequest {
+        queue_ttl_ms: 100,
+        ..req(&n, &w, 3, 3)
+    };
+    assert_eq!(s.acquire_permits(&dies).await.unwrap(), None);
+    assert_eq!(s.acquire_permits(&req(&n, &b, 1, 3)).await.unwrap(), None);
+    sleep_ms(250).await;
+    assert!(s
+        .acquire_permits(&req(&n, &b, 1, 3))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+/// Tokens strictly increase across releases and expiries of one semaphore.
+pub async fn permit_tokens_strictly_increase(s: SharedStore) {
+    let n = name();
+    let mut last = 0;
+    for i in 0..6 {
+        let o = owner();
+        let r = PermitRequest {
+            ttl_ms: if i % 2 == 0 { 10_000 } else { 30 },
+            ..req(&n, &o, 1, 1)
+        };
+        let t = s.acquire_permits(&r).await.unwrap().unwrap();
+        assert!(t > last, "{t} after {last}");
+        last = t;
+        if i % 2 == 0 {
+            assert!(s.release_permits(&n, &o).await.unwrap().released);
+        } else {
+            sleep_ms(80).await;
+        }
+    }
+}
+
+/// Extending is compare-and-set: only the holder extends, and its permits outlive the
+/// first lease.
+pub async fn extend_permits_is_compare_and_set(s: SharedStore) {
+    let (n, a) = (name(), owner());
+    let short = PermitRequest {
+        ttl_ms: 200,
+        ..req(&n, &a, 1, 2)
+    };
+    s.acquire_permits(&short).await.unwrap().unwrap();
+    assert!(!s.extend_permits(&n, &owner(), 10_000).await.unwrap());
+    assert!(s.extend_permits(&n, &a, 10_000).await.unwrap());
+    sleep_ms(300).await;
+    assert_eq!(taken(&s, &n).await, 1);
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
+    assert_eq!(taken(&s, &n).await, 0);
+}
+
+/// Releasing frees only the caller's permits; a waiter releasing gives up its place.
+pub async fn release_permits_frees_only_the_callers(s: SharedStore) {
+    let (n, a, w, b) = (name(), owner(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 2, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!s.release_permits(&n, &owner()).await.unwrap().released);
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &w, 2, 2)).await.unwrap(),
+        None
+    );
+    assert!(!s.release_permits(&n, &w).await.unwrap().released);
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(!s.release_permits(&n, &a).await.unwrap().released);
+    // w gave up its place: b is not held back by it.
+    assert!(s
+        .acquire_permits(&req(&n, &b, 2, 2))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+/// Batched extensions report each item in order.
+pub async fn extend_permits_many_reports_each_item_in_order(s: SharedStore) {
+    let (n, m, a, b) = (name(), name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    s.acquire_permits(&req(&m, &b, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let item = |key: &str, owner: &str| ExtendItem {
+        key: key.to_string(),
+        owner: owner.to_string(),
+        ttl_ms: 20_000,
+        has_data: false,
+    };
+    let items = vec![item(&n, &a), item(&n, &b), item(&m, &b), item(&m, &a)];
+    let got: Vec<bool> = s
+        .extend_permits_many(&items)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(got, vec![true, false, true, false]);
+    assert!(s.permits(&n).await.unwrap()[0].remaining_ms > 10_000);
+}
+
+/// A semaphore and a lock with the same name never touch each other.
+pub async fn a_semaphore_and_a_lock_of_one_name_are_independent(s: SharedStore) {
+    let (n, a, b) = (name(), owner(), owner());
+    s.try_acquire(&n, &a, 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    s.acquire_permits(&req(&n, &b, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.inspect(&n).await.unwrap().unwrap().owner, a);
+    assert!(s.release(&n, &a).await.unwrap().released);
+    assert_eq!(taken(&s, &n).await, 1);
+    assert!(s.release_permits(&n, &b).await.unwrap().released);
+    assert_eq!(s.inspect(&n).await.unwrap(), None);
+}
+
+/// Of many concurrent tries, exactly `limit` permits are granted.
+pub async fn concurrent_requests_never_exceed_the_limit(s: SharedStore) {
+    let n = name();
+    let tries = (0..12).map(|_| {
+        let (s, n) = (s.clone(), n.clone());
+        tokio::spawn(async move {
+            let o = owner();
+            s.acquire_permits(&req(&n, &o, 1, 4)).await.unwrap()
+        })
+    });
+    let granted = futures_util::future::join_all(tries)
+        .await
+        .into_iter()
+        .filter(|r| r.as_ref().unwrap().is_some())
+        .count();
+    assert_eq!(granted, 4);
+    assert_eq!(taken(&s, &n).await, 4);
+}
+
+/// Where the store announces releases, a release of permits is announced under
+/// [`watch_key`].
+pub async fn a_permit_release_is_announced_to_watchers(s: SharedStore) {
+    let Some(notes) = s.release_notifications() else {
+        return;
+    };
+    let (n, a) = (name(), owner());
+    let key = watch_key(&n);
+    let mut rx = notes.releases();
+    notes.watch(&key).await;
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    let heard = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match rx.recv().await {
+                Ok(k) if k == key => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    })
+    .await;
+    notes.unwatch(&key).await;
+    assert_eq!(heard, Ok(true), "no announcement under {key:?}");
+}
+
+/// Defines one `#[tokio::test]` per semaphore contract test above, each with a fresh store
+/// from `$open` (an expression of type `Option<SharedStore>`; `None` skips).
+#[macro_export]
+macro_rules! permits_suite {
+    ($open:expr) => {
+        $crate::permits_suite!(@tests $open;
+            permits_are_granted_up_to_the_limit_and_no_further,
+            an_owner_asking_again_gets_its_own_token,
+            a_queued_request_is_not_overtaken_by_one_it_would_delay,
+            expired_permits_are_reclaimed,
+            a_lapsed_queued_place_stops_holding_others_back,
+            permit_tokens_strictly_increase,
+            extend_permits_is_compare_and_set,
+            release_permits_frees_only_the_callers,
+            extend_permits_many_reports_each_item_in_order,
+            a_semaphore_and_a_lock_of_one_name_are_independent,
+            concurrent_requests_never_exceed_the_limit,
+            a_permit_release_is_announced_to_watchers
+        );
+    };
+    (@tests $open:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let opened: Option<$crate::store::SharedStore> = $open;
+                if let Some(store) = opened {
+                    $crate::store::permit_conformance::$name(store).await;
+                }
+            }
+        )*
+    };
+}
