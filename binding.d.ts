@@ -56,6 +56,8 @@ export declare class NativeClient {
    * listing.
    */
   list(req: number, prefix: string, limit: number): void
+  /** Reads the live holders of semaphore `name`; completes with a permit list. */
+  permits(req: number, name: string): void
   /** Checks that the store answers; completes with true. */
   ping(req: number): void
   /**
@@ -117,6 +119,8 @@ export interface NativeBatch {
   bigTokens: Array<bigint>
   /** Held locks returned by `list`: a listing record's value indexes this. */
   lists: Array<Array<NativeHeldLock>>
+  /** Holders returned by `permits`: a permit-list record's value indexes this. */
+  permitLists: Array<Array<NativePermitHolder>>
 }
 
 /** Connection settings of a native client. Validated by `index.js`. */
@@ -196,6 +200,8 @@ export interface NativeLimits {
   maxRedisServers: number
   /** Most keys one `acquireAll` takes. */
   maxKeysPerCall: number
+  /** Most permits a semaphore has (a read-write lock has this many). */
+  maxPermits: number
 }
 
 /** Who holds a lock, as `inspect` reads it. */
@@ -211,6 +217,18 @@ export interface NativeLockInfo {
   remainingMs: number
   /** Stored payload, if any. */
   data?: Buffer
+}
+
+/** A holder of a semaphore's permits, as `permits` reads it. */
+export interface NativePermitHolder {
+  /** Owner token of the acquisition. */
+  owner: string
+  /** How many permits it holds. */
+  permits: number
+  /** Its fencing token. */
+  fencingToken: bigint
+  /** Remaining lease in ms by the store's clock. */
+  remainingMs: number
 }
 
 /** The protocol's numbers, for `lib/native.js`. */
@@ -241,6 +259,8 @@ export interface NativeProtocol {
   kindInfo: number
   /** Completion kind: a listing (value: index in `lists`). */
   kindList: number
+  /** Completion kind: a semaphore's holders (value: index in `permitLists`). */
+  kindPermitList: number
   /** Why a lock was lost, by the value of a `lost` completion. */
   lostReasons: Array<string>
 }

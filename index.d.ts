@@ -258,6 +258,92 @@ export declare class MultiLock implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>
 }
 
+/** Options of `Semaphore#acquire` / `tryAcquire` / `withPermit`: those of `acquire` but `data` and `reentrant`. */
+export interface PermitOptions extends Omit<AcquireOptions, 'data' | 'reentrant'> {
+  /** How many permits to take, all or none: from 1 to the semaphore's limit. Default 1. */
+  permits?: number
+}
+
+/** Options of a read-write lock's `read` / `write` / `tryRead` / `tryWrite`. */
+export type RwOptions = Omit<AcquireOptions, 'data' | 'reentrant'>
+
+/** Permits of a semaphore, held: a Lock whose `key` is the semaphore's name. */
+export declare class Permit extends Lock {
+  /** How many permits this holds. */
+  readonly permits: number
+  /** The semaphore's name (the same as `key`). */
+  readonly semaphore: string
+}
+
+/** A holder of a semaphore's permits, as the store reports it. */
+export interface PermitHolder {
+  /** Owner token of the acquisition. */
+  owner: string
+  /** How many permits it holds. */
+  permits: number
+  /** Its fencing token. */
+  fencingToken: bigint
+  /** Remaining lease in ms, by the store's clock. */
+  remainingMs: number
+}
+
+/**
+ * A counting semaphore: at most `limit` permits held at once, by every process. Waiters are
+ * served in order, and nobody overtakes a waiter it would delay. Obtain one from
+ * `LockClient#semaphore`.
+ */
+export declare class Semaphore {
+  readonly name: string
+  readonly limit: number
+  /** Takes `permits` (default 1), all or none, waiting up to `wait` ms; rejects with LockAcquisitionError. */
+  acquire(options?: PermitOptions): Promise<Permit>
+  /** Takes the permits if free now (no wait by default); null otherwise. */
+  tryAcquire(options?: PermitOptions): Promise<Permit | null>
+  /** Runs `fn` holding the permits (auto-extended) and releases them; like `withLock`. */
+  withPermit<T>(fn: (permit: Permit) => T | Promise<T>): Promise<T>
+  withPermit<T>(options: PermitOptions, fn: (permit: Permit) => T | Promise<T>): Promise<T>
+  /** How many permits are taken now, read from the store. */
+  permits(): Promise<number>
+  /** The live holders, read from the store. */
+  holders(): Promise<PermitHolder[]>
+}
+
+/** A read or the write hold of a read-write lock. */
+export declare class RwHold extends Permit {
+  readonly mode: 'read' | 'write'
+}
+
+/** A holder of a read-write lock, as the store reports it. */
+export interface RwHolder {
+  owner: string
+  mode: 'read' | 'write'
+  fencingToken: bigint
+  remainingMs: number
+}
+
+/**
+ * Many readers or one writer, across processes. A waiting writer holds back readers that come
+ * after it; reads and writes draw fencing tokens from one sequence. Obtain one from
+ * `LockClient#readWriteLock`.
+ */
+export declare class ReadWriteLock {
+  readonly name: string
+  /** A read hold, waiting up to `wait` ms; rejects with LockAcquisitionError. */
+  read(options?: RwOptions): Promise<RwHold>
+  /** The write hold, waiting up to `wait` ms; rejects with LockAcquisitionError. */
+  write(options?: RwOptions): Promise<RwHold>
+  /** A read hold if no writer holds or waits (no wait by default); null otherwise. */
+  tryRead(options?: RwOptions): Promise<RwHold | null>
+  /** The write hold if nobody holds or waits (no wait by default); null otherwise. */
+  tryWrite(options?: RwOptions): Promise<RwHold | null>
+  withRead<T>(fn: (hold: RwHold) => T | Promise<T>): Promise<T>
+  withRead<T>(options: RwOptions, fn: (hold: RwHold) => T | Promise<T>): Promise<T>
+  withWrite<T>(fn: (hold: RwHold) => T | Promise<T>): Promise<T>
+  withWrite<T>(options: RwOptions, fn: (hold: RwHold) => T | Promise<T>): Promise<T>
+  /** The live holders, read from the store. */
+  holders(): Promise<RwHolder[]>
+}
+
 export interface ElectOptions {
   /** Leadership lease in ms. Default 5 000. */
   ttl?: number
@@ -310,6 +396,14 @@ export declare class LockClient implements AsyncDisposable {
   acquireAll(keys: readonly string[], options?: AcquireOptions): Promise<MultiLock>
   /** Acquires `key` if free (no wait by default); resolves null when busy. */
   tryAcquire(key: string, options?: AcquireOptions): Promise<Lock | null>
+  /**
+   * A counting semaphore of `options.limit` permits (at most 1 000 000 000) named `name`;
+   * every process must give it the same limit. It lives apart from the lock of the same name,
+   * but a read-write lock is a semaphore: do not give a semaphore and a read-write lock one name.
+   */
+  semaphore(name: string, options: { limit: number }): Semaphore
+  /** A read-write lock named `name`: many readers or one writer. */
+  readWriteLock(name: string): ReadWriteLock
   /**
    * Runs `fn` holding `key` (auto-extended), releases afterwards. Rejects with fn's error, or
    * with the LockLostError if the lock was lost while fn ran.

@@ -10,6 +10,8 @@ const { connect, LockClient } = require('./lib/client')
 const { Lock } = require('./lib/lock')
 const { Election } = require('./lib/election')
 const { MultiLock } = require('./lib/multilock')
+const { Semaphore, Permit } = require('./lib/semaphore')
+const { ReadWriteLock, RwHold } = require('./lib/rwlock')
 const redislock = require('./compat/redislock')
 const sqlLock = require('./compat/sql-lock')
 
@@ -18,6 +20,10 @@ module.exports = {
   LockClient,
   Lock,
   MultiLock,
+  Semaphore,
+  Permit,
+  ReadWriteLock,
+  RwHold,
   Election,
   LockError: errors.LockError,
   LockAcquisitionError: errors.LockAcquisitionError,

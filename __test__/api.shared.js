@@ -8,6 +8,7 @@ const { spawn } = require('node:child_process')
 const path = require('node:path')
 const deadbolt = require('..')
 const { prefix, sleep, eventually } = require('./helpers')
+const { primitiveTests } = require('./primitives.shared')
 
 const { connect, LockAcquisitionError, LockExtendError, LockLostError } = deadbolt
 
@@ -654,6 +655,8 @@ function apiSuite(b) {
         assert.equal(out.trim(), 'acquired')
       })
     }
+
+    primitiveTests({ b, locks: () => locks, key, skipUnlessReady, runChild, spawnChild, get target() { return arg(b.url) } })
   })
 }
 
@@ -686,6 +689,23 @@ function runChild(args) {
       else reject(new Error(`child ${args[0]} exited with ${code}`))
     })
   })
+}
+
+/**
+ * Starts a child that stays up: `said(text)` resolves once it printed `text`; `kill()` ends
+ * it with SIGKILL (harmless once it is gone).
+ */
+function spawnChild(args) {
+  const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'child.js'), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (d) => { out += d })
+  return {
+    said: (text) => eventually(() => out.includes(text) || child.exitCode !== null, 20000, `the child to print ${text}`).then(() => {
+      if (!out.includes(text)) throw new Error(`child ${args[0]} exited with ${child.exitCode} before printing ${text}`)
+    }),
+    kill: () => { if (child.exitCode === null) child.kill('SIGKILL') },
+  }
 }
 
 module.exports = { apiSuite }

@@ -16,6 +16,8 @@ const { Election } = require('./election')
 const { multiServer, targetOf } = require('./topology')
 const { acquireReentrant } = require('./reentrant')
 const { acquireAll } = require('./multilock')
+const { Semaphore, checkSemaphore } = require('./semaphore')
+const { ReadWriteLock } = require('./rwlock')
 const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 
 const { own } = v
@@ -105,12 +107,15 @@ class LockClient {
     return this._acquireResolved(native, key, o, raise)
   }
 
-  /** One acquisition with resolved options `o` (see resolveAcquireOptions). */
-  _acquireResolved(native, key, o, raise) {
+  /**
+   * One acquisition with resolved options `o` (see resolveAcquireOptions). `permit`:
+   * { count, limit } for permits of the semaphore `key` (lib/semaphore.js) instead of a lock.
+   */
+  _acquireResolved(native, key, o, raise, permit) {
     return new Promise((resolve, reject) => {
       const ownerSeq = ++this._owners
       const owner = this._ownerPrefix + ownerSeq.toString(36)
-      const pending = new PendingAcquire(this, key, ownerSeq, o, raise, resolve, reject)
+      const pending = new PendingAcquire(this, key, ownerSeq, o, raise, resolve, reject, permit)
       const req = native.track(pending)
       pending.req = req
       const wait = o.wait === Infinity ? -1 : o.wait
@@ -131,6 +136,8 @@ class LockClient {
         extendEvery: auto,
         maxHold,
         flags: signal === undefined ? FLAGS.watchExpiry : FLAGS.watchExpiry | FLAGS.cancellable,
+        permits: permit === undefined ? 0 : permit.count,
+        limit: permit === undefined ? 0 : permit.limit,
       })
     })
   }
@@ -165,6 +172,8 @@ class LockClient {
         extendEvery: 0,
         maxHold: -1,
         flags: spec.plain ? FLAGS.watchExpiry | FLAGS.plain : FLAGS.watchExpiry,
+        permits: 0,
+        limit: 0,
       })
     })
   }
@@ -175,6 +184,30 @@ class LockClient {
    */
   acquire(key, options) {
     return this._acquire(key, options, this._defaults.wait, true)
+  }
+
+  /** Validates acquire options over this client's defaults, with `waitDefault`. */
+  _resolveWith(options, waitDefault) {
+    return options === undefined ? this._defaultOptions(waitDefault) : resolveAcquireOptions(this._defaults, options, waitDefault)
+  }
+
+  /**
+   * A counting semaphore of `options.limit` permits named `name` (at most
+   * `limits().maxPermits`). Every process that uses it must give the same limit. A
+   * semaphore lives apart from the lock of the same name, but a read-write lock is a
+   * semaphore: do not give a semaphore and a read-write lock one name.
+   */
+  semaphore(name, options) {
+    const limit = checkSemaphore(name, options)
+    this._native()
+    return new Semaphore(this, name, limit)
+  }
+
+  /** A read-write lock named `name`: many readers or one writer (see lib/rwlock.js). */
+  readWriteLock(name) {
+    v.checkKey(name, 'name')
+    this._native()
+    return new ReadWriteLock(this, name)
   }
 
   /** Validates acquire options over this client's defaults (acquire's wait default). */
@@ -208,6 +241,14 @@ class LockClient {
       options = undefined
     }
     v.checkFunction(fn, 'fn')
+    return this._withHeld((opts) => this.acquire(key, opts), options, fn)
+  }
+
+  /**
+   * withLock's body over any acquisition: `take(opts)` acquires (a lock, permits, a read or
+   * write hold) with the caller's options, auto-extended by default.
+   */
+  async _withHeld(take, options, fn) {
     if (options !== undefined && options !== null) v.checkObject(options, 'options')
     const userOnLost = options == null ? undefined : own(options, 'onLost')
     if (userOnLost !== undefined) v.checkFunction(userOnLost, 'options.onLost')
@@ -216,7 +257,7 @@ class LockClient {
     const opts = { ...(options ?? {}), onLost }
     // Auto-extended unless the caller says otherwise (undefined or null: the default, as in acquire).
     if (own(opts, 'autoExtend') == null) opts.autoExtend = true
-    const lock = await this.acquire(key, opts)
+    const lock = await take(opts)
     let result
     try {
       result = await fn(lock)

@@ -17,6 +17,7 @@ const REFUSED = P.kindRefused
 const LOST = P.kindLost
 const INFO = P.kindInfo
 const LIST = P.kindList
+const PERMIT_LIST = P.kindPermitList
 const LOST_REASONS = P.lostReasons
 
 /** Acquire flags: see `acquireOp`. */
@@ -143,11 +144,12 @@ class Native {
    * Queues an acquisition of `key` for `owner` as request `req` (which becomes the lock's
    * handle). `a`: { ttl, wait (-1: forever), maxAttempts (-1: unlimited), retryDelay, jitter,
    * data (Buffer or undefined), extendEvery (0: no heartbeat), maxHold (-1: none), flags
-   * (FLAGS) }. The record layout is NativeClient#submit's.
+   * (FLAGS), permits (0: a lock), limit (the semaphore's, with permits) }. The record layout
+   * is NativeClient#submit's.
    */
   acquireOp(req, key, owner, a) {
     const dataIndex = a.data === undefined ? -1 : this.data.push(a.data) - 1
-    this.ops.push(P.opAcquire, req, a.ttl, a.wait, a.maxAttempts, a.retryDelay, a.jitter, a.extendEvery, a.maxHold, a.flags, dataIndex)
+    this.ops.push(P.opAcquire, req, a.ttl, a.wait, a.maxAttempts, a.retryDelay, a.jitter, a.extendEvery, a.maxHold, a.flags, dataIndex, a.permits, a.limit)
     this.strings.push(key, owner)
     this.opRequests.push(req)
     this.queueOps()
@@ -195,7 +197,7 @@ class Native {
   }
 
   drain() {
-    const { records, errors, infos, bigTokens, lists } = this.addon.take()
+    const { records, errors, infos, bigTokens, lists, permitLists } = this.addon.take()
     for (let i = 0; i < records.length; i += 3) {
       const req = records[i]
       const kind = records[i + 1]
@@ -227,6 +229,9 @@ class Native {
           break
         case LIST:
           p.resolve(lists[value])
+          break
+        case PERMIT_LIST:
+          p.resolve(permitLists[value])
           break
         default:
           p.reject(fromNative(errors[value], this.secrets))

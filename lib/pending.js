@@ -9,7 +9,8 @@ const { Lock } = require('./lock')
  * the Lock without another promise in between.
  */
 class PendingAcquire {
-  constructor(client, key, ownerSeq, o, raise, resolve, reject) {
+  /** `permit`: { count, limit, label } for a semaphore's permits, else undefined (a lock). */
+  constructor(client, key, ownerSeq, o, raise, resolve, reject, permit) {
     this.client = client
     this.key = key
     this.ownerSeq = ownerSeq
@@ -19,6 +20,7 @@ class PendingAcquire {
     this.rej = reject
     this.req = 0
     this.onAbort = null
+    this.permit = permit
   }
 
   _detach() {
@@ -29,7 +31,10 @@ class PendingAcquire {
   resolve(token) {
     this._detach()
     if (token === false) {
-      if (this.raise) this.rej(new LockAcquisitionError(`Could not acquire lock on "${this.key}"`))
+      if (this.raise) {
+        const what = this.permit === undefined ? `lock on "${this.key}"` : this.permit.label
+        this.rej(new LockAcquisitionError(`Could not acquire ${what}`))
+      }
       else this.res(null)
       return
     }
@@ -48,7 +53,9 @@ class PendingAcquire {
       this.rej(new LockClosedError('The lock client has been closed'))
       return
     }
-    const lock = new Lock(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost)
+    const lock = this.permit === undefined
+      ? new Lock(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost)
+      : new this.permit.Class(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost, this.permit.count)
     this.client._native_.holders.set(this.req, lock)
     this.res(lock)
   }

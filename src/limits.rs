@@ -10,6 +10,9 @@ pub const MAX_DATA_BYTES: usize = 1024 * 1024;
 pub const MAX_MS: u64 = (1 << 31) - 1;
 /// Most keys one multi-key acquisition (`acquireAll`) takes.
 pub const MAX_KEYS_PER_CALL: usize = 1_000;
+/// Most permits a semaphore has; a read-write lock is a semaphore of this many (a reader
+/// takes one, a writer all).
+pub const MAX_PERMITS: u32 = 1_000_000_000;
 /// Default lease, in ms.
 pub const DEFAULT_TTL_MS: u64 = 10_000;
 /// Default time `acquire` waits, in ms.

@@ -65,6 +65,22 @@ async function main(): Promise<void> {
   }
   // @ts-expect-error acquireAll takes an array of keys
   await locks.acquireAll(key).catch(() => {})
+  {
+    const sem: deadbolt.Semaphore = locks.semaphore(`${key}:sem`, { limit: 3 })
+    await using permit = await sem.acquire({ permits: 2, wait: 1_000 })
+    const n: number = permit.permits
+    assert.equal(n, 2)
+    assert.equal(await sem.permits(), 2)
+    const free: deadbolt.Permit | null = await sem.tryAcquire({ permits: 2 })
+    assert.equal(free, null)
+    // @ts-expect-error a permit carries no payload
+    await sem.acquire({ data: 'x' }).catch(() => {})
+    const rw = locks.readWriteLock(`${key}:rw`)
+    const mode: 'read' | 'write' = await rw.withRead(async (h) => h.mode)
+    assert.equal(mode, 'read')
+  }
+  // @ts-expect-error a semaphore needs a limit
+  assert.throws(() => locks.semaphore(`${key}:sem2`))
 
   // The redislock face, typed too.
   const legacy = deadbolt.createLock('redis://127.0.0.1:6379', { timeout: 1_000, retries: -1, delay: 10 })

@@ -8,7 +8,7 @@ use super::protocol::{
 };
 use crate::core::clock;
 use crate::core::error::LockError;
-use crate::core::options::{AcquireSpec, AutoExtend};
+use crate::core::options::{AcquireSpec, AutoExtend, PermitSpec};
 use crate::core::session::Session;
 use crate::store::dynamodb::{AwsCredentials, DynamoOptions, SortKey};
 use crate::store::open::ConnectOptions;
@@ -209,6 +209,21 @@ pub struct NativeBatch {
     pub big_tokens: Vec<BigInt>,
     /// Held locks returned by `list`: a listing record's value indexes this.
     pub lists: Vec<Vec<NativeHeldLock>>,
+    /// Holders returned by `permits`: a permit-list record's value indexes this.
+    pub permit_lists: Vec<Vec<NativePermitHolder>>,
+}
+
+/// A holder of a semaphore's permits, as `permits` reads it.
+#[napi(object)]
+pub struct NativePermitHolder {
+    /// Owner token of the acquisition.
+    pub owner: String,
+    /// How many permits it holds.
+    pub permits: u32,
+    /// Its fencing token.
+    pub fencing_token: BigInt,
+    /// Remaining lease in ms by the store's clock.
+    pub remaining_ms: i64,
 }
 
 /// A held lock as `list` shows it.
@@ -343,6 +358,16 @@ impl NativeClient {
                         .then(|| data.get(r[10] as usize).map(|b| b.to_vec()))
                         .flatten();
                     let flags = r[9] as u32;
+                    // Permits within 1..=limit<=MAX_PERMITS, or none (a lock): the store's
+                    // rules count on it, whatever JavaScript sent.
+                    if r[11] >= 1.0
+                        && !(r[11] <= r[12] && r[12] <= f64::from(crate::limits::MAX_PERMITS))
+                    {
+                        return Err(Error::new(
+                            Status::InvalidArg,
+                            "permits must be from 1 to the semaphore's limit".to_string(),
+                        ));
+                    }
                     Op::Acquire {
                         req: r[1],
                         spec: AcquireSpec {
@@ -360,6 +385,10 @@ impl NativeClient {
                             }),
                             watch_expiry: flags & FLAG_WATCH_EXPIRY != 0,
                             plain: flags & FLAG_PLAIN != 0,
+                            permits: (r[11] >= 1.0).then(|| PermitSpec {
+                                count: r[11] as u32,
+                                limit: r[12] as u32,
+                            }),
                         },
                         // Registered now, on this thread: a cancel that follows this
                         // submission finds it even if the task has not started yet.
@@ -458,6 +487,23 @@ impl NativeClient {
         napi::bindgen_prelude::spawn(guarded(req, completions, run));
     }
 
+    /// Reads the live holders of semaphore `name`; completes with a permit list.
+    #[napi(catch_unwind)]
+    pub fn permits(&self, req: f64, name: String) {
+        let session = self.session.clone();
+        let completions = self.completions.clone();
+        let run = {
+            let completions = completions.clone();
+            async move {
+                match session.permits(&name).await {
+                    Ok(holders) => completions.permit_list(req, holders),
+                    Err(e) => completions.error(req, e),
+                }
+            }
+        };
+        napi::bindgen_prelude::spawn(guarded(req, completions, run));
+    }
+
     /// Checks that the store answers; completes with true.
     #[napi(catch_unwind)]
     pub fn ping(&self, req: f64) {
@@ -522,6 +568,20 @@ impl NativeClient {
                         .map(|l| NativeHeldLock {
                             key: l.key,
                             info: native_info(l.info),
+                        })
+                        .collect()
+                })
+                .collect(),
+            permit_lists: batch
+                .permit_lists
+                .into_iter()
+                .map(|list| {
+                    list.into_iter()
+                        .map(|h| NativePermitHolder {
+                            owner: h.owner,
+                            permits: h.permits,
+                            fencing_token: BigInt::from(h.fencing_token),
+                            remaining_ms: h.remaining_ms,
                         })
                         .collect()
                 })

@@ -2,7 +2,7 @@
 
 use crate::core::error::{LockError, LostReason};
 use crate::core::session::EventSink;
-use crate::store::{HeldLock, LockInfo};
+use crate::store::{HeldLock, LockInfo, PermitHolder};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use std::sync::{Mutex, MutexGuard};
@@ -30,6 +30,8 @@ pub enum Kind {
     Info = 5,
     /// A listing: value indexes the batch's lists.
     List = 6,
+    /// A semaphore's holders: value indexes the batch's permit lists.
+    PermitList = 7,
 }
 
 /// What one drain hands to JavaScript.
@@ -44,6 +46,8 @@ pub struct Batch {
     pub infos: Vec<LockInfo>,
     /// Held locks returned by listings.
     pub lists: Vec<Vec<HeldLock>>,
+    /// Holders of semaphores.
+    pub permit_lists: Vec<Vec<PermitHolder>>,
     /// Fencing tokens above 2^53, which a record's `f64` value cannot carry exactly: a grant
     /// with such a token has value `-(index + 1)`.
     pub big_tokens: Vec<u64>,
@@ -147,6 +151,14 @@ impl Completions {
         self.push(req, Kind::List, |b| {
             b.lists.push(locks);
             (b.lists.len() - 1) as f64
+        });
+    }
+
+    /// Records a semaphore's holders.
+    pub fn permit_list(&self, req: f64, holders: Vec<PermitHolder>) {
+        self.push(req, Kind::PermitList, |b| {
+            b.permit_lists.push(holders);
+            (b.permit_lists.len() - 1) as f64
         });
     }
 

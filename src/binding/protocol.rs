@@ -9,14 +9,15 @@ use crate::limits as defaults;
 use napi_derive::napi;
 
 /// Op code: acquire. Record: `[op, req, ttl, wait, maxAttempts, retryDelay, jitter,
-/// extendEvery, maxHold, flags, dataIndex]`, key and owner from the strings.
+/// extendEvery, maxHold, flags, dataIndex, permits, limit]`, key and owner from the strings;
+/// `permits` > 0: that many permits of the semaphore `key` (of `limit`) instead of a lock.
 pub const OP_ACQUIRE: u32 = 1;
 /// Op code: release held lock `id`. Record: `[op, req, id]`.
 pub const OP_RELEASE: u32 = 2;
 /// Op code: extend held lock `id`. Record: `[op, req, id, ttl]`.
 pub const OP_EXTEND: u32 = 3;
 /// Length of an acquire record.
-pub const ACQUIRE_LEN: usize = 11;
+pub const ACQUIRE_LEN: usize = 13;
 /// Length of a release record.
 pub const RELEASE_LEN: usize = 3;
 /// Length of an extend record.
@@ -58,6 +59,8 @@ pub struct NativeProtocol {
     pub kind_info: u32,
     /// Completion kind: a listing (value: index in `lists`).
     pub kind_list: u32,
+    /// Completion kind: a semaphore's holders (value: index in `permitLists`).
+    pub kind_permit_list: u32,
     /// Why a lock was lost, by the value of a `lost` completion.
     pub lost_reasons: Vec<String>,
 }
@@ -80,6 +83,7 @@ pub fn protocol() -> NativeProtocol {
         kind_lost: Kind::Lost as u32,
         kind_info: Kind::Info as u32,
         kind_list: Kind::List as u32,
+        kind_permit_list: Kind::PermitList as u32,
         lost_reasons: LOST_REASONS.iter().map(|s| s.to_string()).collect(),
     }
 }
@@ -119,6 +123,8 @@ pub struct NativeLimits {
     pub max_redis_servers: u32,
     /// Most keys one `acquireAll` takes.
     pub max_keys_per_call: u32,
+    /// Most permits a semaphore has (a read-write lock has this many).
+    pub max_permits: u32,
 }
 
 /// The limits and defaults.
@@ -141,5 +147,6 @@ pub fn limits() -> NativeLimits {
         max_table_name_bytes: defaults::MAX_TABLE_NAME_BYTES as u32,
         max_redis_servers: defaults::MAX_REDIS_SERVERS as u32,
         max_keys_per_call: defaults::MAX_KEYS_PER_CALL as u32,
+        max_permits: defaults::MAX_PERMITS,
     }
 }

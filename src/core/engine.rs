@@ -6,15 +6,24 @@
 //! waiters that were already there (no barging). The head is woken at once by a local release
 //! or by the store's release announcement, and otherwise polls with a jittered delay, so a
 //! release by a legacy client or a lost message costs at most one poll.
+//!
+//! Permits of a counting semaphore go through the same loop, in queues of their own (a lock
+//! and a semaphore with one name never share a queue): the head waiter asks the store for its
+//! permits with a place in the store's queue, so waiters of every process are served in
+//! order; a grant lets the next local waiter look at once (there may be permits left), and a
+//! release of permits wakes the head. Permits are never handed over locally: the store
+//! decides who fits.
 
 use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::heartbeat::Scheduler;
 use crate::core::held::Held;
-use crate::core::options::AcquireSpec;
+use crate::core::options::{AcquireSpec, PermitSpec};
 use crate::store::open::{open_store, ConnectOptions};
+use crate::store::permits::watch_key;
 use crate::store::{
-    HandoffOutcome, HeldLock, LockInfo, NextOwner, SharedStore, StoreError, StoreResult,
+    HandoffOutcome, HeldLock, LockInfo, NextOwner, PermitRequest, SharedStore, StoreError,
+    StoreResult,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -89,6 +98,57 @@ const MAX_LOCAL_HANDOFFS: u32 = 16;
 /// to wait: long enough for them to hear the announcement and ask.
 const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
 
+/// What a local queue waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A lock.
+    Lock = 0,
+    /// Permits of a counting semaphore.
+    Permits = 1,
+}
+
+impl Kind {
+    /// What `spec` asks for.
+    pub fn of(spec: &AcquireSpec) -> Kind {
+        if spec.permits.is_some() {
+            Kind::Permits
+        } else {
+            Kind::Lock
+        }
+    }
+}
+
+/// The local queues: one map per [`Kind`], so a lock and a semaphore of one name never share
+/// a queue.
+#[derive(Default)]
+struct Queues([HashMap<String, KeyQueue>; 2]);
+
+impl Queues {
+    fn of(&self, kind: Kind) -> &HashMap<String, KeyQueue> {
+        &self.0[kind as usize]
+    }
+
+    fn of_mut(&mut self, kind: Kind) -> &mut HashMap<String, KeyQueue> {
+        &mut self.0[kind as usize]
+    }
+}
+
+/// The name under which releases of `key` are watched: the lock's own, or the semaphore's
+/// [`watch_key`].
+fn watched_name(key: &str, kind: Kind) -> String {
+    match kind {
+        Kind::Lock => key.to_string(),
+        Kind::Permits => watch_key(key),
+    }
+}
+
+/// How long the store keeps a refused head waiter's place in a semaphore's queue: a few of
+/// its polls, so that only a waiter that stopped asking (its process died) loses it.
+fn queue_ttl_ms(spec: &AcquireSpec) -> u64 {
+    let poll = spec.retry_delay.as_millis() as u64;
+    poll.saturating_mul(3).saturating_add(2_000)
+}
+
 #[derive(Default)]
 struct KeyQueue {
     waiters: VecDeque<Arc<Waiter>>,
@@ -101,7 +161,7 @@ struct KeyQueue {
 /// One store plus the process-local state around it.
 pub struct Engine {
     store: SharedStore,
-    queues: Mutex<HashMap<String, KeyQueue>>,
+    queues: Mutex<Queues>,
     scheduler: Scheduler,
     next_waiter: AtomicU64,
     /// Counts local releases, so a waiter can tell that one happened while it joined a queue.
@@ -138,17 +198,21 @@ impl Engine {
             // the engine, so a local waiter gets them handed over or is woken.
             let release = Arc::new(move |held: &Held| {
                 if let Some(engine) = weak.upgrade() {
-                    let (key, owner, had_data) =
-                        (held.key.clone(), held.owner.clone(), held.has_data);
+                    let (key, owner, had_data, kind) = (
+                        held.key.clone(),
+                        held.owner.clone(),
+                        held.has_data,
+                        held.kind,
+                    );
                     tokio::spawn(async move {
-                        let _ = engine.release(&key, &owner, had_data).await;
+                        let _ = engine.release_as(kind, &key, &owner, had_data).await;
                     });
                 }
             });
             Engine {
                 scheduler: Scheduler::start(store.clone(), release),
                 store,
-                queues: Mutex::new(HashMap::new()),
+                queues: Mutex::new(Queues::default()),
                 next_waiter: AtomicU64::new(1),
                 releases: AtomicU64::new(0),
             }
@@ -162,7 +226,12 @@ impl Engine {
                 loop {
                     match releases.recv().await {
                         Ok(key) => match weak.upgrade() {
-                            Some(engine) => engine.wake(&key, true),
+                            Some(engine) => {
+                                engine.wake(&key, Kind::Lock, true);
+                                if let Some(name) = key.strip_suffix(&*watch_key("")) {
+                                    engine.wake(name, Kind::Permits, true);
+                                }
+                            }
                             None => return,
                         },
                         // Missed announcements cost their waiters one poll.
@@ -182,10 +251,11 @@ impl Engine {
 
     /// Waiters queued in this process, over all keys.
     pub fn waiting(&self) -> usize {
-        self.queues
-            .lock()
-            .unwrap()
-            .values()
+        let queues = self.queues.lock().unwrap();
+        queues
+            .0
+            .iter()
+            .flat_map(|m| m.values())
             .map(|q| q.waiters.len())
             .sum()
     }
@@ -203,9 +273,9 @@ impl Engine {
     }
 
     /// Wakes the head waiter of `key`, if any.
-    fn wake(&self, key: &str, released: bool) {
+    fn wake(&self, key: &str, kind: Kind, released: bool) {
         let queues = self.queues.lock().unwrap();
-        if let Some(head) = queues.get(key).and_then(|q| q.waiters.front()) {
+        if let Some(head) = queues.of(kind).get(key).and_then(|q| q.waiters.front()) {
             crate::debug!("wake {key:?}: the head waiter looks now");
             if released {
                 head.released.store(true, Ordering::Release);
@@ -214,9 +284,10 @@ impl Engine {
         }
     }
 
-    fn is_head(&self, key: &str, waiter: &Waiter) -> bool {
+    fn is_head(&self, key: &str, kind: Kind, waiter: &Waiter) -> bool {
         let queues = self.queues.lock().unwrap();
         queues
+            .of(kind)
             .get(key)
             .and_then(|q| q.waiters.front())
             .is_some_and(|h| h.id == waiter.id)
@@ -237,6 +308,7 @@ impl Engine {
         spec: &AcquireSpec,
         cancel: &CancellationToken,
     ) -> Result<Option<Grant>, LockError> {
+        let kind = Kind::of(spec);
         let started = Instant::now();
         let deadline = spec.wait.map(|w| clock::after(started, w));
         let single_shot = spec.max_attempts == Some(1) || spec.wait.is_some_and(|w| w.is_zero());
@@ -244,15 +316,17 @@ impl Engine {
         if cancel.is_cancelled() {
             return Err(LockError::Aborted);
         }
-        let contended = self.queues.lock().unwrap().contains_key(&spec.key);
+        let contended = self.queues.lock().unwrap().of(kind).contains_key(&spec.key);
         if contended && single_shot {
             // Others here already wait for it: it is busy, and a try must not barge.
             return Ok(None);
         }
         let releases_before = self.releases.load(Ordering::Acquire);
+        // A semaphore's waiter that may wait takes its place in the store's queue at once.
+        let queue_first = kind == Kind::Permits && !single_shot;
         if !contended {
             attempts = 1;
-            if let Some(token) = self.attempt(spec, cancel).await? {
+            if let Some(token) = self.attempt(spec, queue_first, cancel).await? {
                 return Ok(Some(token));
             }
             if single_shot {
@@ -272,6 +346,7 @@ impl Engine {
         let mut slot = {
             let mut queues = self.queues.lock().unwrap();
             queues
+                .of_mut(kind)
                 .entry(spec.key.clone())
                 .or_default()
                 .waiters
@@ -279,8 +354,10 @@ impl Engine {
             Slot {
                 engine: self.clone(),
                 key: spec.key.clone(),
+                kind,
                 waiter: waiter.clone(),
                 acquired: false,
+                queued_in_store: queue_first && !contended,
             }
         };
         // After a refusal on the fast path the next look waits for a wake-up or a poll, unless
@@ -296,8 +373,8 @@ impl Engine {
                 slot.acquired = true;
                 return Ok(Some(token));
             }
-            let head = self.is_head(&spec.key, &waiter);
-            if head && !single_shot && self.start_watching(&spec.key).await {
+            let head = self.is_head(&spec.key, kind, &waiter);
+            if head && !single_shot && self.start_watching(&spec.key, kind).await {
                 // Subscribed only now: a release between the refusal and the subscription
                 // would go unheard, so look once more before sleeping.
                 try_now = true;
@@ -305,7 +382,9 @@ impl Engine {
             if try_now && head {
                 waiter.released.store(false, Ordering::Release);
                 attempts += 1;
-                if let Some(token) = self.attempt(spec, cancel).await? {
+                // A semaphore's head waiter keeps a place in the store's queue while it waits.
+                slot.queued_in_store |= kind == Kind::Permits && !single_shot;
+                if let Some(token) = self.attempt(spec, !single_shot, cancel).await? {
                     slot.acquired = true;
                     return Ok(Some(earliest(token, waiter.take_grant())));
                 }
@@ -342,31 +421,47 @@ impl Engine {
         }
     }
 
-    /// One request to the store. A grant that raced a cancellation is given back.
+    /// One request to the store (`queue`: a semaphore's waiter takes or keeps a place in the
+    /// store's queue if refused). A grant that raced a cancellation is given back.
     async fn attempt(
         self: &Arc<Self>,
         spec: &AcquireSpec,
+        queue: bool,
         cancel: &CancellationToken,
     ) -> Result<Option<Grant>, LockError> {
         let sent = Instant::now();
-        let granted = self
-            .store
-            .try_acquire(
-                &spec.key,
-                &spec.owner,
-                spec.ttl_ms,
-                spec.data.as_deref(),
-                spec.plain,
-            )
-            .await
-            .inspect_err(|e| crate::debug!("acquire {:?}: store error ({:?})", spec.key, e.kind))?;
+        let granted = match spec.permits {
+            None => {
+                self.store
+                    .try_acquire(
+                        &spec.key,
+                        &spec.owner,
+                        spec.ttl_ms,
+                        spec.data.as_deref(),
+                        spec.plain,
+                    )
+                    .await
+            }
+            Some(PermitSpec { count, limit }) => {
+                let req = PermitRequest {
+                    name: &spec.key,
+                    owner: &spec.owner,
+                    permits: count,
+                    limit,
+                    ttl_ms: spec.ttl_ms,
+                    queue_ttl_ms: if queue { queue_ttl_ms(spec) } else { 0 },
+                };
+                self.store.acquire_permits(&req).await
+            }
+        }
+        .inspect_err(|e| crate::debug!("acquire {:?}: store error ({:?})", spec.key, e.kind))?;
         match granted {
             Some(token) => crate::debug!("acquire {:?}: granted, token {token}", spec.key),
             None => crate::debug!("acquire {:?}: busy", spec.key),
         }
         if granted.is_some() && cancel.is_cancelled() {
             let _ = self
-                .release(&spec.key, &spec.owner, spec.data.is_some())
+                .release_as(Kind::of(spec), &spec.key, &spec.owner, spec.data.is_some())
                 .await;
             return Err(LockError::Aborted);
         }
@@ -374,19 +469,57 @@ impl Engine {
     }
 
     /// Subscribes the key's queue to release announcements, once. Returns true if it just did.
-    async fn start_watching(&self, key: &str) -> bool {
+    async fn start_watching(&self, key: &str, kind: Kind) -> bool {
         let Some(notifications) = self.store.release_notifications() else {
             return false;
         };
         {
             let mut queues = self.queues.lock().unwrap();
-            match queues.get_mut(key) {
+            match queues.of_mut(kind).get_mut(key) {
                 Some(q) if !q.watching => q.watching = true,
                 _ => return false,
             }
         }
-        notifications.watch(key).await;
+        notifications.watch(&watched_name(key, kind)).await;
         true
+    }
+
+    /// Frees what `owner` holds of `key`: a lock (see [`Engine::release`]) or a semaphore's
+    /// permits (see [`Engine::release_permits`]).
+    ///
+    /// # Cancel Safety
+    /// As [`Engine::release`] for a lock; cancel safe for permits.
+    pub async fn release_as(
+        self: &Arc<Self>,
+        kind: Kind,
+        key: &str,
+        owner: &str,
+        had_data: bool,
+    ) -> StoreResult<bool> {
+        match kind {
+            Kind::Lock => self.release(key, owner, had_data).await,
+            Kind::Permits => self.release_permits(key, owner).await,
+        }
+    }
+
+    /// Frees `owner`'s permits of semaphore `key` (and its place in the store's queue) and
+    /// lets the head local waiter look. Returns whether `owner` held permits.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn release_permits(&self, key: &str, owner: &str) -> StoreResult<bool> {
+        let outcome = self.store.release_permits(key, owner).await;
+        self.releases.fetch_add(1, Ordering::AcqRel);
+        self.wake(key, Kind::Permits, true);
+        outcome.map(|o| o.released)
+    }
+
+    /// The live holders of semaphore `key`.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn permits(&self, key: &str) -> StoreResult<Vec<crate::store::PermitHolder>> {
+        self.store.permits(key).await
     }
 
     /// Frees the lock if `owner` still holds it and wakes the next local waiter; where the
@@ -417,7 +550,7 @@ impl Engine {
                     self.wake_later(key, FAIRNESS_PAUSE);
                 } else {
                     // Even a refused release may mean the lease lapsed: let the head look now.
-                    self.wake(key, true);
+                    self.wake(key, Kind::Lock, true);
                 }
                 return outcome.map(|o| o.released);
             };
@@ -445,7 +578,7 @@ impl Engine {
                 // Not handed over (not held any more, or a store that had to release it
                 // instead): the head waiter asks the store as anyone would.
                 other => {
-                    self.wake(key, true);
+                    self.wake(key, Kind::Lock, true);
                     return other.map(|o| matches!(o, HandoffOutcome::Released(r) if r.released));
                 }
             };
@@ -472,7 +605,7 @@ impl Engine {
     }
 
     fn has_waiters(&self, key: &str) -> bool {
-        self.queues.lock().unwrap().contains_key(key)
+        self.queues.lock().unwrap().of(Kind::Lock).contains_key(key)
     }
 
     /// Wakes the head waiter of `key` after `pause`.
@@ -482,7 +615,7 @@ impl Engine {
         tokio::spawn(async move {
             tokio::time::sleep(pause).await;
             if let Some(engine) = engine.upgrade() {
-                engine.wake(&key, true);
+                engine.wake(&key, Kind::Lock, true);
             }
         });
     }
@@ -490,7 +623,7 @@ impl Engine {
     /// The head waiter of `key`, if a handoff to it is due (not too many in a row).
     fn next_for_handoff(&self, key: &str) -> Option<Arc<Waiter>> {
         let mut queues = self.queues.lock().unwrap();
-        let queue = queues.get_mut(key)?;
+        let queue = queues.of_mut(Kind::Lock).get_mut(key)?;
         if queue.handoffs >= MAX_LOCAL_HANDOFFS {
             queue.handoffs = 0;
             return None;
@@ -506,10 +639,18 @@ impl Engine {
     /// Cancel safe: idempotent.
     pub async fn extend(&self, held: &Arc<Held>, ttl_ms: u64) -> StoreResult<bool> {
         let sent = Instant::now();
-        let owned = self
-            .store
-            .extend(&held.key, &held.owner, ttl_ms, held.has_data)
-            .await?;
+        let owned = match held.kind {
+            Kind::Lock => {
+                self.store
+                    .extend(&held.key, &held.owner, ttl_ms, held.has_data)
+                    .await?
+            }
+            Kind::Permits => {
+                self.store
+                    .extend_permits(&held.key, &held.owner, ttl_ms)
+                    .await?
+            }
+        };
         if owned {
             held.extended(sent, ttl_ms);
             self.scheduler.reschedule(held.clone());
@@ -536,7 +677,7 @@ impl Engine {
             .operator()
             .ok_or_else(|| StoreError::invalid("this store has no force release"))?;
         let freed = tools.force_release(key).await?;
-        self.wake(key, true);
+        self.wake(key, Kind::Lock, true);
         Ok(freed)
     }
 
@@ -559,8 +700,12 @@ impl Engine {
 struct Slot {
     engine: Arc<Engine>,
     key: String,
+    kind: Kind,
     waiter: Arc<Waiter>,
     acquired: bool,
+    /// A semaphore's waiter asked with a place in the store's queue: leaving without a
+    /// grant gives the place up, so it holds nobody back.
+    queued_in_store: bool,
 }
 
 impl Drop for Slot {
@@ -575,19 +720,21 @@ impl Drop for Slot {
             mailbox.kept = self.acquired;
             mailbox.grant.take()
         };
-        if late_grant.is_some() && !self.acquired {
+        if (late_grant.is_some() || self.queued_in_store) && !self.acquired {
             let engine = self.engine.clone();
             let key = self.key.clone();
             let owner = self.waiter.owner.clone();
             let had_data = self.waiter.data.is_some();
+            let kind = self.kind;
             tokio::spawn(async move {
-                let _ = engine.release(&key, &owner, had_data).await;
+                let _ = engine.release_as(kind, &key, &owner, had_data).await;
             });
         }
         let mut unwatch = false;
         {
             let mut queues = self.engine.queues.lock().unwrap();
-            if let Some(queue) = queues.get_mut(&self.key) {
+            let map = queues.of_mut(self.kind);
+            if let Some(queue) = map.get_mut(&self.key) {
                 let was_head = queue
                     .waiters
                     .front()
@@ -595,20 +742,22 @@ impl Drop for Slot {
                 queue.waiters.retain(|w| w.id != self.waiter.id);
                 if let Some(next) = queue.waiters.front() {
                     if was_head {
-                        if !self.acquired {
+                        // After a lock was granted the next waiter only learns it is head
+                        // (the lock is taken); after permits were, there may be more left.
+                        if !self.acquired || self.kind == Kind::Permits {
                             next.released.store(true, Ordering::Release);
                         }
                         next.notify.notify_one();
                     }
                 } else {
                     unwatch = queue.watching;
-                    queues.remove(&self.key);
+                    map.remove(&self.key);
                 }
             }
         }
         if unwatch {
             let store = self.engine.store.clone();
-            let key = std::mem::take(&mut self.key);
+            let key = watched_name(&self.key, self.kind);
             tokio::spawn(async move {
                 if let Some(notifications) = store.release_notifications() {
                     notifications.unwatch(&key).await;

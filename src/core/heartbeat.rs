@@ -14,9 +14,10 @@
 //! can never stop the task that serves every other lock.
 
 use crate::core::clock;
+use crate::core::engine::Kind;
 use crate::core::error::LostReason;
 use crate::core::held::{guard, Held};
-use crate::store::{ExtendItem, SharedStore};
+use crate::store::{ExtendItem, SharedStore, StoreError, StoreResult};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -226,6 +227,41 @@ async fn run(store: SharedStore, t: Arc<Timers>) {
     }
 }
 
+/// Extends `items` (one per lock of `batch`): locks with `extend_many`, semaphores' permits
+/// with `extend_permits_many`, both at once. One result per item, in order.
+async fn extend_all(
+    store: &SharedStore,
+    batch: &[Arc<Held>],
+    items: &[ExtendItem],
+) -> Vec<StoreResult<bool>> {
+    if batch.iter().all(|h| h.kind == Kind::Lock) {
+        return store.extend_many(items).await;
+    }
+    let (locks, permits): (Vec<_>, Vec<_>) = batch
+        .iter()
+        .zip(items)
+        .partition(|(h, _)| h.kind == Kind::Lock);
+    let locks: Vec<ExtendItem> = locks.into_iter().map(|(_, i)| i.clone()).collect();
+    let permits: Vec<ExtendItem> = permits.into_iter().map(|(_, i)| i.clone()).collect();
+    let (lock_results, permit_results) = futures_util::future::join(
+        store.extend_many(&locks),
+        store.extend_permits_many(&permits),
+    )
+    .await;
+    let (mut lock_results, mut permit_results) =
+        (lock_results.into_iter(), permit_results.into_iter());
+    batch
+        .iter()
+        .map(|h| {
+            let next = match h.kind {
+                Kind::Lock => lock_results.next(),
+                Kind::Permits => permit_results.next(),
+            };
+            next.unwrap_or_else(|| Err(StoreError::internal("a batch result went missing")))
+        })
+        .collect()
+}
+
 /// Sends one batch of extensions (requests sent at `sent`) and applies the outcomes.
 async fn extend_batch(
     store: SharedStore,
@@ -242,7 +278,7 @@ async fn extend_batch(
             has_data: h.has_data,
         })
         .collect();
-    let results = store.extend_many(&items).await;
+    let results = extend_all(&store, &batch, &items).await;
     let done = Instant::now();
     if crate::core::debug::enabled() {
         let extended = results.iter().filter(|r| matches!(r, Ok(true))).count();

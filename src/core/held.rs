@@ -8,6 +8,7 @@
 //! started to wait), or a lock granted after a long wait would arrive already lost.
 
 use crate::core::clock;
+use crate::core::engine::Kind;
 use crate::core::error::LostReason;
 use crate::core::options::AutoExtend;
 use crate::limits;
@@ -69,6 +70,8 @@ pub struct Held {
     pub token: u64,
     /// Whether a payload was stored with it (a handoff must not pass it on).
     pub has_data: bool,
+    /// A lock, or a semaphore's permits (`key` is then the semaphore's name).
+    pub kind: Kind,
     pub(crate) state: Mutex<HeldState>,
     on_lost: LostFn,
 }
@@ -95,6 +98,7 @@ impl Held {
             owner,
             token,
             has_data,
+            kind: Kind::Lock,
             state: Mutex::new(HeldState {
                 ttl_ms,
                 lease_deadline: lease_end(sent, ttl_ms),
@@ -108,6 +112,12 @@ impl Held {
             }),
             on_lost,
         }
+    }
+
+    /// The same, for `kind` (a semaphore's permits, or a lock).
+    pub fn of_kind(mut self, kind: Kind) -> Held {
+        self.kind = kind;
+        self
     }
 
     /// Records a successful extension to `ttl_ms` whose request was sent at `sent`.

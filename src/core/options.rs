@@ -11,6 +11,15 @@ pub struct AutoExtend {
     pub max_hold: Option<Duration>,
 }
 
+/// Permits of a counting semaphore, asked for instead of a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PermitSpec {
+    /// How many permits, from 1 to `limit`.
+    pub count: u32,
+    /// How many permits the semaphore has.
+    pub limit: u32,
+}
+
 /// Everything the acquire loop needs.
 #[derive(Debug, Clone)]
 pub struct AcquireSpec {
@@ -36,6 +45,8 @@ pub struct AcquireSpec {
     pub watch_expiry: bool,
     /// Store the owner alone as the lock's value (the redislock wire format; Redis only).
     pub plain: bool,
+    /// Permits of the semaphore `key` instead of the lock `key`.
+    pub permits: Option<PermitSpec>,
 }
 
 impl AcquireSpec {
@@ -65,6 +76,7 @@ mod tests {
             auto_extend: None,
             watch_expiry: false,
             plain: false,
+            permits: None,
         }
     }
 

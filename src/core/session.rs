@@ -4,12 +4,12 @@
 //! lets go of its engine, so the connection closes with the last session that uses it, even
 //! while the JavaScript object that owned the session is still referenced.
 
-use crate::core::engine::{Engine, Grant};
+use crate::core::engine::{Engine, Grant, Kind};
 use crate::core::error::{LockError, LostReason};
 use crate::core::held::{guard, Held};
 use crate::core::options::AcquireSpec;
 use crate::store::open::ConnectOptions;
-use crate::store::{HeldLock, LockInfo};
+use crate::store::{HeldLock, LockInfo, PermitHolder};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,23 +119,27 @@ impl Session {
         };
         let weak = Arc::downgrade(self);
         let has_data = spec.data.is_some();
-        let held = Arc::new(Held::new(
-            id,
-            spec.key,
-            spec.owner,
-            grant.token,
-            spec.ttl_ms,
-            grant.sent,
-            spec.auto_extend,
-            spec.watch_expiry,
-            has_data,
-            Box::new(move |held: &Held, reason| {
-                if let Some(session) = weak.upgrade() {
-                    guard(&session.held).remove(&held.id);
-                    session.events.lost(held.id, reason);
-                }
-            }),
-        ));
+        let kind = Kind::of(&spec);
+        let held = Arc::new(
+            Held::new(
+                id,
+                spec.key,
+                spec.owner,
+                grant.token,
+                spec.ttl_ms,
+                grant.sent,
+                spec.auto_extend,
+                spec.watch_expiry,
+                has_data,
+                Box::new(move |held: &Held, reason| {
+                    if let Some(session) = weak.upgrade() {
+                        guard(&session.held).remove(&held.id);
+                        session.events.lost(held.id, reason);
+                    }
+                }),
+            )
+            .of_kind(kind),
+        );
         {
             // Checked under the registry's lock, which `close` drains under: a grant either
             // lands before the drain (and is released by it) or sees `closed` here.
@@ -148,7 +152,9 @@ impl Session {
             }
         }
         // Closed while we waited: do not hand out a lock nobody will release.
-        let _ = engine.release(&held.key, &held.owner, held.has_data).await;
+        let _ = engine
+            .release_as(held.kind, &held.key, &held.owner, held.has_data)
+            .await;
         Err(LockError::Closed)
     }
 
@@ -209,7 +215,7 @@ impl Session {
         let engine = self.engine()?;
         engine.scheduler().remove(&held);
         Ok(engine
-            .release(&held.key, &held.owner, held.has_data)
+            .release_as(held.kind, &held.key, &held.owner, held.has_data)
             .await?)
     }
 
@@ -236,6 +242,14 @@ impl Session {
     /// Cancel safe: read only.
     pub async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<HeldLock>, LockError> {
         Ok(self.engine()?.list(prefix, limit).await?)
+    }
+
+    /// The live holders of semaphore `name`.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn permits(&self, name: &str) -> Result<Vec<PermitHolder>, LockError> {
+        Ok(self.engine()?.permits(name).await?)
     }
 
     /// Checks that the store answers.
@@ -301,7 +315,7 @@ impl Session {
         };
         let futures = held
             .iter()
-            .map(|h| engine.release(&h.key, &h.owner, h.has_data));
+            .map(|h| engine.release_as(h.kind, &h.key, &h.owner, h.has_data));
         futures_util::future::join_all(futures)
             .await
             .into_iter()

@@ -25,6 +25,7 @@ fn spec(key: &str, owner: &str, ttl_ms: u64, wait: Option<Duration>) -> AcquireS
         auto_extend: None,
         watch_expiry: false,
         plain: false,
+        permits: None,
     }
 }
 
