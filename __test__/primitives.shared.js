@@ -49,6 +49,26 @@ function primitiveTests(c) {
     await got.release()
   })
 
+  if (b.fairAcrossProcesses) {
+    test('a permit waiter is woken by a release announced from another client, not by a poll', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const name = key('sem')
+      // Other options: an engine of its own, so only the store's announcement can wake us.
+      const other = await connect(c.b.url, { responseTimeout: 4321 })
+      try {
+        const held = await other.semaphore(name, { limit: 1 }).acquire()
+        const waiting = c.locks().semaphore(name, { limit: 1 }).acquire({ wait: 10000, retryDelay: 2 ** 31 - 1 })
+        await eventually(() => c.locks().stats().waiting > 0 && c.locks().stats().subscriptions > 0, 5000, 'the waiter to listen')
+        await held.release()
+        const got = await waiting
+        assert.equal(got.held, true)
+        await got.release()
+      } finally {
+        await other.close()
+      }
+    })
+  }
+
   test('several permits are taken all at once or not at all', async (t) => {
     if (await skipUnlessReady(t)) return
     const sem = c.locks().semaphore(key('sem'), { limit: 3 })
