@@ -123,6 +123,14 @@ pub fn data_key(key: &str) -> Vec<u8> {
     reserved("data", key, true)
 }
 
+/// Key of the state (holders and queue) of semaphore `name`. It is reckoned from the
+/// semaphore's watch key ([`crate::store::permits::watch_key`]), like the fencing counter
+/// (`fence_key(watch_key)`) and the release channel (`release_channel(watch_key)`) that serve
+/// it, so the three share a slot: announcing on that channel is where waiters listen.
+pub fn permits_key(watch_key: &str) -> Vec<u8> {
+    reserved("permits", watch_key, true)
+}
+
 /// Pub/sub channel on which a release of `key` is announced.
 pub fn release_channel(key: &str) -> String {
     format!("deadbolt:released:{{{}}}{key}", slot_tag(key))
