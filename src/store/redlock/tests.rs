@@ -49,6 +49,10 @@ mod conformance {
     crate::conformance_suite!(super::shared());
 }
 
+mod permits {
+    crate::permits_suite!(super::shared());
+}
+
 async fn raw(server: &TestServer) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.url())
         .unwrap()
