@@ -75,7 +75,7 @@ fn holders_reply(v: Value) -> StoreResult<(u32, Vec<PermitHolder>)> {
     let mut values = values.into_iter();
     let limit = parse::<u32>(values.next().unwrap_or(Value::Int(0)))?;
     let rest: Vec<Value> = values.collect();
-    if rest.len() % 4 != 0 {
+    if !rest.len().is_multiple_of(4) {
         return Err(StoreError::internal("unexpected semaphore reply"));
     }
     let holders = rest
@@ -133,7 +133,9 @@ impl RedisStore {
         let token = token_reply(reply)?;
         if token.is_some() && !acked {
             // A grant the replicas may not have could vanish in a failover: give it back.
-            let _ = self.release_permits_keeping(req.name, req.owner, None).await;
+            let _ = self
+                .release_permits_keeping(req.name, req.owner, None)
+                .await;
             return Err(self.not_acked());
         }
         Ok(token)
@@ -282,3 +284,6 @@ impl RedisStore {
         parse::<i64>(self.exec(cmd, Some(&PERMITS)).await?).map(|n| n == 1)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -215,7 +215,10 @@ impl RedlockStore {
     /// caller wait a second time for nothing.
     async fn undo(&self, key: &str, owner: &str, answers: &Answers<Option<u64>>, bound: Duration) {
         self.undo_with(key, answers, bound, |i| {
-            self.servers[i].release(key, owner).map(|r| r.map(drop)).boxed()
+            self.servers[i]
+                .release(key, owner)
+                .map(|r| r.map(drop))
+                .boxed()
         })
         .await
     }

@@ -192,7 +192,10 @@ impl RedlockStore {
         let q = self.permit_quorum(reported_limit(answers, |&l| l));
         let owned: Answers<bool> = answers
             .iter()
-            .map(|a| a.as_ref().map(|r| r.as_ref().map(|&l| l > 0).map_err(Clone::clone)))
+            .map(|a| {
+                a.as_ref()
+                    .map(|r| r.as_ref().map(|&l| l > 0).map_err(Clone::clone))
+            })
             .collect();
         let t = Tally::of(&owned, |o| *o);
         (self.owned_by(&owned, q, "extend permits"), t.settled(q))
@@ -294,3 +297,6 @@ impl RedlockStore {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests;

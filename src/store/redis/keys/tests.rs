@@ -80,7 +80,11 @@ fn a_semaphores_state_counter_and_channel_share_its_watch_keys_slot() {
         let slot = hash_slot(watch.as_bytes());
         assert_eq!(hash_slot(&permits_key(&watch)), slot, "{name}");
         assert_eq!(hash_slot(&fence_key(&watch)), slot, "{name}");
-        assert_eq!(hash_slot(release_channel(&watch).as_bytes()), slot, "{name}");
+        assert_eq!(
+            hash_slot(release_channel(&watch).as_bytes()),
+            slot,
+            "{name}"
+        );
         assert!(std::str::from_utf8(&permits_key(&watch)).is_err());
         assert_ne!(permits_key(&watch), data_key(name));
     }
