@@ -19,8 +19,8 @@
 //!   did not refuse; a request that queues keeps a place there.
 //! - **Queue order.** Each server queues refused requests; if servers ordered them by arrival,
 //!   three waiters could be first on one server each and none ever reach a quorum. So a
-//!   waiter carries a ticket, the time of its first queued request (ms since the epoch on
-//!   this host), the same on every server, and each server orders its queue by ticket (then
+//!   waiter carries a ticket, the time of its first queued request (µs since the epoch on
+//!   this host, made unique in the process), the same on every server, and each server orders its queue by ticket (then
 //!   owner): all servers agree on who is first. A ticket lives here from the owner's first
 //!   queued request until it is granted, releases, or its place lapses.
 
@@ -32,6 +32,7 @@ use crate::store::{
 };
 use futures_util::FutureExt;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
@@ -66,12 +67,7 @@ impl Tickets {
         let entry = map
             .by_owner
             .entry((name.to_string(), owner.to_string()))
-            .or_insert_with(|| {
-                let ms = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(1, |d| d.as_millis() as u64);
-                (ms.max(1), until)
-            });
+            .or_insert_with(|| (next_ticket(), until));
         entry.1 = until;
         entry.0
     }
@@ -90,6 +86,24 @@ impl Tickets {
             .unwrap_or_else(|e| e.into_inner())
             .by_owner
             .len()
+    }
+}
+
+/// A new ticket: µs since the epoch on this host (exact in the servers' Lua numbers until the
+/// year 2255), and greater than any ticket this process made before, so that two waiters of
+/// one process are queued in the order they first asked.
+fn next_ticket() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
     }
 }
 
