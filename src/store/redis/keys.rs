@@ -13,6 +13,10 @@
 //! - `0xFF deadbolt:data:{tag}<key>`: the payload of a held lock, expiring with it.
 //! - `deadbolt:released:{tag}<key>`: the pub/sub channel on which a release is announced
 //!   (channels are not keys; the tag keeps sharded pub/sub in the lock's slot).
+//! - `0xFF deadbolt:permits:{tag}<watch key>`: a counting semaphore's state. A semaphore's
+//!   keys are reckoned from its watch key (`name` followed by `\0permits`, where waiters
+//!   listen) instead of its name: the state, the counter `fence_key(watch key)` and the
+//!   channel `release_channel(watch key)` then share a slot (see `super::permits`).
 //!
 //! `tag` is taken from a table built the same way by every process: for each slot, the first
 //! string in the sequence "0", "1", …, "z", "10", … (base 36) whose CRC16 falls in that slot.
