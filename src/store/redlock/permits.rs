@@ -20,9 +20,10 @@
 //! - **Queue order.** Each server queues refused requests; if servers ordered them by arrival,
 //!   three waiters could be first on one server each and none ever reach a quorum. So a
 //!   waiter carries a ticket, the time of its first queued request (µs since the epoch on
-//!   this host, made unique in the process), the same on every server, and each server orders its queue by ticket (then
-//!   owner): all servers agree on who is first. A ticket lives here from the owner's first
-//!   queued request until it is granted, releases, or its place lapses.
+//!   this host, made unique in the process), the same on every server, and each server
+//!   orders its queue by ticket (then owner): all servers agree on who is first. A ticket
+//!   lives here from the owner's first queued request until it is granted, releases, or its
+//!   place lapses.
 
 use super::quorum::{ask_all, no_quorum, Answers, Tally};
 use super::{granted, RedlockStore};
