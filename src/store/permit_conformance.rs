@@ -260,7 +260,10 @@ pub async fn a_semaphore_and_a_lock_of_one_name_are_independent(s: SharedStore) 
     assert_eq!(s.inspect(&n).await.unwrap(), None);
 }
 
-/// Of many concurrent tries, exactly `limit` permits are granted.
+/// Of many concurrent tries, at most `limit` permits are granted, and the permits taken are
+/// the ones granted; tries after them take what is left, up to the limit and no further.
+/// (Redlock may refuse a try that races with others: servers that see the tries in different
+/// orders grant different ones, and a grant short of a quorum is given back.)
 pub async fn concurrent_requests_never_exceed_the_limit(s: SharedStore) {
     let n = name();
     let tries = (0..12).map(|_| {
@@ -275,7 +278,19 @@ pub async fn concurrent_requests_never_exceed_the_limit(s: SharedStore) {
         .into_iter()
         .filter(|r| r.as_ref().unwrap().is_some())
         .count();
-    assert_eq!(granted, 4);
+    assert!((1..=4).contains(&granted), "{granted} granted");
+    assert_eq!(taken(&s, &n).await as usize, granted);
+    for _ in granted..4 {
+        assert!(s
+            .acquire_permits(&req(&n, &owner(), 1, 4))
+            .await
+            .unwrap()
+            .is_some());
+    }
+    assert_eq!(
+        s.acquire_permits(&req(&n, &owner(), 1, 4)).await.unwrap(),
+        None
+    );
     assert_eq!(taken(&s, &n).await, 4);
 }
 

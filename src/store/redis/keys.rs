@@ -13,6 +13,10 @@
 //! - `0xFF deadbolt:data:{tag}<key>`: the payload of a held lock, expiring with it.
 //! - `deadbolt:released:{tag}<key>`: the pub/sub channel on which a release is announced
 //!   (channels are not keys; the tag keeps sharded pub/sub in the lock's slot).
+//! - `0xFF deadbolt:permits:{tag}<watch key>`: a counting semaphore's state. A semaphore's
+//!   keys are reckoned from its watch key (`name` followed by `\0permits`, where waiters
+//!   listen) instead of its name: the state, the counter `fence_key(watch key)` and the
+//!   channel `release_channel(watch key)` then share a slot (see `super::permits`).
 //!
 //! `tag` is taken from a table built the same way by every process: for each slot, the first
 //! string in the sequence "0", "1", …, "z", "10", … (base 36) whose CRC16 falls in that slot.
@@ -121,6 +125,14 @@ pub fn fence_key(key: &str) -> Vec<u8> {
 /// Key of the data payload of `key` (expires with the lock).
 pub fn data_key(key: &str) -> Vec<u8> {
     reserved("data", key, true)
+}
+
+/// Key of the state (holders and queue) of semaphore `name`. It is reckoned from the
+/// semaphore's watch key ([`crate::store::permits::watch_key`]), like the fencing counter
+/// (`fence_key(watch_key)`) and the release channel (`release_channel(watch_key)`) that serve
+/// it, so the three share a slot: announcing on that channel is where waiters listen.
+pub fn permits_key(watch_key: &str) -> Vec<u8> {
+    reserved("permits", watch_key, true)
 }
 
 /// Pub/sub channel on which a release of `key` is announced.

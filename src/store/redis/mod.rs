@@ -7,6 +7,7 @@
 mod batcher;
 mod cluster;
 pub mod keys;
+pub mod permits;
 mod pubsub;
 mod scripts;
 mod sentinel;
@@ -14,8 +15,8 @@ mod tls_client;
 
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools,
-    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 use batcher::{batch_loop, evalsha, is_reconnectable, Request};
 use futures_util::future::BoxFuture;
@@ -71,12 +72,11 @@ fn token_reply(v: Value) -> StoreResult<Option<u64>> {
     }
 }
 
-/// One extension's reply in a pipeline: 1 owned, 0 not.
-fn extend_reply(v: Value) -> StoreResult<bool> {
+/// One script call's reply in a pipeline: a server's error is the call's.
+fn script_reply(v: Value) -> StoreResult<Value> {
     match v {
-        Value::Int(n) => Ok(n == 1),
         Value::ServerError(e) => Err(StoreError::new(ErrorKind::Server, format!("{e:?}"))),
-        other => Err(StoreError::internal(format!("unexpected reply {other:?}"))),
+        other => Ok(other),
     }
 }
 
@@ -426,6 +426,35 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        let cmd = |item: &ExtendItem| {
+            let ttl = item.ttl_ms.to_string();
+            let flag: &[u8] = if item.has_data { b"1" } else { b"0" };
+            evalsha(
+                &EXTEND,
+                &[item.key.as_bytes(), &data_key(&item.key)],
+                &[item.owner.as_bytes(), ttl.as_bytes(), flag],
+            )
+        };
+        self.batch(items, &EXTEND, cmd)
+            .await
+            .into_iter()
+            .map(|r| r.and_then(parse::<i64>).map(|n| n == 1))
+            .collect()
+    }
+
+    /// Runs `cmd(item)` (a call of `script` that grants or extends a lease) for every item in
+    /// one pipelined round trip, or one per node on a cluster, where each item is routed by
+    /// the slot of its `key`; with `acks`, a `WAIT` ends the pipeline. One reply per item, in
+    /// order.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe if every call is idempotent.
+    async fn batch(
+        &self,
+        items: &[ExtendItem],
+        script: &'static redis::Script,
+        cmd: impl Fn(&ExtendItem) -> redis::Cmd,
+    ) -> Vec<StoreResult<Value>> {
         if items.is_empty() {
             return Vec::new();
         }
@@ -438,35 +467,12 @@ impl RedisStore {
                 Ok(node) => node.conn.clone(),
                 Err(e) => return items.iter().map(|_| Err(e.clone())).collect(),
             },
-            Link::Cluster(c) => {
-                let cmd = |item: &ExtendItem| {
-                    let ttl = item.ttl_ms.to_string();
-                    let flag: &[u8] = if item.has_data { b"1" } else { b"0" };
-                    evalsha(
-                        &EXTEND,
-                        &[item.key.as_bytes(), &data_key(&item.key)],
-                        &[item.owner.as_bytes(), ttl.as_bytes(), flag],
-                    )
-                };
-                return c
-                    .extend_many(items, cmd, &EXTEND)
-                    .await
-                    .into_iter()
-                    .map(|r| r.and_then(parse::<i64>).map(|n| n == 1))
-                    .collect();
-            }
+            Link::Cluster(c) => return c.extend_many(items, cmd, script).await,
         };
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for item in items {
-            pipe.cmd("EVALSHA")
-                .arg(EXTEND.get_hash())
-                .arg(2)
-                .arg(&item.key)
-                .arg(data_key(&item.key))
-                .arg(&item.owner)
-                .arg(item.ttl_ms)
-                .arg(if item.has_data { "1" } else { "0" });
+            pipe.add_command(cmd(item));
         }
         if let Some(acks) = self.acks {
             // The replicas must have the new leases too (its reply comes last).
@@ -482,7 +488,7 @@ impl RedisStore {
                 .iter()
                 .any(|v| matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript)))
             {
-                if let Err(e) = EXTEND.prepare_invoke().load_async(&mut conn).await {
+                if let Err(e) = script.prepare_invoke().load_async(&mut conn).await {
                     return items.iter().map(|_| Err(store_err(e.clone()))).collect();
                 }
                 first = pipe.query_async::<Vec<Value>>(&mut conn).await;
@@ -493,15 +499,16 @@ impl RedisStore {
             sentinel.check_after(&store_err(e.clone())).await;
         }
         match first {
-            Ok(mut values) if self.acks.is_some() => {
-                let acked = values.pop().and_then(|v| parse::<i64>(v).ok()).unwrap_or(0);
-                if acked < i64::from(self.acks.map_or(0, |a| a.replicas)) {
-                    let e = self.not_acked();
-                    return items.iter().map(|_| Err(e.clone())).collect();
+            Ok(mut values) => {
+                if let Some(acks) = self.acks {
+                    let acked = values.pop().and_then(|v| parse::<i64>(v).ok()).unwrap_or(0);
+                    if acked < i64::from(acks.replicas) {
+                        let e = self.not_acked();
+                        return items.iter().map(|_| Err(e.clone())).collect();
+                    }
                 }
-                values.into_iter().map(extend_reply).collect()
+                values.into_iter().map(script_reply).collect()
             }
-            Ok(values) => values.into_iter().map(extend_reply).collect(),
             Err(e) => {
                 let e = store_err(e);
                 items.iter().map(|_| Err(e.clone())).collect()
@@ -679,6 +686,49 @@ impl LockStore for RedisStore {
 
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
         RedisStore::ping(self).boxed()
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a PermitRequest<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.acquire_permits_ticketed(req, 0).boxed()
+    }
+
+    fn extend_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        self.extend_permits_limit(name, owner, ttl_ms)
+            .map(|r| r.map(|limit| limit > 0))
+            .boxed()
+    }
+
+    fn extend_permits_many<'a>(
+        &'a self,
+        items: &'a [ExtendItem],
+    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        self.extend_permits_many_limits(items)
+            .map(|rs| rs.into_iter().map(|r| r.map(|limit| limit > 0)).collect())
+            .boxed()
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        self.release_permits_keeping(name, owner, None)
+            .map(|r| r.map(|(outcome, _)| outcome))
+            .boxed()
+    }
+
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        self.permits_limit(name)
+            .map(|r| r.map(|(_, holders)| holders))
+            .boxed()
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

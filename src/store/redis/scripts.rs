@@ -189,6 +189,11 @@ end
 return 1
 "#;
 
+/// Counting semaphores: one script for every operation (`permits.lua`, the first argument
+/// names it; see [`super::permits`]).
+pub static PERMITS: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(PERMITS_LUA)));
+const PERMITS_LUA: &str = include_str!("permits.lua");
+
 /// `SCRIPT LOAD` of every script, to send ahead of a batch on a server that may not have them.
 pub fn load_all() -> Vec<redis::Cmd> {
     [
@@ -199,6 +204,7 @@ pub fn load_all() -> Vec<redis::Cmd> {
         INSPECT_LUA.to_string(),
         with_helpers(HANDOFF_LUA),
         with_helpers(RAISE_LUA),
+        with_helpers(PERMITS_LUA),
     ]
     .into_iter()
     .map(|source| {

@@ -36,6 +36,10 @@ mod conformance {
     crate::conformance_suite!(super::open().map(|s| s as _));
 }
 
+mod permits {
+    crate::permits_suite!(super::open().map(|s| s as _));
+}
+
 #[tokio::test]
 async fn scripts_are_loaded_again_after_the_server_forgot_them() {
     let Some(s) = open() else { return };
@@ -152,6 +156,10 @@ mod cluster {
 
     mod conformance {
         crate::conformance_suite!(super::open().map(|s| s as _));
+    }
+
+    mod permits {
+        crate::permits_suite!(super::open().map(|s| s as _));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,12 +34,13 @@
 
 mod notifications;
 mod operator;
+mod permits;
 mod quorum;
 
 use super::redis::{RedisOptions, RedisStore};
 use super::{
     ErrorKind, ExtendItem, HandoffOutcome, LockInfo, LockStore, NextOwner, OperatorTools,
-    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 use crate::core::held::lease_end;
 use crate::limits;
@@ -62,6 +63,8 @@ pub struct RedlockStore {
     /// Releases announced by any server, merged.
     released: broadcast::Sender<String>,
     subscriptions: Subscriptions,
+    /// Queue tickets of this process's waiters for semaphores ([`permits`]).
+    tickets: permits::Tickets,
 }
 
 /// The servers that granted, with the token each drew.
@@ -122,6 +125,7 @@ impl RedlockStore {
             response_timeout: Duration::from_millis(opts.response_timeout_ms),
             connect_timeout: Duration::from_millis(opts.connect_timeout_ms),
             released,
+            tickets: permits::Tickets::default(),
         }))
     }
 
@@ -156,27 +160,42 @@ impl RedlockStore {
         start: Instant,
         ttl_ms: u64,
     ) -> Option<u64> {
+        self.settle_with(key, grants, start, ttl_ms, self.quorum, |i, top| {
+            self.servers[i].raise_token(key, owner, top).boxed()
+        })
+        .await
+    }
+
+    /// [`RedlockStore::settle_grant`] for any kind of grant: `quorum` servers must count to
+    /// the token, and `raise(server, token)` lifts one that is behind (if the grant still
+    /// holds there; `false` if not).
+    async fn settle_with<'a>(
+        &'a self,
+        what: &str,
+        grants: &[(usize, u64)],
+        start: Instant,
+        ttl_ms: u64,
+        quorum: usize,
+        raise: impl Fn(usize, u64) -> BoxFuture<'a, StoreResult<bool>>,
+    ) -> Option<u64> {
         let valid_until = lease_end(start, ttl_ms);
         let top = grants.iter().map(|&(_, t)| t).max()?;
         let at_top = grants.iter().filter(|&&(_, t)| t == top).count();
-        if at_top < self.quorum {
-            let need = self.quorum - at_top;
+        if at_top < quorum {
+            let need = quorum - at_top;
             let behind: Vec<usize> = grants
                 .iter()
                 .filter(|&&(_, t)| t < top)
                 .map(|&(i, _)| i)
                 .collect();
             crate::debug!(
-                "redlock {key:?}: tokens differ, raising {} server(s) to {top}",
+                "redlock {what:?}: tokens differ, raising {} server(s) to {top}",
                 behind.len()
             );
             let bound = valid_until
                 .saturating_duration_since(Instant::now())
                 .min(self.server_timeout(ttl_ms));
-            let calls = behind
-                .iter()
-                .map(|&i| self.servers[i].raise_token(key, owner, top))
-                .collect();
+            let calls = behind.iter().map(|&i| raise(i, top)).collect();
             let raised = ask_all(calls, Some(bound), |a| {
                 Tally::of(a, |owned| *owned).settled(need)
             })
@@ -195,6 +214,23 @@ impl RedlockStore {
     /// but those that already timed out: those are paused or cut off, and would only make the
     /// caller wait a second time for nothing.
     async fn undo(&self, key: &str, owner: &str, answers: &Answers<Option<u64>>, bound: Duration) {
+        self.undo_with(key, answers, bound, |i| {
+            self.servers[i]
+                .release(key, owner)
+                .map(|r| r.map(drop))
+                .boxed()
+        })
+        .await
+    }
+
+    /// [`RedlockStore::undo`] for any kind of grant: `give_back(server)` gives it back on one.
+    async fn undo_with<'a>(
+        &'a self,
+        what: &str,
+        answers: &Answers<Option<u64>>,
+        bound: Duration,
+        give_back: impl Fn(usize) -> BoxFuture<'a, StoreResult<()>>,
+    ) {
         let targets: Vec<(usize, bool)> = answers
             .iter()
             .enumerate()
@@ -204,11 +240,8 @@ impl RedlockStore {
         if targets.is_empty() {
             return;
         }
-        crate::debug!("redlock {key:?}: no valid quorum, undoing the partial grant");
-        let calls = targets
-            .iter()
-            .map(|&(i, _)| self.servers[i].release(key, owner))
-            .collect();
+        crate::debug!("redlock {what:?}: no valid quorum, undoing the partial grant");
+        let calls = targets.iter().map(|&(i, _)| give_back(i)).collect();
         ask_all(calls, Some(bound), |a| {
             targets
                 .iter()
@@ -280,10 +313,15 @@ impl RedlockStore {
     /// Whether a quorum says yes; `false` when too many said no for a quorum to, an error
     /// when failures leave it open.
     fn owned(&self, answers: &Answers<bool>, what: &str) -> StoreResult<bool> {
+        self.owned_by(answers, self.quorum, what)
+    }
+
+    /// [`RedlockStore::owned`] with a quorum of `quorum` servers.
+    fn owned_by(&self, answers: &Answers<bool>, quorum: usize, what: &str) -> StoreResult<bool> {
         let t = Tally::of(answers, |owned| *owned);
-        if t.yes >= self.quorum {
+        if t.yes >= quorum {
             Ok(true)
-        } else if t.no > self.servers.len() - self.quorum {
+        } else if t.no > self.servers.len() - quorum {
             Ok(false)
         } else {
             Err(no_quorum(answers, what))
@@ -349,6 +387,16 @@ impl RedlockStore {
         answers: &Answers<ReleaseOutcome>,
         ended: usize,
     ) -> StoreResult<ReleaseOutcome> {
+        self.release_outcome_by(answers, ended, self.quorum)
+    }
+
+    /// [`RedlockStore::release_outcome`] with a quorum of `quorum` servers.
+    fn release_outcome_by(
+        &self,
+        answers: &Answers<ReleaseOutcome>,
+        ended: usize,
+        quorum: usize,
+    ) -> StoreResult<ReleaseOutcome> {
         let t = Tally::of(answers, |o| o.released);
         let others_waiting = answers
             .iter()
@@ -356,14 +404,14 @@ impl RedlockStore {
         let let_go = t.yes + ended;
         // Servers that may still hold the lock: those that failed or did not answer.
         let unknown = t.failed + t.silent;
-        let maybe_held = let_go + unknown >= self.quorum;
-        if let_go >= self.quorum || (maybe_held && let_go > 0 && unknown < self.quorum) {
+        let maybe_held = let_go + unknown >= quorum;
+        if let_go >= quorum || (maybe_held && let_go > 0 && unknown < quorum) {
             return Ok(ReleaseOutcome {
                 released: true,
                 others_waiting,
             });
         }
-        if unknown >= self.quorum {
+        if unknown >= quorum {
             return Err(no_quorum(answers, "release"));
         }
         Ok(ReleaseOutcome {
@@ -578,6 +626,41 @@ impl LockStore for RedlockStore {
 
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
         RedlockStore::ping(self).boxed()
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a PermitRequest<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        RedlockStore::acquire_permits(self, req).boxed()
+    }
+
+    fn extend_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        RedlockStore::extend_permits(self, name, owner, ttl_ms).boxed()
+    }
+
+    fn extend_permits_many<'a>(
+        &'a self,
+        items: &'a [ExtendItem],
+    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        RedlockStore::extend_permits_many(self, items).boxed()
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        RedlockStore::release_permits(self, name, owner).boxed()
+    }
+
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        RedlockStore::permits(self, name).boxed()
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -11,11 +11,11 @@ use crate::store::{ErrorKind, HandoffOutcome, LockStore, NextOwner, ReleaseNotif
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-fn servers(n: usize) -> Option<Vec<TestServer>> {
+pub(super) fn servers(n: usize) -> Option<Vec<TestServer>> {
     redis_server_or_skip().then(|| (0..n).map(|_| TestServer::start(&[])).collect())
 }
 
-fn options(response_timeout_ms: u64) -> RedisOptions {
+pub(super) fn options(response_timeout_ms: u64) -> RedisOptions {
     RedisOptions {
         connect_timeout_ms: 1_000,
         response_timeout_ms,
@@ -23,7 +23,7 @@ fn options(response_timeout_ms: u64) -> RedisOptions {
     }
 }
 
-fn store(servers: &[TestServer], response_timeout_ms: u64) -> Arc<RedlockStore> {
+pub(super) fn store(servers: &[TestServer], response_timeout_ms: u64) -> Arc<RedlockStore> {
     let urls: Vec<String> = servers.iter().map(TestServer::url).collect();
     RedlockStore::connect(&urls, &options(response_timeout_ms)).unwrap()
 }
@@ -49,6 +49,10 @@ mod conformance {
     crate::conformance_suite!(super::shared());
 }
 
+mod permits {
+    crate::permits_suite!(super::shared());
+}
+
 async fn raw(server: &TestServer) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.url())
         .unwrap()
@@ -65,7 +69,7 @@ async fn get(server: &TestServer, key: &[u8]) -> Option<Vec<u8>> {
         .unwrap()
 }
 
-async fn set(server: &TestServer, key: &[u8], value: &[u8]) {
+pub(super) async fn set(server: &TestServer, key: &[u8], value: &[u8]) {
     let _: () = redis::cmd("SET")
         .arg(key)
         .arg(value)

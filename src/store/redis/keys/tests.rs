@@ -71,3 +71,21 @@ fn a_value_splits_into_owner_and_token() {
     );
     assert_eq!(split_value(b"o\xffx"), (&b"o\xffx"[..], None));
 }
+
+#[test]
+fn a_semaphores_state_counter_and_channel_share_its_watch_keys_slot() {
+    use crate::store::permits::watch_key;
+    for name in ["orders:42", "a{user1}b", "{x}", "x", "ключ"] {
+        let watch = watch_key(name);
+        let slot = hash_slot(watch.as_bytes());
+        assert_eq!(hash_slot(&permits_key(&watch)), slot, "{name}");
+        assert_eq!(hash_slot(&fence_key(&watch)), slot, "{name}");
+        assert_eq!(
+            hash_slot(release_channel(&watch).as_bytes()),
+            slot,
+            "{name}"
+        );
+        assert!(std::str::from_utf8(&permits_key(&watch)).is_err());
+        assert_ne!(permits_key(&watch), data_key(name));
+    }
+}

@@ -1,0 +1,220 @@
+-- Counting semaphores: the rules of src/store/permits.rs, applied atomically by the server's
+-- clock. The helpers `announce` and `next_token` come first (scripts.rs). Layout and replies:
+-- src/store/redis/permits.rs.
+--
+-- KEYS[1]: the semaphore's state, one string: a MessagePack array
+--   {limit, holders, (owner, permits, token, expires) * holders, (owner, permits, expires,
+--   ticket) * waiters}
+-- with times in ms on the server's clock, the waiters in queue order, and the string's own
+-- expiry at the last lease or place, so an idle semaphore leaves nothing behind.
+-- KEYS[2]: the fencing counter of the slot (acquire and raise only).
+-- ARGV[1]: the operation; the rest depend on it.
+
+-- TIME is not deterministic: before Redis 5 a script must ask for its effects to be
+-- replicated instead of itself (later versions always do, and keep the call as a no-op).
+if redis.replicate_commands then redis.replicate_commands() end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+-- The state as its flat array `s` (lapsed holders and places dropped), where holder i
+-- (1-based) starts at s[4i - 1] and the waiters after the holders, plus whether any lapsed.
+local function load()
+  local raw = redis.call('GET', KEYS[1])
+  if not raw then return {0, 0}, false end
+  local s = cmsgpack.unpack(raw)
+  local n, holders, live = #s, s[2], true
+  for i = 3, n, 4 do
+    local expires = (i < 3 + 4 * holders) and s[i + 3] or s[i + 2]
+    if expires <= now then
+      live = false
+      break
+    end
+  end
+  if live then return s, false end
+  local kept, count = {s[1], 0}, 0
+  for i = 3, n, 4 do
+    local holder = i < 3 + 4 * holders
+    local expires = holder and s[i + 3] or s[i + 2]
+    if expires > now then
+      kept[#kept + 1], kept[#kept + 2], kept[#kept + 3], kept[#kept + 4] =
+        s[i], s[i + 1], s[i + 2], s[i + 3]
+      if holder then count = count + 1 end
+    end
+  end
+  kept[2] = count
+  return kept, true
+end
+
+-- Index of the first waiter's entry.
+local function queue_start(s)
+  return 3 + 4 * s[2]
+end
+
+-- Index of `owner`'s entry among the holders, or nil.
+local function holder_of(s, owner)
+  for i = 3, queue_start(s) - 1, 4 do
+    if s[i] == owner then return i end
+  end
+  return nil
+end
+
+-- Index of `owner`'s entry in the queue, or nil.
+local function place_of(s, owner)
+  for i = queue_start(s), #s, 4 do
+    if s[i] == owner then return i end
+  end
+  return nil
+end
+
+-- Removes the entry at `i`.
+local function remove_at(s, i)
+  for _ = 1, 4 do table.remove(s, i) end
+end
+
+-- Inserts an entry of four fields before index `i`.
+local function insert_at(s, i, a, b, c, d)
+  table.insert(s, i, d)
+  table.insert(s, i, c)
+  table.insert(s, i, b)
+  table.insert(s, i, a)
+end
+
+-- Writes the state back, expiring with its last lease or place (deleted once nothing is left).
+local function save(s)
+  local last, qs = now, queue_start(s)
+  for i = 3, #s, 4 do
+    local expires = (i < qs) and s[i + 3] or s[i + 2]
+    if expires > last then last = expires end
+  end
+  if last <= now then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('SET', KEYS[1], cmsgpack.pack(s), 'PX', string.format('%d', last - now))
+  end
+end
+
+-- Queues `owner` for `qttl` ms: keeps (and renews) its place, or takes one at the back; with a
+-- ticket (Redlock: the same on every server), in ticket order, so that every server orders
+-- its waiters alike.
+local function enqueue(s, owner, permits, qttl, ticket)
+  local place = place_of(s, owner)
+  if place then
+    s[place + 2] = now + qttl
+    return
+  end
+  if ticket > 0 then
+    for i = queue_start(s), #s, 4 do
+      if s[i + 3] > ticket or (s[i + 3] == ticket and s[i] > owner) then
+        insert_at(s, i, owner, permits, now + qttl, ticket)
+        return
+      end
+    end
+  end
+  local n = #s
+  s[n + 1], s[n + 2], s[n + 3], s[n + 4] = owner, permits, now + qttl, ticket
+end
+
+local op = ARGV[1]
+
+if op == 'acquire' then
+  -- ARGV: op, owner, permits, limit, ttl, queue ttl, ticket (0: none).
+  -- Returns the token (a string), or false when refused.
+  local owner, permits, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+  local ttl, qttl, ticket = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local s, purged = load()
+  s[1] = limit
+  local qs = queue_start(s)
+  local taken = 0
+  for i = 3, qs - 1, 4 do
+    if s[i] == owner then
+      s[i + 3] = now + ttl
+      save(s)
+      return s[i + 2]
+    end
+    taken = taken + s[i + 1]
+  end
+  local ahead, place = 0, nil
+  for i = qs, #s, 4 do
+    if s[i] == owner then
+      place = i
+      break
+    end
+    ahead = ahead + s[i + 1]
+  end
+  if taken + ahead + permits <= limit then
+    if place then remove_at(s, place) end
+    local token = next_token(KEYS[2])
+    insert_at(s, qs, owner, permits, token, now + ttl)
+    s[2] = s[2] + 1
+    save(s)
+    return token
+  end
+  if qttl > 0 then
+    enqueue(s, owner, permits, qttl, ticket)
+    save(s)
+  elseif purged then
+    save(s)
+  end
+  return false
+end
+
+if op == 'extend' then
+  -- ARGV: op, owner, ttl. Returns the semaphore's limit if extended, else 0.
+  local s = load()
+  local mine = holder_of(s, ARGV[2])
+  if not mine then return 0 end
+  s[mine + 3] = now + tonumber(ARGV[3])
+  save(s)
+  return s[1]
+end
+
+if op == 'release' then
+  -- ARGV: op, owner, channel, sharded, then for Redlock's undo of a partial grant: permits,
+  -- queue ttl, ticket (the place to keep, when the queue ttl is not 0).
+  -- Returns {held live permits (1/0), subscribers the announcement reached (-1: none was
+  -- made), limit}.
+  local owner = ARGV[2]
+  local s = load()
+  local mine = holder_of(s, owner)
+  if mine then
+    remove_at(s, mine)
+    s[2] = s[2] - 1
+  end
+  local place = place_of(s, owner)
+  if place then remove_at(s, place) end
+  local qttl = tonumber(ARGV[6] or '0')
+  if qttl > 0 then enqueue(s, owner, tonumber(ARGV[5]), qttl, tonumber(ARGV[7])) end
+  if mine or place or qttl > 0 then save(s) end
+  if not (mine or place) then return {0, -1, s[1]} end
+  return {mine and 1 or 0, announce(ARGV[3], ARGV[4]), s[1]}
+end
+
+if op == 'read' then
+  -- Returns {limit, (owner, permits, token, remaining ms) * live holders}.
+  local s = load()
+  local out = {s[1]}
+  for i = 3, queue_start(s) - 1, 4 do
+    out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] =
+      s[i], s[i + 1], s[i + 2], string.format('%d', s[i + 3] - now)
+  end
+  return out
+end
+
+if op == 'raise' then
+  -- Redlock: if the owner still holds permits, lift the slot's counter to at least the token
+  -- and make it the holder's own (counters are decimal strings: compared by length, then by
+  -- digits). ARGV: op, owner, token. Returns 1 if held, else 0.
+  local s = load()
+  local mine = holder_of(s, ARGV[2])
+  if not mine then return 0 end
+  local token = ARGV[3]
+  local c = redis.call('GET', KEYS[2])
+  if not c or #c < #token or (#c == #token and c < token) then
+    redis.call('SET', KEYS[2], token)
+  end
+  s[mine + 2] = token
+  save(s)
+  return 1
+end
+
+return redis.error_reply('unknown semaphore operation')

@@ -1,0 +1,210 @@
+//! What only the Redis semaphore has, against the server on 127.0.0.1:6379 (skipped with a
+//! message when it is down, failed under `CI`): one expiring key per semaphore, the server's
+//! clock, a script cache the server can forget, and the ticket order Redlock relies on.
+
+use super::KeepPlace;
+use crate::store::conformance::{name, owner, server_or_skip};
+use crate::store::permits::watch_key;
+use crate::store::redis::keys::permits_key;
+use crate::store::redis::{RedisOptions, RedisStore};
+use crate::store::{ErrorKind, ExtendItem, LockStore, PermitRequest};
+use std::sync::Arc;
+
+const URL: &str = "redis://127.0.0.1:6379";
+
+fn open() -> Option<Arc<RedisStore>> {
+    server_or_skip("Redis", 6379)
+        .then(|| RedisStore::connect(URL, &RedisOptions::default()).unwrap())
+}
+
+async fn query<T: redis::FromRedisValue>(cmd: &mut redis::Cmd) -> T {
+    let mut conn = redis::Client::open(URL)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    cmd.query_async(&mut conn).await.unwrap()
+}
+
+fn state(n: &str) -> Vec<u8> {
+    permits_key(&watch_key(n))
+}
+
+fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        name,
+        owner,
+        permits,
+        limit,
+        ttl_ms: 10_000,
+        queue_ttl_ms: 0,
+    }
+}
+
+#[tokio::test]
+async fn a_semaphore_is_one_key_that_expires_with_its_last_lease_or_place() {
+    let Some(s) = open() else { return };
+    let (n, a, w) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let pttl: i64 = query(redis::cmd("PTTL").arg(state(&n))).await;
+    assert!(pttl > 5_000 && pttl <= 10_000, "{pttl}");
+    let queued = PermitRequest {
+        queue_ttl_ms: 60_000,
+        ..req(&n, &w, 1, 1)
+    };
+    assert_eq!(s.acquire_permits(&queued).await.unwrap(), None);
+    let pttl: i64 = query(redis::cmd("PTTL").arg(state(&n))).await;
+    assert!(pttl > 50_000, "the waiter's place keeps the state: {pttl}");
+}
+
+#[tokio::test]
+async fn a_semaphore_with_nobody_holding_or_queued_leaves_no_key() {
+    let Some(s) = open() else { return };
+    let (n, a, w) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let queued = PermitRequest {
+        queue_ttl_ms: 10_000,
+        ..req(&n, &w, 1, 1)
+    };
+    assert_eq!(s.acquire_permits(&queued).await.unwrap(), None);
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(!s.release_permits(&n, &w).await.unwrap().released);
+    let exists: i64 = query(redis::cmd("EXISTS").arg(state(&n))).await;
+    assert_eq!(exists, 0);
+}
+
+/// The state is written with expiries on the server's `TIME` (here by a script of the test's
+/// own, in the store's format): a lease is what is left of it by that clock.
+#[tokio::test]
+async fn leases_are_reckoned_on_the_servers_clock() {
+    let Some(s) = open() else { return };
+    let n = name();
+    let write = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('SET', KEYS[1], cmsgpack.pack({2, 2, 'gone', 1, '7', now - 1, 'kept', 1, '8',
+  now + 42000}), 'PX', 60000)
+"#;
+    let _: () = query(redis::cmd("EVAL").arg(write).arg(1).arg(state(&n))).await;
+    let holders = s.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert_eq!(
+        (holders[0].owner.as_str(), holders[0].fencing_token),
+        ("kept", 8)
+    );
+    let left = holders[0].remaining_ms;
+    assert!(left > 30_000 && left <= 42_000, "{left}");
+    // The lapsed holder's permit is free: one of two is left.
+    assert!(s
+        .acquire_permits(&req(&n, &owner(), 1, 2))
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        s.acquire_permits(&req(&n, &owner(), 1, 2)).await.unwrap(),
+        None
+    );
+}
+
+#[tokio::test]
+async fn the_semaphore_script_is_loaded_again_after_the_server_forgot_it() {
+    let Some(s) = open() else { return };
+    let (n, a) = (name(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    // A call by hash meets NOSCRIPT, one by one and in a batch.
+    let _: () = query(redis::cmd("SCRIPT").arg("FLUSH")).await;
+    assert!(s.extend_permits(&n, &a, 10_000).await.unwrap());
+    let _: () = query(redis::cmd("SCRIPT").arg("FLUSH")).await;
+    let items = [ExtendItem {
+        key: n.clone(),
+        owner: a.clone(),
+        ttl_ms: 10_000,
+        has_data: false,
+    }];
+    assert!(s.extend_permits_many(&items).await[0].as_ref().unwrap());
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+}
+
+#[tokio::test]
+async fn a_request_without_a_permit_or_limit_is_refused_as_invalid() {
+    let Some(s) = open() else { return };
+    let (n, a) = (name(), owner());
+    let err = s.acquire_permits(&req(&n, &a, 0, 1)).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    let err = s.acquire_permits(&req(&n, &a, 1, 0)).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+}
+
+/// Redlock sends one ticket to every server: a waiter with an earlier ticket is ahead of one
+/// that arrived first with a later ticket.
+#[tokio::test]
+async fn ticketed_waiters_are_queued_in_ticket_order() {
+    let Some(s) = open() else { return };
+    let (n, a, early, late) = (name(), owner(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let queued = |o| PermitRequest {
+        queue_ttl_ms: 10_000,
+        ..req(&n, o, 1, 1)
+    };
+    assert_eq!(
+        s.acquire_permits_ticketed(&queued(&late), 20)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        s.acquire_permits_ticketed(&queued(&early), 10)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert_eq!(
+        s.acquire_permits_ticketed(&queued(&late), 20)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(s
+        .acquire_permits_ticketed(&queued(&early), 10)
+        .await
+        .unwrap()
+        .is_some());
+}
+
+/// Redlock's undo of a partial grant gives the permits back and keeps the request's place.
+#[tokio::test]
+async fn a_release_that_keeps_the_place_frees_the_permits_and_still_holds_others_back() {
+    let Some(s) = open() else { return };
+    let (n, w) = (name(), owner());
+    s.acquire_permits(&req(&n, &w, 2, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let keep = KeepPlace {
+        permits: 2,
+        queue_ttl_ms: 10_000,
+        ticket: 5,
+    };
+    let (outcome, limit) = s.release_permits_keeping(&n, &w, Some(keep)).await.unwrap();
+    assert!(outcome.released);
+    assert_eq!(limit, 2);
+    assert!(s.permits(&n).await.unwrap().is_empty());
+    // One permit would fit, but the waiter for both is ahead.
+    assert_eq!(
+        s.acquire_permits(&req(&n, &owner(), 1, 2)).await.unwrap(),
+        None
+    );
+}

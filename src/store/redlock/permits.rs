@@ -1,0 +1,317 @@
+//! Counting semaphores over N servers: each server keeps the semaphore as a single Redis
+//! server does ([`crate::store::redis::permits`]); this module combines their answers the way
+//! [`super`] combines a lock's.
+//!
+//! - **Quorum.** A majority is not enough once a semaphore has more than one permit: with
+//!   3 servers and 2 permits, three requests reaching the servers in three different orders
+//!   (A B C, B C A, C A B) are each granted by two servers, so three holders would each have a
+//!   majority. A grant is therefore reported when `q` servers granted it, `q` the least number
+//!   with `q × (limit + 1) > N × limit` ([`RedlockStore::permit_quorum`]): holders of more than
+//!   `limit` permits in all would need more than `N × limit` permits of the N servers. For one
+//!   permit it is the lock's majority; it grows towards N as the limit grows. Extensions,
+//!   releases and listings use the limit the servers report (the last one asked).
+//! - **Acquire.** Asks every server at once, each awaited at most the lock's per-server
+//!   timeout; the grant must be valid by the lock's drift rule
+//!   ([`lease_end`](crate::core::held::lease_end)) and its token is
+//!   settled like a lock's: the largest a quorum drew, after lifting the counters of the
+//!   granting servers that drew less (the `raise` operation, conditional on still holding
+//!   there). Without a quorum or validity, what was taken is given back on every server that
+//!   did not refuse; a request that queues keeps a place there.
+//! - **Queue order.** Each server queues refused requests; if servers ordered them by arrival,
+//!   three waiters could be first on one server each and none ever reach a quorum. So a
+//!   waiter carries a ticket, the time of its first queued request (µs since the epoch on
+//!   this host, made unique in the process), the same on every server, and each server
+//!   orders its queue by ticket (then owner): all servers agree on who is first. A ticket
+//!   lives here from the owner's first queued request until it is granted, releases, or its
+//!   place lapses.
+
+use super::quorum::{ask_all, no_quorum, Answers, Tally};
+use super::{granted, RedlockStore};
+use crate::store::redis::permits::KeepPlace;
+use crate::store::{
+    ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
+};
+use futures_util::FutureExt;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::Instant;
+
+/// The tickets of this process's queued requests, by (semaphore, owner).
+#[derive(Default)]
+pub(super) struct Tickets {
+    inner: Mutex<TicketMap>,
+}
+
+#[derive(Default)]
+struct TicketMap {
+    /// Ticket and when the place it orders lapses unless asked for again.
+    by_owner: HashMap<(String, String), (u64, Instant)>,
+    /// Size after the last sweep of lapsed tickets.
+    swept_at: usize,
+}
+
+impl Tickets {
+    /// The ticket of `owner`'s request for `name`, made now if it has none, kept for
+    /// `queue_ttl_ms` more.
+    fn take(&self, name: &str, owner: &str, queue_ttl_ms: u64) -> u64 {
+        let now = Instant::now();
+        let until = crate::core::clock::after(now, Duration::from_millis(queue_ttl_ms));
+        let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // Tickets of waiters that stopped asking without releasing are swept now and then
+        // (amortised O(1) per ticket made).
+        if map.by_owner.len() >= (2 * map.swept_at).max(64) {
+            map.by_owner.retain(|_, (_, until)| *until > now);
+            map.swept_at = map.by_owner.len();
+        }
+        let entry = map
+            .by_owner
+            .entry((name.to_string(), owner.to_string()))
+            .or_insert_with(|| (next_ticket(), until));
+        entry.1 = until;
+        entry.0
+    }
+
+    /// Forgets `owner`'s ticket for `name` (granted, or given up).
+    fn forget(&self, name: &str, owner: &str) {
+        let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        map.by_owner.remove(&(name.to_string(), owner.to_string()));
+    }
+
+    /// How many tickets are kept (for tests).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_owner
+            .len()
+    }
+}
+
+/// A new ticket: µs since the epoch on this host (exact in the servers' Lua numbers until the
+/// year 2255), and greater than any ticket this process made before, so that two waiters of
+/// one process are queued in the order they first asked.
+fn next_ticket() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
+}
+
+/// The largest limit the servers reported (at least 1).
+fn reported_limit<T>(answers: &Answers<T>, limit: impl Fn(&T) -> u32) -> u32 {
+    answers
+        .iter()
+        .filter_map(|a| match a {
+            Some(Ok(v)) => Some(limit(v)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1)
+}
+
+impl RedlockStore {
+    /// How many servers must grant a request of a semaphore of `limit` permits: the least `q`
+    /// with `q × (limit + 1) > N × limit` (see the module docs). A majority for one permit.
+    pub fn permit_quorum(&self, limit: u32) -> usize {
+        let n = self.servers.len() as u64;
+        let limit = u64::from(limit.max(1));
+        (n * limit / (limit + 1) + 1) as usize
+    }
+
+    /// See [`LockStore::acquire_permits`](crate::store::LockStore::acquire_permits).
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: servers may hold the permits when the future is dropped.
+    pub async fn acquire_permits(&self, req: &PermitRequest<'_>) -> StoreResult<Option<u64>> {
+        let start = Instant::now();
+        let bound = self.server_timeout(req.ttl_ms);
+        let q = self.permit_quorum(req.limit);
+        let ticket = if req.queue_ttl_ms > 0 {
+            self.tickets.take(req.name, req.owner, req.queue_ttl_ms)
+        } else {
+            0
+        };
+        let calls = self
+            .servers
+            .iter()
+            .map(|s| s.acquire_permits_ticketed(req, ticket))
+            .collect();
+        let answers = ask_all(calls, Some(bound), |a| {
+            Tally::of(a, Option::is_some).settled(q)
+        })
+        .await;
+        let tally = Tally::of(&answers, Option::is_some);
+        if tally.yes >= q {
+            let grants = granted(&answers);
+            let token = self
+                .settle_with(req.name, &grants, start, req.ttl_ms, q, |i, top| {
+                    self.servers[i]
+                        .raise_permit_token(req.name, req.owner, top)
+                        .boxed()
+                })
+                .await;
+            if let Some(token) = token {
+                self.tickets.forget(req.name, req.owner);
+                return Ok(Some(token));
+            }
+        }
+        // A request that queues gives back what it got, keeping (or taking) its place there.
+        let keep = (req.queue_ttl_ms > 0).then_some(KeepPlace {
+            permits: req.permits,
+            queue_ttl_ms: req.queue_ttl_ms,
+            ticket,
+        });
+        self.undo_with(req.name, &answers, bound, |i| {
+            self.servers[i]
+                .release_permits_keeping(req.name, req.owner, keep)
+                .map(|r| r.map(drop))
+                .boxed()
+        })
+        .await;
+        if tally.failed > self.servers.len() - q {
+            return Err(no_quorum(&answers, "acquire permits"));
+        }
+        Ok(None)
+    }
+
+    /// See [`LockStore::extend_permits`](crate::store::LockStore::extend_permits): extended
+    /// when a quorum (for the limit the servers report) extended it.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
+        let calls = self
+            .servers
+            .iter()
+            .map(|s| s.extend_permits_limit(name, owner, ttl_ms))
+            .collect();
+        let answers = ask_all(calls, None, |a| self.extended(a).1).await;
+        self.extended(&answers).0
+    }
+
+    /// What `answers` (each server's limit if it extended, else 0) say, by the quorum of the
+    /// limit they report, and whether that is settled (no server still silent could change it).
+    fn extended(&self, answers: &Answers<u32>) -> (StoreResult<bool>, bool) {
+        let q = self.permit_quorum(reported_limit(answers, |&l| l));
+        let owned: Answers<bool> = answers
+            .iter()
+            .map(|a| {
+                a.as_ref()
+                    .map(|r| r.as_ref().map(|&l| l > 0).map_err(Clone::clone))
+            })
+            .collect();
+        let t = Tally::of(&owned, |o| *o);
+        (self.owned_by(&owned, q, "extend permits"), t.settled(q))
+    }
+
+    /// See [`LockStore::extend_permits_many`](crate::store::LockStore::extend_permits_many): one
+    /// pipeline per server; each item is decided by a quorum of its own.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        if items.is_empty() {
+            return Vec::new();
+        }
+        let calls = self
+            .servers
+            .iter()
+            .map(|s| s.extend_permits_many_limits(items).map(Ok::<_, StoreError>))
+            .collect();
+        let item = |answers: &Answers<Vec<StoreResult<u32>>>, j: usize| -> Answers<u32> {
+            answers
+                .iter()
+                .map(|a| {
+                    a.as_ref()
+                        .map(|r| r.as_ref().map_err(Clone::clone)?[j].clone())
+                })
+                .collect()
+        };
+        let answers = ask_all(calls, None, |a| {
+            (0..items.len()).all(|j| self.extended(&item(a, j)).1)
+        })
+        .await;
+        (0..items.len())
+            .map(|j| self.extended(&item(&answers, j)).0)
+            .collect()
+    }
+
+    /// See [`LockStore::release_permits`](crate::store::LockStore::release_permits): on every
+    /// server; released when the permits were held on a quorum and are let go (as for a lock:
+    /// [`RedlockStore::release`]).
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+        self.tickets.forget(name, owner);
+        let calls = self
+            .servers
+            .iter()
+            .map(|s| s.release_permits_keeping(name, owner, None))
+            .collect();
+        let answers = ask_all(calls, None, |a| {
+            let q = self.permit_quorum(reported_limit(a, |(_, l)| *l));
+            Tally::of(a, |(o, _)| o.released).settled(q)
+        })
+        .await;
+        let q = self.permit_quorum(reported_limit(&answers, |(_, l)| *l));
+        let outcomes: Answers<ReleaseOutcome> = answers
+            .into_iter()
+            .map(|a| a.map(|r| r.map(|(o, _)| o)))
+            .collect();
+        self.release_outcome_by(&outcomes, 0, q)
+    }
+
+    /// See [`LockStore::permits`](crate::store::LockStore::permits): the holders a quorum of
+    /// servers lists, each with its token as a quorum counted it (the quorum-th largest) and
+    /// the lease as long as a quorum keeps it.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
+    pub async fn permits(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
+        let calls = self.servers.iter().map(|s| s.permits_limit(name)).collect();
+        let answers = ask_all(calls, None, |_| false).await;
+        let q = self.permit_quorum(reported_limit(&answers, |(l, _)| *l));
+        if Tally::of(&answers, |_| true).yes < q {
+            return Err(no_quorum(&answers, "list permits"));
+        }
+        let mut seen: HashMap<&str, Vec<&PermitHolder>> = HashMap::new();
+        for (_, holders) in answers.iter().flatten().flatten() {
+            for h in holders {
+                seen.entry(h.owner.as_str()).or_default().push(h);
+            }
+        }
+        let mut out = Vec::new();
+        for (owner, copies) in seen {
+            if copies.len() < q {
+                continue;
+            }
+            let mut tokens: Vec<u64> = copies.iter().map(|h| h.fencing_token).collect();
+            tokens.sort_unstable_by(|a, b| b.cmp(a));
+            let mut leases: Vec<i64> = copies.iter().map(|h| h.remaining_ms).collect();
+            leases.sort_unstable_by(|a, b| b.cmp(a));
+            out.push(PermitHolder {
+                owner: owner.to_string(),
+                permits: copies.iter().map(|h| h.permits).max().unwrap_or(0),
+                fencing_token: tokens[q - 1],
+                remaining_ms: leases[q - 1],
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,215 @@
+//! Semaphores over throwaway servers: what only N servers have (quorums that must keep the
+//! limit, partial grants, counters that disagree, tickets).
+
+use super::super::tests::{options, servers, set, store};
+use super::super::RedlockStore;
+use crate::store::conformance::{name, owner};
+use crate::store::permits::watch_key;
+use crate::store::redis::keys::fence_key;
+use crate::store::redis::RedisStore;
+use crate::store::test_servers::TestServer;
+use crate::store::{LockStore, PermitRequest};
+use std::sync::Arc;
+
+fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        name,
+        owner,
+        permits,
+        limit,
+        ttl_ms: 10_000,
+        queue_ttl_ms: 0,
+    }
+}
+
+fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        queue_ttl_ms: 10_000,
+        ..req(name, owner, permits, limit)
+    }
+}
+
+/// A store of its own on each server, as another process reaching only that one would have.
+fn lone(servers: &[TestServer]) -> Vec<Arc<RedisStore>> {
+    servers
+        .iter()
+        .map(|s| RedisStore::connect(&s.url(), &options(5_000)).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_quorum_is_a_majority_for_one_permit_and_grows_with_the_limit() {
+    let urls = |n| -> Vec<String> {
+        (0..n)
+            .map(|i| format!("redis://127.0.0.1:{}", 1 + i))
+            .collect()
+    };
+    let three = RedlockStore::connect(&urls(3), &options(5_000)).unwrap();
+    let five = RedlockStore::connect(&urls(5), &options(5_000)).unwrap();
+    let q3: Vec<usize> = [1, 2, 3, 100].map(|l| three.permit_quorum(l)).to_vec();
+    let q5: Vec<usize> = [1, 2, 4, 100].map(|l| five.permit_quorum(l)).to_vec();
+    assert_eq!(q3, vec![2, 3, 3, 3]);
+    assert_eq!(q5, vec![3, 4, 5, 5]);
+}
+
+/// Three servers each granted two of three owners (in three different orders): every owner
+/// has a majority, and three permits of two would be out. None is reported granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holders_granted_by_different_majorities_never_exceed_the_limit() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let each = lone(&s);
+    let (n, a, b, c) = (name(), owner(), owner(), owner());
+    for (server, pair) in each.iter().zip([[&a, &b], [&b, &c], [&c, &a]]) {
+        for o in pair {
+            server
+                .acquire_permits(&req(&n, o, 1, 2))
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    }
+    assert_eq!(
+        redlock.acquire_permits(&req(&n, &a, 1, 2)).await.unwrap(),
+        None
+    );
+    assert!(redlock.permits(&n).await.unwrap().is_empty());
+}
+
+/// With one permit, two grants would share a server: a majority is enough, as for a lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_of_one_permit_is_granted_by_a_majority() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let each = lone(&s);
+    let (n, a) = (name(), owner());
+    each[2]
+        .acquire_permits(&req(&n, &owner(), 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(redlock
+        .acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(redlock.permits(&n).await.unwrap()[0].owner, a);
+    assert!(redlock.release_permits(&n, &a).await.unwrap().released);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_more_than_one_permit_a_server_down_of_three_fails_the_request() {
+    let Some(mut s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    s[2].kill();
+    let (n, a) = (name(), owner());
+    assert!(redlock.acquire_permits(&req(&n, &a, 1, 2)).await.is_err());
+    assert!(redlock
+        .acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+/// A request that queues and was granted by too few servers gives those permits back but
+/// keeps its place there, so the servers keep agreeing on who is next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_grant_is_given_back_and_the_queued_place_kept() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let each = lone(&s);
+    let (n, w) = (name(), owner());
+    for server in &each[..2] {
+        server
+            .acquire_permits(&req(&n, "other", 1, 1))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(
+        redlock
+            .acquire_permits(&queued(&n, &w, 1, 1))
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(each[2].permits(&n).await.unwrap().is_empty(), "given back");
+    // A try on the third server is held back by the waiter's place.
+    assert_eq!(
+        each[2]
+            .acquire_permits(&req(&n, &owner(), 1, 1))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(redlock.tickets.len(), 1);
+    assert!(!redlock.release_permits(&n, &w).await.unwrap().released);
+    assert_eq!(redlock.tickets.len(), 0);
+    // The release may be settled by the other two; anything sent after it to the third
+    // server runs after it there.
+    redlock.servers()[2].ping().await.unwrap();
+    assert!(each[2]
+        .acquire_permits(&req(&n, &owner(), 1, 1))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+/// The reported token is the largest a quorum drew, and the servers that drew less are raised
+/// to it before the grant is reported, so the next grant counts past it even without the
+/// server it came from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_reports_the_largest_token_drawn_and_raises_the_others_to_it() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let each = lone(&s);
+    let (n, a, b) = (name(), owner(), owner());
+    set(&s[0], &fence_key(&watch_key(&n)), b"100").await;
+    // Two permits: every server must grant, so all three answer and two are raised.
+    let token = redlock.acquire_permits(&req(&n, &a, 1, 2)).await.unwrap();
+    assert_eq!(token, Some(101));
+    for server in &each {
+        assert_eq!(server.permits(&n).await.unwrap()[0].fencing_token, 101);
+    }
+    assert_eq!(redlock.permits(&n).await.unwrap()[0].fencing_token, 101);
+    assert!(redlock.release_permits(&n, &a).await.unwrap().released);
+    // One permit: servers 1 and 2 are a quorum without server 0, which drew 101.
+    s[0].pause();
+    let next = redlock.acquire_permits(&req(&n, &b, 1, 1)).await.unwrap();
+    s[0].resume();
+    assert!(next.unwrap() > 101, "{next:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_keeps_one_ticket_until_it_is_granted() {
+    let Some(s) = servers(3) else { return };
+    let redlock = store(&s, 5_000);
+    let (n, a, w) = (name(), owner(), owner());
+    redlock
+        .acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        redlock
+            .acquire_permits(&queued(&n, &w, 1, 1))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        redlock
+            .acquire_permits(&queued(&n, &w, 1, 1))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(redlock.tickets.len(), 1);
+    assert!(redlock.release_permits(&n, &a).await.unwrap().released);
+    assert!(redlock
+        .acquire_permits(&queued(&n, &w, 1, 1))
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(redlock.tickets.len(), 0);
+}
