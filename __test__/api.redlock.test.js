@@ -25,4 +25,5 @@ apiSuite({
   },
   crossProcess: true,
   fairAcrossProcesses: true,
+  sharedPermitTokens: true,
 })

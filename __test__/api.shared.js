@@ -22,6 +22,8 @@ const { connect, LockAcquisitionError, LockExtendError, LockLostError } = deadbo
  * @param {boolean} [b.crossProcess]  whether separate processes share the store
  * @param {boolean} [b.fairAcrossProcesses]  whether the store tells a releaser that other
  *   processes wait (Redis: pub/sub), so a busy process lets them have the key
+ * @param {boolean} [b.sharedPermitTokens]  whether permits held at the same time may share a
+ *   fencing token (Redlock: a grant's token is the largest of its servers')
  * @param {(runPrefix: string) => Promise<void>} [b.cleanup]  deletes what the suite left in
  *   the store under `runPrefix`, the prefix of every key the suite used
  */
