@@ -1,4 +1,5 @@
-//! MySQL / MariaDB store: one lease row per lock name (docs/design.md).
+//! MySQL / MariaDB store: one lease row per lock name (docs/design.md), and counting
+//! semaphores in tables of their own (`permits`).
 //!
 //! Every lock operation is a single autocommit statement, so a pool of a few connections
 //! serves any number of held locks and a crashed client leaves nothing but a row that expires.
@@ -177,7 +178,8 @@ const SQL_PING: &str = "SELECT 1";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MysqlOptions {
     /// Lease table, created on first use: 1 to 64 ASCII letters, digits or underscores.
-    /// Default `"deadbolt_locks"`.
+    /// Default `"deadbolt_locks"`. Semaphores use `<table>_semaphores` and
+    /// `<table>_permits`, created on the first semaphore call.
     pub table: String,
     /// Most connections the pool opens; held locks pin none of them. Default 10.
     pub pool_size: u32,
@@ -189,8 +191,9 @@ pub struct MysqlOptions {
     /// (see [`MysqlStore::bounded`]), however the server or the network misbehaves.
     pub response_timeout_ms: u64,
     /// How long a name's row stays after the name was freed or expired before it is purged,
-    /// in milliseconds. Default 300 000 (5 minutes). Fencing tokens stay increasing unless the
-    /// server clock steps back by more than this (see `SQL_PURGE`).
+    /// in milliseconds (a semaphore's header: after its last token; its holders and queued
+    /// places: after they lapsed). Default 300 000 (5 minutes). Fencing tokens stay
+    /// increasing unless the server clock steps back by more than this (see `SQL_PURGE`).
     pub purge_after_ms: u64,
     /// TLS settings. When set, the connection is encrypted and, unless
     /// `reject_unauthorized` is false, the server's certificate is verified against `ca` (or

@@ -403,7 +403,8 @@ async fn acquire_once(
         rows = lock(&mut tx, sql, req.name).await?;
     }
     let Some(locked) = Locked::from_rows(&rows)? else {
-        // The header was just created or found under this transaction's lock.
+        // Never: the header exists now, inserted by this transaction or by the one whose
+        // insert it waited for, and locked by the no-op update until this one ends.
         return Err(sqlx::Error::RowNotFound);
     };
     let now = locked.now;
