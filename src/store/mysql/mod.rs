@@ -1,4 +1,5 @@
-//! MySQL / MariaDB store: one lease row per lock name (docs/design.md).
+//! MySQL / MariaDB store: one lease row per lock name (docs/design.md), and counting
+//! semaphores in tables of their own (`permits`).
 //!
 //! Every lock operation is a single autocommit statement, so a pool of a few connections
 //! serves any number of held locks and a crashed client leaves nothing but a row that expires.
@@ -21,11 +22,14 @@ use tokio::task::JoinSet;
 
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
-    StoreError, StoreResult,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
+use permits::PermitStatements;
+
+mod permits;
 
 /// Longest lock name accepted, in bytes (the width of the `name` column).
 ///
@@ -47,8 +51,8 @@ pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
 /// operation; busier connections skip the ping, which would double every round trip.
 const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 
-/// Most items per multi-row extend statement: 4 placeholders each, far below the protocol's
-/// 65 535, and a statement small enough not to hold many row locks for long.
+/// Most items per multi-row extend statement: 4 placeholders each (5 for permits), far below
+/// the protocol's 65 535, and a statement small enough not to hold many row locks for long.
 const EXTEND_BATCH_MAX: usize = 256;
 
 // Placeholder substituted with the validated, backtick-quoted table name when the store is built.
@@ -174,7 +178,8 @@ const SQL_PING: &str = "SELECT 1";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MysqlOptions {
     /// Lease table, created on first use: 1 to 64 ASCII letters, digits or underscores.
-    /// Default `"deadbolt_locks"`.
+    /// Default `"deadbolt_locks"`. Semaphores use `<table>_semaphores` and
+    /// `<table>_permits`, created on the first semaphore call.
     pub table: String,
     /// Most connections the pool opens; held locks pin none of them. Default 10.
     pub pool_size: u32,
@@ -186,8 +191,9 @@ pub struct MysqlOptions {
     /// (see [`MysqlStore::bounded`]), however the server or the network misbehaves.
     pub response_timeout_ms: u64,
     /// How long a name's row stays after the name was freed or expired before it is purged,
-    /// in milliseconds. Default 300 000 (5 minutes). Fencing tokens stay increasing unless the
-    /// server clock steps back by more than this (see `SQL_PURGE`).
+    /// in milliseconds (a semaphore's header: after its last token; its holders and queued
+    /// places: after they lapsed). Default 300 000 (5 minutes). Fencing tokens stay
+    /// increasing unless the server clock steps back by more than this (see `SQL_PURGE`).
     pub purge_after_ms: u64,
     /// TLS settings. When set, the connection is encrypted and, unless
     /// `reject_unauthorized` is false, the server's certificate is verified against `ca` (or
@@ -364,6 +370,11 @@ pub struct MysqlStore {
     closed: AtomicBool,
     /// Left empty when creating the table failed, so the next operation tries again.
     table_ready: OnceCell<()>,
+    /// Statements of the semaphore tables (see `permits`).
+    permit_sql: PermitStatements,
+    /// Set once the semaphore tables exist (created on the first semaphore call); left
+    /// empty when creating them failed, so the next call tries again.
+    permit_tables_ready: OnceCell<()>,
 }
 
 impl std::fmt::Debug for MysqlStore {
@@ -423,6 +434,8 @@ impl MysqlStore {
             pool: OnceLock::new(),
             closed: AtomicBool::new(false),
             table_ready: OnceCell::new(),
+            permit_sql: PermitStatements::new(&opts.table),
+            permit_tables_ready: OnceCell::new(),
         })
     }
 
@@ -472,7 +485,7 @@ impl MysqlStore {
         check_owner(owner)?;
         let ttl_us = ttl_micros(ttl_ms)?;
         let pool = self.ready().await?;
-        extend_one(pool, &self.sql.extend, key, owner, ttl_us).await
+        extend_one(pool, &self.sql.extend, "extend", key, owner, ttl_us).await
     }
 
     /// Extends many leases, as [`MysqlStore::extend`] would each; the result has one entry per
@@ -490,10 +503,32 @@ impl MysqlStore {
     /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
     /// yet sent.
     pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        self.extend_leases(Leases::Locks, items).await
+    }
+
+    /// Extends many holders' permits (`key`: the semaphore), as
+    /// [`MysqlStore::extend_permits`] would each, batched as [`MysqlStore::extend_many`]
+    /// batches locks; one result per item, in order.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
+    /// yet sent.
+    pub async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        self.extend_leases(Leases::Permits, items).await
+    }
+
+    /// [`MysqlStore::extend_many`] for locks or permits.
+    async fn extend_leases(&self, leases: Leases, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
         if items.len() <= 1 {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                out.push(self.extend(&item.key, &item.owner, item.ttl_ms).await);
+                out.push(match leases {
+                    Leases::Locks => self.extend(&item.key, &item.owner, item.ttl_ms).await,
+                    Leases::Permits => {
+                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
+                            .await
+                    }
+                });
             }
             return out;
         }
@@ -509,13 +544,24 @@ impl MysqlStore {
                     index,
                     key: item.key.clone(),
                     owner: item.owner.clone(),
-                    ttl_us,
+                    ttl: match leases {
+                        Leases::Locks => ttl_us,
+                        Leases::Permits => item.ttl_ms,
+                    },
                 }),
                 Err(e) => out[index] = Some(Err(e)),
             }
         }
         if !valid.is_empty() {
-            match self.ready().await {
+            let (ready, bulk, one) = match leases {
+                Leases::Locks => (self.ready().await, &self.sql.extend_many, &self.sql.extend),
+                Leases::Permits => (
+                    self.permits_ready().await,
+                    &self.permit_sql.extend_many,
+                    &self.permit_sql.extend,
+                ),
+            };
+            match ready {
                 Ok(pool) => {
                     let mut tasks = JoinSet::new();
                     let mut rest = valid;
@@ -523,12 +569,11 @@ impl MysqlStore {
                         let tail = rest.split_off(rest.len().min(EXTEND_BATCH_MAX));
                         let batch = std::mem::replace(&mut rest, tail);
                         let padded = batch.len().max(2).next_power_of_two();
-                        let bulk_sql =
-                            self.sql.extend_many[padded.trailing_zeros() as usize - 1].clone();
-                        let one_sql = self.sql.extend.clone();
+                        let bulk_sql = bulk[padded.trailing_zeros() as usize - 1].clone();
+                        let one_sql = one.clone();
                         let pool = pool.clone();
                         tasks.spawn(async move {
-                            extend_batch(&pool, &bulk_sql, &one_sql, batch).await
+                            extend_batch(&pool, leases, &bulk_sql, &one_sql, batch).await
                         });
                     }
                     join_into(tasks, &mut out).await;
@@ -543,9 +588,10 @@ impl MysqlStore {
         out.into_iter()
             .map(|slot| {
                 slot.unwrap_or_else(|| {
-                    Err(StoreError::internal(
-                        "mysql: extend_many: no result (the task extending it panicked)",
-                    ))
+                    Err(StoreError::internal(format!(
+                        "mysql: {}: no result (the task extending it panicked)",
+                        leases.operation()
+                    )))
                 })
             })
             .collect()
@@ -624,13 +670,36 @@ impl MysqlStore {
     }
 
     /// Deletes the rows of names free or expired for longer than the purge delay (see
-    /// `SQL_PURGE`), 1 000 at a time until none is left. Returns how many it deleted.
+    /// `SQL_PURGE`), and of semaphores the same (see `permits`), 1 000 at a time until none
+    /// is left. Returns how many it deleted.
     ///
     /// # Cancel Safety
-    /// Cancel safe: each statement deletes only rows nobody holds.
+    /// Cancel safe: each statement deletes only rows whose loss changes nothing.
     pub async fn purge(&self) -> StoreResult<u64> {
         let pool = self.ready().await?;
-        purge_rows(pool, &self.sql.purge, self.purge_after).await
+        let mut total = 0;
+        for (sql, after) in self.purges() {
+            total += purge_rows(pool, &sql, after).await?;
+        }
+        Ok(total)
+    }
+
+    /// The purge statements to run, each with the purge delay in its unit: the lock
+    /// table's, and the semaphore tables' (`permits`) once this process created or found
+    /// them.
+    fn purges(&self) -> Vec<(Arc<str>, u64)> {
+        let after_us = u64::try_from(self.purge_after.as_micros()).unwrap_or(u64::MAX);
+        let after_ms = u64::try_from(self.purge_after.as_millis()).unwrap_or(u64::MAX);
+        let mut out = vec![(self.sql.purge.clone(), after_us)];
+        if self.permit_tables_ready.initialized() {
+            out.extend(
+                self.permit_sql
+                    .purge
+                    .iter()
+                    .map(|sql| (sql.clone(), after_ms)),
+            );
+        }
+        out
     }
 
     /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
@@ -644,11 +713,12 @@ impl MysqlStore {
             }
             *last = Some(now);
         }
-        let (pool, sql, after) = (pool.clone(), self.sql.purge.clone(), self.purge_after);
-        let bound = self.call_timeout;
+        let (pool, purges, bound) = (pool.clone(), self.purges(), self.call_timeout);
         tokio::spawn(async move {
             // Best effort: a failed purge is tried again after the next interval.
-            let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
+            for (sql, after) in purges {
+                let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
+            }
         });
     }
 
@@ -733,8 +803,18 @@ impl MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent.
     pub async fn extend_many_bounded(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        let bounded = self.bounded("extend", async { Ok(self.extend_many(items).await) });
-        match bounded.await {
+        self.extend_leases_bounded(Leases::Locks, items).await
+    }
+
+    /// [`MysqlStore::extend_many`] or [`MysqlStore::extend_permits_many`] within the call
+    /// bound: on time-out every item fails.
+    async fn extend_leases_bounded(
+        &self,
+        leases: Leases,
+        items: &[ExtendItem],
+    ) -> Vec<StoreResult<bool>> {
+        let all = async { Ok(self.extend_leases(leases, items).await) };
+        match self.bounded(leases.operation(), all).await {
             Ok(results) => results,
             Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
         }
@@ -820,13 +900,33 @@ impl MysqlStore {
     }
 }
 
+/// What a batch of extensions extends: lock leases, or holders' permits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leases {
+    /// Rows of the lock table, found by name; leases in µs.
+    Locks,
+    /// Holders in the permit table, found by name and owner; leases in ms.
+    Permits,
+}
+
+impl Leases {
+    /// The operation named in errors.
+    fn operation(self) -> &'static str {
+        match self {
+            Leases::Locks => "extend",
+            Leases::Permits => "extend_permits",
+        }
+    }
+}
+
 /// One valid item of an `extend_many` call, owned so that its batch can run in a spawned task.
 #[derive(Clone)]
 struct Job {
     index: usize,
     key: String,
     owner: String,
-    ttl_us: u64,
+    /// The new lease, in the unit of its [`Leases`].
+    ttl: u64,
 }
 
 /// Extends one batch with a single statement, falling back to one statement per item when the
@@ -834,13 +934,15 @@ struct Job {
 /// with its index in the caller's list.
 async fn extend_batch(
     pool: &MySqlPool,
+    leases: Leases,
     bulk_sql: &Arc<str>,
     one_sql: &Arc<str>,
     batch: Vec<Job>,
 ) -> Vec<(usize, StoreResult<bool>)> {
+    let operation = leases.operation();
     if batch.len() == 1 {
         let job = &batch[0];
-        let result = extend_one(pool, one_sql, &job.key, &job.owner, job.ttl_us).await;
+        let result = extend_one(pool, one_sql, operation, &job.key, &job.owner, job.ttl).await;
         return vec![(job.index, result)];
     }
     // Padding repeats the last item: a duplicate matches no extra row and, being identical,
@@ -851,7 +953,11 @@ async fn extend_batch(
     let bulk = retry_on_conflict(|| {
         let mut query = sqlx::query(AssertSqlSafe(bulk_sql.clone()));
         for i in 0..padded {
-            query = query.bind(slot(i).key.as_bytes()).bind(slot(i).ttl_us);
+            query = query.bind(slot(i).key.as_bytes());
+            if leases == Leases::Permits {
+                query = query.bind(slot(i).owner.as_bytes());
+            }
+            query = query.bind(slot(i).ttl);
         }
         for i in 0..padded {
             query = query
@@ -869,7 +975,7 @@ async fn extend_batch(
         // The server was not reached, or the answer was lost: one statement per item would
         // only wait for the same failure again.
         Err(e) if e.as_database_error().is_none() => {
-            let error = db_error("extend", e);
+            let error = db_error(operation, e);
             return batch
                 .iter()
                 .map(|job| (job.index, Err(error.clone())))
@@ -884,7 +990,7 @@ async fn extend_batch(
     for job in batch.iter() {
         let (pool, sql, job) = (pool.clone(), one_sql.clone(), job.clone());
         tasks.spawn(async move {
-            let result = extend_one(&pool, &sql, &job.key, &job.owner, job.ttl_us).await;
+            let result = extend_one(&pool, &sql, operation, &job.key, &job.owner, job.ttl).await;
             vec![(job.index, result)]
         });
     }
@@ -916,14 +1022,14 @@ async fn join_into(
 /// How often a process purges free rows at most.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
 
-/// Runs `SQL_PURGE` until it deletes fewer rows than its limit.
-async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: Duration) -> StoreResult<u64> {
-    let after_us = u64::try_from(after.as_micros()).unwrap_or(u64::MAX);
+/// Runs a purge statement (`SQL_PURGE` or a semaphore table's), binding the purge delay
+/// `after` in its unit, until it deletes fewer rows than its limit.
+async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: u64) -> StoreResult<u64> {
     let mut total = 0;
     loop {
         let done = retry_on_conflict(|| {
             sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(after_us)
+                .bind(after)
                 .execute(pool)
         })
         .await
@@ -935,23 +1041,24 @@ async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: Duration) -> StoreR
     }
 }
 
-/// Runs `SQL_EXTEND` for one lease.
+/// Runs `SQL_EXTEND` (or the permit table's) for one lease, `ttl` in the statement's unit.
 async fn extend_one(
     pool: &MySqlPool,
     sql: &Arc<str>,
+    operation: &str,
     key: &str,
     owner: &str,
-    ttl_us: u64,
+    ttl: u64,
 ) -> StoreResult<bool> {
     let done = retry_on_conflict(|| {
         sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(ttl_us)
+            .bind(ttl)
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
             .execute(pool)
     })
     .await
-    .map_err(|e| db_error("extend", e))?;
+    .map_err(|e| db_error(operation, e))?;
     Ok(done.rows_affected() > 0)
 }
 
@@ -1129,6 +1236,60 @@ impl LockStore for MysqlStore {
 
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
         self.bounded("inspect", MysqlStore::inspect(self, key))
+            .boxed()
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a PermitRequest<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded("acquire_permits", MysqlStore::acquire_permits(self, req))
+            .boxed()
+    }
+
+    fn extend_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded(
+            "extend_permits",
+            MysqlStore::extend_permits(self, name, owner, ttl_ms),
+        )
+        .boxed()
+    }
+
+    fn extend_permits_many<'a>(
+        &'a self,
+        items: &'a [ExtendItem],
+    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        self.extend_leases_bounded(Leases::Permits, items).boxed()
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        async move {
+            let released = self
+                .bounded(
+                    "release_permits",
+                    MysqlStore::release_permits(self, name, owner),
+                )
+                .await?;
+            // No announcements, as for locks.
+            Ok(ReleaseOutcome {
+                released,
+                others_waiting: false,
+            })
+        }
+        .boxed()
+    }
+
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        self.bounded("permits", MysqlStore::permits(self, name))
             .boxed()
     }
 

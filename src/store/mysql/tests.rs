@@ -4,12 +4,12 @@ use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
 use std::time::Instant;
 
-const TEST_URL: &str = "mysql://root@127.0.0.1:3306/test";
+pub(super) const TEST_URL: &str = "mysql://root@127.0.0.1:3306/test";
 // Its own table, so these tests never meet another suite's rows; names are random uuids,
 // so tests running at once never meet each other's.
-const TEST_TABLE: &str = "deadbolt_locks_mysql_rs_test";
+pub(super) const TEST_TABLE: &str = "deadbolt_locks_mysql_rs_test";
 
-fn options(pool_size: u32) -> MysqlOptions {
+pub(super) fn options(pool_size: u32) -> MysqlOptions {
     MysqlOptions {
         table: TEST_TABLE.to_owned(),
         pool_size,
@@ -941,6 +941,8 @@ mod conformance {
     use std::sync::Arc;
 
     crate::conformance_suite!(server_or_skip("MariaDB", 3306)
+        .then(|| Arc::new(MysqlStore::connect(TEST_URL, options(4)).unwrap()) as _));
+    crate::permits_suite!(server_or_skip("MariaDB", 3306)
         .then(|| Arc::new(MysqlStore::connect(TEST_URL, options(4)).unwrap()) as _));
 }
 

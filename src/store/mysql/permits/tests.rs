@@ -1,0 +1,480 @@
+//! Semaphore tests of the MySQL store beyond `permits_suite!` (in `mysql/tests.rs`): its
+//! tables, its transaction, its purge. They run against the MariaDB at `TEST_URL` and fail,
+//! not skip, when it is down.
+
+use super::*;
+use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::mysql::tests::{options, TEST_TABLE, TEST_URL};
+use crate::store::mysql::{MysqlOptions, MAX_KEY_BYTES};
+use crate::store::{ErrorKind, ExtendItem, LockStore};
+use sqlx::Connection;
+
+fn store() -> MysqlStore {
+    MysqlStore::connect(TEST_URL, options(4)).unwrap()
+}
+
+fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        name,
+        owner,
+        permits,
+        limit,
+        ttl_ms: 10_000,
+        queue_ttl_ms: 0,
+    }
+}
+
+fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        queue_ttl_ms: 10_000,
+        ..req(name, owner, permits, limit)
+    }
+}
+
+/// How many header rows and permit rows semaphore `name` has in the test tables.
+async fn rows_of(s: &MysqlStore, name: &str) -> (i64, i64) {
+    let pool = s.permits_ready().await.unwrap();
+    let (semaphores, permits) = table_names(TEST_TABLE);
+    let mut counts = [0; 2];
+    for (count, table) in counts.iter_mut().zip([semaphores, permits]) {
+        *count = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM `{table}` WHERE name = ?"
+        )))
+        .bind(name.as_bytes())
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    }
+    (counts[0], counts[1])
+}
+
+async fn table_exists(pool: &MySqlPool, table: &str) -> bool {
+    sqlx::query("SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?")
+        .bind(table)
+        .fetch_optional(pool)
+        .await
+        .unwrap()
+        .is_some()
+}
+
+#[test]
+fn semaphore_tables_are_named_after_the_lock_table() {
+    assert_eq!(
+        table_names("deadbolt_locks"),
+        (
+            "deadbolt_locks_semaphores".to_owned(),
+            "deadbolt_locks_permits".to_owned()
+        )
+    );
+}
+
+#[test]
+fn long_lock_table_names_give_distinct_valid_semaphore_table_names() {
+    let a = "a".repeat(64);
+    let b = format!("{}b", "a".repeat(63));
+    let (sa, pa) = table_names(&a);
+    let (sb, pb) = table_names(&b);
+    for t in [&sa, &pa, &sb, &pb] {
+        assert!(crate::limits::valid_table_name(t), "{t}");
+    }
+    assert_ne!(sa, sb);
+    assert_ne!(pa, pb);
+    assert_ne!(sa, pa);
+}
+
+#[tokio::test]
+async fn the_semaphore_tables_are_created_by_the_first_semaphore_call_only() {
+    let table = format!("deadbolt_sem_{}", uuid::Uuid::new_v4().simple());
+    let (semaphores, permits) = table_names(&table);
+    let s = MysqlStore::connect(
+        TEST_URL,
+        MysqlOptions {
+            table: table.clone(),
+            ..options(2)
+        },
+    )
+    .unwrap();
+    s.ping().await.unwrap();
+    let pool = s.ready().await.unwrap();
+    let before = (
+        table_exists(pool, &semaphores).await,
+        table_exists(pool, &permits).await,
+    );
+    let granted = s.acquire_permits(&req(&name(), &owner(), 1, 1)).await;
+    let after = (
+        table_exists(pool, &semaphores).await,
+        table_exists(pool, &permits).await,
+    );
+    let drop = format!("DROP TABLE IF EXISTS `{table}`, `{semaphores}`, `{permits}`");
+    sqlx::query(AssertSqlSafe(drop))
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(before, (false, false));
+    assert!(granted.unwrap().is_some());
+    assert_eq!(after, (true, true));
+}
+
+#[tokio::test]
+async fn an_account_without_the_create_privilege_uses_existing_semaphore_tables() {
+    let root = store();
+    root.permits_ready().await.unwrap();
+    let admin = root.ready().await.unwrap();
+    let (semaphores, permits) = table_names(TEST_TABLE);
+    // Only this test uses this account, so creating and dropping it cannot race.
+    let setup = format!(
+        "CREATE USER IF NOT EXISTS 'deadbolt_sem_dml_test'@'127.0.0.1' IDENTIFIED BY 'pw';
+         GRANT SELECT, INSERT, UPDATE ON `{TEST_TABLE}` TO 'deadbolt_sem_dml_test'@'127.0.0.1';
+         GRANT SELECT, INSERT, UPDATE, DELETE ON `{semaphores}` TO 'deadbolt_sem_dml_test'@'127.0.0.1';
+         GRANT SELECT, INSERT, UPDATE, DELETE ON `{permits}` TO 'deadbolt_sem_dml_test'@'127.0.0.1'"
+    );
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(admin)
+        .await
+        .unwrap();
+    let limited = MysqlStore::connect(
+        "mysql://deadbolt_sem_dml_test:pw@127.0.0.1:3306/test",
+        options(2),
+    )
+    .unwrap();
+    let (n, a) = (name(), owner());
+    let acquired = limited.acquire_permits(&req(&n, &a, 1, 1)).await;
+    let released = limited.release_permits(&n, &a).await;
+    limited.close().await;
+    sqlx::raw_sql("DROP USER IF EXISTS 'deadbolt_sem_dml_test'@'127.0.0.1'")
+        .execute(admin)
+        .await
+        .unwrap();
+    assert!(acquired.unwrap().is_some());
+    assert!(released.unwrap());
+}
+
+#[tokio::test]
+async fn requests_for_no_permits_or_more_than_the_limit_are_rejected_before_any_io() {
+    // Nothing listens there: an answer other than "invalid" would mean it was contacted.
+    let s = MysqlStore::connect("mysql://root@127.0.0.1:9/test", options(1)).unwrap();
+    let (n, a) = (name(), owner());
+    for (permits, limit) in [(0, 3), (4, 3), (1, 0)] {
+        let err = s
+            .acquire_permits(&req(&n, &a, permits, limit))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
+    }
+    let long = "x".repeat(MAX_KEY_BYTES + 1);
+    let err = s.acquire_permits(&req(&long, &a, 1, 1)).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
+}
+
+#[tokio::test]
+async fn a_queued_request_asking_again_keeps_its_place_ahead_of_later_ones() {
+    let s = store();
+    let (n, h, first, second) = (name(), owner(), owner(), owner());
+    s.acquire_permits(&req(&n, &h, 3, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &first, 3, 3)).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &second, 3, 3)).await.unwrap(),
+        None
+    );
+    // Asking again renews `first`'s place; it must not move behind `second`.
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &first, 3, 3)).await.unwrap(),
+        None
+    );
+    assert!(s.release_permits(&n, &h).await.unwrap());
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &second, 3, 3)).await.unwrap(),
+        None
+    );
+    assert!(s
+        .acquire_permits(&queued(&n, &first, 3, 3))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test]
+async fn lapsed_holders_and_places_leave_no_row_once_their_semaphore_is_touched() {
+    let s = store();
+    let (n, a, w, b) = (name(), owner(), owner(), owner());
+    let short = PermitRequest {
+        ttl_ms: 50,
+        ..req(&n, &a, 2, 2)
+    };
+    s.acquire_permits(&short).await.unwrap().unwrap();
+    let short_place = PermitRequest {
+        queue_ttl_ms: 50,
+        ..req(&n, &w, 2, 2)
+    };
+    assert_eq!(s.acquire_permits(&short_place).await.unwrap(), None);
+    assert_eq!(rows_of(&s, &n).await, (1, 2));
+    sleep_ms(150).await;
+    s.acquire_permits(&req(&n, &b, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows_of(&s, &n).await, (1, 1));
+}
+
+/// A store that purges a semaphore's rows as soon as they lapse.
+fn purging_at_once() -> MysqlStore {
+    MysqlStore::connect(
+        TEST_URL,
+        MysqlOptions {
+            purge_after_ms: 0,
+            ..options(2)
+        },
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_purged_semaphore_leaves_no_row_and_comes_back_with_a_higher_token() {
+    let s = purging_at_once();
+    let (n, lapsed, a) = (name(), name(), owner());
+    let first = s
+        .acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.release_permits(&n, &a).await.unwrap());
+    let short = PermitRequest {
+        ttl_ms: 1,
+        ..req(&lapsed, &a, 1, 1)
+    };
+    s.acquire_permits(&short).await.unwrap().unwrap();
+    sleep_ms(20).await;
+    s.purge().await.unwrap();
+    assert_eq!(rows_of(&s, &n).await, (0, 0));
+    assert_eq!(rows_of(&s, &lapsed).await, (0, 0));
+    let again = s
+        .acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again > first, "{again} > {first}");
+}
+
+#[tokio::test]
+async fn a_purge_keeps_live_holders_and_tokens_stay_higher_than_theirs() {
+    let s = purging_at_once();
+    let (n, a, b) = (name(), owner(), owner());
+    let held = s
+        .acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    sleep_ms(20).await;
+    s.purge().await.unwrap();
+    // The header went (no token for longer than the delay); the holder stays.
+    assert_eq!(rows_of(&s, &n).await, (0, 1));
+    let holders = s.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(
+        (holders[0].owner.as_str(), holders[0].fencing_token),
+        (a.as_str(), held)
+    );
+    let next = s
+        .acquire_permits(&req(&n, &b, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(next > held, "{next} > {held}");
+    assert_eq!(
+        s.acquire_permits(&req(&n, &a, 1, 2)).await.unwrap(),
+        Some(held)
+    );
+    assert_eq!(
+        s.acquire_permits(&req(&n, &owner(), 1, 2)).await.unwrap(),
+        None
+    );
+}
+
+#[tokio::test]
+async fn leases_do_not_depend_on_the_session_time_zone() {
+    let far = MysqlStore::connect(&format!("{TEST_URL}?timezone=%2B09:00"), options(1)).unwrap();
+    let utc = store();
+    let (n, a) = (name(), owner());
+    far.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let holders = utc.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert!(
+        holders[0].remaining_ms > 5_000 && holders[0].remaining_ms <= 10_000,
+        "{holders:?}"
+    );
+    assert!(utc.extend_permits(&n, &a, 20_000).await.unwrap());
+    let holders = far.permits(&n).await.unwrap();
+    assert!(
+        holders[0].remaining_ms > 15_000 && holders[0].remaining_ms <= 20_000,
+        "{holders:?}"
+    );
+}
+
+#[tokio::test]
+async fn extend_permits_many_gives_each_holder_of_one_semaphore_its_own_lease() {
+    let s = store();
+    let (n, a, b) = (name(), owner(), owner());
+    for o in [&a, &b] {
+        s.acquire_permits(&req(&n, o, 1, 2)).await.unwrap().unwrap();
+    }
+    let item = |owner: &str, ttl_ms| ExtendItem {
+        key: n.clone(),
+        owner: owner.to_owned(),
+        ttl_ms,
+        has_data: false,
+    };
+    let got = s
+        .extend_permits_many(&[item(&a, 30_000), item(&b, 60_000)])
+        .await;
+    assert!(got.iter().all(|r| matches!(r, Ok(true))), "{got:?}");
+    let mut holders = s.permits(&n).await.unwrap();
+    holders.sort_by_key(|h| h.remaining_ms);
+    assert_eq!(holders[0].owner, a);
+    assert!(holders[0].remaining_ms > 20_000 && holders[0].remaining_ms <= 30_000);
+    assert_eq!(holders[1].owner, b);
+    assert!(holders[1].remaining_ms > 50_000 && holders[1].remaining_ms <= 60_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquisition_never_waits_for_one_of_a_neighbouring_name() {
+    let s = store();
+    let (prefix, a, b) = (name(), owner(), owner());
+    // Adjacent in the key order: `second`'s rows go right after `first`'s.
+    let (first, second) = (format!("{prefix}:1"), format!("{prefix}:2"));
+    s.acquire_permits(&req(&first, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    // An acquisition of `first` left open, as the store runs it.
+    let mut other = sqlx::MySqlConnection::connect(TEST_URL).await.unwrap();
+    let mut tx = other.begin_with(SQL_BEGIN).await.unwrap();
+    let held = lock(&mut tx, &s.permit_sql, &first).await.unwrap();
+    assert_eq!(held.len(), 1);
+    // Under REPEATABLE READ its next-key locks would cover the gap `second`'s row goes into,
+    // and this would wait until the call's bound.
+    let granted = LockStore::acquire_permits(&s, &req(&second, &b, 1, 2)).await;
+    tx.rollback().await.unwrap();
+    assert!(granted.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquisition_whose_connection_is_killed_while_it_waits_is_sent_again() {
+    let s = std::sync::Arc::new(store());
+    let (n, a, b) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut other = sqlx::MySqlConnection::connect(TEST_URL).await.unwrap();
+    let (semaphores, _) = table_names(TEST_TABLE);
+    sqlx::raw_sql("BEGIN").execute(&mut other).await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT fence FROM `{semaphores}` WHERE name = ? FOR UPDATE"
+    )))
+    .bind(n.as_bytes())
+    .fetch_one(&mut other)
+    .await
+    .unwrap();
+    let waiting = tokio::spawn({
+        let (s, n, b) = (s.clone(), n.clone(), b.clone());
+        async move { s.acquire_permits(&req(&n, &b, 1, 2)).await }
+    });
+    // The store's connection, waiting for the header this transaction locked.
+    let victim: u64 = loop {
+        let found: Option<u64> = sqlx::query_scalar(
+            "SELECT r.trx_mysql_thread_id
+             FROM information_schema.innodb_lock_waits w
+             JOIN information_schema.innodb_trx r ON r.trx_id = w.requesting_trx_id
+             JOIN information_schema.innodb_trx h ON h.trx_id = w.blocking_trx_id
+             WHERE h.trx_mysql_thread_id = CONNECTION_ID()",
+        )
+        .fetch_optional(&mut other)
+        .await
+        .unwrap();
+        if let Some(id) = found {
+            break id;
+        }
+        assert!(!waiting.is_finished(), "did not wait: {:?}", waiting.await);
+        // InnoDB refreshes these tables only when they were not read for 100 ms.
+        sleep_ms(150).await;
+    };
+    sqlx::query(AssertSqlSafe(format!("KILL CONNECTION {victim}")))
+        .execute(&mut other)
+        .await
+        .unwrap();
+    sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
+    let granted = waiting.await.unwrap();
+    assert!(granted.unwrap().is_some());
+    assert_eq!(s.permits(&n).await.unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: cargo test -- --ignored --nocapture"]
+async fn permit_latency_and_contention() {
+    let s = std::sync::Arc::new(store());
+    let a = owner();
+    s.permits_ready().await.unwrap();
+    let mut samples = Vec::new();
+    let n = name();
+    for _ in 0..500 {
+        let started = std::time::Instant::now();
+        s.acquire_permits(&req(&n, &a, 1, 3))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(s.release_permits(&n, &a).await.unwrap());
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
+    println!(
+        "acquire_permits+release_permits of one semaphore: p50 {:?} p90 {:?} p99 {:?}",
+        pick(0.5),
+        pick(0.9),
+        pick(0.99)
+    );
+    // 32 clients, each taking and giving back a permit of one of 4 neighbouring semaphores
+    // of 2 permits 50 times, waiting in the queue when refused.
+    let prefix = name();
+    let started = std::time::Instant::now();
+    let clients = (0..32).map(|i| {
+        let (s, n) = (s.clone(), format!("{prefix}:{}", i % 4));
+        tokio::spawn(async move {
+            let o = owner();
+            let (mut granted, mut refused) = (0, 0);
+            while granted < 50 {
+                match s.acquire_permits(&queued(&n, &o, 1, 2)).await.unwrap() {
+                    Some(_) => {
+                        granted += 1;
+                        let holders = s.permits(&n).await.unwrap();
+                        assert!(holders.iter().map(|h| h.permits).sum::<u32>() <= 2);
+                        assert!(s.release_permits(&n, &o).await.unwrap());
+                    }
+                    None => {
+                        refused += 1;
+                        sleep_ms(2).await;
+                    }
+                }
+            }
+            refused
+        })
+    });
+    let refused: u32 = futures_util::future::join_all(clients)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .sum();
+    println!(
+        "32 clients x 50 grants on 4 semaphores of 2: {:?}, {refused} refusals",
+        started.elapsed()
+    );
+}
