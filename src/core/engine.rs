@@ -44,6 +44,8 @@ struct Waiter {
     ttl_ms: u64,
     data: Option<Vec<u8>>,
     plain: bool,
+    /// The permits it asks for, if it waits for a semaphore.
+    permits: Option<PermitSpec>,
     mailbox: Mutex<Mailbox>,
 }
 
@@ -341,6 +343,7 @@ impl Engine {
             ttl_ms: spec.ttl_ms,
             data: spec.data.clone(),
             plain: spec.plain,
+            permits: spec.permits,
             mailbox: Mutex::new(Mailbox::default()),
         });
         let mut slot = {
@@ -507,11 +510,72 @@ impl Engine {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn release_permits(&self, key: &str, owner: &str) -> StoreResult<bool> {
-        let outcome = self.store.release_permits(key, owner).await;
-        self.releases.fetch_add(1, Ordering::AcqRel);
-        self.wake(key, Kind::Permits, true);
-        outcome.map(|o| o.released)
+    pub async fn release_permits(self: &Arc<Self>, key: &str, owner: &str) -> StoreResult<bool> {
+        let mut owner = owner.to_string();
+        let mut released: Option<bool> = None;
+        // Loops only when a waiter left while permits handed to it were on the way: they are
+        // released (or handed on) in turn.
+        loop {
+            let head = {
+                let queues = self.queues.lock().unwrap();
+                queues
+                    .of(Kind::Permits)
+                    .get(key)
+                    .and_then(|q| q.waiters.front().cloned())
+            };
+            let Some((waiter, spec)) = head.and_then(|w| w.permits.map(|p| (w, p))) else {
+                let outcome = self.store.release_permits(key, &owner).await;
+                self.releases.fetch_add(1, Ordering::AcqRel);
+                self.wake(key, Kind::Permits, true);
+                return outcome.map(|o| *released.get_or_insert(o.released));
+            };
+            // The head asks through the release, without a place of its own in the store's
+            // queue (it keeps the one it has).
+            let next = PermitRequest {
+                name: key,
+                owner: &waiter.owner,
+                permits: spec.count,
+                limit: spec.limit,
+                ttl_ms: waiter.ttl_ms,
+                queue_ttl_ms: 0,
+            };
+            let sent = Instant::now();
+            let handed = self.store.handoff_permits(&owner, &next).await;
+            self.releases.fetch_add(1, Ordering::AcqRel);
+            let handed = match handed {
+                Ok(h) => h,
+                Err(e) => {
+                    self.wake(key, Kind::Permits, true);
+                    return match released {
+                        Some(r) => Ok(r),
+                        None => Err(e),
+                    };
+                }
+            };
+            let was_held = *released.get_or_insert(handed.released);
+            let Some(token) = handed.granted else {
+                self.wake(key, Kind::Permits, true);
+                return Ok(was_held);
+            };
+            crate::debug!("handoff {key:?}: permits to the next local waiter, token {token}");
+            let (late, kept) = {
+                let mut mailbox = waiter.mailbox.lock().unwrap();
+                if mailbox.gone {
+                    (true, mailbox.kept)
+                } else {
+                    mailbox.grant = Some(Grant { token, sent });
+                    (false, false)
+                }
+            };
+            if !late {
+                waiter.notify.notify_one();
+                return Ok(was_held);
+            }
+            if kept {
+                return Ok(was_held);
+            }
+            owner = waiter.owner.clone();
+        }
     }
 
     /// The live holders of semaphore `key`.

@@ -323,6 +323,37 @@ pub async fn a_permit_release_is_announced_to_watchers(s: SharedStore) {
     assert_eq!(heard, Ok(true), "no announcement under {key:?}");
 }
 
+/// A handoff frees the caller's permits and grants the next owner's if they fit, with a
+/// higher token; when they do not fit (or the caller held nothing) only the release happens.
+pub async fn a_permit_handoff_releases_and_grants_the_next_owner(s: SharedStore) {
+    let (n, a, b, c) = (name(), owner(), owner(), owner());
+    let ta = s
+        .acquire_permits(&req(&n, &a, 2, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    s.acquire_permits(&req(&n, &c, 1, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    let h = s.handoff_permits(&a, &queued(&n, &b, 2, 3)).await.unwrap();
+    assert!(h.released);
+    assert!(h.granted.is_some_and(|t| t > ta), "{h:?}");
+    assert_eq!(taken(&s, &n).await, 3);
+    // Three wanted, one free after b lets go of two (c keeps one): released, not granted.
+    let d = owner();
+    let h = s.handoff_permits(&b, &queued(&n, &d, 3, 3)).await.unwrap();
+    assert_eq!((h.released, h.granted), (true, None));
+    assert_eq!(taken(&s, &n).await, 1);
+    // A caller that held nothing releases nothing, and the next owner is still asked for.
+    let h = s
+        .handoff_permits(&owner(), &req(&n, &d, 2, 3))
+        .await
+        .unwrap();
+    assert!(!h.released);
+    assert!(h.granted.is_some());
+}
+
 /// Defines one `#[tokio::test]` per semaphore contract test above, each with a fresh store
 /// from `$open` (an expression of type `Option<SharedStore>`; `None` skips).
 #[macro_export]
@@ -340,6 +371,7 @@ macro_rules! permits_suite {
             extend_permits_many_reports_each_item_in_order,
             a_semaphore_and_a_lock_of_one_name_are_independent,
             concurrent_requests_never_exceed_the_limit,
+            a_permit_handoff_releases_and_grants_the_next_owner,
             a_permit_release_is_announced_to_watchers
         );
     };

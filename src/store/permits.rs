@@ -55,6 +55,15 @@ pub struct PermitRequest<'a> {
     pub queue_ttl_ms: u64,
 }
 
+/// What [`LockStore::handoff_permits`](super::LockStore::handoff_permits) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PermitHandoff {
+    /// Whether the releasing owner held live permits.
+    pub released: bool,
+    /// The next owner's fencing token, if its permits were granted.
+    pub granted: Option<u64>,
+}
+
 /// A holder of permits, as [`LockStore::permits`](super::LockStore::permits) reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PermitHolder {
