@@ -15,8 +15,8 @@ mod tls_client;
 
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
-    PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHandoff,
+    PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 use batcher::{batch_loop, evalsha, is_reconnectable, Request};
 use futures_util::future::BoxFuture;
@@ -723,6 +723,14 @@ impl LockStore for RedisStore {
         self.release_permits_keeping(name, owner, None)
             .map(|r| r.map(|(outcome, _)| outcome))
             .boxed()
+    }
+
+    fn handoff_permits<'a>(
+        &'a self,
+        owner: &'a str,
+        next: &'a PermitRequest<'a>,
+    ) -> BoxFuture<'a, StoreResult<PermitHandoff>> {
+        self.handoff_permits_once(owner, next).boxed()
     }
 
     fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {

@@ -114,21 +114,15 @@ local function enqueue(s, owner, permits, qttl, ticket)
   s[n + 1], s[n + 2], s[n + 3], s[n + 4] = owner, permits, now + qttl, ticket
 end
 
-local op = ARGV[1]
-
-if op == 'acquire' then
-  -- ARGV: op, owner, permits, limit, ttl, queue ttl, ticket (0: none).
-  -- Returns the token (a string), or false when refused.
-  local owner, permits, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-  local ttl, qttl, ticket = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-  local s, purged = load()
-  s[1] = limit
+-- Grants `owner` its `permits` in `s` if they fit beside the holders and the queued requests
+-- ahead of it (an owner that already holds gets its lease renewed and its own token). Returns
+-- the token, or nil; the caller saves `s`.
+local function grant(s, owner, permits, limit, ttl)
   local qs = queue_start(s)
   local taken = 0
   for i = 3, qs - 1, 4 do
     if s[i] == owner then
       s[i + 3] = now + ttl
-      save(s)
       return s[i + 2]
     end
     taken = taken + s[i + 1]
@@ -141,11 +135,32 @@ if op == 'acquire' then
     end
     ahead = ahead + s[i + 1]
   end
-  if taken + ahead + permits <= limit then
-    if place then remove_at(s, place) end
-    local token = next_token(KEYS[2])
-    insert_at(s, qs, owner, permits, token, now + ttl)
-    s[2] = s[2] + 1
+  if taken + ahead + permits > limit then return nil end
+  if place then remove_at(s, place) end
+  local token = next_token(KEYS[2])
+  insert_at(s, qs, owner, permits, token, now + ttl)
+  s[2] = s[2] + 1
+  return token
+end
+
+-- Permits held in `s`.
+local function taken_of(s)
+  local taken = 0
+  for i = 3, queue_start(s) - 1, 4 do taken = taken + s[i + 1] end
+  return taken
+end
+
+local op = ARGV[1]
+
+if op == 'acquire' then
+  -- ARGV: op, owner, permits, limit, ttl, queue ttl, ticket (0: none).
+  -- Returns the token (a string), or false when refused.
+  local owner, permits, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+  local ttl, qttl, ticket = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local s, purged = load()
+  s[1] = limit
+  local token = grant(s, owner, permits, limit, ttl)
+  if token then
     save(s)
     return token
   end
@@ -187,6 +202,30 @@ if op == 'release' then
   if mine or place or qttl > 0 then save(s) end
   if not (mine or place) then return {0, -1, s[1]} end
   return {mine and 1 or 0, announce(ARGV[3], ARGV[4]), s[1]}
+end
+
+if op == 'handoff' then
+  -- Releases `owner`'s permits (and place), then grants the next owner's if they fit, in one
+  -- step. ARGV: op, owner, channel, sharded, next owner, permits, limit, ttl.
+  -- Returns {held live permits (1/0), the next owner's token or false, subscribers the
+  -- announcement reached (-1: none was made)}. The release is announced unless the next
+  -- owner was granted and nothing is left free: then no other waiter could fit.
+  local owner = ARGV[2]
+  local s = load()
+  local mine = holder_of(s, owner)
+  if mine then
+    remove_at(s, mine)
+    s[2] = s[2] - 1
+  end
+  local place = place_of(s, owner)
+  if place then remove_at(s, place) end
+  local limit = tonumber(ARGV[7])
+  s[1] = limit
+  local token = grant(s, ARGV[5], tonumber(ARGV[6]), limit, tonumber(ARGV[8]))
+  save(s)
+  local heard = -1
+  if (mine or place) and (not token or taken_of(s) < limit) then heard = announce(ARGV[3], ARGV[4]) end
+  return {mine and 1 or 0, token or false, heard}
 end
 
 if op == 'read' then

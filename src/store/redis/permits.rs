@@ -17,7 +17,7 @@ use super::batcher::evalsha;
 use super::keys::{self, fence_key, release_channel};
 use super::scripts::PERMITS;
 use super::{parse, token_reply, RedisStore};
-use crate::store::permits::{watch_key, PermitHolder, PermitRequest};
+use crate::store::permits::{watch_key, PermitHandoff, PermitHolder, PermitRequest};
 use crate::store::{ExtendItem, ReleaseOutcome, StoreError, StoreResult};
 use redis::Value;
 
@@ -249,6 +249,58 @@ impl RedisStore {
             },
             limit,
         ))
+    }
+
+    /// [`LockStore::handoff_permits`](crate::store::LockStore::handoff_permits) in one script:
+    /// the release, then the next owner's request (without a queued place of its own).
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: `next` may be granted permits nobody hears of until their lease ends.
+    pub async fn handoff_permits_once(
+        &self,
+        owner: &str,
+        next: &PermitRequest<'_>,
+    ) -> StoreResult<PermitHandoff> {
+        check(next)?;
+        let k = Keys::of(next.name);
+        let channel = release_channel(&k.watch);
+        let (permits, limit, ttl) = (
+            next.permits.to_string(),
+            next.limit.to_string(),
+            next.ttl_ms.to_string(),
+        );
+        let cmd = evalsha(
+            &PERMITS,
+            &[&k.state, &k.fence()],
+            &[
+                b"handoff",
+                owner.as_bytes(),
+                channel.as_bytes(),
+                self.sharded(),
+                next.owner.as_bytes(),
+                permits.as_bytes(),
+                limit.as_bytes(),
+                ttl.as_bytes(),
+            ],
+        );
+        let (reply, acked) = self.exec_acked(cmd, &PERMITS).await?;
+        let (held, token, _heard): (i64, Value, i64) = parse(reply)?;
+        let granted = token_reply(token)?;
+        if granted.is_some() && !acked {
+            // As in acquire: a grant the replicas may not have is given back, and the next
+            // owner asks for itself.
+            let _ = self
+                .release_permits_keeping(next.name, next.owner, None)
+                .await;
+            return Ok(PermitHandoff {
+                released: held == 1,
+                granted: None,
+            });
+        }
+        Ok(PermitHandoff {
+            released: held == 1,
+            granted,
+        })
     }
 
     /// [`LockStore::permits`](crate::store::LockStore::permits), with the semaphore's limit as
