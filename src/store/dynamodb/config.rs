@@ -4,6 +4,7 @@
 
 use super::credentials::AwsCredentials;
 use super::item;
+use super::permit_item;
 use std::fmt;
 
 /// Shortest and longest DynamoDB table name.
@@ -74,8 +75,8 @@ impl fmt::Debug for DynamoOptions {
 }
 
 impl DynamoOptions {
-    /// Checks the key schema: attribute names DynamoDB accepts that are not one of the lock
-    /// item's own attributes, and a sort key value DynamoDB accepts.
+    /// Checks the key schema: attribute names DynamoDB accepts that are not one of the lock or
+    /// semaphore items' own attributes, and a sort key value DynamoDB accepts.
     pub fn check(&self) -> Result<(), String> {
         check_key_attribute(&self.partition_key, "partitionKey")?;
         if let Some(sort) = &self.sort_key {
@@ -99,9 +100,9 @@ fn check_key_attribute(name: &str, option: &str) -> Result<(), String> {
             "{option} must be 1 to {MAX_KEY_ATTRIBUTE_BYTES} bytes"
         ));
     }
-    if item::LOCK_ATTRIBUTES.contains(&name) {
+    if item::LOCK_ATTRIBUTES.contains(&name) || permit_item::ATTRIBUTES.contains(&name) {
         return Err(format!(
-            "{option} must not be {name:?}: the lock items use that attribute"
+            "{option} must not be {name:?}: the lock or semaphore items use that attribute"
         ));
     }
     Ok(())

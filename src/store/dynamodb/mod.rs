@@ -7,12 +7,19 @@
 //! same for a whole lease (`watch.rs`), with a write conditioned on that version. Every
 //! other operation is one conditional write on the owner. Each call is one or two HTTP
 //! requests (`client.rs`), bounded by `connect_timeout_ms + response_timeout_ms`.
+//!
+//! Counting semaphores (`permits.rs`) keep one item each in a key space of their own
+//! (`permit_item.rs`), changed by a read and a write conditioned on its version, with leases
+//! reckoned by watching as a lock's are.
 
 mod client;
 mod config;
 mod credentials;
 mod ini;
 mod item;
+mod permit_item;
+mod permit_watch;
+mod permits;
 mod requests;
 mod watch;
 
@@ -20,14 +27,15 @@ pub use config::{DynamoOptions, SortKey};
 pub use credentials::AwsCredentials;
 
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
-    StoreError, StoreResult,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
 use client::{Api, ApiError, Failure};
 use config::Location;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use item::Lock;
+use permit_watch::PermitWatches;
 use requests::{Grant, Requests, Take};
 use serde_json::{Map, Value};
 use std::future::Future;
@@ -84,6 +92,10 @@ pub struct DynamoStore {
     /// Left empty when making sure of the table failed, so the next call tries again.
     table_ready: OnceCell<()>,
     watches: Watches,
+    /// Watched versions of semaphore holders and queued places.
+    permit_watches: PermitWatches,
+    /// Where the semaphores' watch clock starts (`permits.rs`).
+    origin: Instant,
     closed: AtomicBool,
 }
 
@@ -120,13 +132,16 @@ impl DynamoStore {
             ready: OnceCell::new(),
             table_ready: OnceCell::new(),
             watches: Watches::default(),
+            permit_watches: PermitWatches::default(),
+            origin: Instant::now(),
             closed: AtomicBool::new(false),
         })
     }
 
-    /// Names whose versions this store is watching (for leak checks).
+    /// Lock names and semaphore entries whose versions this store is watching (for leak
+    /// checks).
     pub fn watched(&self) -> usize {
-        self.watches.len()
+        self.watches.len() + self.permit_watches.len()
     }
 
     /// Runs `fut` within the call bound.
@@ -583,16 +598,29 @@ fn first_token() -> u64 {
         .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
 }
 
+/// A lock name: a name, and not one in the semaphores' key space (`permit_item.rs`).
 fn check_key(key: &str) -> StoreResult<()> {
-    if key.is_empty() {
-        return Err(StoreError::invalid(
-            "dynamodb: a lock name must not be empty (DynamoDB key values cannot be)",
-        ));
-    }
-    if key.len() > crate::limits::MAX_KEY_BYTES {
+    check_name(key, "lock name")?;
+    if key.starts_with(permit_item::PREFIX) {
         return Err(StoreError::invalid(format!(
-            "dynamodb: lock name is {} bytes, at most {} are supported",
-            key.len(),
+            "dynamodb: lock names starting with {:?} are reserved for semaphores",
+            permit_item::PREFIX
+        )));
+    }
+    Ok(())
+}
+
+/// A lock or semaphore name (`what`) DynamoDB can key an item by.
+fn check_name(name: &str, what: &str) -> StoreResult<()> {
+    if name.is_empty() {
+        return Err(StoreError::invalid(format!(
+            "dynamodb: a {what} must not be empty (DynamoDB key values cannot be)"
+        )));
+    }
+    if name.len() > crate::limits::MAX_KEY_BYTES {
+        return Err(StoreError::invalid(format!(
+            "dynamodb: {what} is {} bytes, at most {} are supported",
+            name.len(),
             crate::limits::MAX_KEY_BYTES
         )));
     }
@@ -693,6 +721,65 @@ impl LockStore for DynamoStore {
 
     fn operator(&self) -> Option<&dyn OperatorTools> {
         Some(self)
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a PermitRequest<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded("acquire_permits", self.acquire_permits_inner(req))
+            .boxed()
+    }
+
+    fn extend_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded(
+            "extend_permits",
+            self.extend_permits_inner(name, owner, ttl_ms),
+        )
+        .boxed()
+    }
+
+    fn extend_permits_many<'a>(
+        &'a self,
+        items: &'a [ExtendItem],
+    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        async move {
+            let all = self.bounded("extend_permits", async {
+                Ok(self.extend_permits_many_inner(items).await)
+            });
+            match all.await {
+                Ok(results) => results,
+                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
+            }
+        }
+        .boxed()
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        async move {
+            let released = self
+                .bounded("release_permits", self.release_permits_inner(name, owner))
+                .await?;
+            // No announcements: waiters elsewhere poll.
+            Ok(ReleaseOutcome {
+                released,
+                others_waiting: false,
+            })
+        }
+        .boxed()
+    }
+
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        self.bounded("permits", self.permits_inner(name)).boxed()
     }
 }
 

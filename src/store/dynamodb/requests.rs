@@ -3,12 +3,13 @@
 //! lock protocol's server side.
 //!
 //! Placeholders: `#pk`/`#sk` the key attributes, `#on` ownerName, `#ld` leaseDuration, `#rvn`
-//! recordVersionNumber, `#d` data, `#ir` isReleased, `#f` fencingToken. An item is *held* when
-//! it has an owner and a version and no `isReleased` (what the Java client reads); anything
-//! else is free.
+//! recordVersionNumber, `#d` data, `#ir` isReleased, `#f` fencingToken; `#ps` permitState and
+//! `#pv` permitVersion on semaphore items. An item is *held* when it has an owner and a version
+//! and no `isReleased` (what the Java client reads); anything else is free.
 
 use super::config::SortKey;
 use super::item::{self, b, n, s};
+use super::permit_item;
 use serde_json::{json, Map, Value};
 
 /// An item that is absent, released, or not a lock client's.
@@ -80,8 +81,17 @@ impl Requests {
 
     /// The primary key of the lock `name`.
     fn key(&self, name: &str) -> Value {
+        self.key_of(name)
+    }
+
+    /// The primary key of the semaphore `name` (see `permit_item.rs`).
+    fn permit_key(&self, name: &str) -> Value {
+        self.key_of(&permit_item::partition_value(name))
+    }
+
+    fn key_of(&self, partition: &str) -> Value {
         let mut key = Map::new();
-        key.insert(self.partition_key.clone(), s(name));
+        key.insert(self.partition_key.clone(), s(partition));
         if let Some(sort) = &self.sort_key {
             key.insert(sort.name.clone(), s(&sort.value));
         }
@@ -102,6 +112,8 @@ impl Requests {
             ("#d", Some(item::DATA)),
             ("#ir", Some(item::RELEASED)),
             ("#f", Some(item::FENCE)),
+            ("#ps", Some(permit_item::STATE)),
+            ("#pv", Some(permit_item::VERSION)),
         ];
         for (placeholder, attribute) in all {
             if let Some(attribute) = attribute {
@@ -277,6 +289,57 @@ impl Requests {
             body["ExclusiveStartKey"] = start.clone();
         }
         body
+    }
+
+    /// A consistent read of the semaphore `name`.
+    pub fn get_permits(&self, name: &str) -> Value {
+        let projection = "#ps, #pv";
+        json!({
+            "TableName": self.table,
+            "Key": self.permit_key(name),
+            "ConsistentRead": true,
+            "ProjectionExpression": projection,
+            "ExpressionAttributeNames": self.names(&[projection]),
+        })
+    }
+
+    /// Writes the semaphore `name`'s `state` with the new version `version`, if its version is
+    /// still `old` (`None`: if it has none, i.e. there is no item yet).
+    pub fn put_permits(&self, name: &str, state: &str, version: &str, old: Option<&str>) -> Value {
+        let update = "SET #ps = :ps, #pv = :pv";
+        let mut values = Map::new();
+        values.insert(":ps".into(), s(state));
+        values.insert(":pv".into(), s(version));
+        let condition = match old {
+            Some(old) => {
+                values.insert(":old".into(), s(old));
+                "#pv = :old"
+            }
+            None => "attribute_not_exists(#pv)",
+        };
+        json!({
+            "TableName": self.table,
+            "Key": self.permit_key(name),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": self.names(&[update, condition]),
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        })
+    }
+
+    /// Deletes the semaphore `name`'s item if its version is still `old` (an idle semaphore,
+    /// with `deleteOnRelease`).
+    pub fn delete_permits(&self, name: &str, old: &str) -> Value {
+        let condition = "#pv = :old";
+        json!({
+            "TableName": self.table,
+            "Key": self.permit_key(name),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": self.names(&[condition]),
+            "ExpressionAttributeValues": { ":old": s(old) },
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        })
     }
 
     /// The lock table, with on-demand billing.

@@ -151,7 +151,10 @@ async fn poll_until_granted(
 
 mod conformance {
     crate::conformance_suite!(super::store().map(|s| s as _));
+    crate::permits_suite!(super::store().map(|s| s as _));
 }
+
+mod permits;
 
 #[tokio::test]
 async fn a_lock_held_elsewhere_is_taken_only_after_its_version_was_watched_for_a_lease() {
@@ -520,7 +523,7 @@ fn urls_and_options_are_checked_before_any_io() {
 
 #[tokio::test]
 async fn a_server_that_keeps_failing_is_asked_again_until_the_deadline_then_reported() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     // Answers every request with 503, as an overloaded endpoint does.
     let failing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = failing.local_addr().unwrap().port();
@@ -530,33 +533,7 @@ async fn a_server_that_keeps_failing_is_asked_again_until_the_deadline_then_repo
         while let Ok((mut socket, _)) = failing.accept().await {
             let counted = counted.clone();
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 65536];
-                loop {
-                    let mut got = Vec::new();
-                    // One request: headers, then the body (its length is in the headers).
-                    loop {
-                        let Ok(n) = socket.read(&mut buf).await else {
-                            return;
-                        };
-                        if n == 0 {
-                            return;
-                        }
-                        got.extend_from_slice(&buf[..n]);
-                        let text = String::from_utf8_lossy(&got).to_string();
-                        if let Some(end) = text.find("\r\n\r\n") {
-                            let length = text[..end]
-                                .lines()
-                                .find_map(|l| {
-                                    l.to_ascii_lowercase()
-                                        .strip_prefix("content-length:")
-                                        .map(|v| v.trim().parse::<usize>().unwrap())
-                                })
-                                .unwrap_or(0);
-                            if got.len() >= end + 4 + length {
-                                break;
-                            }
-                        }
-                    }
+                while read_http_message(&mut socket).await.is_some() {
                     counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let body = "Service Unavailable";
                     let reply = format!(
@@ -588,6 +565,35 @@ async fn a_server_that_keeps_failing_is_asked_again_until_the_deadline_then_repo
         Instant::now() < deadline,
         "gave up before the deadline rather than after"
     );
+}
+
+/// Reads one HTTP/1.1 message (headers, then a body of the length they state) from `socket`;
+/// `None` once it is closed.
+async fn read_http_message(socket: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 65536];
+    let mut got = Vec::new();
+    loop {
+        let n = socket.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+        let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let length = String::from_utf8_lossy(&got[..end])
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse::<usize>().unwrap())
+            })
+            .unwrap_or(0);
+        if got.len() >= end + 4 + length {
+            return Some(got);
+        }
+    }
 }
 
 /// Established connections to `port` on this machine (the server's side, from /proc/net/tcp).

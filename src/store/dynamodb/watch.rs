@@ -25,11 +25,11 @@ use tokio::time::Instant;
 /// Most names watched at once.
 pub const MAX_ENTRIES: usize = 65_536;
 /// Entries unseen for their lease plus this long are dropped.
-const STALE_AFTER: Duration = Duration::from_secs(60);
+pub const STALE_AFTER: Duration = Duration::from_secs(60);
 /// Stale entries are looked for at most this often (and only when there are many).
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Below this many entries, none is ever swept.
-const SWEEP_ABOVE: usize = 1024;
+pub const SWEEP_ABOVE: usize = 1024;
 
 #[derive(Debug, Clone)]
 struct Entry {

@@ -1,0 +1,539 @@
+//! Counting semaphores: one item per semaphore (`permit_item.rs`), changed by reading it,
+//! applying [`PermitTable`]'s rules and writing it back on the condition that its version did
+//! not change in between (optimistic concurrency: a failed condition means another client
+//! wrote first, so the change is worked out again on the new state, after a jittered pause).
+//!
+//! DynamoDB has no clock a condition can read, so leases are reckoned as the store's locks
+//! reckon them, the Java lock client's way (`watch.rs`): a holder's lease (and a queued
+//! request's place) is a duration with a version that changes whenever it is set again, and
+//! a reader counts it from when it first saw that version on its own monotonic clock, or,
+//! for a version this store wrote, from when that write was sent. [`PermitTable`]'s times are
+//! that count in ms since the store was created: a holder lapses for this process once its
+//! version has been seen unchanged for its whole lease.
+
+use super::client::Failure;
+use super::permit_item::{self, Stored, StoredHolder, StoredWaiter};
+use super::permit_watch::{PermitWatches, Role};
+use super::{first_token, new_version, DynamoStore, EXTEND_CONCURRENCY};
+use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
+use crate::store::{ErrorKind, ExtendItem, PermitHolder, PermitRequest, StoreError, StoreResult};
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Most conditional writes one operation makes: each failed condition means another client
+/// changed the semaphore in between.
+const MAX_WRITES: u32 = 12;
+/// Pause before the second write; each further one doubles it, up to [`BACKOFF_CAP`], and the
+/// actual pause is drawn uniformly below it.
+const BACKOFF_BASE: Duration = Duration::from_millis(5);
+const BACKOFF_CAP: Duration = Duration::from_millis(200);
+/// Largest `permitState`, in bytes: a DynamoDB item holds at most 400 KB.
+pub const MAX_STATE_BYTES: usize = 384 * 1024;
+
+/// `at` in ms since `origin`, rounded down (for "now").
+fn ms_floor(origin: Instant, at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(origin).as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `at` in ms since `origin`, rounded up (for the start of a lease, so that it never ends
+/// early).
+fn ms_ceil(origin: Instant, at: Instant) -> u64 {
+    u64::try_from(
+        at.saturating_duration_since(origin)
+            .as_micros()
+            .div_ceil(1000),
+    )
+    .unwrap_or(u64::MAX)
+}
+
+/// One attempt's view of a semaphore: its table on this process's watch clock, and whose
+/// leases the operation set.
+pub(super) struct Draft {
+    table: PermitTable,
+    now: u64,
+    renewed: Vec<(Role, String, u64)>,
+}
+
+impl Draft {
+    /// `owner`'s entry gets a new version and the lease `lease_ms`.
+    fn renew(&mut self, role: Role, owner: &str, lease_ms: u64) {
+        self.renewed.retain(|(r, o, _)| !(*r == role && o == owner));
+        self.renewed.push((role, owner.to_owned(), lease_ms));
+    }
+
+    fn renewed(&self, role: Role, owner: &str) -> Option<u64> {
+        self.renewed
+            .iter()
+            .find(|(r, o, _)| *r == role && o == owner)
+            .map(|(_, _, lease)| *lease)
+    }
+
+    /// Rules 1 to 4 of [`crate::store::permits`], renewing what they renew.
+    fn acquire(&mut self, req: &PermitRequest<'_>) -> Option<u64> {
+        let granted = self.table.acquire(req, self.now);
+        if granted.is_some() {
+            self.renew(Role::Holder, req.owner, req.ttl_ms);
+        } else if req.queue_ttl_ms > 0 {
+            self.renew(Role::Waiter, req.owner, req.queue_ttl_ms);
+        }
+        granted
+    }
+
+    fn extend(&mut self, owner: &str, ttl_ms: u64) -> bool {
+        let extended = self.table.extend(owner, ttl_ms, self.now);
+        if extended {
+            self.renew(Role::Holder, owner, ttl_ms);
+        }
+        extended
+    }
+}
+
+/// The table of `stored` on this process's watch clock at `now`, for semaphore `name` read
+/// at `seen` (see `permit_watch.rs`).
+fn draft(
+    stored: &Stored,
+    name: &str,
+    watches: &PermitWatches,
+    origin: Instant,
+    (seen, now): (Instant, Instant),
+) -> Draft {
+    let starts = watches.observe(name, stored, seen);
+    let expires = |since: Instant, lease: u64| ms_ceil(origin, since).saturating_add(lease);
+    let table = PermitTable {
+        holders: stored
+            .holders
+            .iter()
+            .zip(&starts.holders)
+            .map(|(h, &since)| TableHolder {
+                owner: h.owner.clone(),
+                permits: h.permits,
+                token: h.token,
+                expires: expires(since, h.lease),
+            })
+            .collect(),
+        queue: stored
+            .queue
+            .iter()
+            .zip(&starts.queue)
+            .map(|(w, &since)| TableWaiter {
+                owner: w.owner.clone(),
+                permits: w.permits,
+                expires: expires(since, w.lease),
+            })
+            .collect(),
+        fence: stored.fence,
+    };
+    Draft {
+        table,
+        now: ms_floor(origin, now),
+        renewed: Vec::new(),
+    }
+}
+
+/// The state to store after `draft`: entries it renewed get `version` and their new lease,
+/// the others keep what `before` had for them.
+fn settle(before: &Stored, draft: &Draft, version: &str) -> StoreResult<Stored> {
+    let holders: HashMap<&str, &StoredHolder> = before
+        .holders
+        .iter()
+        .map(|h| (h.owner.as_str(), h))
+        .collect();
+    let waiters: HashMap<&str, &StoredWaiter> =
+        before.queue.iter().map(|w| (w.owner.as_str(), w)).collect();
+    let lost = || StoreError::internal("dynamodb: a semaphore entry lost its lease");
+    let holders = draft
+        .table
+        .holders
+        .iter()
+        .map(|h| {
+            let (lease, version) = match draft.renewed(Role::Holder, &h.owner) {
+                Some(lease) => (lease, version.to_owned()),
+                None => {
+                    let old = holders.get(h.owner.as_str()).ok_or_else(lost)?;
+                    (old.lease, old.version.clone())
+                }
+            };
+            Ok(StoredHolder {
+                owner: h.owner.clone(),
+                permits: h.permits,
+                token: h.token,
+                lease,
+                version,
+            })
+        })
+        .collect::<StoreResult<_>>()?;
+    let queue = draft
+        .table
+        .queue
+        .iter()
+        .map(|w| {
+            let (lease, version) = match draft.renewed(Role::Waiter, &w.owner) {
+                Some(lease) => (lease, version.to_owned()),
+                None => {
+                    let old = waiters.get(w.owner.as_str()).ok_or_else(lost)?;
+                    (old.lease, old.version.clone())
+                }
+            };
+            Ok(StoredWaiter {
+                owner: w.owner.clone(),
+                permits: w.permits,
+                lease,
+                version,
+            })
+        })
+        .collect::<StoreResult<_>>()?;
+    Ok(Stored {
+        fence: draft.table.fence,
+        holders,
+        queue,
+    })
+}
+
+fn check_request(req: &PermitRequest<'_>) -> StoreResult<()> {
+    super::check_name(req.name, "semaphore name")?;
+    if req.permits == 0 || req.permits > req.limit {
+        return Err(StoreError::invalid(format!(
+            "dynamodb: {} permits asked of a semaphore of {}: ask for 1 to the limit",
+            req.permits, req.limit
+        )));
+    }
+    Ok(())
+}
+
+impl DynamoStore {
+    /// Reads semaphore `name`: its state (a new one when there is no item) and version, and
+    /// when the reply came.
+    async fn read_permits(
+        &self,
+        api: &super::client::Api,
+        name: &str,
+        deadline: Instant,
+    ) -> StoreResult<(Stored, Option<String>, Instant)> {
+        let reply = api
+            .call("GetItem", &self.requests.get_permits(name), deadline)
+            .await
+            .map_err(|f| self.failure("GetItem", f))?;
+        let seen = Instant::now();
+        let item = reply.get("Item").and_then(serde_json::Value::as_object);
+        let parsed = permit_item::parse(item).map_err(|e| {
+            StoreError::new(
+                ErrorKind::Server,
+                format!("dynamodb: semaphore {name:?}: {e}"),
+            )
+        })?;
+        Ok(match parsed {
+            Some((stored, version)) => (stored, Some(version), seen),
+            // Tokens of a new item start from the clock, as a lock's do (see `first_token`).
+            None => (
+                Stored {
+                    fence: first_token(),
+                    ..Stored::default()
+                },
+                None,
+                seen,
+            ),
+        })
+    }
+
+    /// Applies `op` to semaphore `name` and stores the outcome, with optimistic concurrency.
+    /// Writes nothing when `op` changed nothing. `None`: every write met a concurrent change.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: a write sent before the future is dropped may take effect.
+    async fn update<T>(
+        &self,
+        name: &str,
+        mut op: impl FnMut(&mut Draft) -> T,
+    ) -> StoreResult<Option<T>> {
+        let deadline = self.deadline();
+        let api = self.api(deadline).await?;
+        for attempt in 0..MAX_WRITES {
+            if attempt > 0 {
+                let cap = BACKOFF_CAP.min(BACKOFF_BASE.saturating_mul(1 << (attempt - 1).min(10)));
+                let pause = cap.mul_f64(fastrand::f64());
+                if Instant::now() + pause >= deadline {
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+            }
+            let (before, old, seen) = self.read_permits(api, name, deadline).await?;
+            let mut draft = draft(
+                &before,
+                name,
+                &self.permit_watches,
+                self.origin,
+                (seen, Instant::now()),
+            );
+            let out = op(&mut draft);
+            let version = new_version();
+            let after = settle(&before, &draft, &version)?;
+            if after == before {
+                return Ok(Some(out));
+            }
+            let (operation, body) = match &old {
+                Some(old) if after.is_idle() && self.options.delete_on_release => {
+                    ("DeleteItem", self.requests.delete_permits(name, old))
+                }
+                _ => {
+                    let state = after.encode();
+                    if state.len() > MAX_STATE_BYTES {
+                        return Err(StoreError::invalid(format!(
+                            "dynamodb: semaphore {name:?}: {} holders and queued requests take \
+                             {} bytes, more than one DynamoDB item holds",
+                            after.holders.len() + after.queue.len(),
+                            state.len()
+                        )));
+                    }
+                    let body = self
+                        .requests
+                        .put_permits(name, &state, &version, old.as_deref());
+                    ("UpdateItem", body)
+                }
+            };
+            let sent = Instant::now();
+            match api.call(operation, &body, deadline).await {
+                Ok(_) => {
+                    self.permit_watches.wrote(name, &after, &version, sent);
+                    return Ok(Some(out));
+                }
+                Err(Failure::Condition(_)) => {
+                    crate::debug!("dynamodb semaphore {name:?}: changed meanwhile, again");
+                }
+                Err(f) => return Err(self.failure(operation, f)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The error of an operation whose every write met a concurrent change.
+    fn contended(name: &str) -> StoreError {
+        StoreError::new(
+            ErrorKind::Server,
+            format!(
+                "dynamodb: semaphore {name:?}: {MAX_WRITES} writes in a row met a concurrent \
+                 change; try again"
+            ),
+        )
+    }
+
+    /// See [`crate::store::LockStore::acquire_permits`].
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: a write sent before the future is dropped may take permits.
+    pub(super) async fn acquire_permits_inner(
+        &self,
+        req: &PermitRequest<'_>,
+    ) -> StoreResult<Option<u64>> {
+        check_request(req)?;
+        let granted = self.update(req.name, |d| d.acquire(req)).await?;
+        // Every write met a concurrent change: busy, as a lock's take after as many failed
+        // conditions; the next poll asks again.
+        Ok(granted.flatten())
+    }
+
+    /// See [`crate::store::LockStore::extend_permits`].
+    pub(super) async fn extend_permits_inner(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<bool> {
+        super::check_name(name, "semaphore name")?;
+        self.update(name, |d| d.extend(owner, ttl_ms))
+            .await?
+            .ok_or_else(|| Self::contended(name))
+    }
+
+    /// Extends the permits of `owners` (owner, ttl) of one semaphore in one write.
+    async fn extend_group(&self, name: &str, owners: &[(&str, u64)]) -> StoreResult<Vec<bool>> {
+        super::check_name(name, "semaphore name")?;
+        self.update(name, |d| {
+            owners
+                .iter()
+                .map(|(owner, ttl_ms)| d.extend(owner, *ttl_ms))
+                .collect()
+        })
+        .await?
+        .ok_or_else(|| Self::contended(name))
+    }
+
+    /// See [`crate::store::LockStore::extend_permits_many`]: one write per semaphore, for
+    /// every holder of it in `items`.
+    pub(super) async fn extend_permits_many_inner(
+        &self,
+        items: &[ExtendItem],
+    ) -> Vec<StoreResult<bool>> {
+        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        for (i, item) in items.iter().enumerate() {
+            let g = *index.entry(item.key.as_str()).or_insert_with(|| {
+                groups.push((item.key.as_str(), Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(i);
+        }
+        // Futures do nothing until polled: `buffer_unordered` runs this many at a time.
+        let each: Vec<_> = groups
+            .into_iter()
+            .map(|(name, members)| async move {
+                let owners: Vec<(&str, u64)> = members
+                    .iter()
+                    .map(|&i| (items[i].owner.as_str(), items[i].ttl_ms))
+                    .collect();
+                let result = self.extend_group(name, &owners).await;
+                (members, result)
+            })
+            .collect();
+        let done: Vec<_> = futures_util::stream::iter(each)
+            .buffer_unordered(EXTEND_CONCURRENCY)
+            .collect()
+            .await;
+        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
+        for (members, result) in done {
+            match result {
+                Ok(extended) => {
+                    for (&i, ok) in members.iter().zip(extended) {
+                        out[i] = Some(Ok(ok));
+                    }
+                }
+                Err(e) => {
+                    for &i in &members {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(StoreError::internal("dynamodb: a lost result"))))
+            .collect()
+    }
+
+    /// See [`crate::store::LockStore::release_permits`]: whether `owner` held live permits.
+    pub(super) async fn release_permits_inner(&self, name: &str, owner: &str) -> StoreResult<bool> {
+        super::check_name(name, "semaphore name")?;
+        self.update(name, |d| {
+            let now = d.now;
+            d.table.release(owner, now)
+        })
+        .await?
+        .ok_or_else(|| Self::contended(name))
+    }
+
+    /// See [`crate::store::LockStore::permits`]: one read, nothing written.
+    pub(super) async fn permits_inner(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
+        super::check_name(name, "semaphore name")?;
+        let deadline = self.deadline();
+        let api = self.api(deadline).await?;
+        let (stored, _, seen) = self.read_permits(api, name, deadline).await?;
+        let draft = draft(
+            &stored,
+            name,
+            &self.permit_watches,
+            self.origin,
+            (seen, Instant::now()),
+        );
+        Ok(draft.table.live(draft.now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored() -> Stored {
+        Stored {
+            fence: 7,
+            holders: vec![
+                StoredHolder {
+                    owner: "a".into(),
+                    permits: 1,
+                    token: 6,
+                    lease: 60_000,
+                    version: "va".into(),
+                },
+                StoredHolder {
+                    owner: "gone".into(),
+                    permits: 1,
+                    token: 7,
+                    lease: 0,
+                    version: "vg".into(),
+                },
+            ],
+            queue: vec![StoredWaiter {
+                owner: "w".into(),
+                permits: 3,
+                lease: 60_000,
+                version: "vw".into(),
+            }],
+        }
+    }
+
+    fn req<'a>(owner: &'a str, permits: u32, queue_ttl_ms: u64) -> PermitRequest<'a> {
+        PermitRequest {
+            name: "s",
+            owner,
+            permits,
+            limit: 3,
+            ttl_ms: 5_000,
+            queue_ttl_ms,
+        }
+    }
+
+    #[test]
+    fn a_write_renews_only_what_the_operation_set_and_drops_what_lapsed() {
+        let (watches, origin) = (PermitWatches::default(), Instant::now());
+        let before = stored();
+        let at = origin + Duration::from_millis(10);
+        let mut d = draft(&before, "s", &watches, origin, (at, at));
+        // "gone" has a lease of 0: lapsed at once. "w" is queued for all 3 permits ahead of b.
+        assert_eq!(d.acquire(&req("b", 1, 1_000)), None);
+        assert!(d.extend("a", 9_000));
+        let after = settle(&before, &d, "new").unwrap();
+        let holders: Vec<_> = after
+            .holders
+            .iter()
+            .map(|h| (h.owner.as_str(), h.lease, h.version.as_str()))
+            .collect();
+        assert_eq!(holders, [("a", 9_000, "new")]);
+        let queue: Vec<_> = after
+            .queue
+            .iter()
+            .map(|w| (w.owner.as_str(), w.lease, w.version.as_str()))
+            .collect();
+        assert_eq!(queue, [("w", 60_000, "vw"), ("b", 1_000, "new")]);
+        assert_eq!(after.fence, 7);
+    }
+
+    #[test]
+    fn nothing_changes_when_a_try_is_refused_and_nothing_lapsed() {
+        let (watches, origin) = (PermitWatches::default(), Instant::now());
+        let mut before = stored();
+        before.holders.pop();
+        let at = origin + Duration::from_millis(10);
+        let mut d = draft(&before, "s", &watches, origin, (at, at));
+        assert_eq!(d.acquire(&req("b", 1, 0)), None);
+        assert!(!d.extend("nobody", 1_000));
+        assert_eq!(settle(&before, &d, "new").unwrap(), before);
+    }
+
+    #[test]
+    fn a_lease_counts_from_the_first_sight_of_its_version_and_restarts_with_a_new_one() {
+        let (watches, origin) = (PermitWatches::default(), Instant::now());
+        let mut before = stored();
+        before.holders.truncate(1);
+        before.holders[0].lease = 100;
+        let first = origin + Duration::from_millis(50);
+        let d = draft(&before, "s", &watches, origin, (first, first));
+        assert_eq!(d.table.holders[0].expires, 150);
+        // Seen again later: the count goes on from the first sight.
+        let later = first + Duration::from_millis(80);
+        let d = draft(&before, "s", &watches, origin, (later, later));
+        assert_eq!((d.table.holders[0].expires, d.now), (150, 130));
+        before.holders[0].version = "va2".into();
+        let renewed = first + Duration::from_millis(90);
+        let d = draft(&before, "s", &watches, origin, (renewed, renewed));
+        assert_eq!(d.table.holders[0].expires, 240);
+    }
+}

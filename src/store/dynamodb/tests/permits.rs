@@ -1,0 +1,373 @@
+//! Semaphores on DynamoDB beyond the contract (`permits_suite!` runs that): leases reckoned
+//! by watching across processes (a separate store watches on its own, as another process
+//! does), the item and its key space, optimistic concurrency, lost replies, and the bounds.
+
+use super::*;
+use crate::store::dynamodb::permit_item;
+use crate::store::PermitRequest;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::io::AsyncWriteExt;
+
+fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        name,
+        owner,
+        permits,
+        limit,
+        ttl_ms: 10_000,
+        queue_ttl_ms: 0,
+    }
+}
+
+/// The semaphore's item as another client reads it.
+async fn permit_item(name: &str) -> Option<Map<String, Value>> {
+    let api = raw(&dynalite().unwrap()).await;
+    get_item(&api, TABLE, &permit_item::partition_value(name)).await
+}
+
+/// The semaphore's stored state and version.
+async fn stored(name: &str) -> (permit_item::Stored, String) {
+    let item = permit_item(name).await;
+    permit_item::parse(item.as_ref()).unwrap().unwrap()
+}
+
+/// Asks every 10 ms until granted; returns the token and when it was granted.
+async fn poll_until_granted(s: &DynamoStore, r: &PermitRequest<'_>) -> (u64, Instant) {
+    loop {
+        if let Some(token) = s.acquire_permits(r).await.unwrap() {
+            return (token, Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn permits_held_elsewhere_are_reclaimed_only_after_their_version_was_watched_for_a_lease() {
+    let (Some(holder), Some(contender)) = (store(), store()) else {
+        return;
+    };
+    let (n, a, b) = (name(), owner(), owner());
+    let lease = Duration::from_millis(300);
+    let first = holder
+        .acquire_permits(&PermitRequest {
+            ttl_ms: 300,
+            ..req(&n, &a, 2, 2)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        contender.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap(),
+        None
+    );
+    let first_seen = Instant::now();
+    let (token, granted_at) = poll_until_granted(&contender, &req(&n, &b, 1, 2)).await;
+    assert!(token > first, "{token} after {first}");
+    assert!(
+        granted_at - first_seen > lease,
+        "granted {:?} after first sight",
+        granted_at - first_seen
+    );
+    assert!(!holder.extend_permits(&n, &a, 300).await.unwrap());
+    assert!(!holder.release_permits(&n, &a).await.unwrap().released);
+}
+
+#[tokio::test]
+async fn an_extension_elsewhere_restarts_the_watch() {
+    let (Some(holder), Some(contender)) = (store(), store()) else {
+        return;
+    };
+    let (n, a, b) = (name(), owner(), owner());
+    let lease = Duration::from_millis(300);
+    let short = PermitRequest {
+        ttl_ms: 300,
+        ..req(&n, &a, 1, 1)
+    };
+    holder.acquire_permits(&short).await.unwrap().unwrap();
+    assert_eq!(
+        contender.acquire_permits(&req(&n, &b, 1, 1)).await.unwrap(),
+        None
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(holder.extend_permits(&n, &a, 300).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        contender.acquire_permits(&req(&n, &b, 1, 1)).await.unwrap(),
+        None,
+        "the first version was watched for a lease, but it is no longer the holder's"
+    );
+    let new_version_seen = Instant::now();
+    let (_, granted_at) = poll_until_granted(&contender, &req(&n, &b, 1, 1)).await;
+    assert!(granted_at - new_version_seen > lease);
+}
+
+#[tokio::test]
+async fn a_semaphore_has_an_item_of_its_own_that_no_lock_name_reaches() {
+    let Some(s) = store() else { return };
+    let (n, a, b) = (name(), owner(), owner());
+    s.try_acquire(&n, &a, 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    s.acquire_permits(&req(&n, &b, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let item = permit_item(&n).await.unwrap();
+    assert!(
+        !item.contains_key("ownerName"),
+        "nothing reads it as a lock"
+    );
+    let api = raw(&dynalite().unwrap()).await;
+    let lock = get_item(&api, TABLE, &n).await.unwrap();
+    assert_eq!(lock["ownerName"], json!({"S": a}));
+    assert!(!lock.contains_key(permit_item::STATE));
+    let reserved = permit_item::partition_value(&n);
+    let refused = s.try_acquire(&reserved, &a, 10_000, None, false).await;
+    assert_eq!(refused.unwrap_err().kind, ErrorKind::Invalid);
+    assert_eq!(
+        s.inspect(&reserved).await.unwrap_err().kind,
+        ErrorKind::Invalid
+    );
+    let listed = s
+        .operator()
+        .unwrap()
+        .list(permit_item::PREFIX, 100)
+        .await
+        .unwrap();
+    assert_eq!(listed, []);
+}
+
+/// A proxy to dynalite that, once armed, lets the next `UpdateItem` reach the server and then
+/// closes the connection instead of passing the reply on (a reply lost after the write).
+async fn lossy_proxy(upstream: String) -> (String, Arc<AtomicBool>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let upstream = upstream.trim_start_matches("http://").to_owned();
+    let armed = Arc::new(AtomicBool::new(false));
+    let arm = armed.clone();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let (upstream, armed) = (upstream.clone(), armed.clone());
+            tokio::spawn(async move {
+                while let Some(request) = read_http_message(&mut client).await {
+                    let update = String::from_utf8_lossy(&request).contains(".UpdateItem");
+                    let mut server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+                    server.write_all(&request).await.unwrap();
+                    let Some(reply) = read_http_message(&mut server).await else {
+                        return;
+                    };
+                    if update && armed.swap(false, Ordering::SeqCst) {
+                        return;
+                    }
+                    if client.write_all(&reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (endpoint, arm)
+}
+
+#[tokio::test]
+async fn an_acquisition_whose_reply_was_lost_is_sent_again_and_gets_its_own_token() {
+    let Some(endpoint) = dynalite() else { return };
+    store().unwrap().ping().await.unwrap();
+    let (proxy, armed) = lossy_proxy(endpoint).await;
+    let s = DynamoStore::connect(&url(&proxy, TABLE), options(DynamoOptions::default())).unwrap();
+    let (n, a) = (name(), owner());
+    armed.store(true, Ordering::SeqCst);
+    let token = s
+        .acquire_permits(&req(&n, &a, 2, 3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!armed.load(Ordering::SeqCst), "a reply was lost");
+    let (state, _) = stored(&n).await;
+    assert_eq!(state.holders.len(), 1, "{state:?}");
+    assert_eq!(
+        (state.holders[0].owner.as_str(), state.holders[0].permits),
+        (a.as_str(), 2)
+    );
+    assert_eq!((state.holders[0].token, state.fence), (token, token));
+}
+
+#[tokio::test]
+async fn delete_on_release_removes_an_idle_semaphores_item_and_the_next_token_comes_from_the_clock()
+{
+    let Some(s) = store_with(DynamoOptions {
+        delete_on_release: true,
+        ..DynamoOptions::default()
+    }) else {
+        return;
+    };
+    let (n, a, b) = (name(), owner(), owner());
+    let first = s
+        .acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert_eq!(permit_item(&n).await, None);
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let second = s
+        .acquire_permits(&req(&n, &b, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second > first + 1000, "{second} after {first}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_stores_never_grant_beyond_the_limit() {
+    let stores: Vec<Arc<DynamoStore>> = (0..3).filter_map(|_| store()).collect();
+    if stores.len() < 3 {
+        return;
+    }
+    let n = name();
+    let tries = stores.iter().flat_map(|s| {
+        (0..4).map(|_| {
+            let (s, n) = (s.clone(), n.clone());
+            tokio::spawn(async move { s.acquire_permits(&req(&n, &owner(), 1, 4)).await })
+        })
+    });
+    let granted = futures_util::future::join_all(tries.collect::<Vec<_>>())
+        .await
+        .into_iter()
+        .filter(|r| r.as_ref().unwrap().as_ref().unwrap().is_some())
+        .count();
+    assert_eq!(granted, 4);
+    let (state, _) = stored(&n).await;
+    assert_eq!(state.holders.len(), 4);
+}
+
+#[tokio::test]
+async fn what_is_watched_of_a_semaphore_goes_once_it_is_seen_idle() {
+    let (Some(a), Some(b)) = (store(), store()) else {
+        return;
+    };
+    for _ in 0..5 {
+        let (n, x, y) = (name(), owner(), owner());
+        a.acquire_permits(&req(&n, &x, 1, 1))
+            .await
+            .unwrap()
+            .unwrap();
+        let waits = PermitRequest {
+            queue_ttl_ms: 10_000,
+            ..req(&n, &y, 1, 1)
+        };
+        assert_eq!(b.acquire_permits(&waits).await.unwrap(), None);
+        assert!(a.release_permits(&n, &x).await.unwrap().released);
+        b.acquire_permits(&waits).await.unwrap().unwrap();
+        assert!(b.release_permits(&n, &y).await.unwrap().released);
+        // a last saw y queued; its next look finds the semaphore idle.
+        assert_eq!(a.permits(&n).await.unwrap(), []);
+    }
+    assert_eq!((a.watched(), b.watched()), (0, 0));
+}
+
+#[tokio::test]
+async fn a_refused_try_and_a_look_write_nothing() {
+    let Some(s) = store() else { return };
+    let (n, a) = (name(), owner());
+    s.acquire_permits(&req(&n, &a, 2, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let (_, version) = stored(&n).await;
+    assert_eq!(
+        s.acquire_permits(&req(&n, &owner(), 1, 2)).await.unwrap(),
+        None
+    );
+    assert!(!s.extend_permits(&n, &owner(), 1_000).await.unwrap());
+    assert!(!s.release_permits(&n, &owner()).await.unwrap().released);
+    assert_eq!(s.permits(&n).await.unwrap().len(), 1);
+    assert_eq!(stored(&n).await.1, version);
+}
+
+#[tokio::test]
+async fn a_batch_extends_every_holder_of_one_semaphore_in_one_write() {
+    let Some(s) = store() else { return };
+    let (n, m, a, b, c) = (name(), name(), owner(), owner(), owner());
+    for (name, owner) in [(&n, &a), (&n, &b), (&m, &c)] {
+        s.acquire_permits(&req(name, owner, 1, 2))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let item = |key: &str, owner: &str| ExtendItem {
+        key: key.to_owned(),
+        owner: owner.to_owned(),
+        ttl_ms: 20_000,
+        has_data: false,
+    };
+    let items = [item(&n, &a), item(&m, &c), item(&n, &b)];
+    let extended: Vec<bool> = s
+        .extend_permits_many(&items)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(extended, [true, true, true]);
+    let (state, version) = stored(&n).await;
+    assert!(
+        state
+            .holders
+            .iter()
+            .all(|h| h.lease == 20_000 && h.version == version),
+        "both holders were set by the write that left the item at {version}: {state:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_state_too_large_for_one_item_is_refused_with_a_clear_error() {
+    let Some(s) = store() else { return };
+    let n = name();
+    let (a, b) = ("a".repeat(200 * 1024), "b".repeat(200 * 1024));
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let err = s.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    assert!(
+        err.message.contains("more than one DynamoDB item holds"),
+        "{err}"
+    );
+    assert_eq!(s.permits(&n).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_request_for_no_permits_or_more_than_the_limit_is_invalid() {
+    let Some(s) = store() else { return };
+    let (n, a) = (name(), owner());
+    for (permits, limit) in [(0, 1), (3, 2)] {
+        let err = s
+            .acquire_permits(&req(&n, &a, permits, limit))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
+    }
+    assert_eq!(permit_item(&n).await, None);
+}
+
+#[tokio::test]
+async fn a_malformed_semaphore_item_is_a_server_error_that_names_it() {
+    let Some(s) = store() else { return };
+    s.ping().await.unwrap();
+    let n = name();
+    let api = raw(&dynalite().unwrap()).await;
+    put_item(
+        &api,
+        TABLE,
+        json!({
+            "key": {"S": permit_item::partition_value(&n)},
+            "permitVersion": {"S": "v"}, "permitState": {"S": "{\"fence\": \"x\"}"},
+        }),
+    )
+    .await;
+    let err = s.permits(&n).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Server);
+    assert!(err.message.contains(&n), "{err}");
+}
