@@ -46,6 +46,8 @@ struct Waiter {
     plain: bool,
     /// The permits it asks for, if it waits for a semaphore.
     permits: Option<PermitSpec>,
+    /// A release is handing permits to it (so concurrent releases pick other waiters).
+    claimed: AtomicBool,
     mailbox: Mutex<Mailbox>,
 }
 
@@ -324,11 +326,13 @@ impl Engine {
             return Ok(None);
         }
         let releases_before = self.releases.load(Ordering::Acquire);
-        // A semaphore's waiter that may wait takes its place in the store's queue at once.
-        let queue_first = kind == Kind::Permits && !single_shot;
-        if !contended {
+        // A semaphore's waiter that may wait joins the local queue first: only the head of a
+        // process holds a place in the store's queue (places of waiters that do not ask would
+        // hold everyone back until they lapse).
+        let fast = !contended && (kind == Kind::Lock || single_shot);
+        if fast {
             attempts = 1;
-            if let Some(token) = self.attempt(spec, queue_first, cancel).await? {
+            if let Some(token) = self.attempt(spec, false, cancel).await? {
                 return Ok(Some(token));
             }
             if single_shot {
@@ -344,6 +348,7 @@ impl Engine {
             data: spec.data.clone(),
             plain: spec.plain,
             permits: spec.permits,
+            claimed: AtomicBool::new(false),
             mailbox: Mutex::new(Mailbox::default()),
         });
         let mut slot = {
@@ -360,12 +365,13 @@ impl Engine {
                 kind,
                 waiter: waiter.clone(),
                 acquired: false,
-                queued_in_store: queue_first && !contended,
+                queued_in_store: false,
             }
         };
         // After a refusal on the fast path the next look waits for a wake-up or a poll, unless
         // a local release slipped in before we were queued to hear it.
-        let mut try_now = contended || self.releases.load(Ordering::Acquire) != releases_before;
+        let mut try_now =
+            !fast || contended || self.releases.load(Ordering::Acquire) != releases_before;
         loop {
             // (A grant waiting in the mailbox of a cancelled waiter is given back by the
             // slot's drop.)
@@ -516,14 +522,17 @@ impl Engine {
         // Loops only when a waiter left while permits handed to it were on the way: they are
         // released (or handed on) in turn.
         loop {
-            let head = {
+            // The first waiter no other release is handing permits to.
+            let next = {
                 let queues = self.queues.lock().unwrap();
-                queues
-                    .of(Kind::Permits)
-                    .get(key)
-                    .and_then(|q| q.waiters.front().cloned())
+                queues.of(Kind::Permits).get(key).and_then(|q| {
+                    q.waiters
+                        .iter()
+                        .find(|w| !w.claimed.swap(true, Ordering::AcqRel))
+                        .cloned()
+                })
             };
-            let Some((waiter, spec)) = head.and_then(|w| w.permits.map(|p| (w, p))) else {
+            let Some((waiter, spec)) = next.and_then(|w| w.permits.map(|p| (w, p))) else {
                 let outcome = self.store.release_permits(key, &owner).await;
                 self.releases.fetch_add(1, Ordering::AcqRel);
                 self.wake(key, Kind::Permits, true);
@@ -545,6 +554,7 @@ impl Engine {
             let handed = match handed {
                 Ok(h) => h,
                 Err(e) => {
+                    waiter.claimed.store(false, Ordering::Release);
                     self.wake(key, Kind::Permits, true);
                     return match released {
                         Some(r) => Ok(r),
@@ -554,6 +564,7 @@ impl Engine {
             };
             let was_held = *released.get_or_insert(handed.released);
             let Some(token) = handed.granted else {
+                waiter.claimed.store(false, Ordering::Release);
                 self.wake(key, Kind::Permits, true);
                 return Ok(was_held);
             };
