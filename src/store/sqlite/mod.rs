@@ -10,9 +10,13 @@
 //!
 //! Expiry is decided by the host's wall clock as SQLite reads it, at the moment each
 //! statement runs under the write lock: every process of the host shares it.
+//!
+//! Counting semaphores (`permits`) live in a table of their own, by the same rules: one
+//! statement per operation, the same clock, tokens from the same counter.
 
 mod connection;
 mod path;
+mod permits;
 mod sql;
 #[cfg_attr(not(unix), path = "wake_none.rs")]
 mod wake;
@@ -29,8 +33,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
-    StoreError, StoreResult,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
 use connection::SharedConnection;
 pub use path::database_path;
@@ -53,8 +57,8 @@ const PURGE_EVERY: Duration = Duration::from_secs(60);
 /// Options for the SQLite store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteOptions {
-    /// Lease table, created on first use with its two side tables (`<table>_fence`,
-    /// `<table>_waiters`): 1 to 64 ASCII letters, digits or underscores.
+    /// Lease table, created on first use with its three side tables (`<table>_fence`,
+    /// `<table>_waiters`, `<table>_permits`): 1 to 64 ASCII letters, digits or underscores.
     /// Default `"deadbolt_locks"`.
     pub table: String,
     /// How long opening the file may take, in milliseconds. Default 5000.
@@ -205,10 +209,21 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent.
     pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        self.extend_each(items, Leases::Locks).await
+    }
+
+    /// [`SqliteStore::extend_many`] of locks or of permits.
+    async fn extend_each(&self, items: &[ExtendItem], leases: Leases) -> Vec<StoreResult<bool>> {
         if items.len() <= 1 {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                out.push(self.extend(&item.key, &item.owner, item.ttl_ms).await);
+                out.push(match leases {
+                    Leases::Locks => self.extend(&item.key, &item.owner, item.ttl_ms).await,
+                    Leases::Permits => {
+                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
+                            .await
+                    }
+                });
             }
             return out;
         }
@@ -216,7 +231,8 @@ impl SqliteStore {
         // Invalid items fail alone instead of failing their batch.
         let mut valid = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
-            let checked = check_key(&item.key)
+            let checked = leases
+                .check_name(&item.key)
                 .and_then(|()| check_owner(&item.owner))
                 .and_then(|()| check_ttl(item.ttl_ms));
             match checked {
@@ -225,7 +241,7 @@ impl SqliteStore {
             }
         }
         for batch in valid.chunks(EXTEND_BATCH_MAX) {
-            let result = self.extend_batch(items, batch).await;
+            let result = self.extend_batch(items, batch, leases).await;
             for &(index, _) in batch {
                 let item = &items[index];
                 out[index] = Some(match &result {
@@ -247,9 +263,15 @@ impl SqliteStore {
         &self,
         items: &[ExtendItem],
         batch: &[(usize, i64)],
+        leases: Leases,
     ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let operation = leases.operation();
+        let texts = match leases {
+            Leases::Locks => &self.sql.extend_many,
+            Leases::Permits => &self.sql.extend_permits_many,
+        };
         let padded = batch.len().max(2).next_power_of_two();
-        let text = &self.sql.extend_many[padded.trailing_zeros() as usize - 1];
+        let text = &texts[padded.trailing_zeros() as usize - 1];
         let mut query = sqlx::query(AssertSqlSafe(text.as_str()));
         for i in 0..padded {
             let (index, ttl) = batch[i.min(batch.len() - 1)];
@@ -261,11 +283,11 @@ impl SqliteStore {
         }
         let mut w = self.conn.lock().await?;
         let rows = query.fetch_all(w.conn()).await;
-        let rows = w.finish(rows).map_err(|e| db_error("extend", e))?;
+        let rows = w.finish(rows).map_err(|e| db_error(operation, e))?;
         rows.iter()
             .map(|row| {
-                let name: Vec<u8> = row.try_get(0).map_err(|e| db_error("extend", e))?;
-                let owner: Vec<u8> = row.try_get(1).map_err(|e| db_error("extend", e))?;
+                let name: Vec<u8> = row.try_get(0).map_err(|e| db_error(operation, e))?;
+                let owner: Vec<u8> = row.try_get(1).map_err(|e| db_error(operation, e))?;
                 Ok((name, owner))
             })
             .collect()
@@ -306,14 +328,19 @@ impl SqliteStore {
         let live: bool = row.try_get(0).map_err(|e| db_error(operation, e))?;
         let addrs: Option<String> = row.try_get(1).map_err(|e| db_error(operation, e))?;
         let others = match addrs {
-            Some(addrs) => {
-                let told = self.wake.tell(key, &addrs);
-                self.forget(told.dead);
-                told.others
-            }
+            Some(addrs) => self.tell(key, &addrs),
             None => false,
         };
         Ok((live, others))
+    }
+
+    /// Tells the processes at `addrs` (newline-separated) that `key` was released, and
+    /// forgets the addresses nobody listens on any more. Returns whether another process
+    /// waits for it.
+    fn tell(&self, key: &str, addrs: &str) -> bool {
+        let told = self.wake.tell(key, addrs);
+        self.forget(told.dead);
+        told.others
     }
 
     /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
@@ -360,13 +387,14 @@ impl SqliteStore {
         row.map(|row| lock_info(&row, 0, "inspect")).transpose()
     }
 
-    /// Deletes the rows of leases that ended without a release, 1 000 at a time until none
-    /// is left. Returns how many it deleted.
+    /// Deletes the rows of leases that ended without a release, and of semaphores' lapsed
+    /// holders and queued places, 1 000 at a time until none is left. Returns how many it
+    /// deleted.
     ///
     /// # Cancel Safety
     /// Cancel safe: each statement deletes only rows nobody holds.
     pub async fn purge(&self) -> StoreResult<u64> {
-        purge_rows(&self.conn, &self.sql.purge).await
+        purge_all(&self.conn, &self.sql).await
     }
 
     /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
@@ -382,7 +410,7 @@ impl SqliteStore {
         let (conn, sql, bound) = (self.conn.clone(), self.sql.clone(), self.call_timeout);
         tokio::spawn(async move {
             // Best effort: a failed purge is tried again after the next interval.
-            let _ = tokio::time::timeout(bound, purge_rows(&conn, &sql.purge)).await;
+            let _ = tokio::time::timeout(bound, purge_all(&conn, &sql)).await;
         });
     }
 
@@ -510,14 +538,54 @@ impl SqliteStore {
         }
     }
 
-    /// [`SqliteStore::extend_many`] within the call bound: on time-out every item fails.
-    async fn extend_many_bounded(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        let bounded = self.bounded("extend", async { Ok(self.extend_many(items).await) });
+    /// [`SqliteStore::extend_many`] of `leases` within the call bound: on time-out every item
+    /// fails.
+    async fn extend_many_bounded(
+        &self,
+        items: &[ExtendItem],
+        leases: Leases,
+    ) -> Vec<StoreResult<bool>> {
+        let bounded = self.bounded(leases.operation(), async {
+            Ok(self.extend_each(items, leases).await)
+        });
         match bounded.await {
             Ok(results) => results,
             Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
         }
     }
+}
+
+/// Which leases a batched extension is about.
+#[derive(Debug, Clone, Copy)]
+enum Leases {
+    /// Locks (the lease table).
+    Locks,
+    /// Semaphores' permits (`<table>_permits`).
+    Permits,
+}
+
+impl Leases {
+    /// The operation's name in errors.
+    fn operation(self) -> &'static str {
+        match self {
+            Leases::Locks => "extend",
+            Leases::Permits => "extend_permits",
+        }
+    }
+
+    /// Refuses a name that is too long for these leases.
+    fn check_name(self, name: &str) -> StoreResult<()> {
+        match self {
+            Leases::Locks => check_key(name),
+            Leases::Permits => permits::check_name(name),
+        }
+    }
+}
+
+/// Purges lapsed locks, then lapsed permits and queued places.
+async fn purge_all(conn: &SharedConnection, sql: &Statements) -> StoreResult<u64> {
+    let locks = purge_rows(conn, &sql.purge).await?;
+    Ok(locks + purge_rows(conn, &sql.purge_permits).await?)
 }
 
 /// Runs the purge statement until it deletes fewer rows than its limit.
@@ -694,7 +762,7 @@ impl LockStore for SqliteStore {
     }
 
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        self.extend_many_bounded(items).boxed()
+        self.extend_many_bounded(items, Leases::Locks).boxed()
     }
 
     fn release<'a>(
@@ -723,6 +791,51 @@ impl LockStore for SqliteStore {
 
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
         self.bounded("ping", SqliteStore::ping(self)).boxed()
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a PermitRequest<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded("acquire_permits", SqliteStore::acquire_permits(self, req))
+            .boxed()
+    }
+
+    fn extend_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded(
+            "extend_permits",
+            SqliteStore::extend_permits(self, name, owner, ttl_ms),
+        )
+        .boxed()
+    }
+
+    fn extend_permits_many<'a>(
+        &'a self,
+        items: &'a [ExtendItem],
+    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        self.extend_many_bounded(items, Leases::Permits).boxed()
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        self.bounded(
+            "release_permits",
+            SqliteStore::release_permits(self, name, owner),
+        )
+        .boxed()
+    }
+
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        self.bounded("permits", SqliteStore::permits(self, name))
+            .boxed()
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

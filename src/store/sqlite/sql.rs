@@ -1,9 +1,9 @@
 //! The SQLite store's schema and statements (docs/design.md, "SQLite layout").
 //!
-//! Every lock operation is one statement, so one autocommit write transaction: SQLite takes
-//! the database's write lock at the start of a writing statement and holds it for
-//! microseconds, and a connection that finds it taken waits (`busy_timeout`) instead of
-//! failing. Names and owners are stored as BLOBs so that every comparison, `length` and
+//! Every lock and semaphore operation is one statement, so one autocommit write transaction
+//! (its triggers included): SQLite takes the database's write lock at the start of a writing
+//! statement and holds it for microseconds, and a connection that finds it taken waits
+//! (`busy_timeout`) instead of failing. Names and owners are stored as BLOBs so that every comparison, `length` and
 //! `substr` is bytewise (TEXT functions stop at a NUL, which a JavaScript string may hold).
 
 /// Placeholder for the validated, double-quoted lease table name.
@@ -12,6 +12,8 @@ const TABLE: &str = "{table}";
 const FENCE: &str = "{fence}";
 /// Placeholder for the waiter registry table (the lease table's name + `_waiters`).
 const WAITERS: &str = "{waiters}";
+/// Placeholder for the semaphore table (the lease table's name + `_permits`).
+const PERMITS: &str = "{permits}";
 /// Placeholder for the host's wall clock in milliseconds since the Unix epoch, as SQLite
 /// reads it (the VFS's current time, fixed for the whole of one statement).
 const NOW: &str = "{now}";
@@ -51,6 +53,29 @@ pub const SCHEMA: &[&str] = &[
         addr TEXT NOT NULL,
         PRIMARY KEY (name, addr)
     ) WITHOUT ROWID",
+    // Semaphores (docs/design.md, "SQLite layout"): one row per holder or queued request.
+    "CREATE TABLE IF NOT EXISTS {permits} (
+        name BLOB NOT NULL,
+        owner BLOB NOT NULL,
+        permits INTEGER NOT NULL,
+        fence INTEGER,
+        place INTEGER,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (name, owner)
+    ) WITHOUT ROWID",
+    // A grant raises the shared counter, as a lock's does; every write of a grant or a queued
+    // place (an insert, or an upsert's update, which always sets `fence`) also drops the
+    // semaphore's lapsed rows, so an idle semaphore's rows go at its next touch.
+    "CREATE TRIGGER IF NOT EXISTS {permits_on_insert} AFTER INSERT ON {permits}
+     BEGIN
+        UPDATE {fence} SET value = NEW.fence WHERE id = 0 AND value < NEW.fence;
+        DELETE FROM {permits} WHERE name = NEW.name AND expires_at <= {now};
+     END",
+    "CREATE TRIGGER IF NOT EXISTS {permits_on_update} AFTER UPDATE OF fence ON {permits}
+     BEGIN
+        UPDATE {fence} SET value = NEW.fence WHERE id = 0 AND value < NEW.fence;
+        DELETE FROM {permits} WHERE name = NEW.name AND expires_at <= {now};
+     END",
 ];
 
 /// The next fencing token: one above the counter, and never below the host clock in
@@ -119,6 +144,76 @@ ORDER BY name LIMIT ?3";
 pub const PURGE: &str = "DELETE FROM {table} WHERE name IN
     (SELECT name FROM {table} WHERE expires_at <= {now} LIMIT 1000)";
 
+/// Takes permits of semaphore ?1 for owner ?2 by the rules of `store::permits`, in one
+/// statement: ?3 permits of ?4, a lease of ?5 ms, a queued place kept ?6 ms (0: a try).
+///
+/// `live` is the semaphore's rows whose lease or place has not lapsed (lapsed ones count as
+/// gone, and the triggers delete them). An owner holding permits gets its row back with its
+/// token and a renewed lease. Otherwise the request is granted iff the permits held, plus
+/// those of the live queued requests placed before the caller's (all of them if it has no
+/// place), plus its own fit in the limit: its row becomes a holder's with a new token. A
+/// refused request with ?6 > 0 keeps its place, or takes one after the last, for ?6 ms; with
+/// ?6 = 0 nothing is written. Returns the token (NULL: queued), or no row (refused try).
+pub const ACQUIRE_PERMITS: &str = "WITH live AS (
+    SELECT owner, permits, fence, place FROM {permits}
+    WHERE name = ?1 AND expires_at > {now}
+), state AS (
+    SELECT
+        (SELECT fence FROM live WHERE owner = ?2 AND place IS NULL) AS held,
+        (SELECT permits FROM live WHERE owner = ?2 AND place IS NULL) AS held_permits,
+        (SELECT place FROM live WHERE owner = ?2 AND place IS NOT NULL) AS queued_at,
+        (SELECT coalesce(sum(permits), 0) FROM live WHERE place IS NULL) AS taken,
+        (SELECT coalesce(max(place), 0) FROM live) AS last_place
+), decided AS (
+    SELECT held, held_permits, queued_at, last_place,
+        held IS NOT NULL OR taken + ?3 + (
+            SELECT coalesce(sum(permits), 0) FROM live
+            WHERE place < coalesce(state.queued_at, state.last_place + 1)
+        ) <= ?4 AS granted
+    FROM state
+)
+INSERT INTO {permits} (name, owner, permits, fence, place, expires_at)
+SELECT ?1, ?2, coalesce(held_permits, ?3),
+    CASE WHEN held IS NOT NULL THEN held WHEN granted THEN {next_token} END,
+    CASE WHEN granted THEN NULL ELSE coalesce(queued_at, last_place + 1) END,
+    {now} + CASE WHEN granted THEN ?5 ELSE ?6 END
+FROM decided WHERE granted OR ?6 > 0
+ON CONFLICT (name, owner) DO UPDATE SET
+    permits = excluded.permits, fence = excluded.fence,
+    place = excluded.place, expires_at = excluded.expires_at
+RETURNING fence";
+
+/// Sets the remaining lease of a holder's live permits (not a queued place).
+pub const EXTEND_PERMITS: &str = "UPDATE {permits} SET expires_at = {now} + ?3
+WHERE name = ?1 AND owner = ?2 AND place IS NULL AND expires_at > {now}";
+
+/// Tail of a batched extension of permits, after [`EXTEND_MANY_HEAD`] and the items.
+pub const EXTEND_PERMITS_MANY_TAIL: &str = ")
+UPDATE {permits} SET expires_at = {now} + items.ttl FROM items
+WHERE {permits}.name = items.name AND {permits}.owner = items.owner
+    AND {permits}.place IS NULL AND {permits}.expires_at > {now}
+RETURNING {permits}.name, {permits}.owner";
+
+/// Deletes the owner's row of semaphore ?1 (its permits or its queued place, live or not) and
+/// the semaphore's lapsed rows. Returns one row per deleted row: whether it was the owner's,
+/// whether it was the owner's live permits, and, for the owner's, the addresses of the
+/// processes watching ?3 (the semaphore's watch key).
+pub const RELEASE_PERMITS: &str = "DELETE FROM {permits}
+WHERE name = ?1 AND (owner = ?2 OR expires_at <= {now})
+RETURNING owner = ?2, owner = ?2 AND place IS NULL AND expires_at > {now},
+    CASE WHEN owner = ?2 THEN
+        (SELECT group_concat(addr, char(10)) FROM {waiters} WHERE {waiters}.name = ?3)
+    END";
+
+/// The live holders of a semaphore: owner, permits, token, remaining ms.
+pub const PERMIT_HOLDERS: &str = "SELECT owner, permits, fence, expires_at - {now} FROM {permits}
+WHERE name = ?1 AND place IS NULL AND expires_at > {now}";
+
+/// Deletes up to 1 000 lapsed rows of semaphores nobody touched since (holders that crashed,
+/// waiters that left without giving up their place).
+pub const PURGE_PERMITS: &str = "DELETE FROM {permits} WHERE (name, owner) IN
+    (SELECT name, owner FROM {permits} WHERE expires_at <= {now} LIMIT 1000)";
+
 /// Registers this process as waiting for a name.
 pub const WATCH: &str = "INSERT OR IGNORE INTO {waiters} (name, addr) VALUES (?1, ?2)";
 /// Unregisters this process for a name.
@@ -152,6 +247,18 @@ pub struct Statements {
     pub list: String,
     /// [`PURGE`].
     pub purge: String,
+    /// [`ACQUIRE_PERMITS`].
+    pub acquire_permits: String,
+    /// [`EXTEND_PERMITS`].
+    pub extend_permits: String,
+    /// As `extend_many`, with [`EXTEND_PERMITS_MANY_TAIL`].
+    pub extend_permits_many: Vec<String>,
+    /// [`RELEASE_PERMITS`].
+    pub release_permits: String,
+    /// [`PERMIT_HOLDERS`].
+    pub permit_holders: String,
+    /// [`PURGE_PERMITS`].
+    pub purge_permits: String,
     /// [`WATCH`].
     pub watch: String,
     /// [`UNWATCH`].
@@ -174,28 +281,46 @@ impl Statements {
                 .replace(NOW, NOW_MS)
                 .replace(FENCE, &format!("\"{table}_fence\""))
                 .replace(WAITERS, &format!("\"{table}_waiters\""))
+                .replace(PERMITS, &format!("\"{table}_permits\""))
+                .replace(
+                    "{permits_on_insert}",
+                    &format!("\"{table}_permits_on_insert\""),
+                )
+                .replace(
+                    "{permits_on_update}",
+                    &format!("\"{table}_permits_on_update\""),
+                )
                 .replace("{trigger_insert}", &format!("\"{table}_fence_on_insert\""))
                 .replace("{trigger_update}", &format!("\"{table}_fence_on_update\""))
                 .replace(TABLE, &format!("\"{table}\""))
         };
-        let mut extend_many = Vec::new();
-        let mut size = 2;
-        while size <= EXTEND_BATCH_MAX {
-            let rows = vec![EXTEND_MANY_ROW; size].join(", ");
-            extend_many.push(sql(&format!("{EXTEND_MANY_HEAD}{rows}{EXTEND_MANY_TAIL}")));
-            size *= 2;
-        }
+        let batches = |tail: &str| -> Vec<String> {
+            let mut texts = Vec::new();
+            let mut size = 2;
+            while size <= EXTEND_BATCH_MAX {
+                let rows = vec![EXTEND_MANY_ROW; size].join(", ");
+                texts.push(sql(&format!("{EXTEND_MANY_HEAD}{rows}{tail}")));
+                size *= 2;
+            }
+            texts
+        };
         Self {
             schema: SCHEMA.iter().map(|s| sql(s)).collect(),
             acquire: sql(ACQUIRE),
             extend: sql(EXTEND),
-            extend_many,
+            extend_many: batches(EXTEND_MANY_TAIL),
             release: sql(RELEASE),
             force_release: sql(FORCE_RELEASE),
             handoff: sql(HANDOFF),
             inspect: sql(INSPECT),
             list: sql(LIST),
             purge: sql(PURGE),
+            acquire_permits: sql(ACQUIRE_PERMITS),
+            extend_permits: sql(EXTEND_PERMITS),
+            extend_permits_many: batches(EXTEND_PERMITS_MANY_TAIL),
+            release_permits: sql(RELEASE_PERMITS),
+            permit_holders: sql(PERMIT_HOLDERS),
+            purge_permits: sql(PURGE_PERMITS),
             watch: sql(WATCH),
             unwatch: sql(UNWATCH),
             forget: sql(FORGET),

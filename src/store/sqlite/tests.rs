@@ -1,5 +1,6 @@
 //! These run against real files in a temporary directory; several stores on one file stand
-//! for several processes (each has its own connections, as a process does).
+//! for several processes (each has its own connections, as a process does). The helpers are
+//! shared with the semaphore tests (`permits/tests.rs`).
 
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
@@ -9,17 +10,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// A temporary directory, removed with everything in it when dropped.
-struct TempDir(PathBuf);
+pub(super) struct TempDir(pub(super) PathBuf);
 
 impl TempDir {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let dir =
             std::env::temp_dir().join(format!("deadbolt-sqlite-test-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("sqlite://{}", self.0.join("locks.db").display())
     }
 }
@@ -30,16 +31,16 @@ impl Drop for TempDir {
     }
 }
 
-fn options() -> SqliteOptions {
+pub(super) fn options() -> SqliteOptions {
     SqliteOptions::default()
 }
 
-fn open(url: &str) -> SqliteStore {
+pub(super) fn open(url: &str) -> SqliteStore {
     SqliteStore::connect(url, options()).unwrap()
 }
 
 /// A connection pool of the test's own to the store's file (another "process").
-async fn raw(url: &str) -> SqlitePool {
+pub(super) async fn raw(url: &str) -> SqlitePool {
     let path = database_path(url).unwrap();
     SqlitePool::connect_with(SqliteConnectOptions::new().filename(path))
         .await
@@ -47,7 +48,7 @@ async fn raw(url: &str) -> SqlitePool {
 }
 
 /// Rows in one of the store's tables, read with a connection of the test's own.
-async fn rows(url: &str, table: &str) -> i64 {
+pub(super) async fn rows(url: &str, table: &str) -> i64 {
     let pool = raw(url).await;
     let n = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM \"{table}\"")))
         .fetch_one(&pool)
@@ -142,6 +143,7 @@ async fn the_first_use_creates_the_file_in_wal_mode_with_its_tables() {
         [
             "deadbolt_locks",
             "deadbolt_locks_fence",
+            "deadbolt_locks_permits",
             "deadbolt_locks_waiters"
         ]
     );
@@ -640,4 +642,5 @@ mod conformance {
     }
 
     crate::conformance_suite!(Some(Arc::new(open(&shared_url())) as _));
+    crate::permits_suite!(Some(Arc::new(open(&shared_url())) as _));
 }

@@ -4,8 +4,9 @@
 //! namespace, so nothing is left on disk when it dies; elsewhere a socket file in the
 //! temporary directory) and registers `(name, address)` in the waiter table of the database
 //! (see `sql::WATCH`). A release's `DELETE … RETURNING` also returns the addresses waiting for
-//! the name, in the same statement, and the releaser sends each of them the name in one
-//! non-blocking datagram, after its commit: the woken waiter's next read sees the release.
+//! the name (a semaphore's: for its `permits::watch_key`), in the same statement, and the
+//! releaser sends each of them the name in one non-blocking datagram, after its commit: the
+//! woken waiter's next read sees the release.
 //!
 //! Nothing here can make a release fail or wait: a send that fails is dropped (the waiter
 //! falls back to its poll), and an address nobody listens on any more (a process that died
@@ -158,6 +159,15 @@ impl Wake {
         told
     }
 
+    /// Passes `key` to this store's own waiters, if it watches it: a release made here that
+    /// the side channel does not carry (it skips this store's own address).
+    pub fn tell_here(&self, key: &str) {
+        if lock(&self.shared.watched).contains_key(key) {
+            // Nobody listening (no engine) is fine: the send finds no receiver.
+            let _ = self.shared.released.send(key.to_string());
+        }
+    }
+
     /// Stops listening (the store is closing).
     pub fn close(&self) {
         self.stop.cancel();
@@ -229,7 +239,9 @@ async fn receive(
     stop: CancellationToken,
     addr: String,
 ) {
-    let mut buf = vec![0u8; crate::limits::MAX_KEY_BYTES + 1];
+    // Room for the longest key watched: a semaphore's watch key of the longest name.
+    let longest = crate::store::permits::watch_key(&"k".repeat(crate::limits::MAX_KEY_BYTES));
+    let mut buf = vec![0u8; longest.len() + 1];
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,

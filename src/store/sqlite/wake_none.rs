@@ -29,6 +29,9 @@ impl Wake {
         Told::default()
     }
 
+    /// Tells nobody (nobody watches here).
+    pub fn tell_here(&self, _key: &str) {}
+
     /// Nothing to stop.
     pub fn close(&self) {}
 }

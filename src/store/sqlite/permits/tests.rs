@@ -1,0 +1,449 @@
+//! The SQLite store's own semaphore behaviour, beyond the contract (`permits_suite!` in
+//! `sqlite/tests.rs`): the table and its triggers, tokens from the locks' counter, rows that
+//! go, and several stores on one file standing for several processes.
+
+use super::super::tests::{open, raw, rows, TempDir};
+use super::super::MAX_TTL_MS;
+use super::*;
+use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::ErrorKind;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const TABLE: &str = "deadbolt_locks_permits";
+
+fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        name,
+        owner,
+        permits,
+        limit,
+        ttl_ms: 10_000,
+        queue_ttl_ms: 0,
+    }
+}
+
+fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        queue_ttl_ms: 10_000,
+        ..req(name, owner, permits, limit)
+    }
+}
+
+#[tokio::test]
+async fn a_file_made_before_semaphores_gets_their_table_on_first_use() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let s = open(&url);
+    s.ping().await.unwrap();
+    s.close().await;
+    // As an older deadbolt left it: the lock tables only.
+    let pool = raw(&url).await;
+    sqlx::query(AssertSqlSafe(format!("DROP TABLE {TABLE}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let s = open(&url);
+    let (n, a) = (name(), owner());
+    assert!(s
+        .acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(rows(&url, TABLE).await, 1);
+}
+
+#[tokio::test]
+async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    let (n, a, w) = (name(), owner(), owner());
+    s.ping().await.unwrap();
+    // Far above the clock, so the clock floor cannot hide a missed raise.
+    let pool = raw(&dir.url()).await;
+    sqlx::query("UPDATE deadbolt_locks_fence SET value = 9000000000000000")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let first = s.acquire_permits(&req(&n, &a, 1, 1)).await.unwrap();
+    assert_eq!(first, Some(9_000_000_000_000_001), "an insert raises it");
+    let lock = s.try_acquire(&name(), &a, 10_000, None).await.unwrap();
+    assert_eq!(lock, Some(9_000_000_000_000_002), "locks draw after it");
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
+        None
+    );
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    // The queued row becomes a holder's through the upsert's update path.
+    let granted = s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap();
+    assert_eq!(granted, Some(9_000_000_000_000_003), "an update raises it");
+    let lock = s.try_acquire(&name(), &a, 10_000, None).await.unwrap();
+    assert_eq!(lock, Some(9_000_000_000_000_004));
+}
+
+#[tokio::test]
+async fn a_released_semaphore_leaves_no_row_and_its_tokens_keep_increasing_in_a_new_store() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let (n, a, b) = (name(), owner(), owner());
+    let s = open(&url);
+    let first = s
+        .acquire_permits(&req(&n, &a, 2, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert_eq!(rows(&url, TABLE).await, 0, "nothing left of the semaphore");
+    s.close().await;
+    drop(s);
+    // A new process on the same file.
+    let s = open(&url);
+    let second = s
+        .acquire_permits(&req(&n, &b, 2, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second > first, "{second} after {first}");
+}
+
+#[tokio::test]
+async fn lapsed_holders_and_places_are_deleted_at_the_semaphores_next_grant() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let s = open(&url);
+    let (n, a, w, b) = (name(), owner(), owner(), owner());
+    let short = PermitRequest {
+        ttl_ms: 20,
+        ..req(&n, &a, 1, 2)
+    };
+    s.acquire_permits(&short).await.unwrap().unwrap();
+    let dies = PermitRequest {
+        queue_ttl_ms: 20,
+        ..req(&n, &w, 2, 2)
+    };
+    assert_eq!(s.acquire_permits(&dies).await.unwrap(), None);
+    sleep_ms(60).await;
+    s.acquire_permits(&req(&n, &b, 2, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows(&url, TABLE).await, 1, "only b's row is left");
+}
+
+#[tokio::test]
+async fn a_release_deletes_the_semaphores_lapsed_rows_with_the_callers() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let s = open(&url);
+    let (n, a, b) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let short = PermitRequest {
+        ttl_ms: 20,
+        ..req(&n, &b, 1, 2)
+    };
+    s.acquire_permits(&short).await.unwrap().unwrap();
+    sleep_ms(60).await;
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert_eq!(rows(&url, TABLE).await, 0);
+}
+
+#[tokio::test]
+async fn a_purge_deletes_lapsed_permits_nobody_touches_again_and_never_live_ones() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let s = open(&url);
+    let a = owner();
+    for _ in 0..3 {
+        let n = name();
+        let short = PermitRequest {
+            ttl_ms: 20,
+            ..req(&n, &a, 1, 1)
+        };
+        s.acquire_permits(&short).await.unwrap().unwrap();
+    }
+    let live = name();
+    s.acquire_permits(&req(&live, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    sleep_ms(60).await;
+    assert_eq!(s.purge().await.unwrap(), 3);
+    assert_eq!(rows(&url, TABLE).await, 1);
+    assert_eq!(s.permits(&live).await.unwrap()[0].owner, a);
+}
+
+#[tokio::test]
+async fn a_queued_place_is_neither_extended_nor_listed_as_a_holder() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    let (n, a, w) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
+        None
+    );
+    assert!(!s.extend_permits(&n, &w, 10_000).await.unwrap());
+    let item = |owner: &str| ExtendItem {
+        key: n.clone(),
+        owner: owner.to_string(),
+        ttl_ms: 10_000,
+        has_data: false,
+    };
+    let got: Vec<bool> = s
+        .extend_permits_many(&[item(&a), item(&w)])
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(got, [true, false]);
+    let holders = s.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0].owner, a);
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_before_any_io() {
+    let s = open("sqlite:///nonexistent-dir-for-deadbolt/locks.db");
+    let (n, a) = (name(), owner());
+    for (permits, limit) in [(0, 3), (4, 3), (1, 0)] {
+        let err = s
+            .acquire_permits(&req(&n, &a, permits, limit))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Invalid, "{permits} of {limit}");
+    }
+    let long = "k".repeat(MAX_KEY_BYTES + 1);
+    let err = s.acquire_permits(&req(&long, &a, 1, 1)).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    assert!(err.message.contains("semaphore name"), "{}", err.message);
+    let too_long = PermitRequest {
+        queue_ttl_ms: MAX_TTL_MS + 1,
+        ..req(&n, &a, 1, 1)
+    };
+    let err = s.acquire_permits(&too_long).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_on_one_file_never_hold_more_permits_than_the_limit() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let n = name();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..6 {
+        let (s, n) = (Arc::new(open(&url)), n.clone());
+        let (inside, tokens) = (inside.clone(), tokens.clone());
+        tasks.spawn(async move {
+            let mut done = 0;
+            while done < 30 {
+                let me = owner();
+                let Some(token) = s.acquire_permits(&req(&n, &me, 1, 3)).await.unwrap() else {
+                    tokio::task::yield_now().await;
+                    continue;
+                };
+                assert!(inside.fetch_add(1, Ordering::SeqCst) < 3, "over the limit");
+                tokens.lock().unwrap().push(token);
+                tokio::task::yield_now().await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                assert!(s.release_permits(&n, &me).await.unwrap().released);
+                done += 1;
+            }
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.unwrap();
+    }
+    let mut tokens = tokens.lock().unwrap().clone();
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 180, "every grant has a token of its own");
+}
+
+#[tokio::test]
+async fn a_place_queued_through_one_store_holds_back_a_request_through_another() {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let (first, second) = (open(&url), open(&url));
+    let (n, a, w, b) = (name(), owner(), owner(), owner());
+    first
+        .acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.acquire_permits(&queued(&n, &w, 2, 2)).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        second.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap(),
+        None
+    );
+    assert!(!first.release_permits(&n, &w).await.unwrap().released);
+    assert!(second
+        .acquire_permits(&req(&n, &b, 1, 2))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[cfg(unix)]
+mod wake_ups {
+    use super::*;
+    use crate::store::permits::watch_key;
+    use crate::store::ReleaseNotifications;
+
+    /// The next key heard on `releases` (within 5 s).
+    async fn heard(releases: &mut tokio::sync::broadcast::Receiver<String>) -> String {
+        tokio::time::timeout(Duration::from_secs(5), releases.recv())
+            .await
+            .expect("a wake-up")
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_permit_release_in_one_store_wakes_a_watcher_in_another() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let (waiting, holding) = (open(&url), open(&url));
+        let (n, a) = (name(), owner());
+        holding
+            .acquire_permits(&req(&n, &a, 1, 1))
+            .await
+            .unwrap()
+            .unwrap();
+        let mut releases = waiting.releases();
+        waiting.watch(&watch_key(&n)).await;
+        let outcome = holding.release_permits(&n, &a).await.unwrap();
+        assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
+        assert_eq!(heard(&mut releases).await, watch_key(&n));
+    }
+
+    #[tokio::test]
+    async fn a_waiter_giving_up_its_place_wakes_the_watchers() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let (waiting, holding) = (open(&url), open(&url));
+        let (n, a, w) = (name(), owner(), owner());
+        holding
+            .acquire_permits(&req(&n, &a, 1, 2))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            holding
+                .acquire_permits(&queued(&n, &w, 2, 2))
+                .await
+                .unwrap(),
+            None
+        );
+        let mut releases = waiting.releases();
+        waiting.watch(&watch_key(&n)).await;
+        let outcome = holding.release_permits(&n, &w).await.unwrap();
+        assert!(!outcome.released && outcome.others_waiting, "{outcome:?}");
+        assert_eq!(heard(&mut releases).await, watch_key(&n));
+    }
+
+    #[tokio::test]
+    async fn a_release_of_nothing_tells_nobody() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let (waiting, other) = (open(&url), open(&url));
+        let n = name();
+        waiting.watch(&watch_key(&n)).await;
+        let outcome = other.release_permits(&n, &owner()).await.unwrap();
+        assert!(!outcome.released && !outcome.others_waiting, "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn a_lock_release_does_not_wake_the_watchers_of_the_semaphore_of_its_name() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let (waiting, holding) = (open(&url), open(&url));
+        let (n, a) = (name(), owner());
+        holding
+            .try_acquire(&n, &a, 10_000, None)
+            .await
+            .unwrap()
+            .unwrap();
+        waiting.watch(&watch_key(&n)).await;
+        let outcome = holding.release(&n, &a).await.unwrap();
+        assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn the_watch_key_of_the_longest_name_arrives_whole() {
+        let dir = TempDir::new();
+        let url = dir.url();
+        let (waiting, holding) = (open(&url), open(&url));
+        let (n, a) = ("s".repeat(MAX_KEY_BYTES), owner());
+        holding
+            .acquire_permits(&req(&n, &a, 1, 1))
+            .await
+            .unwrap()
+            .unwrap();
+        let mut releases = waiting.releases();
+        waiting.watch(&watch_key(&n)).await;
+        assert!(
+            holding
+                .release_permits(&n, &a)
+                .await
+                .unwrap()
+                .others_waiting
+        );
+        assert_eq!(heard(&mut releases).await, watch_key(&n));
+    }
+
+    #[tokio::test]
+    async fn a_stores_own_watcher_hears_its_permit_release_without_counting_as_another() {
+        let dir = TempDir::new();
+        let s = open(&dir.url());
+        let (n, a) = (name(), owner());
+        s.acquire_permits(&req(&n, &a, 1, 1))
+            .await
+            .unwrap()
+            .unwrap();
+        let mut releases = s.releases();
+        s.watch(&watch_key(&n)).await;
+        let outcome = s.release_permits(&n, &a).await.unwrap();
+        assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
+        assert_eq!(heard(&mut releases).await, watch_key(&n));
+    }
+}
+
+#[tokio::test]
+#[ignore = "benchmark: cargo test -- --ignored --nocapture"]
+async fn sequential_permit_acquire_and_release_latency() {
+    let dir = TempDir::new();
+    let s = open(&dir.url());
+    let a = owner();
+    s.ping().await.unwrap();
+    let mut samples = Vec::new();
+    for _ in 0..2000 {
+        let n = name();
+        let started = std::time::Instant::now();
+        s.acquire_permits(&req(&n, &a, 1, 3))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(s.release_permits(&n, &a).await.unwrap().released);
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
+    println!(
+        "permits acquire+release: p50 {:?} p90 {:?} p99 {:?}",
+        pick(0.5),
+        pick(0.9),
+        pick(0.99)
+    );
+}
