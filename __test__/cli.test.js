@@ -42,6 +42,25 @@ for (const store of [{ name: 'redis', url: REDIS_URL, need: needRedis }, { name:
     }
   })
 
+  test(`on ${store.name}, permits prints who holds a semaphore's permits, and --json gives them to scripts`, async (t) => {
+    if (!(await store.need(t))) return
+    const locks = await connect(store.url)
+    try {
+      const name = prefix('cli') + 'sem'
+      const sem = locks.semaphore(name, { limit: 3 })
+      const a = await sem.acquire({ permits: 2 })
+      const text = cli('permits', store.url, name)
+      assert.equal(text.code, 0, text.err)
+      assert.match(text.out, new RegExp(`holder: ${a.owner}  permits: 2  token: ${a.fencingToken}`))
+      const json = JSON.parse(cli('permits', store.url, name, '--json').out)
+      assert.deepEqual(json.map((h) => [h.owner, h.permits, h.fencingToken]), [[a.owner, 2, String(a.fencingToken)]])
+      await a.release()
+      assert.equal(cli('permits', store.url, name).code, 1, 'exit 1 when nobody holds any')
+    } finally {
+      await locks.close()
+    }
+  })
+
   test(`on ${store.name}, list shows the held locks under a prefix and release --force --yes frees one`, async (t) => {
     if (!(await store.need(t))) return
     const locks = await connect(store.url)
