@@ -177,14 +177,15 @@ pub async fn permit_tokens_strictly_increase(s: SharedStore) {
 /// first lease.
 pub async fn extend_permits_is_compare_and_set(s: SharedStore) {
     let (n, a) = (name(), owner());
+    // A lease long enough for the first calls on a fresh store of a loaded machine.
     let short = PermitRequest {
-        ttl_ms: 200,
+        ttl_ms: 1_500,
         ..req(&n, &a, 1, 2)
     };
     s.acquire_permits(&short).await.unwrap().unwrap();
     assert!(!s.extend_permits(&n, &owner(), 10_000).await.unwrap());
     assert!(s.extend_permits(&n, &a, 10_000).await.unwrap());
-    sleep_ms(300).await;
+    sleep_ms(2_000).await;
     assert_eq!(taken(&s, &n).await, 1);
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
@@ -294,13 +295,18 @@ pub async fn concurrent_requests_never_exceed_the_limit(s: SharedStore) {
     assert_eq!(taken(&s, &n).await, 4);
 }
 
-/// Where the store announces releases, a release of permits is announced under
-/// [`watch_key`].
-pub async fn a_permit_release_is_announced_to_watchers(s: SharedStore) {
-    let Some(notes) = s.release_notifications() else {
+/// Where the store announces releases, a release of permits that a waiter elsewhere (a second
+/// store on the same server, as another process would have) was refused is announced there
+/// under [`watch_key`]. (A store may announce only when such a waiter exists: PostgreSQL
+/// does, and leaves its own waiters to the engine.)
+pub async fn a_permit_release_is_announced_to_a_waiter_elsewhere(
+    s: SharedStore,
+    other: SharedStore,
+) {
+    let Some(notes) = other.release_notifications() else {
         return;
     };
-    let (n, a) = (name(), owner());
+    let (n, a, w) = (name(), owner(), owner());
     let key = watch_key(&n);
     let mut rx = notes.releases();
     notes.watch(&key).await;
@@ -308,6 +314,10 @@ pub async fn a_permit_release_is_announced_to_watchers(s: SharedStore) {
         .await
         .unwrap()
         .unwrap();
+    assert_eq!(
+        other.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
+        None
+    );
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     let heard = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
@@ -355,7 +365,8 @@ pub async fn a_permit_handoff_releases_and_grants_the_next_owner(s: SharedStore)
 }
 
 /// Defines one `#[tokio::test]` per semaphore contract test above, each with a fresh store
-/// from `$open` (an expression of type `Option<SharedStore>`; `None` skips).
+/// from `$open` (an expression of type `Option<SharedStore>`; `None` skips), two for a test
+/// that needs a second store.
 #[macro_export]
 macro_rules! permits_suite {
     ($open:expr) => {
@@ -371,8 +382,10 @@ macro_rules! permits_suite {
             extend_permits_many_reports_each_item_in_order,
             a_semaphore_and_a_lock_of_one_name_are_independent,
             concurrent_requests_never_exceed_the_limit,
-            a_permit_handoff_releases_and_grants_the_next_owner,
-            a_permit_release_is_announced_to_watchers
+            a_permit_handoff_releases_and_grants_the_next_owner
+        );
+        $crate::permits_suite!(@pairs $open;
+            a_permit_release_is_announced_to_a_waiter_elsewhere
         );
     };
     (@tests $open:expr; $($name:ident),*) => {
@@ -382,6 +395,18 @@ macro_rules! permits_suite {
                 let opened: Option<$crate::store::SharedStore> = $open;
                 if let Some(store) = opened {
                     $crate::store::permit_conformance::$name(store).await;
+                }
+            }
+        )*
+    };
+    (@pairs $open:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let first: Option<$crate::store::SharedStore> = $open;
+                let second: Option<$crate::store::SharedStore> = $open;
+                if let (Some(store), Some(other)) = (first, second) {
+                    $crate::store::permit_conformance::$name(store, other).await;
                 }
             }
         )*

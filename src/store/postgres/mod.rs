@@ -1,5 +1,6 @@
 //! PostgreSQL store: one lease row per lock name, tokens from one sequence per table, and
 //! release announcements over `LISTEN`/`NOTIFY` (docs/design.md, "PostgreSQL layout").
+//! Counting semaphores live in two tables of their own beside it (see [`permits`]).
 //!
 //! Every lock operation is a single autocommit statement (see [`sql`]), so a pool of a few
 //! connections serves any number of held locks and a crashed client leaves nothing but a row
@@ -8,6 +9,8 @@
 
 mod errors;
 mod notify;
+mod permit_sql;
+mod permits;
 mod sql;
 mod tls;
 
@@ -26,11 +29,12 @@ use tokio::task::JoinSet;
 
 use self::errors::{closed_error, db_error, retry};
 use self::notify::Notifier;
+use self::permit_sql::PermitStatements;
 use self::sql::Statements;
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseNotifications,
-    ReleaseOutcome, StoreError, StoreResult,
+    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 
 /// Longest lock name accepted, in bytes (as on every SQL store; a `bytea` primary key).
@@ -43,7 +47,7 @@ pub const MAX_OWNER_BYTES: usize = 255;
 pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
 
 /// Longest table name: PostgreSQL identifiers have at most 63 bytes, and the sequence is
-/// named `<table>_fence`.
+/// named `<table>_fence` (the semaphore tables' suffixes, `_sem` and `_perm`, are shorter).
 pub const MAX_TABLE_NAME_BYTES: usize = 63 - "_fence".len();
 
 /// A pooled connection idle for longer than this is pinged before use, so that one dropped by
@@ -63,6 +67,7 @@ const PURGE_EVERY: Duration = Duration::from_secs(60);
 pub struct PostgresOptions {
     /// Lease table, created on first use with its sequence `<table>_fence`: 1 to 57 ASCII
     /// letters, digits or underscores (quoted, so case matters). Default `"deadbolt_locks"`.
+    /// Semaphores use `<table>_sem` and `<table>_perm`, created on their first use.
     pub table: String,
     /// Most connections the pool opens; held locks pin none of them. The listening
     /// connection for release announcements comes on top. Default 10.
@@ -113,6 +118,8 @@ pub struct PostgresStore {
     /// [`PURGE_EVERY`] and process.
     last_purge: std::sync::Mutex<Option<Instant>>,
     sql: Statements,
+    /// The semaphore statements.
+    permit_sql: PermitStatements,
     /// This store's identity in the `waiter` column: random, so two stores (two processes)
     /// never share one.
     id: [u8; 16],
@@ -124,6 +131,8 @@ pub struct PostgresStore {
     closed: AtomicBool,
     /// Left empty when creating the table failed, so the next operation tries again.
     table_ready: OnceCell<()>,
+    /// The same for the semaphore tables, created on the first semaphore operation.
+    permits_ready: OnceCell<()>,
     notifier: Notifier,
 }
 
@@ -204,11 +213,13 @@ impl PostgresStore {
             ),
             last_purge: std::sync::Mutex::new(None),
             sql: Statements::new(&opts.table),
+            permit_sql: PermitStatements::new(&opts.table),
             id: *uuid::Uuid::new_v4().as_bytes(),
             channel: opts.table.clone(),
             pool: OnceLock::new(),
             closed: AtomicBool::new(false),
             table_ready: OnceCell::new(),
+            permits_ready: OnceCell::new(),
         })
     }
 
@@ -283,20 +294,37 @@ impl PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent.
     pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+        let check = |item: &ExtendItem| {
+            check_key(&item.key)?;
+            check_owner(&item.owner)?;
+            ttl_millis(item.ttl_ms)
+        };
+        self.extend_batched(items, check, self.ready(), &self.sql.extend_many)
+            .await
+    }
+
+    /// Runs batched extensions with `sql` (bound to the names, owners and ttls as three
+    /// arrays, returning the (name, owner) pairs it extended) over the pool `ready` yields,
+    /// once `check` passed each item (returning its ttl); `ready` is awaited only if some
+    /// item is valid. The body of [`Self::extend_many`] and of the semaphores' batches.
+    async fn extend_batched<'a>(
+        &self,
+        items: &[ExtendItem],
+        check: impl Fn(&ExtendItem) -> StoreResult<i64>,
+        ready: impl Future<Output = StoreResult<&'a PgPool>>,
+        sql: &Arc<str>,
+    ) -> Vec<StoreResult<bool>> {
         let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
         // Invalid items fail alone instead of failing their batch.
         let mut valid = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
-            let checked = check_key(&item.key)
-                .and_then(|()| check_owner(&item.owner))
-                .and_then(|()| ttl_millis(item.ttl_ms));
-            match checked {
+            match check(item) {
                 Ok(ttl) => valid.push((index, ttl)),
                 Err(e) => out[index] = Some(Err(e)),
             }
         }
         if !valid.is_empty() {
-            match self.ready().await {
+            match ready.await {
                 Ok(pool) => {
                     let mut tasks = JoinSet::new();
                     for batch in valid.chunks(EXTEND_BATCH_MAX) {
@@ -309,7 +337,7 @@ impl PostgresStore {
                                 ttl_ms,
                             })
                             .collect();
-                        let (pool, sql) = (pool.clone(), self.sql.extend_many.clone());
+                        let (pool, sql) = (pool.clone(), sql.clone());
                         tasks.spawn(async move { extend_batch(&pool, &sql, batch).await });
                     }
                     while let Some(joined) = tasks.join_next().await {
@@ -398,14 +426,26 @@ impl PostgresStore {
         })
     }
 
-    /// Deletes the rows of names free or expired for longer than the purge delay, 1 000 at a
-    /// time until none is left. Returns how many it deleted.
+    /// Deletes the rows of names free or expired for longer than the purge delay, and, once
+    /// this store used semaphores, their lapsed holders and queued places and the headers of
+    /// semaphores left without any, 1 000 at a time until none is left. Returns how many rows
+    /// it deleted.
     ///
     /// # Cancel Safety
     /// Cancel safe: each statement deletes only rows nobody holds.
     pub async fn purge(&self) -> StoreResult<u64> {
         let pool = self.ready().await?;
-        purge_rows(pool, &self.sql.purge, self.purge_after).await
+        purge_rows(pool, &self.purge_statements(), self.purge_after).await
+    }
+
+    /// The purge statements: the lock table's, then, if this store created or found the
+    /// semaphore tables, theirs.
+    fn purge_statements(&self) -> Vec<Arc<str>> {
+        let mut all = vec![self.sql.purge.clone()];
+        if self.permits_ready.initialized() {
+            all.extend(self.permit_sql.purge.iter().cloned());
+        }
+        all
     }
 
     /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
@@ -419,7 +459,7 @@ impl PostgresStore {
             }
             *last = Some(now);
         }
-        let (pool, sql, after) = (pool.clone(), self.sql.purge.clone(), self.purge_after);
+        let (pool, sql, after) = (pool.clone(), self.purge_statements(), self.purge_after);
         let bound = self.call_timeout;
         tokio::spawn(async move {
             // Best effort: a failed purge is tried again after the next interval.
@@ -502,7 +542,13 @@ impl PostgresStore {
         self.table_ready
             .get_or_try_init(|| async {
                 self.probe().await?;
-                self.ensure_table(pool).await
+                self.ensure_schema(
+                    pool,
+                    &self.sql.create,
+                    &self.sql.probe,
+                    "creating the lock table",
+                )
+                .await
             })
             .await?;
         Ok(pool)
@@ -526,8 +572,16 @@ impl PostgresStore {
         .await
     }
 
-    async fn ensure_table(&self, pool: &PgPool) -> StoreResult<()> {
-        let created = sqlx::raw_sql(AssertSqlSafe(self.sql.create.clone()))
+    /// Runs the `create` script; if the server refuses it, accepts tables that `probe` can
+    /// read. `what` names the step in the error.
+    async fn ensure_schema(
+        &self,
+        pool: &PgPool,
+        create: &Arc<str>,
+        probe: &Arc<str>,
+        what: &str,
+    ) -> StoreResult<()> {
+        let created = sqlx::raw_sql(AssertSqlSafe(create.clone()))
             .execute(pool)
             .await;
         let Err(e) = created else {
@@ -537,14 +591,14 @@ impl PostgresStore {
         // accept the table if it can be read. Only when the server answered, or an
         // unreachable server would make the caller wait for a second timeout.
         if e.as_database_error().is_some() {
-            let probe = sqlx::query(AssertSqlSafe(self.sql.probe.clone()))
+            let probe = sqlx::query(AssertSqlSafe(probe.clone()))
                 .execute(pool)
                 .await;
             if probe.is_ok() {
                 return Ok(());
             }
         }
-        Err(db_error("creating the lock table", e))
+        Err(db_error(what, e))
     }
 
     fn pool(&self) -> StoreResult<&PgPool> {
@@ -617,23 +671,27 @@ async fn extend_batch(
     }
 }
 
-/// Runs `sql::PURGE` until it deletes fewer rows than its limit.
-async fn purge_rows(pool: &PgPool, sql: &Arc<str>, after: Duration) -> StoreResult<u64> {
+/// Runs each purge statement (`sql::PURGE`, `permit_sql::PURGE_ROWS`, …), in order, until it
+/// deletes fewer rows than its limit.
+async fn purge_rows(pool: &PgPool, statements: &[Arc<str>], after: Duration) -> StoreResult<u64> {
     let after_ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
     let mut total = 0;
-    loop {
-        let done = retry(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(after_ms)
-                .execute(pool)
-        })
-        .await
-        .map_err(|e| db_error("purge", e))?;
-        total += done.rows_affected();
-        if done.rows_affected() < 1000 {
-            return Ok(total);
+    for sql in statements {
+        loop {
+            let done = retry(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(after_ms)
+                    .execute(pool)
+            })
+            .await
+            .map_err(|e| db_error("purge", e))?;
+            total += done.rows_affected();
+            if done.rows_affected() < 1000 {
+                break;
+            }
         }
     }
+    Ok(total)
 }
 
 /// A lease read from columns `first..first + 4` (owner, fence, remaining µs, data).
@@ -773,6 +831,60 @@ impl LockStore for PostgresStore {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         PostgresStore::close(self).boxed()
+    }
+
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a PermitRequest<'a>,
+    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+        self.bounded("acquire_permits", PostgresStore::acquire_permits(self, req))
+            .boxed()
+    }
+
+    fn extend_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        self.bounded(
+            "extend_permits",
+            PostgresStore::extend_permits(self, name, owner, ttl_ms),
+        )
+        .boxed()
+    }
+
+    fn extend_permits_many<'a>(
+        &'a self,
+        items: &'a [ExtendItem],
+    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        async move {
+            let bounded = self.bounded("extend_permits", async {
+                Ok(PostgresStore::extend_permits_many(self, items).await)
+            });
+            match bounded.await {
+                Ok(results) => results,
+                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
+            }
+        }
+        .boxed()
+    }
+
+    fn release_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        self.bounded(
+            "release_permits",
+            PostgresStore::release_permits(self, name, owner),
+        )
+        .boxed()
+    }
+
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        self.bounded("permits", PostgresStore::permits(self, name))
+            .boxed()
     }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {

@@ -6,12 +6,12 @@ use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::ErrorKind;
 use tokio::sync::broadcast::error::TryRecvError;
 
-const TEST_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+pub(super) const TEST_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 // Its own table, so these tests never meet another suite's rows; names are random uuids,
 // so tests running at once never meet each other's.
-const TEST_TABLE: &str = "deadbolt_locks_pg_rs_test";
+pub(super) const TEST_TABLE: &str = "deadbolt_locks_pg_rs_test";
 
-fn options(pool_size: u32) -> PostgresOptions {
+pub(super) fn options(pool_size: u32) -> PostgresOptions {
     PostgresOptions {
         table: TEST_TABLE.to_owned(),
         pool_size,
@@ -22,7 +22,7 @@ fn options(pool_size: u32) -> PostgresOptions {
     }
 }
 
-fn store() -> PostgresStore {
+pub(super) fn store() -> PostgresStore {
     PostgresStore::connect(TEST_URL, options(4)).unwrap()
 }
 
@@ -37,7 +37,7 @@ fn next_for<'a>(owner: &'a str) -> NextOwner<'a> {
 }
 
 /// A plain connection to the test database, for looking at or disturbing what the store does.
-async fn admin() -> sqlx::PgConnection {
+pub(super) async fn admin() -> sqlx::PgConnection {
     sqlx::PgConnection::connect(TEST_URL).await.unwrap()
 }
 
@@ -320,7 +320,7 @@ async fn exactly_one_of_200_concurrent_acquirers_of_a_free_or_expired_name_wins(
 
 /// A store whose purge deletes rows as soon as they are free or expired (below the delay
 /// `connect` allows, which is what the purge tests need to see rows go).
-fn purging_soon() -> PostgresStore {
+pub(super) fn purging_soon() -> PostgresStore {
     let mut s = PostgresStore::connect(TEST_URL, options(2)).unwrap();
     s.purge_after = Duration::ZERO;
     s
@@ -373,7 +373,9 @@ async fn a_purge_never_deletes_a_held_lock() {
 }
 
 /// Receives the next release announcement, waiting at most 5 s.
-async fn next_release(rx: &mut tokio::sync::broadcast::Receiver<String>) -> Option<String> {
+pub(super) async fn next_release(
+    rx: &mut tokio::sync::broadcast::Receiver<String>,
+) -> Option<String> {
     tokio::time::timeout(Duration::from_secs(5), rx.recv())
         .await
         .ok()
@@ -847,5 +849,15 @@ mod conformance {
     use std::sync::Arc;
 
     crate::conformance_suite!(server_or_skip("PostgreSQL", 5432)
+        .then(|| Arc::new(PostgresStore::connect(TEST_URL, options(4)).unwrap()) as _));
+}
+
+mod permits {
+    use super::{options, TEST_URL};
+    use crate::store::conformance::server_or_skip;
+    use crate::store::postgres::PostgresStore;
+    use std::sync::Arc;
+
+    crate::permits_suite!(server_or_skip("PostgreSQL", 5432)
         .then(|| Arc::new(PostgresStore::connect(TEST_URL, options(4)).unwrap()) as _));
 }

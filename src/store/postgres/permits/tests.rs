@@ -1,0 +1,555 @@
+//! The PostgreSQL semaphores' own failure modes (the contract is `permits_suite!` in
+//! `postgres/tests.rs`). These run against the PostgreSQL at `TEST_URL` and fail, not skip,
+//! when it is down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::{AssertSqlSafe, Connection};
+use tokio::sync::broadcast::error::TryRecvError;
+
+use super::super::tests::{
+    admin, next_release, options, purging_soon, store, TEST_TABLE, TEST_URL,
+};
+use super::super::{PostgresOptions, PostgresStore, MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
+use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::permits::watch_key;
+use crate::store::{ErrorKind, PermitRequest, ReleaseNotifications};
+
+fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        name,
+        owner,
+        permits,
+        limit,
+        ttl_ms: 10_000,
+        queue_ttl_ms: 0,
+    }
+}
+
+fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+    PermitRequest {
+        queue_ttl_ms: 10_000,
+        ..req(name, owner, permits, limit)
+    }
+}
+
+/// The owners of semaphore `name`'s rows (holders and queued, lapsed or not), sorted.
+async fn rows_of(name: &str) -> Vec<String> {
+    let owners: Vec<Vec<u8>> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT owner FROM \"{TEST_TABLE}_perm\" WHERE name = $1 ORDER BY owner"
+    )))
+    .bind(name.as_bytes())
+    .fetch_all(&mut admin().await)
+    .await
+    .unwrap();
+    owners
+        .into_iter()
+        .map(|o| String::from_utf8(o).unwrap())
+        .collect()
+}
+
+/// How many header rows the semaphores `names` have.
+async fn headers_of(names: &[&str]) -> i64 {
+    let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT count(*) FROM \"{TEST_TABLE}_sem\" WHERE name = ANY($1)"
+    )))
+    .bind(names)
+    .fetch_one(&mut admin().await)
+    .await
+    .unwrap()
+}
+
+/// A store whose sessions carry an application name of their own, and that name, so that a
+/// test can see when one of them waits for a lock.
+fn tagged_store() -> (Arc<PostgresStore>, String) {
+    let app = format!("deadbolt_sem_{}", uuid::Uuid::new_v4().simple());
+    let url = format!("{TEST_URL}?application_name={app}");
+    (
+        Arc::new(PostgresStore::connect(&url, options(2)).unwrap()),
+        app,
+    )
+}
+
+/// Returns once a session named `app` waits for a lock (at most 10 s).
+async fn blocked(app: &str) {
+    let mut conn = admin().await;
+    let waiting = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            )
+            .bind(app)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+            if n > 0 {
+                return;
+            }
+            sleep_ms(10).await;
+        }
+    })
+    .await;
+    assert!(waiting.is_ok(), "no session of {app} waited for a lock");
+}
+
+/// Which of `table`'s relations (itself, its sequence, its semaphore tables) exist.
+async fn relations(conn: &mut sqlx::PgConnection, table: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT relname::text FROM pg_class
+         WHERE relname IN ($1, $1 || '_fence', $1 || '_sem', $1 || '_perm') ORDER BY 1",
+    )
+    .bind(table)
+    .fetch_all(conn)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_semaphore_tables_are_created_by_the_first_semaphore_operation_only() {
+    // The longest table name a store accepts: the semaphore tables' names still fit.
+    let table = format!(
+        "{:x<57}",
+        format!("dbsem_{}", uuid::Uuid::new_v4().simple())
+    );
+    let s = PostgresStore::connect(
+        TEST_URL,
+        PostgresOptions {
+            table: table.clone(),
+            ..options(2)
+        },
+    )
+    .unwrap();
+    let mut conn = admin().await;
+    s.try_acquire(&name(), &owner(), 1_000, None)
+        .await
+        .unwrap()
+        .unwrap();
+    let before = relations(&mut conn, &table).await;
+    let granted = s.acquire_permits(&req(&name(), &owner(), 1, 1)).await;
+    let after = relations(&mut conn, &table).await;
+    s.close().await;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP TABLE IF EXISTS \"{table}\", \"{table}_sem\", \"{table}_perm\";
+         DROP SEQUENCE \"{table}_fence\""
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(before, vec![table.clone(), format!("{table}_fence")]);
+    assert!(granted.unwrap().is_some());
+    assert_eq!(
+        after,
+        vec![
+            table.clone(),
+            format!("{table}_fence"),
+            format!("{table}_perm"),
+            format!("{table}_sem"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_account_without_create_rights_uses_semaphore_tables_made_for_it_and_fails_on_missing_ones(
+) {
+    // The test table's semaphore tables exist once a store used them.
+    let (n, a) = (name(), owner());
+    store().acquire_permits(&req(&n, &a, 1, 1)).await.unwrap();
+    // A lock table of its own without semaphore tables.
+    let bare = format!("deadbolt_bare_{}", uuid::Uuid::new_v4().simple());
+    let bare_opts = PostgresOptions {
+        table: bare.clone(),
+        ..options(2)
+    };
+    PostgresStore::connect(TEST_URL, bare_opts.clone())
+        .unwrap()
+        .ping()
+        .await
+        .unwrap();
+    let mut conn = admin().await;
+    // Only this test uses this role (another than the lock test's, which may run meanwhile).
+    let role = "deadbolt_dml_sem_test";
+    let grants = |table: &str| {
+        format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON \"{table}\" TO {role};
+             GRANT USAGE ON SEQUENCE \"{table}_fence\" TO {role};"
+        )
+    };
+    let setup = format!(
+        "DROP ROLE IF EXISTS {role};
+         CREATE ROLE {role} LOGIN PASSWORD 'pw';
+         REVOKE CREATE ON SCHEMA public FROM {role};
+         {}
+         GRANT SELECT, INSERT, UPDATE, DELETE ON \"{TEST_TABLE}_sem\", \"{TEST_TABLE}_perm\"
+             TO {role};
+         {}",
+        grants(TEST_TABLE),
+        grants(&bare)
+    );
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let url = format!("postgres://{role}:pw@127.0.0.1:5432/test");
+    let limited = PostgresStore::connect(&url, options(2)).unwrap();
+    let b = owner();
+    let granted = limited.acquire_permits(&req(&n, &b, 1, 2)).await;
+    let released = limited.release_permits(&n, &b).await;
+    limited.close().await;
+    let missing = PostgresStore::connect(&url, bare_opts).unwrap();
+    let lock = missing.try_acquire(&name(), &b, 1_000, None).await;
+    let refused = missing.acquire_permits(&req(&n, &b, 1, 2)).await;
+    missing.close().await;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP OWNED BY {role}; DROP ROLE {role};
+         DROP TABLE \"{bare}\"; DROP SEQUENCE \"{bare}_fence\""
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    assert!(granted.unwrap().is_some());
+    assert!(released.unwrap().released);
+    assert!(lock.unwrap().is_some());
+    let err = refused.unwrap_err();
+    assert!(
+        err.message.contains("creating the semaphore tables"),
+        "{err}"
+    );
+    assert!(!err.message.contains("pw@"), "{err}");
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_before_any_io() {
+    // Port 1: nothing listens, so only a check before I/O can answer Invalid.
+    let s = PostgresStore::connect("postgres://postgres@127.0.0.1:1/test", options(1)).unwrap();
+    let long_name = "n".repeat(MAX_KEY_BYTES + 1);
+    let long_owner = "o".repeat(MAX_OWNER_BYTES + 1);
+    let too_long = MAX_TTL_MS + 1;
+    for request in [
+        req(&long_name, "o", 1, 1),
+        req("n", &long_owner, 1, 1),
+        req("n", "o", 0, 1),
+        req("n", "o", 3, 2),
+        PermitRequest {
+            ttl_ms: too_long,
+            ..req("n", "o", 1, 1)
+        },
+        PermitRequest {
+            queue_ttl_ms: too_long,
+            ..req("n", "o", 1, 1)
+        },
+    ] {
+        let err = s.acquire_permits(&request).await.unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Invalid, "{request:?}: {err}");
+    }
+    for err in [
+        s.extend_permits(&long_name, "o", 1_000).await.unwrap_err(),
+        s.extend_permits("n", "o", too_long).await.unwrap_err(),
+        s.release_permits("n", &long_owner).await.unwrap_err(),
+        s.permits(&long_name).await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquisition_waits_for_the_semaphore_and_then_counts_what_was_committed_meanwhile() {
+    // What one statement could not do: its snapshot would predate the wait for the header
+    // lock, and miss the holder inserted meanwhile.
+    let (s, app) = tagged_store();
+    let (n, a, b) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1)).await.unwrap();
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    let mut conn = admin().await;
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT 1 FROM \"{TEST_TABLE}_sem\" WHERE name = $1 FOR UPDATE"
+    )))
+    .bind(n.as_bytes())
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let asking = {
+        let (s, n, b) = (s.clone(), n.clone(), b.clone());
+        tokio::spawn(async move { s.acquire_permits(&req(&n, &b, 1, 1)).await })
+    };
+    blocked(&app).await;
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO \"{TEST_TABLE}_perm\" (name, owner, permits, token, expires_at)
+         VALUES ($1, 'intruder', 1, 1, clock_timestamp() + interval '1 minute')"
+    )))
+    .bind(n.as_bytes())
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(asking.await.unwrap().unwrap(), None);
+    assert_eq!(rows_of(&n).await, vec!["intruder".to_owned()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_committed_while_an_acquisition_waits_is_counted() {
+    // The acquisition reads the holders' rows under a lock, so a lease its snapshot saw
+    // ending but that was extended meanwhile still counts.
+    let (s, app) = tagged_store();
+    let (n, a, b) = (name(), owner(), owner());
+    let short = PermitRequest {
+        ttl_ms: 50,
+        ..req(&n, &a, 1, 1)
+    };
+    s.acquire_permits(&short).await.unwrap().unwrap();
+    sleep_ms(150).await;
+    let mut conn = admin().await;
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE \"{TEST_TABLE}_perm\" SET expires_at = clock_timestamp() + interval '1 minute'
+         WHERE name = $1 AND owner = $2"
+    )))
+    .bind(n.as_bytes())
+    .bind(a.as_bytes())
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let asking = {
+        let (s, n, b) = (s.clone(), n.clone(), b.clone());
+        tokio::spawn(async move { s.acquire_permits(&req(&n, &b, 1, 1)).await })
+    };
+    blocked(&app).await;
+    tx.commit().await.unwrap();
+    assert_eq!(asking.await.unwrap().unwrap(), None);
+    let holders = s.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0].owner, a);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_waits_for_an_acquisition_under_way_and_announces_to_the_store_it_refused() {
+    // The acquisition records the store it refused in the header, which the release reads
+    // only once that acquisition committed: no refusal goes unannounced.
+    let (s, app) = tagged_store();
+    let (n, a) = (name(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut conn = admin().await;
+    let mut tx = conn.begin().await.unwrap();
+    // As an acquisition by another store would: lock the header, record the refusal.
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE \"{TEST_TABLE}_sem\" SET waiter = '\\x0123'::bytea WHERE name = $1"
+    )))
+    .bind(n.as_bytes())
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let releasing = {
+        let (s, n, a) = (s.clone(), n.clone(), a.clone());
+        tokio::spawn(async move { s.release_permits(&n, &a).await })
+    };
+    blocked(&app).await;
+    tx.commit().await.unwrap();
+    let outcome = releasing.await.unwrap().unwrap();
+    assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
+}
+
+#[tokio::test]
+async fn the_servers_clock_decides_when_permits_lapse() {
+    let s = store();
+    let (n, a, b) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    // Ended by the server's clock long before the lease the client asked for.
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE \"{TEST_TABLE}_perm\" SET expires_at = clock_timestamp() - interval '1 second'
+         WHERE name = $1"
+    )))
+    .bind(n.as_bytes())
+    .execute(&mut admin().await)
+    .await
+    .unwrap();
+    assert_eq!(s.permits(&n).await.unwrap(), vec![]);
+    assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
+    assert!(s
+        .acquire_permits(&req(&n, &b, 1, 1))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test]
+async fn an_acquisition_deletes_its_semaphores_lapsed_rows_and_a_refused_try_writes_none() {
+    let s = store();
+    let (n, a, w, b, c) = (name(), owner(), owner(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
+        None
+    );
+    // Both the lease and the place end, by the server's clock.
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE \"{TEST_TABLE}_perm\" SET expires_at = clock_timestamp() - interval '1 second'
+         WHERE name = $1"
+    )))
+    .bind(n.as_bytes())
+    .execute(&mut admin().await)
+    .await
+    .unwrap();
+    s.acquire_permits(&req(&n, &b, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.acquire_permits(&req(&n, &c, 1, 1)).await.unwrap(), None);
+    assert_eq!(rows_of(&n).await, vec![b]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_announced_only_when_another_store_was_refused_since_the_queue_emptied() {
+    let (s, other) = (store(), store());
+    let (n, a, b, w) = (name(), owner(), owner(), owner());
+    let key = watch_key(&n);
+    let mut releases = other.releases();
+    other.watch(&key).await;
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    // Refused by its own store: the engine wakes its own waiters, not the server.
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &b, 1, 1)).await.unwrap(),
+        None
+    );
+    let outcome = s.release_permits(&n, &a).await.unwrap();
+    assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
+    s.acquire_permits(&queued(&n, &b, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    // Refused by another store: the release is announced there.
+    assert_eq!(
+        other.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
+        None
+    );
+    let outcome = s.release_permits(&n, &b).await.unwrap();
+    assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
+    assert_eq!(next_release(&mut releases).await, Some(key.clone()));
+    // Its grant leaves nobody queued, which forgets the refusals: nothing more to announce.
+    other
+        .acquire_permits(&queued(&n, &w, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let outcome = s.release_permits(&n, &a).await.unwrap();
+    assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
+    // A later announcement on the same channel arrives, and it is the only one.
+    let (marker, m) = (name(), owner());
+    let marker_key = watch_key(&marker);
+    other.watch(&marker_key).await;
+    s.acquire_permits(&req(&marker, &m, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        other
+            .acquire_permits(&queued(&marker, &owner(), 1, 1))
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(s.release_permits(&marker, &m).await.unwrap().others_waiting);
+    assert_eq!(next_release(&mut releases).await, Some(marker_key.clone()));
+    assert!(matches!(releases.try_recv(), Err(TryRecvError::Empty)));
+    other.unwatch(&key).await;
+    other.unwatch(&marker_key).await;
+    assert_eq!(other.watched(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_giving_up_its_place_is_announced_to_the_waiters_behind_it_elsewhere() {
+    let (s, other) = (store(), store());
+    let (n, a, first, second) = (name(), owner(), owner(), owner());
+    let key = watch_key(&n);
+    let mut releases = other.releases();
+    other.watch(&key).await;
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &first, 2, 2)).await.unwrap(),
+        None
+    );
+    // Held back by the place ahead of it, which would not fit beside it.
+    assert_eq!(
+        other
+            .acquire_permits(&queued(&n, &second, 1, 2))
+            .await
+            .unwrap(),
+        None
+    );
+    let outcome = s.release_permits(&n, &first).await.unwrap();
+    assert!(!outcome.released && outcome.others_waiting, "{outcome:?}");
+    assert_eq!(next_release(&mut releases).await, Some(key.clone()));
+    assert!(other
+        .acquire_permits(&queued(&n, &second, 1, 2))
+        .await
+        .unwrap()
+        .is_some());
+    other.unwatch(&key).await;
+}
+
+#[tokio::test]
+async fn a_purged_semaphore_leaves_no_row_and_comes_back_with_a_higher_token() {
+    let s = purging_soon();
+    let (n, lapsed, a) = (name(), name(), owner());
+    let first = s
+        .acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    let short = PermitRequest {
+        ttl_ms: 1,
+        ..req(&lapsed, &a, 1, 1)
+    };
+    s.acquire_permits(&short).await.unwrap().unwrap();
+    sleep_ms(20).await;
+    s.purge().await.unwrap();
+    assert_eq!(headers_of(&[&n, &lapsed]).await, 0);
+    assert_eq!(rows_of(&lapsed).await, Vec::<String>::new());
+    let again = s
+        .acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again > first, "{again} > {first}");
+}
+
+#[tokio::test]
+async fn a_purge_never_deletes_a_live_holder_or_place_or_their_header() {
+    let s = purging_soon();
+    let (n, a, w) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
+        None
+    );
+    s.purge().await.unwrap();
+    let mut expected = vec![a, w];
+    expected.sort();
+    assert_eq!(rows_of(&n).await, expected);
+    assert_eq!(headers_of(&[&n]).await, 1);
+}
