@@ -20,7 +20,7 @@ pub mod topology;
 #[cfg(test)]
 mod conformance;
 #[cfg(test)]
-mod permit_conformance;
+pub(crate) mod permit_conformance;
 #[cfg(test)]
 pub mod test_servers;
 

@@ -7,7 +7,8 @@ use super::permits::watch_key;
 use super::{ExtendItem, PermitRequest, SharedStore};
 use std::time::Duration;
 
-fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+/// A try for `permits` of `limit`, with a 10 s lease and no queued place.
+pub fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
     PermitRequest {
         name,
         owner,
@@ -18,7 +19,8 @@ fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitReq
     }
 }
 
-fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
+/// The same request, keeping a place in the queue for 10 s if refused.
+pub fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
     PermitRequest {
         queue_ttl_ms: 10_000,
         ..req(name, owner, permits, limit)

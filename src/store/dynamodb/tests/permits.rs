@@ -4,20 +4,10 @@
 
 use super::*;
 use crate::store::dynamodb::permit_item;
+use crate::store::permit_conformance::req;
 use crate::store::PermitRequest;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::AsyncWriteExt;
-
-fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        name,
-        owner,
-        permits,
-        limit,
-        ttl_ms: 10_000,
-        queue_ttl_ms: 0,
-    }
-}
 
 /// The semaphore's item as another client reads it.
 async fn permit_item(name: &str) -> Option<Map<String, Value>> {

@@ -6,29 +6,12 @@ use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::mysql::tests::{options, TEST_TABLE, TEST_URL};
 use crate::store::mysql::{MysqlOptions, MAX_KEY_BYTES};
+use crate::store::permit_conformance::{queued, req};
 use crate::store::{ErrorKind, ExtendItem, LockStore};
 use sqlx::Connection;
 
 fn store() -> MysqlStore {
     MysqlStore::connect(TEST_URL, options(4)).unwrap()
-}
-
-fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        name,
-        owner,
-        permits,
-        limit,
-        ttl_ms: 10_000,
-        queue_ttl_ms: 0,
-    }
-}
-
-fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        queue_ttl_ms: 10_000,
-        ..req(name, owner, permits, limit)
-    }
 }
 
 /// How many header rows and permit rows semaphore `name` has in the test tables.

@@ -2,6 +2,7 @@
 //! `postgres/tests.rs`). These run against the PostgreSQL at `TEST_URL` and fail, not skip,
 //! when it is down.
 
+use crate::store::permit_conformance::{queued, req};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,24 +16,6 @@ use super::super::{PostgresOptions, PostgresStore, MAX_KEY_BYTES, MAX_OWNER_BYTE
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permits::watch_key;
 use crate::store::{ErrorKind, PermitRequest, ReleaseNotifications};
-
-fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        name,
-        owner,
-        permits,
-        limit,
-        ttl_ms: 10_000,
-        queue_ttl_ms: 0,
-    }
-}
-
-fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        queue_ttl_ms: 10_000,
-        ..req(name, owner, permits, limit)
-    }
-}
 
 /// The owners of semaphore `name`'s rows (holders and queued, lapsed or not), sorted.
 async fn rows_of(name: &str) -> Vec<String> {

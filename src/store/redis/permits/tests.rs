@@ -4,6 +4,7 @@
 
 use super::KeepPlace;
 use crate::store::conformance::{name, owner, server_or_skip};
+use crate::store::permit_conformance::req;
 use crate::store::permits::watch_key;
 use crate::store::redis::keys::permits_key;
 use crate::store::redis::{RedisOptions, RedisStore};
@@ -28,17 +29,6 @@ async fn query<T: redis::FromRedisValue>(cmd: &mut redis::Cmd) -> T {
 
 fn state(n: &str) -> Vec<u8> {
     permits_key(&watch_key(n))
-}
-
-fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        name,
-        owner,
-        permits,
-        limit,
-        ttl_ms: 10_000,
-        queue_ttl_ms: 0,
-    }
 }
 
 #[tokio::test]

@@ -4,30 +4,13 @@
 use super::super::tests::{options, servers, set, store};
 use super::super::RedlockStore;
 use crate::store::conformance::{name, owner};
+use crate::store::permit_conformance::{queued, req};
 use crate::store::permits::watch_key;
 use crate::store::redis::keys::fence_key;
 use crate::store::redis::RedisStore;
 use crate::store::test_servers::TestServer;
-use crate::store::{LockStore, PermitRequest};
+use crate::store::LockStore;
 use std::sync::Arc;
-
-fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        name,
-        owner,
-        permits,
-        limit,
-        ttl_ms: 10_000,
-        queue_ttl_ms: 0,
-    }
-}
-
-fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        queue_ttl_ms: 10_000,
-        ..req(name, owner, permits, limit)
-    }
-}
 
 /// A store of its own on each server, as another process reaching only that one would have.
 fn lone(servers: &[TestServer]) -> Vec<Arc<RedisStore>> {

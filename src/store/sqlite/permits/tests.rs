@@ -6,30 +6,13 @@ use super::super::tests::{open, raw, rows, TempDir};
 use super::super::MAX_TTL_MS;
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::permit_conformance::{queued, req};
 use crate::store::ErrorKind;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const TABLE: &str = "deadbolt_locks_permits";
-
-fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        name,
-        owner,
-        permits,
-        limit,
-        ttl_ms: 10_000,
-        queue_ttl_ms: 0,
-    }
-}
-
-fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
-    PermitRequest {
-        queue_ttl_ms: 10_000,
-        ..req(name, owner, permits, limit)
-    }
-}
 
 #[tokio::test]
 async fn a_file_made_before_semaphores_gets_their_table_on_first_use() {
