@@ -92,6 +92,22 @@ impl Waiter {
     fn take_grant(&self) -> Option<Grant> {
         self.mailbox.lock().unwrap().grant.take()
     }
+
+    /// Leaves a lock (or permits) handed to this waiter in its mailbox and wakes it. True when
+    /// the grant is taken care of: the waiter will take it, or it already holds this very lock
+    /// through its own grant (nothing to give back). False when the waiter left meanwhile:
+    /// the caller must release (or hand on) what was handed to it.
+    fn deliver(&self, grant: Grant) -> bool {
+        {
+            let mut mailbox = self.mailbox.lock().unwrap();
+            if mailbox.gone {
+                return mailbox.kept;
+            }
+            mailbox.grant = Some(grant);
+        }
+        self.notify.notify_one();
+        true
+    }
 }
 
 /// Consecutive handoffs inside one process before a key is really released (and announced),
@@ -569,20 +585,7 @@ impl Engine {
                 return Ok(was_held);
             };
             crate::debug!("handoff {key:?}: permits to the next local waiter, token {token}");
-            let (late, kept) = {
-                let mut mailbox = waiter.mailbox.lock().unwrap();
-                if mailbox.gone {
-                    (true, mailbox.kept)
-                } else {
-                    mailbox.grant = Some(Grant { token, sent });
-                    (false, false)
-                }
-            };
-            if !late {
-                waiter.notify.notify_one();
-                return Ok(was_held);
-            }
-            if kept {
+            if waiter.deliver(Grant { token, sent }) {
                 return Ok(was_held);
             }
             owner = waiter.owner.clone();
@@ -657,21 +660,7 @@ impl Engine {
                     return other.map(|o| matches!(o, HandoffOutcome::Released(r) if r.released));
                 }
             };
-            let (late, kept) = {
-                let mut mailbox = waiter.mailbox.lock().unwrap();
-                if mailbox.gone {
-                    (true, mailbox.kept)
-                } else {
-                    mailbox.grant = Some(token);
-                    (false, false)
-                }
-            };
-            if !late {
-                waiter.notify.notify_one();
-                return Ok(true);
-            }
-            if kept {
-                // The waiter holds this very lock through its own grant: nothing to give back.
+            if waiter.deliver(token) {
                 return Ok(true);
             }
             owner = waiter.owner.clone();
