@@ -1,7 +1,8 @@
 //! Throwaway `redis-server` processes on free loopback ports, for tests that pause, kill or
 //! reconfigure servers (never the shared one on 6379). Each runs under a small shell that
-//! kills it when this process's end closes the shell's stdin, so none outlives the tests even
-//! when they live in a `static`.
+//! kills it (and removes its working directory, if it has one of its own) when this process's
+//! end closes the shell's stdin, so none outlives the tests, nor leaves files behind, even when
+//! they live in a `static`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -60,13 +61,27 @@ impl TestServer {
 
     /// Starts a server on `port`.
     pub fn start_on(port: u16, extra: &[&str]) -> TestServer {
+        Self::start_in(port, extra, None)
+    }
+
+    /// Starts a server on `port` whose files go to `dir` (created here, removed with the server).
+    fn start_in(port: u16, extra: &[&str], dir: Option<&std::path::Path>) -> TestServer {
+        let own_dir = dir.map(|d| {
+            std::fs::create_dir_all(d).expect("a temporary directory");
+            d.to_string_lossy().into_owned()
+        });
         let mut shell = Command::new("sh")
             .arg("-c")
-            .arg(r#"redis-server "$@" >/dev/null 2>&1 & echo $!; read _; kill -9 $! 2>/dev/null"#)
+            .arg(concat!(
+                r#"redis-server "$@" >/dev/null 2>&1 & echo $!; read _; kill -9 $! 2>/dev/null; "#,
+                r#"wait $! 2>/dev/null; [ -n "$OWN_DIR" ] && rm -rf "$OWN_DIR""#
+            ))
             .arg("sh")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(extra)
+            .args(own_dir.iter().flat_map(|d| ["--dir", d.as_str()]))
+            .env("OWN_DIR", own_dir.as_deref().unwrap_or(""))
             // Whatever a server writes (a replica's synced snapshot) goes to the temporary
             // directory, never the working tree.
             .current_dir(std::env::temp_dir())
@@ -145,7 +160,6 @@ impl Drop for TestServer {
 pub struct TestCluster {
     /// Its nodes.
     pub nodes: Vec<TestServer>,
-    dir: std::path::PathBuf,
 }
 
 fn cli(port: u16, args: &[&str]) -> String {
@@ -170,25 +184,14 @@ fn cluster_port() -> u16 {
 impl TestCluster {
     /// Starts `n` (at least 3) primaries and joins them into a cluster.
     pub fn start(n: usize) -> TestCluster {
-        let dir = std::env::temp_dir().join(format!("deadbolt-cluster-{}", free_port()));
-        std::fs::create_dir_all(&dir).expect("a temporary directory");
-        let dir_arg = dir.to_string_lossy().into_owned();
         let nodes: Vec<TestServer> = (0..n)
             .map(|_| {
                 let port = cluster_port();
-                let conf = format!("nodes-{port}.conf");
-                TestServer::start_on(
+                let dir = std::env::temp_dir().join(format!("deadbolt-cluster-{port}"));
+                TestServer::start_in(
                     port,
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        &conf,
-                        "--cluster-node-timeout",
-                        "2000",
-                        "--dir",
-                        &dir_arg,
-                    ],
+                    &["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
+                    Some(&dir),
                 )
             })
             .collect();
@@ -215,20 +218,11 @@ impl TestCluster {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        TestCluster { nodes, dir }
+        TestCluster { nodes }
     }
 
     /// The nodes' URLs (seeds).
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(TestServer::url).collect()
-    }
-}
-
-impl Drop for TestCluster {
-    fn drop(&mut self) {
-        for node in &mut self.nodes {
-            node.kill();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
