@@ -488,9 +488,10 @@ impl RedlockStore {
         let q = self.quorum;
         let answers = ask_all(calls, None, |a| {
             let (best, _) = holders(a);
-            let silent = a.iter().filter(|x| x.is_none()).count();
-            // A quorum names an owner, or none can any more.
-            best >= q || best + silent < q
+            let t = Tally::of(a, Option::is_some);
+            // A quorum names an owner, or none can any more, not even among the servers that
+            // failed (whose silence would make "free" a guess: then every server is heard).
+            best >= q || best + t.failed + t.silent < q
         })
         .await;
         let (best, owner) = holders(&answers);
