@@ -2,6 +2,7 @@
 
 use super::completions::{Completions, DrainFn, Kind};
 use super::env_sessions;
+use super::first_step;
 use super::protocol::{
     ACQUIRE_LEN, EXTEND_LEN, FLAG_CANCELLABLE, FLAG_PLAIN, FLAG_WATCH_EXPIRY, OP_ACQUIRE,
     OP_EXTEND, OP_RELEASE, RELEASE_LEN,
@@ -408,15 +409,16 @@ impl NativeClient {
             });
             i += need;
         }
-        let session = self.session.clone();
-        let completions = self.completions.clone();
-        napi::bindgen_prelude::spawn(async move {
-            // Spawned from inside the runtime: onto this worker's own queue, no wake-up each.
-            for op in batch {
-                let req = op.req();
-                let run = op.run(session.clone(), completions.clone());
-                tokio::spawn(guarded(req, completions.clone(), run));
-            }
+        // Each operation takes its first step here, and the commands of the whole batch are
+        // written from this thread at the end of the scope (see `first_step`, `store::flush`).
+        napi::bindgen_prelude::within_runtime_if_available(|| {
+            crate::store::flush::scope(|| {
+                for op in batch {
+                    let req = op.req();
+                    let run = op.run(self.session.clone(), self.completions.clone());
+                    first_step::start(guarded(req, self.completions.clone(), run));
+                }
+            })
         });
         Ok(())
     }

@@ -8,6 +8,7 @@
 mod client;
 mod completions;
 mod env_sessions;
+mod first_step;
 mod protocol;
 mod runtime;
 

@@ -5,6 +5,7 @@
 
 pub mod dynamodb;
 pub mod error;
+pub mod flush;
 pub mod memory;
 pub mod mysql;
 pub mod open;

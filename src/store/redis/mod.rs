@@ -8,6 +8,7 @@ mod batcher;
 mod cluster;
 pub mod keys;
 pub mod permits;
+mod pipe;
 mod pubsub;
 mod scripts;
 mod sentinel;
@@ -105,18 +106,55 @@ impl Default for RedisOptions {
     }
 }
 
-/// One server: one multiplexed connection, written to through the batcher.
+/// One server: a connection of deadbolt's own ([`pipe`]) for `redis://` and unix sockets,
+/// or redis-rs's multiplexed connection written to through the batcher for `rediss://`
+/// (TLS state cannot be written from two threads).
 struct Node {
     client: Client,
-    conn: ConnectionManager,
-    batcher: mpsc::UnboundedSender<Request>,
+    transport: Transport,
     /// For `rediss://`: that the server speaks TLS, checked before the first connection.
     handshake: Option<tls_client::HandshakeCheck>,
 }
 
+/// How a [`Node`] reaches its server.
+enum Transport {
+    /// Our own connection: commands may be written by the thread that issues them.
+    Pipe(pipe::Pipe),
+    /// redis-rs's multiplexed connection (TLS), fed by the batcher.
+    Managed {
+        conn: ConnectionManager,
+        batcher: mpsc::UnboundedSender<Request>,
+    },
+}
+
 impl Node {
-    /// The connection (opened lazily) and batcher for `client`. Must run inside a runtime.
+    /// The connection (opened lazily) for `client`. Must run inside a runtime. `ordered`:
+    /// operations reach the server in the order they were issued (see
+    /// `batcher::batch_loop`; a pipe always keeps that order).
     fn open(client: Client, opts: &RedisOptions, ordered: bool) -> StoreResult<Node> {
+        let info = client.get_connection_info();
+        let redis_info = info.redis_settings();
+        let addr = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => Some(pipe::Addr::Tcp(host.clone(), *port)),
+            redis::ConnectionAddr::Unix(path) => Some(pipe::Addr::Unix(path.clone())),
+            _ => None,
+        };
+        if let Some(addr) = addr {
+            let pipe = pipe::Pipe::open(pipe::PipeConfig {
+                addr,
+                auth: redis_info
+                    .password()
+                    .map(|p| (redis_info.username().map(str::to_string), p.to_string())),
+                db: redis_info.db(),
+                connect_timeout: Duration::from_millis(opts.connect_timeout_ms),
+                response_timeout: Duration::from_millis(opts.response_timeout_ms),
+            });
+            return Ok(Node {
+                client,
+                transport: Transport::Pipe(pipe),
+                handshake: None,
+            });
+        }
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_millis(opts.connect_timeout_ms)))
             .set_response_timeout(Some(Duration::from_millis(opts.response_timeout_ms)))
@@ -130,8 +168,7 @@ impl Node {
         let handshake = tls_client::HandshakeCheck::for_client(&client, opts.connect_timeout_ms);
         Ok(Node {
             client,
-            conn,
-            batcher,
+            transport: Transport::Managed { conn, batcher },
             handshake,
         })
     }
@@ -144,7 +181,8 @@ impl Node {
         }
     }
 
-    /// Sends one command (and a `WAIT` behind it) through the batcher.
+    /// Sends one command (and a `WAIT` behind it: the reply is then `[reply, WAIT's reply]`).
+    /// A server's error is the call's.
     async fn send(
         &self,
         cmd: redis::Cmd,
@@ -152,18 +190,95 @@ impl Node {
         wait: Option<redis::Cmd>,
     ) -> StoreResult<Value> {
         self.check_tls().await?;
-        let (reply, rx) = oneshot::channel();
-        self.batcher
-            .send(Request {
-                cmd,
-                script,
-                wait,
-                reply,
-            })
-            .map_err(|_| closed())?;
-        match rx.await {
-            Ok(result) => result.map_err(store_err),
-            Err(_) => Err(closed()),
+        match &self.transport {
+            Transport::Pipe(pipe) => {
+                let replies = match &wait {
+                    Some(w) => pipe.request(&[&cmd, w]).await,
+                    None => pipe.request(&[&cmd]).await,
+                }
+                .map_err(store_err)?;
+                let mut replies = replies.into_iter();
+                let value = match replies.next() {
+                    Some(Value::ServerError(e)) => return Err(store_err(e.into())),
+                    Some(v) => v,
+                    None => return Err(StoreError::internal("a reply is missing")),
+                };
+                match replies.next() {
+                    // WAIT refused (a replica: the primary changed) fails the whole request.
+                    Some(Value::ServerError(e)) => Err(store_err(e.into())),
+                    Some(w) => Ok(Value::Array(vec![value, w])),
+                    None => Ok(value),
+                }
+            }
+            Transport::Managed { batcher, .. } => {
+                let (reply, rx) = oneshot::channel();
+                batcher
+                    .send(Request {
+                        cmd,
+                        script,
+                        wait,
+                        reply,
+                    })
+                    .map_err(|_| closed())?;
+                match rx.await {
+                    Ok(result) => result.map_err(store_err),
+                    Err(_) => Err(closed()),
+                }
+            }
+        }
+    }
+
+    /// Sends `cmds` in one pipelined round trip; one reply per command, a server's error as
+    /// a value. A connection that broke is tried once more, and scripts the server forgot are
+    /// loaded again (every command given here must be safe to repeat).
+    async fn pipeline(
+        &self,
+        cmds: &[redis::Cmd],
+        script: &'static redis::Script,
+    ) -> StoreResult<Vec<Value>> {
+        self.check_tls().await?;
+        match &self.transport {
+            Transport::Pipe(pipe) => {
+                let refs: Vec<&redis::Cmd> = cmds.iter().collect();
+                pipe.request(&refs).await.map_err(store_err)
+            }
+            Transport::Managed { conn, .. } => {
+                let mut conn = conn.clone();
+                let mut pipe = redis::pipe();
+                pipe.ignore_errors();
+                for cmd in cmds {
+                    pipe.add_command(cmd.clone());
+                }
+                let mut first = pipe.query_async::<Vec<Value>>(&mut conn).await;
+                if first.as_ref().is_err_and(is_reconnectable) {
+                    first = pipe.query_async::<Vec<Value>>(&mut conn).await;
+                }
+                // After a server restart the script cache is empty: load it once and send again.
+                if let Ok(values) = &first {
+                    if values.iter().any(|v| {
+                        matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
+                    }) {
+                        script
+                            .prepare_invoke()
+                            .load_async(&mut conn)
+                            .await
+                            .map_err(store_err)?;
+                        first = pipe.query_async::<Vec<Value>>(&mut conn).await;
+                    }
+                }
+                first.map_err(store_err)
+            }
+        }
+    }
+
+    /// Sends one command that is not a script and returns its reply.
+    async fn query(&self, cmd: redis::Cmd) -> StoreResult<Value> {
+        self.check_tls().await?;
+        match &self.transport {
+            Transport::Pipe(_) => self.send(cmd, None, None).await,
+            Transport::Managed { conn, .. } => {
+                cmd.query_async(&mut conn.clone()).await.map_err(store_err)
+            }
         }
     }
 }
@@ -461,42 +576,25 @@ impl RedisStore {
         if let Err(e) = self.check_open() {
             return items.iter().map(|_| Err(e.clone())).collect();
         }
-        let mut conn = match &self.link {
-            Link::Single(node) => node.conn.clone(),
+        let node = match &self.link {
+            Link::Single(node) => node.clone(),
             Link::Sentinel(s) => match s.node().await {
-                Ok(node) => node.conn.clone(),
+                Ok(node) => node,
                 Err(e) => return items.iter().map(|_| Err(e.clone())).collect(),
             },
             Link::Cluster(c) => return c.extend_many(items, cmd, script).await,
         };
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for item in items {
-            pipe.add_command(cmd(item));
-        }
+        let mut cmds: Vec<redis::Cmd> = items.iter().map(cmd).collect();
         if let Some(acks) = self.acks {
             // The replicas must have the new leases too (its reply comes last).
-            pipe.cmd("WAIT").arg(acks.replicas).arg(acks.timeout_ms);
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(acks.replicas).arg(acks.timeout_ms);
+            cmds.push(wait);
         }
-        let mut first = pipe.query_async::<Vec<Value>>(&mut conn).await;
-        if first.as_ref().is_err_and(is_reconnectable) {
-            first = pipe.query_async::<Vec<Value>>(&mut conn).await;
-        }
-        // After a server restart the script cache is empty: load it once and send again.
-        if let Ok(values) = &first {
-            if values
-                .iter()
-                .any(|v| matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript)))
-            {
-                if let Err(e) = script.prepare_invoke().load_async(&mut conn).await {
-                    return items.iter().map(|_| Err(store_err(e.clone()))).collect();
-                }
-                first = pipe.query_async::<Vec<Value>>(&mut conn).await;
-            }
-        }
+        let first = node.pipeline(&cmds, script).await;
         if let (Link::Sentinel(sentinel), Err(e)) = (&self.link, &first) {
             // Perhaps the primary changed: look it up for the next batch.
-            sentinel.check_after(&store_err(e.clone())).await;
+            sentinel.check_after(e).await;
         }
         match first {
             Ok(mut values) => {
@@ -509,10 +607,7 @@ impl RedisStore {
                 }
                 values.into_iter().map(script_reply).collect()
             }
-            Err(e) => {
-                let e = store_err(e);
-                items.iter().map(|_| Err(e.clone())).collect()
-            }
+            Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
         }
     }
 
@@ -844,19 +939,14 @@ impl RedisStore {
             .arg("COUNT")
             .arg(1000);
         let reply = match (&self.link, node) {
-            (Link::Cluster(c), Some((host, port))) => c.on_node(host, *port, cmd).await,
-            (Link::Single(n), _) => {
-                n.check_tls().await?;
-                cmd.query_async(&mut n.conn.clone()).await
+            (Link::Cluster(c), Some((host, port))) => {
+                c.on_node(host, *port, cmd).await.map_err(store_err)
             }
-            (Link::Sentinel(s), _) => {
-                let n = s.node().await?;
-                n.check_tls().await?;
-                cmd.query_async(&mut n.conn.clone()).await
-            }
+            (Link::Single(n), _) => n.query(cmd).await,
+            (Link::Sentinel(s), _) => s.node().await?.query(cmd).await,
             (Link::Cluster(_), None) => return Err(StoreError::internal("SCAN needs a node")),
         };
-        parse(reply.map_err(store_err)?)
+        parse(reply?)
     }
 }
 

@@ -1,0 +1,128 @@
+//! Runs the first step of each submitted operation on the submitting (JavaScript) thread:
+//! the operation is polled once right there, which takes it as far as its first I/O (a
+//! command queued on a connection, written at the end of the submission by the same thread:
+//! see `store::flush`). Only when it is woken again (its reply arrived, a timer fired) does it
+//! move onto the runtime, where it goes on as an ordinary task. A lock operation then costs no
+//! wake-up of the runtime on its way to the server, and nothing at all when it completes in
+//! its first step (the memory store).
+
+use futures_util::future::BoxFuture;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Wake, Waker};
+use tokio::runtime::Handle;
+
+/// Where an operation is between its first step and the runtime.
+enum Slot {
+    /// Its first step is running.
+    Polling,
+    /// It was woken during its first step: move it on as soon as that step ends.
+    Woken,
+    /// Waiting for its first wake-up.
+    Parked(BoxFuture<'static, ()>),
+    /// On the runtime (or finished): later wake-ups of this waker are stale.
+    Moved,
+}
+
+struct Operation {
+    slot: Mutex<Slot>,
+    runtime: Handle,
+}
+
+fn lock(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Wake for Operation {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut slot = lock(&self.slot);
+        match std::mem::replace(&mut *slot, Slot::Moved) {
+            Slot::Polling | Slot::Woken => *slot = Slot::Woken,
+            Slot::Parked(fut) => {
+                drop(slot);
+                // From a runtime worker (a reply, a timer) this lands on its own queue.
+                self.runtime.spawn(fut);
+            }
+            Slot::Moved => {}
+        }
+    }
+}
+
+/// Polls `fut` once on this thread, then leaves it to the runtime (see the module's
+/// documentation). Must be called inside the runtime's context.
+pub fn start(fut: impl Future<Output = ()> + Send + 'static) {
+    let mut fut: BoxFuture<'static, ()> = Box::pin(fut);
+    let op = Arc::new(Operation {
+        slot: Mutex::new(Slot::Polling),
+        runtime: Handle::current(),
+    });
+    let waker = Waker::from(op.clone());
+    if fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_ready()
+    {
+        *lock(&op.slot) = Slot::Moved;
+        return;
+    }
+    let mut slot = lock(&op.slot);
+    match std::mem::replace(&mut *slot, Slot::Moved) {
+        Slot::Woken => {
+            drop(slot);
+            op.runtime.spawn(fut);
+        }
+        _ => *slot = Slot::Parked(fut),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn an_operation_woken_after_its_first_step_finishes_on_the_runtime() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<u32>();
+        start(async move {
+            let v = rx.await.unwrap_or(0);
+            let _ = done_tx.send(v + 1);
+        });
+        tx.send(41).unwrap();
+        assert_eq!(done_rx.await.unwrap(), 42);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn an_operation_that_completes_in_its_first_step_runs_on_the_calling_thread() {
+        let ran_here = Arc::new(AtomicBool::new(false));
+        let me = std::thread::current().id();
+        let flag = ran_here.clone();
+        start(async move {
+            flag.store(std::thread::current().id() == me, Ordering::SeqCst);
+        });
+        assert!(ran_here.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_wake_up_during_the_first_step_is_not_lost() {
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut first = true;
+        start(std::future::poll_fn(move |cx| {
+            if first {
+                first = false;
+                // Woken before the first step returns Pending.
+                cx.waker().wake_by_ref();
+                return std::task::Poll::Pending;
+            }
+            std::task::Poll::Ready(())
+        }));
+        start(async move {
+            let _ = done_tx.send(());
+        });
+        done_rx.await.unwrap();
+    }
+}

@@ -1,0 +1,109 @@
+//! Write-behind scopes: a thread that issues a batch of operations (the JavaScript thread
+//! submitting one tick's calls) runs them inside [`scope`], and a connection that queues a
+//! command during the scope registers itself with [`defer`] instead of waking its driver; at
+//! the end of the scope every registered connection writes its queued commands from this
+//! thread, one write each. The batch then costs no thread wake-up on its way to the server.
+//!
+//! Outside a scope [`defer`] returns false and the connection's own driver writes, as usual.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// Something that writes what was queued on it, without blocking.
+pub trait Flush: Send + Sync {
+    /// Writes the queued commands from the calling thread; whatever would block is left to
+    /// the connection's driver.
+    fn flush(&self);
+}
+
+thread_local! {
+    /// The connections to flush at the end of this thread's current scope; `None` outside one.
+    static PENDING: RefCell<Option<Vec<Arc<dyn Flush>>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` as a write-behind scope (see the module's documentation), then flushes every
+/// connection that deferred a write in it. Scopes do not nest: an inner call runs `f` inside
+/// the outer scope.
+pub fn scope<R>(f: impl FnOnce() -> R) -> R {
+    let outer = PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.is_some() {
+            true
+        } else {
+            *p = Some(Vec::new());
+            false
+        }
+    });
+    if outer {
+        return f();
+    }
+    /// Flushes even if `f` panics, so that nothing queued is left unwritten.
+    struct End;
+    impl Drop for End {
+        fn drop(&mut self) {
+            let pending = PENDING.with(|p| p.borrow_mut().take()).unwrap_or_default();
+            for target in pending {
+                target.flush();
+            }
+        }
+    }
+    let _end = End;
+    f()
+}
+
+/// Inside a scope on this thread: registers `target` to be flushed at its end and returns
+/// true. Outside one: returns false, and the caller has its driver write.
+pub fn defer(target: Arc<dyn Flush>) -> bool {
+    PENDING.with(|p| match p.borrow_mut().as_mut() {
+        Some(list) => {
+            if !list.iter().any(|t| Arc::ptr_eq(t, &target)) {
+                list.push(target);
+            }
+            true
+        }
+        None => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Counter(AtomicUsize);
+
+    impl Flush for Counter {
+        fn flush(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_connection_deferred_twice_in_a_scope_is_flushed_once_at_its_end() {
+        let c = Arc::new(Counter(AtomicUsize::new(0)));
+        scope(|| {
+            assert!(defer(c.clone()));
+            assert!(defer(c.clone()));
+            assert_eq!(c.0.load(Ordering::Relaxed), 0);
+        });
+        assert_eq!(c.0.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn outside_a_scope_nothing_is_deferred() {
+        let c = Arc::new(Counter(AtomicUsize::new(0)));
+        assert!(!defer(c.clone()));
+        scope(|| {});
+        assert_eq!(c.0.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_nested_scope_flushes_with_the_outer_one() {
+        let c = Arc::new(Counter(AtomicUsize::new(0)));
+        scope(|| {
+            scope(|| assert!(defer(c.clone())));
+            assert_eq!(c.0.load(Ordering::Relaxed), 0);
+        });
+        assert_eq!(c.0.load(Ordering::Relaxed), 1);
+    }
+}
