@@ -141,7 +141,8 @@ pub fn release_channel(key: &str) -> String {
 }
 
 /// Where version 0.1 kept `key`'s fencing counter (`{key}:fence`, or `key:fence` when the key
-/// has a hash tag). Read once by the acquire script to carry its count over, then deleted.
+/// has a hash tag). Read by the acquire script the first time a store locks the name, to carry
+/// its count over, then deleted (see `RedisStore::try_acquire`).
 pub fn legacy_fence_key(key: &str) -> String {
     if hashed_part(key.as_bytes()).len() == key.len() {
         format!("{{{key}}}:fence")

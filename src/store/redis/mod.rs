@@ -7,6 +7,7 @@
 mod batcher;
 mod cluster;
 pub mod keys;
+mod legacy;
 pub mod permits;
 mod pipe;
 mod pubsub;
@@ -316,6 +317,8 @@ pub struct RedisStore {
     watched: Mutex<HashMap<String, (String, usize)>>,
     /// Released keys announced on watched channels.
     released: broadcast::Sender<String>,
+    /// Names whose version-0.1 counter the acquire script already looked for.
+    legacy_checked: legacy::CheckedNames,
 }
 
 impl RedisStore {
@@ -354,6 +357,7 @@ impl RedisStore {
             subscriber: AsyncMutex::new(None),
             watched: Mutex::new(HashMap::new()),
             released,
+            legacy_checked: Default::default(),
         })
     }
 
@@ -398,6 +402,7 @@ impl RedisStore {
                 subscriber: AsyncMutex::new(None),
                 watched: Mutex::new(HashMap::new()),
                 released,
+                legacy_checked: Default::default(),
             }
         }))
     }
@@ -475,7 +480,9 @@ impl RedisStore {
         ))
     }
 
-    /// See [`LockStore::try_acquire`].
+    /// See [`LockStore::try_acquire`]. The script looks for a counter
+    /// version 0.1 left for the name only until this store has been granted the name once
+    /// (see [`legacy`]).
     ///
     /// # Cancel Safety
     /// Not cancel safe: the script may have run when the future is dropped.
@@ -492,15 +499,24 @@ impl RedisStore {
             None => (b"0", b""),
         };
         let with_token: &[u8] = if plain { b"0" } else { b"1" };
+        let check = self.legacy_checked.must_check(key);
         let ttl = ttl_ms.to_string();
-        let (fence, data_k, legacy) = (fence_key(key), data_key(key), legacy_fence_key(key));
+        let (fence, data_k) = (fence_key(key), data_key(key));
+        let legacy = legacy_fence_key(key);
+        let keys: [&[u8]; 4] = [key.as_bytes(), &fence, &data_k, legacy.as_bytes()];
+        // The 0.1 counter is named (and so looked at) only while this store has not been
+        // granted the name.
+        let keys = if check { &keys[..] } else { &keys[..3] };
         let cmd = evalsha(
             &ACQUIRE,
-            &[key.as_bytes(), &fence, &data_k, legacy.as_bytes()],
+            keys,
             &[owner.as_bytes(), ttl.as_bytes(), with_token, flag, payload],
         );
         let (reply, acked) = self.exec_acked(cmd, &ACQUIRE).await?;
         let token = token_reply(reply)?;
+        if check && token.is_some() {
+            self.legacy_checked.checked(key);
+        }
         if token.is_some() && !acked {
             // A grant the replicas may not have could vanish in a failover: give it back.
             let _ = RedisStore::release(self, key, owner).await;

@@ -15,9 +15,10 @@ use redis::Script;
 use std::sync::LazyLock;
 
 /// Shared by the scripts: owner comparison, the release announcement (sharded pub/sub on a
-/// cluster, falling back to `PUBLISH` before Redis 7), and the next token of a counter as an
-/// exact decimal string (`INCR`'s reply is a Lua double, exact below 2^53; above, read it
-/// back).
+/// cluster, falling back to `PUBLISH` before Redis 7), `SET NX` that returns the value it
+/// found (false when it set the key: one command on Redis 7, where `SET` takes `NX` with
+/// `GET`; a `GET` after a failed `SET NX` before), and the next token of a counter as an exact
+/// decimal string (`INCR`'s reply is a Lua double, exact below 2^53; above, read it back).
 const OWNS: &str = r#"
 local function owns(v, o)
   if not v then return false end
@@ -31,6 +32,13 @@ local function announce(channel, sharded)
   end
   return redis.call('PUBLISH', channel, '1')
 end
+local function set_nx(key, value, ttl)
+  if (redis.REDIS_VERSION_NUM or 0) >= 0x070000 then
+    return redis.call('SET', key, value, 'NX', 'PX', ttl, 'GET')
+  end
+  if redis.call('SET', key, value, 'NX', 'PX', ttl) then return false end
+  return redis.call('GET', key)
+end
 local function next_token(counter)
   local n = redis.call('INCR', counter)
   if n < 9007199254740992 then return string.format('%d', n) end
@@ -43,18 +51,28 @@ fn with_helpers(body: &str) -> String {
     format!("{OWNS}{body}")
 }
 
-/// Acquire: take the lock key if it is absent, draw a token from the slot's counter, store
-/// the value (with the token unless ARGV[3] is "0") and the payload with the same lease.
+/// Acquire: draw a token from the slot's counter and take the lock key if it is absent
+/// (`SET NX`, with the token in the value unless ARGV[3] is "0"), then store the payload with
+/// the same lease. The uncontended path is two commands (`INCR`, `SET NX`); the lock key is
+/// read only when the `SET NX` fails (on Redis 7 by the `SET`'s own `GET`), and a refused
+/// request only burns a token, which keeps tokens increasing.
+///
 /// A retried call whose first reply was lost finds its own lock and returns its token, with
-/// the lease set anew so that it runs from this request, whatever gave the caller the lock
-/// (a local handoff may have, just before). The first acquisition of a name that version 0.1
-/// used carries its old per-name counter over (so no token goes backwards) and deletes it: an
-/// integer without expiry is that counter, since every lock key has an expiry.
-/// KEYS: lock, fence, data, legacy fence. ARGV: owner, ttl ms, with-token flag, has-data
-/// flag, data. Returns the token (a string), or false when held by another owner.
+/// the lease set anew so that it runs from this request, whatever gave the caller the lock (a
+/// local handoff may have, just before).
+///
+/// When KEYS[4] is given (the store has not yet been granted this name, see
+/// `super::legacy`), the counter version 0.1 left there for the name is carried over (so no
+/// token goes backwards) and deleted: an integer without expiry is that counter, since every
+/// lock key has an expiry. KEYS: lock, fence, data, [legacy fence]. ARGV: owner,
+/// ttl ms, with-token flag, has-data flag, data. Returns the token (a string), or false when held
+/// by another owner.
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(ACQUIRE_LUA)));
 const ACQUIRE_LUA: &str = r#"
-local v = redis.call('GET', KEYS[1])
+local token = next_token(KEYS[2])
+local value = ARGV[1]
+if ARGV[3] == '1' then value = value .. '\255' .. token end
+local v = set_nx(KEYS[1], value, ARGV[2])
 if v then
   if owns(v, ARGV[1]) then
     local t = string.match(v, '\255(%d+)$')
@@ -66,18 +84,19 @@ if v then
   end
   return false
 end
-local token = next_token(KEYS[2])
-local legacy = redis.call('GET', KEYS[4])
-if legacy and string.match(legacy, '^%d+$') and redis.call('PTTL', KEYS[4]) == -1 then
-  if #legacy > #token or (#legacy == #token and legacy >= token) then
-    redis.call('SET', KEYS[2], legacy)
-    token = next_token(KEYS[2])
+if KEYS[4] then
+  local legacy = redis.call('GET', KEYS[4])
+  if legacy and string.match(legacy, '^%d+$') and redis.call('PTTL', KEYS[4]) == -1 then
+    if #legacy > #token or (#legacy == #token and legacy >= token) then
+      redis.call('SET', KEYS[2], legacy)
+      token = next_token(KEYS[2])
+      if ARGV[3] == '1' then
+        redis.call('SET', KEYS[1], ARGV[1] .. '\255' .. token, 'PX', ARGV[2])
+      end
+    end
+    redis.call('DEL', KEYS[4])
   end
-  redis.call('DEL', KEYS[4])
 end
-local value = ARGV[1]
-if ARGV[3] == '1' then value = value .. '\255' .. token end
-redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
 if ARGV[4] == '1' then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[2])
 end

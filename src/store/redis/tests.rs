@@ -93,6 +93,11 @@ async fn release_announcements_resume_after_the_subscriber_connection_dropped() 
                 .try_acquire(&k, "b", 10_000, None, false)
                 .await
                 .unwrap();
+            // The watcher is refused, as a waiter is before it sleeps: that flags the key.
+            assert_eq!(
+                s.try_acquire(&k, "a", 10_000, None, false).await.unwrap(),
+                None
+            );
             LockStore::release(&*other, &k, "b").await.unwrap();
             if let Ok(Ok(key)) =
                 tokio::time::timeout(Duration::from_millis(100), releases.recv()).await
@@ -130,6 +135,80 @@ async fn an_acquire_that_finds_its_own_lock_returns_its_token_with_a_fresh_lease
         .unwrap();
     assert!(pttl > 50_000, "payload lease not renewed: {pttl}");
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+}
+
+/// A raw reply to `args` on a connection of its own.
+async fn raw_query<T: redis::FromRedisValue>(args: &[&[u8]]) -> T {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(&mut raw().await).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() {
+    let Some(s) = open() else { return };
+    let k = name();
+    let legacy = super::keys::legacy_fence_key(&k);
+    let counter: i64 = raw_query(&[b"INCR", &super::keys::fence_key(&k)]).await;
+    let old = (counter + 1_000).to_string();
+    // A refusal is not a grant: the store still looks at the next acquisition.
+    let other = open().unwrap();
+    other
+        .try_acquire(&k, "x", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    raw_command(&["SET", &legacy, &old]).await;
+    assert_eq!(
+        s.try_acquire(&k, "a", 10_000, None, false).await.unwrap(),
+        None
+    );
+    let _: () = raw_query(&[b"DEL", k.as_bytes()]).await;
+    let first = s
+        .try_acquire(&k, "a", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.to_string(),
+        (counter + 1_001).to_string(),
+        "carried over"
+    );
+    assert_eq!(s.inspect(&k).await.unwrap().unwrap().fencing_token, first);
+    let exists: i64 = raw_query(&[b"EXISTS", legacy.as_bytes()]).await;
+    assert_eq!(exists, 0, "the old counter is deleted");
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    // This store no longer looks for it (only 0.1 writes one: here the test does).
+    let later = (first + 1_000).to_string();
+    raw_command(&["SET", &legacy, &later]).await;
+    let second = s
+        .try_acquire(&k, "a", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second > first);
+    let kept: String = raw_query(&[b"GET", legacy.as_bytes()]).await;
+    assert_eq!(
+        kept, later,
+        "looked at again by a store that was granted the name"
+    );
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    // A store that never was granted it (another process) looks, and carries it over.
+    let fresh = open().unwrap();
+    let third = fresh
+        .try_acquire(&k, "b", 10_000, None, true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(third, first + 1_001);
+    let exists: i64 = raw_query(&[b"EXISTS", legacy.as_bytes()]).await;
+    assert_eq!(exists, 0);
+    // (a plain value has no token in it, and is the bare owner)
+    let value: String = raw_query(&[b"GET", k.as_bytes()]).await;
+    assert_eq!(value, "b");
+    assert!(LockStore::release(&*fresh, &k, "b").await.unwrap().released);
 }
 
 /// A Redis Cluster of three throwaway primaries (see [`crate::store::test_servers`]).
@@ -221,6 +300,11 @@ mod cluster {
             .await
             .unwrap()
             .unwrap();
+        // Refused, as a waiter is before it sleeps: that flags the key.
+        assert_eq!(
+            s.try_acquire(&k, "w", 10_000, None, false).await.unwrap(),
+            None
+        );
         let outcome = LockStore::release(&*other, &k, "x").await.unwrap();
         assert!(outcome.released);
         assert!(outcome.others_waiting, "SPUBLISH counted the watcher");
