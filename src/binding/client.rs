@@ -315,6 +315,8 @@ impl NativeClient {
             napi::bindgen_prelude::within_runtime_if_available(|| Session::open(&url, &opts, sink))
                 .map_err(|e| Error::new(Status::InvalidArg, format!("{}: {e}", e.code())))?;
         env_sessions::track(&env, &session)?;
+        #[cfg(unix)]
+        super::uv::install(&env)?;
         Ok(NativeClient {
             session,
             completions,

@@ -7,6 +7,8 @@
 //! its first step (the memory store).
 
 use futures_util::future::BoxFuture;
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Wake, Waker};
@@ -18,8 +20,10 @@ enum Slot {
     Polling,
     /// It was woken during its first step: move it on as soon as that step ends.
     Woken,
-    /// Waiting for its first wake-up.
+    /// Waiting for a wake-up.
     Parked(BoxFuture<'static, ()>),
+    /// Woken on this thread while it drains (see [`draining`]): its next step runs there.
+    Queued(BoxFuture<'static, ()>),
     /// On the runtime (or finished): later wake-ups of this waker are stale.
     Moved,
 }
@@ -43,23 +47,45 @@ impl Wake for Operation {
         match std::mem::replace(&mut *slot, Slot::Moved) {
             Slot::Polling | Slot::Woken => *slot = Slot::Woken,
             Slot::Parked(fut) => {
-                drop(slot);
-                // From a runtime worker (a reply, a timer) this lands on its own queue.
-                self.runtime.spawn(fut);
+                let here = READY.with(|r| match r.borrow_mut().as_mut() {
+                    Some(ready) => {
+                        ready.push_back(self.clone());
+                        true
+                    }
+                    None => false,
+                });
+                if here {
+                    *slot = Slot::Queued(fut);
+                } else {
+                    drop(slot);
+                    // From a runtime worker (a reply, a timer) this lands on its own queue.
+                    self.runtime.spawn(fut);
+                }
             }
+            queued @ Slot::Queued(_) => *slot = queued,
             Slot::Moved => {}
         }
     }
 }
 
+thread_local! {
+    /// Operations woken on this thread while it drains, in order; `None` when it does not.
+    static READY: RefCell<Option<VecDeque<Arc<Operation>>>> = const { RefCell::new(None) };
+}
+
 /// Polls `fut` once on this thread, then leaves it to the runtime (see the module's
 /// documentation). Must be called inside the runtime's context.
 pub fn start(fut: impl Future<Output = ()> + Send + 'static) {
-    let mut fut: BoxFuture<'static, ()> = Box::pin(fut);
     let op = Arc::new(Operation {
         slot: Mutex::new(Slot::Polling),
         runtime: Handle::current(),
     });
+    step(op, Box::pin(fut));
+}
+
+/// Runs one step of `op` on this thread, then parks it (or moves it on if it was woken
+/// meanwhile, when this thread does not drain).
+fn step(op: Arc<Operation>, mut fut: BoxFuture<'static, ()>) {
     let waker = Waker::from(op.clone());
     if fut
         .as_mut()
@@ -72,10 +98,70 @@ pub fn start(fut: impl Future<Output = ()> + Send + 'static) {
     let mut slot = lock(&op.slot);
     match std::mem::replace(&mut *slot, Slot::Moved) {
         Slot::Woken => {
-            drop(slot);
-            op.runtime.spawn(fut);
+            let here = READY.with(|r| match r.borrow_mut().as_mut() {
+                Some(ready) => {
+                    ready.push_back(op.clone());
+                    true
+                }
+                None => false,
+            });
+            if here {
+                *slot = Slot::Queued(fut);
+            } else {
+                drop(slot);
+                op.runtime.spawn(fut);
+            }
         }
         _ => *slot = Slot::Parked(fut),
+    }
+}
+
+/// Runs `f` with this thread draining: operations woken on it meanwhile (by replies `f`
+/// reads) take their next step here, after `f`, instead of moving to the runtime; so do the
+/// ones they wake in turn. Must be called inside the runtime's context.
+pub fn draining(f: impl FnOnce()) {
+    let outer = READY.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.is_some() {
+            true
+        } else {
+            *r = Some(VecDeque::new());
+            false
+        }
+    });
+    if outer {
+        return f();
+    }
+    /// Ends the drain even if a step panics; whatever is still queued moves to the runtime.
+    struct End;
+    impl Drop for End {
+        fn drop(&mut self) {
+            let left = READY.with(|r| r.borrow_mut().take()).unwrap_or_default();
+            for op in left {
+                let mut slot = lock(&op.slot);
+                if let Slot::Queued(fut) = std::mem::replace(&mut *slot, Slot::Moved) {
+                    drop(slot);
+                    op.runtime.spawn(fut);
+                }
+            }
+        }
+    }
+    let _end = End;
+    f();
+    while let Some(op) = READY.with(|r| r.borrow_mut().as_mut().and_then(VecDeque::pop_front)) {
+        let fut = {
+            let mut slot = lock(&op.slot);
+            match std::mem::replace(&mut *slot, Slot::Polling) {
+                Slot::Queued(fut) => Some(fut),
+                other => {
+                    *slot = other;
+                    None
+                }
+            }
+        };
+        if let Some(fut) = fut {
+            step(op, fut);
+        }
     }
 }
 
@@ -105,6 +191,25 @@ mod tests {
             flag.store(std::thread::current().id() == me, Ordering::SeqCst);
         });
         assert!(ran_here.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn an_operation_woken_while_its_thread_drains_takes_its_next_step_there() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        let me = std::thread::current().id();
+        let here = Arc::new(AtomicBool::new(false));
+        let flag = here.clone();
+        start(async move {
+            let _ = rx.await;
+            flag.store(std::thread::current().id() == me, Ordering::SeqCst);
+        });
+        draining(|| {
+            tx.send(1).unwrap();
+        });
+        assert!(
+            here.load(Ordering::SeqCst),
+            "finished on the draining thread"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

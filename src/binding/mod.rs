@@ -11,6 +11,8 @@ mod env_sessions;
 mod first_step;
 mod protocol;
 mod runtime;
+#[cfg(unix)]
+mod uv;
 
 pub use client::NativeClient;
 pub use protocol::{limits, protocol};

@@ -51,6 +51,11 @@ pub fn scope<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether this thread is inside a scope.
+pub fn in_scope() -> bool {
+    PENDING.with(|p| p.borrow().is_some())
+}
+
 /// Inside a scope on this thread: registers `target` to be flushed at its end and returns
 /// true. Outside one: returns false, and the caller has its driver write.
 pub fn defer(target: Arc<dyn Flush>) -> bool {

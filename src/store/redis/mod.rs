@@ -7,6 +7,8 @@
 mod batcher;
 mod cluster;
 pub mod keys;
+#[cfg(unix)]
+mod lane;
 mod legacy;
 pub mod permits;
 mod pipe;
@@ -119,8 +121,16 @@ struct Node {
 
 /// How a [`Node`] reaches its server.
 enum Transport {
-    /// Our own connection: commands may be written by the thread that issues them.
-    Pipe(pipe::Pipe),
+    /// Our own connection: commands may be written by the thread that issues them, and, on a
+    /// thread with an event loop of its own, read there through a foreground lane.
+    Pipe {
+        pipe: pipe::Pipe,
+        /// Each event-loop thread's foreground lane (none when `ordered`: two connections
+        /// could reorder an undo and what it undoes).
+        #[cfg(unix)]
+        lanes: Mutex<Vec<(std::thread::ThreadId, Arc<lane::Lane>)>>,
+        ordered: bool,
+    },
     /// redis-rs's multiplexed connection (TLS), fed by the batcher.
     Managed {
         conn: ConnectionManager,
@@ -152,7 +162,12 @@ impl Node {
             });
             return Ok(Node {
                 client,
-                transport: Transport::Pipe(pipe),
+                transport: Transport::Pipe {
+                    pipe,
+                    #[cfg(unix)]
+                    lanes: Mutex::new(Vec::new()),
+                    ordered,
+                },
                 handshake: None,
             });
         }
@@ -192,10 +207,10 @@ impl Node {
     ) -> StoreResult<Value> {
         self.check_tls().await?;
         match &self.transport {
-            Transport::Pipe(pipe) => {
+            Transport::Pipe { .. } => {
                 let replies = match &wait {
-                    Some(w) => pipe.request(&[&cmd, w]).await,
-                    None => pipe.request(&[&cmd]).await,
+                    Some(w) => self.request(&[&cmd, w]).await,
+                    None => self.request(&[&cmd]).await,
                 }
                 .map_err(store_err)?;
                 let mut replies = replies.into_iter();
@@ -239,9 +254,9 @@ impl Node {
     ) -> StoreResult<Vec<Value>> {
         self.check_tls().await?;
         match &self.transport {
-            Transport::Pipe(pipe) => {
+            Transport::Pipe { .. } => {
                 let refs: Vec<&redis::Cmd> = cmds.iter().collect();
-                pipe.request(&refs).await.map_err(store_err)
+                self.request(&refs).await.map_err(store_err)
             }
             Transport::Managed { conn, .. } => {
                 let mut conn = conn.clone();
@@ -272,13 +287,74 @@ impl Node {
         }
     }
 
+    /// Sends `cmds` as one request on the pipe, or on this thread's foreground lane when it
+    /// is issued in a flush scope on a thread with an event loop (see [`lane`]).
+    async fn request(&self, cmds: &[&redis::Cmd]) -> redis::RedisResult<Vec<Value>> {
+        let Transport::Pipe {
+            pipe,
+            #[cfg(unix)]
+            lanes,
+            ordered,
+        } = &self.transport
+        else {
+            return Err(RedisError::from((redis::ErrorKind::Client, "not a pipe")));
+        };
+        #[cfg(unix)]
+        if !*ordered
+            && !cmds.is_empty()
+            && crate::store::flush::in_scope()
+            && crate::store::foreground::available()
+        {
+            let (pending, rx) = pipe::Pending::new(cmds, pipe.config().response_timeout);
+            if let Err(pending) = Self::lane(pipe, lanes).try_request(pending) {
+                pipe.adopt(vec![pending]);
+            }
+            return pipe::replies(rx).await;
+        }
+        #[cfg(not(unix))]
+        let _ = ordered;
+        pipe.request(cmds).await
+    }
+
+    /// This thread's lane, opened (on the runtime) if it has none or its last one died a
+    /// while ago.
+    #[cfg(unix)]
+    fn lane(
+        pipe: &pipe::Pipe,
+        lanes: &Mutex<Vec<(std::thread::ThreadId, Arc<lane::Lane>)>>,
+    ) -> Arc<lane::Lane> {
+        let me = std::thread::current().id();
+        let mut lanes = lanes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, lane)) = lanes.iter_mut().find(|(t, _)| *t == me) {
+            if lane.replaceable() {
+                *lane = lane::Lane::open(pipe.handle(), pipe.config());
+            }
+            return lane.clone();
+        }
+        let lane = lane::Lane::open(pipe.handle(), pipe.config());
+        lanes.push((me, lane.clone()));
+        lane
+    }
+
     /// Sends one command that is not a script and returns its reply.
     async fn query(&self, cmd: redis::Cmd) -> StoreResult<Value> {
         self.check_tls().await?;
         match &self.transport {
-            Transport::Pipe(_) => self.send(cmd, None, None).await,
+            Transport::Pipe { .. } => self.send(cmd, None, None).await,
             Transport::Managed { conn, .. } => {
                 cmd.query_async(&mut conn.clone()).await.map_err(store_err)
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Node {
+    /// Closes the foreground lanes with the node (their timers would otherwise keep them).
+    fn drop(&mut self) {
+        if let Transport::Pipe { lanes, .. } = &self.transport {
+            for (_, lane) in lanes.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+                lane.close();
             }
         }
     }

@@ -59,7 +59,7 @@ pub(super) struct PipeConfig {
 }
 
 /// The socket, shared by the driver (reads, writes) and the threads that flush (writes).
-enum Stream {
+pub(super) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
@@ -99,19 +99,49 @@ impl Stream {
 pub(super) type ReplyTx = oneshot::Sender<RedisResult<Vec<Value>>>;
 
 /// One request in the order it was (or will be) written.
-struct Pending {
+pub(super) struct Pending {
     /// Its commands, encoded (kept to send again on a new connection).
-    packed: Vec<u8>,
+    pub(super) packed: Vec<u8>,
     /// How many replies it expects.
-    replies: usize,
+    pub(super) replies: usize,
     /// Replies received so far.
-    got: Vec<Value>,
+    pub(super) got: Vec<Value>,
     /// `None`: nobody waits (the script preload, or a request whose caller timed out).
-    reply: Option<ReplyTx>,
+    pub(super) reply: Option<ReplyTx>,
     /// When its reply is overdue (set when it is queued on a live connection).
-    deadline: Instant,
+    pub(super) deadline: Instant,
     /// Already sent again once (after a broken connection or `NOSCRIPT`).
-    repeated: bool,
+    pub(super) repeated: bool,
+}
+
+impl Pending {
+    /// A request for `cmds`, due within `timeout`, and where its replies will go.
+    pub(super) fn new(
+        cmds: &[&redis::Cmd],
+        timeout: Duration,
+    ) -> (Pending, oneshot::Receiver<RedisResult<Vec<Value>>>) {
+        let mut packed = Vec::new();
+        for cmd in cmds {
+            cmd.write_packed_command(&mut packed);
+        }
+        let (tx, rx) = oneshot::channel();
+        let pending = Pending {
+            packed,
+            replies: cmds.len(),
+            got: Vec::with_capacity(cmds.len()),
+            reply: Some(tx),
+            deadline: Instant::now() + timeout,
+            repeated: false,
+        };
+        (pending, rx)
+    }
+}
+
+/// Waits for a request's replies.
+pub(super) async fn replies(
+    rx: oneshot::Receiver<RedisResult<Vec<Value>>>,
+) -> RedisResult<Vec<Value>> {
+    rx.await.unwrap_or_else(|_| Err(closed_error()))
 }
 
 struct State {
@@ -145,7 +175,7 @@ fn closed_error() -> RedisError {
     ))
 }
 
-fn timeout_error(after: Duration) -> RedisError {
+pub(super) fn timeout_error(after: Duration) -> RedisError {
     RedisError::from(io::Error::new(
         io::ErrorKind::TimedOut,
         format!("no reply within {} ms", after.as_millis()),
@@ -188,35 +218,63 @@ impl Pipe {
         if cmds.is_empty() {
             return Ok(Vec::new());
         }
-        let mut packed = Vec::new();
-        for cmd in cmds {
-            cmd.write_packed_command(&mut packed);
-        }
-        let (tx, rx) = oneshot::channel();
-        let notify = {
-            let mut st = lock(&self.shared.state);
-            if st.closed {
-                return Err(closed_error());
+        let (pending, rx) = Pending::new(cmds, self.shared.config.response_timeout);
+        self.adopt(vec![pending]);
+        replies(rx).await
+    }
+
+    /// Queues requests made elsewhere (a foreground lane that failed) behind everything
+    /// else; they fail at once if the pipe is closed.
+    pub(super) fn adopt(&self, pendings: Vec<Pending>) {
+        adopt(&self.shared, pendings);
+    }
+
+    /// Another handle on the same pipe (it closes with the last one).
+    pub(super) fn handle(&self) -> PipeHandle {
+        PipeHandle(self.shared.clone())
+    }
+
+    /// The pipe's connection settings.
+    pub(super) fn config(&self) -> &PipeConfig {
+        &self.shared.config
+    }
+}
+
+/// A handle on a [`Pipe`] that does not close it when dropped.
+#[derive(Clone)]
+pub(super) struct PipeHandle(Arc<Shared>);
+
+impl PipeHandle {
+    /// See [`Pipe::adopt`].
+    pub(super) fn adopt(&self, pendings: Vec<Pending>) {
+        adopt(&self.0, pendings);
+    }
+}
+
+/// Queues `pendings` on the pipe of `shared` (see [`Pipe::adopt`]).
+fn adopt(shared: &Arc<Shared>, pendings: Vec<Pending>) {
+    let notify = {
+        let mut st = lock(&shared.state);
+        if st.closed {
+            drop(st);
+            for mut p in pendings {
+                if let Some(tx) = p.reply.take() {
+                    let _ = tx.send(Err(closed_error()));
+                }
             }
-            let deadline = Instant::now() + self.shared.config.response_timeout;
-            st.push(
-                Pending {
-                    packed,
-                    replies: cmds.len(),
-                    got: Vec::with_capacity(cmds.len()),
-                    reply: Some(tx),
-                    deadline,
-                    repeated: false,
-                },
-                deadline,
-            );
-            // Written at the end of the caller's flush scope if it has one, else by the driver.
-            !flush::defer(self.shared.clone())
-        };
-        if notify {
-            self.shared.wake.notify_one();
+            return;
         }
-        rx.await.unwrap_or_else(|_| Err(closed_error()))
+        let deadline = Instant::now() + shared.config.response_timeout;
+        for mut p in pendings {
+            p.deadline = deadline;
+            p.got.clear();
+            st.push(p, deadline);
+        }
+        // Written at the end of the caller's flush scope if it has one, else by the driver.
+        !flush::defer(shared.clone())
+    };
+    if notify {
+        shared.wake.notify_one();
     }
 }
 
@@ -324,25 +382,29 @@ async fn drive(shared: Arc<Shared>) {
             }
             shared.wake.notified().await;
         }
-        let stream =
-            match tokio::time::timeout(shared.config.connect_timeout, connect(&shared)).await {
-                Ok(Ok(stream)) => Arc::new(stream),
-                Ok(Err(e)) => {
-                    crate::debug!("redis: could not connect ({:?})", e.kind());
-                    fail_all(&shared, || e.clone());
-                    continue;
-                }
-                Err(_) => {
-                    let after = shared.config.connect_timeout;
-                    fail_all(&shared, || {
-                        RedisError::from(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!("could not connect within {} ms", after.as_millis()),
-                        ))
-                    });
-                    continue;
-                }
-            };
+        let stream = match tokio::time::timeout(
+            shared.config.connect_timeout,
+            connect(&shared.config),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => Arc::new(stream),
+            Ok(Err(e)) => {
+                crate::debug!("redis: could not connect ({:?})", e.kind());
+                fail_all(&shared, || e.clone());
+                continue;
+            }
+            Err(_) => {
+                let after = shared.config.connect_timeout;
+                fail_all(&shared, || {
+                    RedisError::from(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("could not connect within {} ms", after.as_millis()),
+                    ))
+                });
+                continue;
+            }
+        };
         {
             // Everything waiting goes out on the new connection, behind the scripts' preload.
             let mut st = lock(&shared.state);
@@ -397,8 +459,7 @@ fn fail_all(shared: &Shared, error: impl Fn() -> RedisError) {
 }
 
 /// Opens the socket and logs in (`AUTH`, `SELECT`).
-async fn connect(shared: &Shared) -> RedisResult<Stream> {
-    let config = &shared.config;
+pub(super) async fn connect(config: &PipeConfig) -> RedisResult<Stream> {
     let stream = match &config.addr {
         Addr::Tcp(host, port) => {
             let s = TcpStream::connect((host.as_str(), *port)).await?;
@@ -424,10 +485,45 @@ async fn connect(shared: &Shared) -> RedisResult<Stream> {
             .write_packed_command(&mut hello);
         expected += 1;
     }
+    if expected > 0 {
+        let replies = exchange_packed(&stream, &hello, expected).await?;
+        if let Some((i, Value::ServerError(e))) = replies
+            .into_iter()
+            .enumerate()
+            .find(|(_, v)| matches!(v, Value::ServerError(_)))
+        {
+            return Err(if i == 0 && config.auth.is_some() {
+                // The server's words may repeat what was sent; say only what failed.
+                RedisError::from((
+                    redis::ErrorKind::AuthenticationFailed,
+                    "the server refused the login",
+                ))
+            } else {
+                e.into()
+            });
+        }
+    }
+    Ok(stream)
+}
+
+/// Writes `cmds` on a connection nobody else uses yet and reads their replies.
+pub(super) async fn exchange(stream: &Stream, cmds: &[&redis::Cmd]) -> RedisResult<Vec<Value>> {
+    let mut packed = Vec::new();
+    for cmd in cmds {
+        cmd.write_packed_command(&mut packed);
+    }
+    exchange_packed(stream, &packed, cmds.len()).await
+}
+
+async fn exchange_packed(
+    stream: &Stream,
+    packed: &[u8],
+    expected: usize,
+) -> RedisResult<Vec<Value>> {
     let mut written = 0;
-    while written < hello.len() {
+    while written < packed.len() {
         stream.writable().await?;
-        match stream.try_write(&hello[written..]) {
+        match stream.try_write(&packed[written..]) {
             Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e.into()),
@@ -435,21 +531,10 @@ async fn connect(shared: &Shared) -> RedisResult<Stream> {
     }
     let mut buf = BytesMut::with_capacity(256);
     let mut codec = redis::ValueCodec::default();
-    let mut answered = 0;
-    while answered < expected {
+    let mut replies = Vec::with_capacity(expected);
+    while replies.len() < expected {
         match codec.decode(&mut buf)? {
-            Some(Value::ServerError(e)) => {
-                return Err(if answered == 0 && config.auth.is_some() {
-                    // The server's words may repeat what was sent; say only what failed.
-                    RedisError::from((
-                        redis::ErrorKind::AuthenticationFailed,
-                        "the server refused the login",
-                    ))
-                } else {
-                    e.into()
-                });
-            }
-            Some(_) => answered += 1,
+            Some(v) => replies.push(v),
             None => {
                 stream.readable().await?;
                 match stream.try_read_buf(&mut buf) {
@@ -461,7 +546,7 @@ async fn connect(shared: &Shared) -> RedisResult<Stream> {
             }
         }
     }
-    Ok(stream)
+    Ok(replies)
 }
 
 /// Serves one connection until it fails (or the pipe is closed); returns why it ended.

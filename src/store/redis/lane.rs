@@ -1,0 +1,492 @@
+//! A foreground lane: a second connection to a server, read on the calling thread by its
+//! event loop (see [`crate::store::foreground`]), for the requests that thread issues in a
+//! flush scope. Its replies then wake nobody but that thread, once, as a JavaScript client's
+//! would. Everything else (heartbeats, waits, announcements, requests made on the runtime)
+//! uses the server's [`Pipe`](super::pipe::Pipe), which keeps working while the event loop is
+//! blocked.
+//!
+//! A lane is opened on the runtime (connect, `AUTH`, `SELECT`, every script loaded) and only
+//! then used; until it is, and after it failed, requests go through the pipe. A lane that
+//! breaks, meets `NOSCRIPT`, or loses its event loop hands every request still waiting to
+//! the pipe, which sends them once more (every script is safe to repeat). Replies overdue by
+//! the response timeout fail from a timer on the runtime, as on the pipe.
+
+use super::pipe::{connect, Pending, PipeConfig, PipeHandle, Stream};
+use super::scripts::load_all;
+use crate::store::flush::{self, Flush};
+use crate::store::foreground::{self, Interest, Orphan};
+use bytes::BytesMut;
+use redis::{RedisResult, ServerErrorKind, Value};
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::codec::Decoder;
+
+/// The lane's socket, non-blocking, read and written only by its thread (and shut down from
+/// anywhere).
+enum Socket {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Socket {
+    fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        match self {
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    fn read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        let mut chunk = [0u8; 16 * 1024];
+        let n = match self {
+            Socket::Tcp(s) => (&*s).read(&mut chunk),
+            Socket::Unix(s) => (&*s).read(&mut chunk),
+        }?;
+        buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    fn write(&self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => (&*s).write(bytes),
+            Socket::Unix(s) => (&*s).write(bytes),
+        }
+    }
+
+    fn shutdown(&self) {
+        let _ = match self {
+            Socket::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Socket::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
+/// Where a lane is in its life.
+enum Phase {
+    /// Being opened on the runtime.
+    Opening,
+    /// Open, not watched by its thread's event loop yet.
+    Open(Socket),
+    /// Watched and in use.
+    Live(Socket),
+    /// Failed or closed: requests go through the pipe. A socket its thread still watches is
+    /// kept (shut down) until the watch is gone: libuv must never watch a closed descriptor.
+    Dead(Option<Socket>),
+}
+
+struct State {
+    phase: Phase,
+    /// Encoded commands not yet written.
+    out: Vec<u8>,
+    /// Written (or to be written) requests, oldest first.
+    queue: VecDeque<Pending>,
+    buf: BytesMut,
+    codec: redis::ValueCodec,
+    last_read: Instant,
+    /// Whether the watch also waits for the socket to be writable.
+    want_write: bool,
+}
+
+/// One thread's foreground connection to one server.
+pub(super) struct Lane {
+    state: Mutex<State>,
+    pipe: PipeHandle,
+    response_timeout: Duration,
+    /// Wakes the lane's timer: a request was queued, or the lane died.
+    timer: Notify,
+    me: Weak<Lane>,
+    /// When it died (a new one is not opened again for a while after that).
+    died: Mutex<Option<Instant>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How long after a lane died no new one is opened for its thread (the server may be down).
+const REOPEN_AFTER: Duration = Duration::from_secs(1);
+
+impl Lane {
+    /// Starts opening a lane to the pipe's server (on the runtime; must be called inside
+    /// it). Until it is open, [`Lane::try_request`] declines.
+    pub(super) fn open(pipe: PipeHandle, config: &PipeConfig) -> Arc<Lane> {
+        let lane = Arc::new_cyclic(|me| Lane {
+            state: Mutex::new(State {
+                phase: Phase::Opening,
+                out: Vec::new(),
+                queue: VecDeque::new(),
+                buf: BytesMut::new(),
+                codec: redis::ValueCodec::default(),
+                last_read: Instant::now(),
+                want_write: false,
+            }),
+            pipe,
+            response_timeout: config.response_timeout,
+            timer: Notify::new(),
+            me: me.clone(),
+            died: Mutex::new(None),
+        });
+        let config = PipeConfig {
+            addr: config.addr.clone(),
+            auth: config.auth.clone(),
+            db: config.db,
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+        };
+        let weak = Arc::downgrade(&lane);
+        tokio::spawn(async move {
+            let opened = tokio::time::timeout(config.connect_timeout, open_socket(&config)).await;
+            let Some(lane) = weak.upgrade() else { return };
+            match opened {
+                Ok(Ok(socket)) => {
+                    let mut st = lock(&lane.state);
+                    if matches!(st.phase, Phase::Opening) {
+                        st.phase = Phase::Open(socket);
+                    }
+                }
+                _ => {
+                    crate::debug!("redis: the foreground connection could not be opened");
+                    lane.die();
+                    return;
+                }
+            }
+            tokio::spawn(time_out(weak));
+        });
+        lane
+    }
+
+    /// Whether this lane is dead long enough ago that its thread may open another.
+    pub(super) fn replaceable(&self) -> bool {
+        matches!(lock(&self.state).phase, Phase::Dead(_))
+            && lock(&self.died).is_none_or(|at| at.elapsed() >= REOPEN_AFTER)
+    }
+
+    /// Queues `pending` on this lane if it is open (watching its socket on this thread, the
+    /// lane's own, the first time), to be written at the end of the caller's flush scope.
+    /// `Err` gives the request back when the lane cannot take it.
+    pub(super) fn try_request(&self, pending: Pending) -> Result<(), Pending> {
+        let mut st = lock(&self.state);
+        if let Phase::Open(_) = st.phase {
+            let Phase::Open(socket) = std::mem::replace(&mut st.phase, Phase::Dead(None)) else {
+                unreachable!()
+            };
+            let owner: Weak<dyn Orphan> = self.me.clone();
+            let fd = socket.fd();
+            // The watch keeps the lane (and so its socket) alive until libuv let go of it.
+            let Some(lane) = self.me.upgrade() else {
+                return Err(pending);
+            };
+            let ready = Box::new(move || lane.on_ready());
+            let watched = foreground::watch(
+                owner,
+                fd,
+                Interest {
+                    readable: true,
+                    writable: false,
+                },
+                ready,
+            );
+            if !watched {
+                drop(st);
+                self.die();
+                return Err(pending);
+            }
+            st.phase = Phase::Live(socket);
+            st.last_read = Instant::now();
+        }
+        if !matches!(st.phase, Phase::Live(_)) {
+            return Err(pending);
+        }
+        let mut pending = pending;
+        pending.deadline = Instant::now() + self.response_timeout;
+        st.out.extend_from_slice(&pending.packed);
+        let first = st.queue.is_empty();
+        st.queue.push_back(pending);
+        drop(st);
+        if first {
+            self.timer.notify_one();
+        }
+        if let Some(me) = self.me.upgrade() {
+            if !flush::defer(me.clone()) {
+                me.flush();
+            }
+        }
+        Ok(())
+    }
+
+    /// The socket is ready (on the lane's thread): write what is left, read every reply.
+    fn on_ready(&self) {
+        let mut deliveries = Vec::new();
+        let failed = {
+            let mut st = lock(&self.state);
+            if !matches!(st.phase, Phase::Live(_)) {
+                drop(st);
+                self.stop_watching();
+                return;
+            }
+            write_out(&mut st).and_then(|_| read_in(&mut st, &mut deliveries))
+        };
+        for (tx, v) in deliveries {
+            let _ = tx.send(v);
+        }
+        match failed {
+            Ok(noscript) => {
+                if !noscript.is_empty() {
+                    // The server forgot the scripts: the pipe loads them and repeats these.
+                    self.pipe.adopt(noscript);
+                }
+                self.update_interest();
+            }
+            Err(e) => {
+                crate::debug!("redis: the foreground connection ended ({:?})", e.kind());
+                self.die();
+                self.stop_watching();
+            }
+        }
+    }
+
+    fn update_interest(&self) {
+        let (want, changed) = {
+            let mut st = lock(&self.state);
+            let want = !st.out.is_empty();
+            let changed = want != st.want_write;
+            st.want_write = want;
+            (want, changed)
+        };
+        if changed {
+            let owner: Weak<dyn Orphan> = self.me.clone();
+            foreground::set_interest(
+                &owner,
+                Interest {
+                    readable: true,
+                    writable: want,
+                },
+            );
+        }
+    }
+
+    /// Stops the watch (on the lane's thread). The socket is closed when libuv has let go
+    /// of the watch's callback, which holds the lane.
+    fn stop_watching(&self) {
+        let owner: Weak<dyn Orphan> = self.me.clone();
+        foreground::unwatch(&owner);
+    }
+
+    /// Marks the lane dead and hands every request still waiting to the pipe. Callable from
+    /// any thread; the watch is stopped by the lane's thread when it next hears of it.
+    fn die(&self) {
+        let waiting: Vec<Pending> = {
+            let mut st = lock(&self.state);
+            match std::mem::replace(&mut st.phase, Phase::Dead(None)) {
+                Phase::Live(socket) => {
+                    // Wakes the watch (hang-up), so the thread lets go of it, and of the socket.
+                    socket.shutdown();
+                    st.phase = Phase::Dead(Some(socket));
+                }
+                Phase::Dead(kept) => st.phase = Phase::Dead(kept),
+                Phase::Open(_) | Phase::Opening => {}
+            }
+            st.out.clear();
+            std::mem::take(&mut st.queue)
+                .into_iter()
+                .filter(|p| p.reply.is_some())
+                .map(|mut p| {
+                    // Perhaps already run by the server: the pipe sends it once, not twice.
+                    p.repeated = true;
+                    p
+                })
+                .collect()
+        };
+        *lock(&self.died) = Some(Instant::now());
+        if !waiting.is_empty() {
+            self.pipe.adopt(waiting);
+        }
+        self.timer.notify_one();
+    }
+}
+
+impl Lane {
+    /// Closes the lane (its requests go to the pipe).
+    pub(super) fn close(&self) {
+        self.die();
+    }
+}
+
+impl Orphan for Lane {
+    fn orphan(&self) {
+        self.die();
+    }
+}
+
+impl Flush for Lane {
+    /// Writes the queued commands from the lane's thread; the rest waits for writability.
+    fn flush(&self) {
+        let failed = {
+            let mut st = lock(&self.state);
+            write_out(&mut st)
+        };
+        match failed {
+            Ok(()) => self.update_interest(),
+            Err(_) => {
+                self.die();
+                self.stop_watching();
+            }
+        }
+    }
+}
+
+/// Writes what it can of `out` without blocking.
+fn write_out(st: &mut State) -> io::Result<()> {
+    let Phase::Live(socket) = &st.phase else {
+        return Ok(());
+    };
+    let mut written = 0;
+    while written < st.out.len() {
+        match socket.write(&st.out[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    st.out.drain(..written);
+    Ok(())
+}
+
+type Deliveries = Vec<(super::pipe::ReplyTx, RedisResult<Vec<Value>>)>;
+
+/// Reads every reply that arrived and matches them to the oldest requests. Returns the
+/// requests that met `NOSCRIPT`, for the pipe.
+fn read_in(st: &mut State, deliveries: &mut Deliveries) -> io::Result<Vec<Pending>> {
+    let mut noscript = Vec::new();
+    loop {
+        let n = {
+            let State { phase, buf, .. } = &mut *st;
+            let Phase::Live(socket) = phase else {
+                return Ok(noscript);
+            };
+            match socket.read_buf(buf) {
+                Ok(0) => return Err(io::ErrorKind::ConnectionReset.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if n > 0 {
+            st.last_read = Instant::now();
+        }
+        loop {
+            let State {
+                codec, buf, queue, ..
+            } = &mut *st;
+            let value = match codec.decode(buf) {
+                Ok(Some(v)) => v,
+                Ok(None) => break,
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            };
+            let Some(front) = queue.front_mut() else {
+                return Err(io::Error::other("a reply nobody asked for"));
+            };
+            front.got.push(value);
+            if front.got.len() < front.replies {
+                continue;
+            }
+            let Some(mut p) = queue.pop_front() else {
+                break;
+            };
+            let Some(tx) = p.reply.take() else { continue };
+            let forgot = p.got.iter().any(|v| {
+                matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
+            });
+            if forgot && !p.repeated {
+                p.reply = Some(tx);
+                p.repeated = true;
+                noscript.push(p);
+                continue;
+            }
+            deliveries.push((tx, Ok(std::mem::take(&mut p.got))));
+        }
+        if n == 0 {
+            return Ok(noscript);
+        }
+    }
+}
+
+/// Opens the socket on the runtime, logs in and loads every script, then hands the socket
+/// over in blocking-free standard form (the runtime no longer watches it).
+async fn open_socket(config: &PipeConfig) -> RedisResult<Socket> {
+    let stream = connect(config).await?;
+    let loads = load_all();
+    let refs: Vec<&redis::Cmd> = loads.iter().collect();
+    let replies = super::pipe::exchange(&stream, &refs).await?;
+    if let Some(Value::ServerError(e)) = replies
+        .into_iter()
+        .find(|v| matches!(v, Value::ServerError(_)))
+    {
+        return Err(e.into());
+    }
+    Ok(match stream {
+        Stream::Tcp(s) => Socket::Tcp(s.into_std()?),
+        Stream::Unix(s) => Socket::Unix(s.into_std()?),
+    })
+}
+
+/// Fails overdue requests; a lane that got nothing back for a whole response timeout is
+/// given up (its requests go to the pipe, which has its own bound). Ends with the lane.
+async fn time_out(lane: Weak<Lane>) {
+    loop {
+        let Some(l) = lane.upgrade() else { return };
+        let (dead, next) = {
+            let st = lock(&l.state);
+            (
+                matches!(st.phase, Phase::Dead(_)),
+                st.queue
+                    .iter()
+                    .filter(|p| p.reply.is_some())
+                    .map(|p| p.deadline)
+                    .min(),
+            )
+        };
+        if dead {
+            return;
+        }
+        match next {
+            // Woken by the next request, or by the lane's death (a closed store kills its
+            // lanes, so this task never outlives it).
+            None => l.timer.notified().await,
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {
+                        let now = Instant::now();
+                        let (overdue, silent) = {
+                            let mut st = lock(&l.state);
+                            let overdue: Vec<_> = st
+                                .queue
+                                .iter_mut()
+                                .filter(|p| p.deadline <= now)
+                                .filter_map(|p| p.reply.take())
+                                .collect();
+                            (overdue, st.last_read.elapsed() >= l.response_timeout)
+                        };
+                        let any = !overdue.is_empty();
+                        for tx in overdue {
+                            let _ = tx.send(Err(super::pipe::timeout_error(l.response_timeout)));
+                        }
+                        if any && silent {
+                            l.die();
+                            return;
+                        }
+                    }
+                    _ = l.timer.notified() => {}
+                }
+            }
+        }
+    }
+}
