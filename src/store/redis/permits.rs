@@ -11,7 +11,9 @@
 //!
 //! Server commands per operation (besides `TIME`): an acquisition `GET`s the state, and a
 //! grant `INCR`s the counter and `SET`s the state; a refused try writes nothing unless lapsed
-//! entries were dropped. A release `GET`s, `SET`s (or `DEL`s) and publishes.
+//! entries were dropped, and a refused poll of a queued waiter writes only to take its place or
+//! renew it once less than half of it is left. A release `GET`s, `SET`s (or `DEL`s) and
+//! publishes; a handoff is a release and a grant in one call, reporting the room left.
 
 use super::batcher::evalsha;
 use super::keys::{self, fence_key, release_channel};
@@ -284,7 +286,9 @@ impl RedisStore {
             ],
         );
         let (reply, acked) = self.exec_acked(cmd, &PERMITS).await?;
-        let (held, token, _heard): (i64, Value, i64) = parse(reply)?;
+        // The room (permits free beside holders and queue) tells the engine whether its next
+        // waiter could fit.
+        let (held, token, _heard, room): (i64, Value, i64, u32) = parse(reply)?;
         let granted = token_reply(token)?;
         if granted.is_some() && !acked {
             // As in acquire: a grant the replicas may not have is given back, and the next
@@ -295,11 +299,13 @@ impl RedisStore {
             return Ok(PermitHandoff {
                 released: held == 1,
                 granted: None,
+                room: None,
             });
         }
         Ok(PermitHandoff {
             released: held == 1,
             granted,
+            room: Some(room),
         })
     }
 
