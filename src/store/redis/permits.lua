@@ -202,13 +202,27 @@ if op == 'release' then
   return {mine and 1 or 0, announce(ARGV[3], ARGV[4]), s[1]}
 end
 
+-- Whether more than `ours` connections listen on `channel` (sharded and plain subscribers
+-- both count: a cluster's announcement is sharded, a Redis before 7 falls back to plain).
+local function others_listen(channel, sharded, ours)
+  local n = redis.call('PUBSUB', 'NUMSUB', channel)[2]
+  if sharded == '1' then
+    local r = redis.pcall('PUBSUB', 'SHARDNUMSUB', channel)
+    if type(r) == 'table' then n = n + r[2] end
+  end
+  return n > ours
+end
+
 if op == 'handoff' then
   -- Releases `owner`'s permits (and place), then grants the next owner's if they fit, in one
-  -- step. ARGV: op, owner, channel, sharded, next owner, permits, limit, ttl.
+  -- step. ARGV: op, owner, channel, sharded, next owner, permits, limit, ttl, subscribers of
+  -- the caller's own on the channel (0 or 1).
   -- Returns {held live permits (1/0), the next owner's token or false, subscribers the
   -- announcement reached (-1: none was made), permits a newcomer would find free}. The
-  -- release is announced unless the next owner was granted and nothing is left free: then no
-  -- other waiter could fit.
+  -- release is announced unless the next owner was granted and nothing is left free (then no
+  -- other waiter could fit), or nobody but the caller listens: its own waiters learn from the
+  -- reply (the room, or a refusal), and the announcement would only wake its head to ask in
+  -- vain.
   local owner, limit = ARGV[2], tonumber(ARGV[7])
   local s = load()
   local mine = holder_of(s, owner)
@@ -228,7 +242,10 @@ if op == 'handoff' then
   for i = qs + 1, #s, 4 do room = room - s[i] end
   if room < 0 then room = 0 end
   local heard = -1
-  if (mine or place) and (not token or taken < limit) then heard = announce(ARGV[3], ARGV[4]) end
+  if (mine or place) and (not token or taken < limit)
+    and others_listen(ARGV[3], ARGV[4], tonumber(ARGV[9] or '0')) then
+    heard = announce(ARGV[3], ARGV[4])
+  end
   return {mine and 1 or 0, token or false, heard, room}
 end
 

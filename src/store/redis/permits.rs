@@ -13,7 +13,8 @@
 //! grant `INCR`s the counter and `SET`s the state; a refused try writes nothing unless lapsed
 //! entries were dropped, and a refused poll of a queued waiter writes only to take its place or
 //! renew it once less than half of it is left. A release `GET`s, `SET`s (or `DEL`s) and
-//! publishes; a handoff is a release and a grant in one call, reporting the room left.
+//! publishes; a handoff is a release and a grant in one call, reporting the room left, and
+//! announces only when someone besides this store's own subscriber listens.
 
 use super::batcher::evalsha;
 use super::keys::{self, fence_key, release_channel};
@@ -101,6 +102,14 @@ fn holders_reply(v: Value) -> StoreResult<(u32, Vec<PermitHolder>)> {
 }
 
 impl RedisStore {
+    /// Whether this store's subscriber listens on `channel` (someone here watches it).
+    fn watches(&self, channel: &str) -> bool {
+        self.watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(channel)
+    }
+
     /// [`LockStore::acquire_permits`](crate::store::LockStore::acquire_permits), with a
     /// `ticket` that orders a refused request among the queued ones instead of its arrival
     /// (0: at the back, as it arrives). Redlock sends the same ticket to every server, so that
@@ -238,12 +247,7 @@ impl RedisStore {
         );
         let (held, heard, limit): (i64, i64, u32) = parse(self.exec(cmd, Some(&PERMITS)).await?)?;
         // Our own subscriber heard it too if someone here watches the semaphore.
-        let ours = i64::from(
-            self.watched
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&channel),
-        );
+        let ours = i64::from(self.watches(&channel));
         Ok((
             ReleaseOutcome {
                 released: held == 1,
@@ -271,6 +275,9 @@ impl RedisStore {
             next.limit.to_string(),
             next.ttl_ms.to_string(),
         );
+        // Our own subscriber, if someone here watches the semaphore: an announcement only it
+        // would hear is not made (our waiters learn from the reply).
+        let ours = self.watches(&channel);
         let cmd = evalsha(
             &PERMITS,
             &[&k.state, &k.fence()],
@@ -283,6 +290,7 @@ impl RedisStore {
                 permits.as_bytes(),
                 limit.as_bytes(),
                 ttl.as_bytes(),
+                if ours { b"1" } else { b"0" },
             ],
         );
         let (reply, acked) = self.exec_acked(cmd, &PERMITS).await?;

@@ -282,3 +282,72 @@ async fn a_handoff_to_an_owner_that_already_holds_frees_the_releasers_permits() 
     assert_eq!(holders[0].owner, b);
     assert_eq!(h.room, Some(1));
 }
+
+/// Waits up to `ms` for an announcement of `key` on `rx`.
+async fn heard(rx: &mut tokio::sync::broadcast::Receiver<String>, key: &str, ms: u64) -> bool {
+    tokio::time::timeout(std::time::Duration::from_millis(ms), async {
+        loop {
+            match rx.recv().await {
+                Ok(k) if k == key => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// The caller's waiters learn from the handoff's reply; an announcement only its own
+/// subscriber hears would wake its head to ask in vain.
+#[tokio::test]
+async fn a_handoff_leaving_permits_is_not_announced_when_only_the_callers_store_listens() {
+    let Some(s) = open() else { return };
+    let (n, a, b) = (name(), owner(), owner());
+    let key = watch_key(&n);
+    let notes = s.release_notifications().unwrap();
+    let mut rx = notes.releases();
+    notes.watch(&key).await;
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let h = s
+        .handoff_permits_once(&a, &req(&n, &b, 1, 2))
+        .await
+        .unwrap();
+    assert_eq!(h.room, Some(1));
+    assert!(!heard(&mut rx, &key, 300).await, "announced to itself");
+    // A plain release still is.
+    assert!(s.release_permits(&n, &b).await.unwrap().released);
+    assert!(
+        heard(&mut rx, &key, 5_000).await,
+        "the release was not announced"
+    );
+    notes.unwatch(&key).await;
+}
+
+#[tokio::test]
+async fn a_handoff_leaving_permits_is_announced_to_a_store_elsewhere() {
+    let Some(s) = open() else { return };
+    let other = open().unwrap();
+    let (n, a, b) = (name(), owner(), owner());
+    let key = watch_key(&n);
+    let notes = other.release_notifications().unwrap();
+    let mut rx = notes.releases();
+    notes.watch(&key).await;
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let h = s
+        .handoff_permits_once(&a, &req(&n, &b, 1, 2))
+        .await
+        .unwrap();
+    assert!(h.granted.is_some());
+    assert!(
+        heard(&mut rx, &key, 5_000).await,
+        "the handoff was not announced"
+    );
+    notes.unwatch(&key).await;
+}
