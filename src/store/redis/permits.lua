@@ -49,10 +49,16 @@ local function load()
 end
 
 -- Writes the state back, expiring with its last lease or place (deleted once nothing is left).
+-- Returns the permits held and those queued, counted on the way.
 local function save(s)
-  local last, qs = now, 3 + 4 * s[2]
+  local last, qs, taken, queued = now, 3 + 4 * s[2], 0, 0
   for i = 3, #s, 4 do
-    local expires = s[i + (i < qs and 3 or 2)]
+    local expires
+    if i < qs then
+      expires, taken = s[i + 3], taken + s[i + 1]
+    else
+      expires, queued = s[i + 2], queued + s[i + 1]
+    end
     if expires > last then last = expires end
   end
   if last <= now then
@@ -60,6 +66,18 @@ local function save(s)
   else
     redis.call('SET', KEYS[1], cmsgpack.pack(s), 'PX', last - now)
   end
+  return taken, queued
+end
+
+-- Indexes of `owner`'s entries among the holders and in the queue (nil: none), in one pass.
+local function entries_of(s, owner)
+  local qs, mine, place = 3 + 4 * s[2], nil, nil
+  for i = 3, #s, 4 do
+    if s[i] == owner then
+      if i < qs then mine = i else place = i end
+    end
+  end
+  return mine, place
 end
 
 -- Index of `owner`'s entry among the holders, or nil.
@@ -188,13 +206,12 @@ if op == 'release' then
   -- made), limit}.
   local owner = ARGV[2]
   local s = load()
-  local mine = holder_of(s, owner)
+  local mine, place = entries_of(s, owner)
+  if place then remove_at(s, place) end
   if mine then
     remove_at(s, mine)
     s[2] = s[2] - 1
   end
-  local place = place_of(s, owner)
-  if place then remove_at(s, place) end
   local qttl = tonumber(ARGV[6] or '0')
   if qttl > 0 then enqueue(s, owner, tonumber(ARGV[5]), qttl, tonumber(ARGV[7])) end
   if mine or place or qttl > 0 then save(s) end
@@ -225,8 +242,7 @@ if op == 'handoff' then
   -- vain.
   local owner, limit = ARGV[2], tonumber(ARGV[7])
   local s = load()
-  local mine = holder_of(s, owner)
-  local place = place_of(s, owner)
+  local mine, place = entries_of(s, owner)
   if place then remove_at(s, place) end
   s[1] = limit
   local token, took = grant(s, ARGV[5], tonumber(ARGV[6]), limit, tonumber(ARGV[8]), mine)
@@ -234,12 +250,9 @@ if op == 'handoff' then
     remove_at(s, mine)
     s[2] = s[2] - 1
   end
-  save(s)
   -- Permits held, and those a newcomer would find free beside the holders and the queue.
-  local taken, qs = 0, 3 + 4 * s[2]
-  for i = 4, qs - 1, 4 do taken = taken + s[i] end
-  local room = limit - taken
-  for i = qs + 1, #s, 4 do room = room - s[i] end
+  local taken, queued = save(s)
+  local room = limit - taken - queued
   if room < 0 then room = 0 end
   local heard = -1
   if (mine or place) and (not token or taken < limit)
