@@ -10,8 +10,8 @@
 //! Permits of a counting semaphore go through the same loop, in queues of their own (a lock
 //! and a semaphore with one name never share a queue): the head waiter asks the store for its
 //! permits with a place in the store's queue, so waiters of every process are served in
-//! order; a grant lets the next local waiter look at once (there may be permits left), and a
-//! release of permits wakes the head. Permits are never handed over locally: the store
+//! order; a grant lets the next local waiter look at once (there may be permits left, unless a
+//! handoff reported no room for it), and a release of permits wakes the head. Permits are never handed over locally: the store
 //! decides who fits.
 
 use crate::core::clock;
@@ -26,7 +26,7 @@ use crate::store::{
     StoreResult,
 };
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -48,6 +48,11 @@ struct Waiter {
     permits: Option<PermitSpec>,
     /// A release is handing permits to it (so concurrent releases pick other waiters).
     claimed: AtomicBool,
+    /// Permits a request without a place in the store's queue would have found free right
+    /// after a handoff granted this waiter's ([`u32::MAX`]: not known). Its successor as head
+    /// looks at once only if its own request would fit: a look that must be refused costs the
+    /// store a call and tells the waiter nothing (a later release hands over or wakes it).
+    room: AtomicU32,
     mailbox: Mutex<Mailbox>,
 }
 
@@ -365,6 +370,7 @@ impl Engine {
             plain: spec.plain,
             permits: spec.permits,
             claimed: AtomicBool::new(false),
+            room: AtomicU32::new(u32::MAX),
             mailbox: Mutex::new(Mailbox::default()),
         });
         let mut slot = {
@@ -585,6 +591,9 @@ impl Engine {
                 return Ok(was_held);
             };
             crate::debug!("handoff {key:?}: permits to the next local waiter, token {token}");
+            waiter
+                .room
+                .store(handed.room.unwrap_or(u32::MAX), Ordering::Release);
             if waiter.deliver(Grant { token, sent }) {
                 return Ok(was_held);
             }
@@ -807,8 +816,14 @@ impl Drop for Slot {
                 if let Some(next) = queue.waiters.front() {
                     if was_head {
                         // After a lock was granted the next waiter only learns it is head
-                        // (the lock is taken); after permits were, there may be more left.
-                        if !self.acquired || self.kind == Kind::Permits {
+                        // (the lock is taken); after permits were, there may be more left,
+                        // unless the handoff that granted them said the next would not fit.
+                        let fits = || {
+                            next.permits.is_some_and(|p| {
+                                p.count <= self.waiter.room.load(Ordering::Acquire)
+                            })
+                        };
+                        if !self.acquired || (self.kind == Kind::Permits && fits()) {
                             next.released.store(true, Ordering::Release);
                         }
                         next.notify.notify_one();

@@ -291,7 +291,11 @@ pub trait LockStore: Send + Sync + 'static {
         async move {
             let released = self.release_permits(next.name, owner).await?.released;
             let granted = self.acquire_permits(next).await.unwrap_or(None);
-            Ok(PermitHandoff { released, granted })
+            Ok(PermitHandoff {
+                released,
+                granted,
+                room: None,
+            })
         }
         .boxed()
     }

@@ -62,6 +62,10 @@ pub struct PermitHandoff {
     pub released: bool,
     /// The next owner's fencing token, if its permits were granted.
     pub granted: Option<u64>,
+    /// Permits a request without a place in the queue would find free right after the
+    /// handoff (beside the holders and every queued request), if the store tells: the engine
+    /// lets its next local waiter look at once only if that waiter's request fits.
+    pub room: Option<u32>,
 }
 
 /// A holder of permits, as [`LockStore::permits`](super::LockStore::permits) reports it.

@@ -172,6 +172,10 @@ struct Probe {
     inner: Arc<crate::store::memory::MemoryStore>,
     releases: AtomicU64,
     gate: Mutex<Option<Gate>>,
+    /// Requests for permits (a handoff's grant is not one).
+    permit_asks: AtomicU64,
+    /// The room its permit handoffs report.
+    room: AtomicU32,
 }
 
 /// One owner's acquire request, held until `go` is notified; `entered` says it arrived.
@@ -269,6 +273,40 @@ impl crate::store::LockStore for Probe {
     fn close(&self) -> futures_util::future::BoxFuture<'_, ()> {
         crate::store::LockStore::close(self.inner.as_ref())
     }
+    fn acquire_permits<'a>(
+        &'a self,
+        req: &'a PermitRequest<'a>,
+    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<u64>>> {
+        self.permit_asks.fetch_add(1, Ordering::SeqCst);
+        crate::store::LockStore::acquire_permits(self.inner.as_ref(), req)
+    }
+    fn release_permits<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::ReleaseOutcome>>
+    {
+        crate::store::LockStore::release_permits(self.inner.as_ref(), name, owner)
+    }
+    fn handoff_permits<'a>(
+        &'a self,
+        owner: &'a str,
+        next: &'a PermitRequest<'a>,
+    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::PermitHandoff>>
+    {
+        Box::pin(async move {
+            let store = self.inner.as_ref();
+            let released = crate::store::LockStore::release_permits(store, next.name, owner)
+                .await?
+                .released;
+            let granted = crate::store::LockStore::acquire_permits(store, next).await?;
+            Ok(crate::store::PermitHandoff {
+                released,
+                granted,
+                room: Some(self.room.load(Ordering::SeqCst)),
+            })
+        })
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -344,4 +382,61 @@ async fn after_sixteen_handoffs_in_a_row_the_key_is_really_released() {
     assert_eq!(counting.releases.load(Ordering::SeqCst), 2);
     assert_eq!(e.waiting(), 0);
     assert_eq!(e.inspect("k").await.unwrap(), None);
+}
+
+/// Holder `a` of a one-permit semaphore, then waiters `b` (the head) and `c` queued here.
+async fn one_permit_held_and_two_waiting(
+    probe: &Arc<Probe>,
+) -> (Arc<Engine>, Vec<tokio::task::JoinHandle<()>>) {
+    let e = Engine::new(probe.clone());
+    let permits = |owner: &str, wait| AcquireSpec {
+        permits: Some(PermitSpec { count: 1, limit: 1 }),
+        ..spec("s", owner, 60_000, wait)
+    };
+    e.acquire(
+        &permits("a", Some(Duration::ZERO)),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap()
+    .expect("free");
+    let mut waiters = Vec::new();
+    for owner in ["b", "c"] {
+        let (e, s) = (e.clone(), permits(owner, None));
+        waiters.push(tokio::spawn(async move {
+            e.acquire(&s, &CancellationToken::new())
+                .await
+                .unwrap()
+                .unwrap();
+        }));
+        settle().await;
+    }
+    assert_eq!(e.waiting(), 2);
+    (e, waiters)
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_permit_handoff_that_leaves_no_room_the_next_waiter_does_not_ask_the_store() {
+    let probe = Arc::new(Probe::default());
+    let (e, mut waiters) = one_permit_held_and_two_waiting(&probe).await;
+    let asked = probe.permit_asks.load(Ordering::SeqCst);
+    assert!(e.release_permits("s", "a").await.unwrap());
+    waiters.remove(0).await.unwrap();
+    settle().await;
+    assert_eq!(e.waiting(), 1, "c waits, now at the head");
+    assert_eq!(probe.permit_asks.load(Ordering::SeqCst), asked);
+    waiters[0].abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_permit_handoff_that_leaves_room_the_next_waiter_asks_at_once() {
+    let probe = Arc::new(Probe::default());
+    probe.room.store(1, Ordering::SeqCst);
+    let (e, mut waiters) = one_permit_held_and_two_waiting(&probe).await;
+    let asked = probe.permit_asks.load(Ordering::SeqCst);
+    assert!(e.release_permits("s", "a").await.unwrap());
+    waiters.remove(0).await.unwrap();
+    settle().await;
+    assert_eq!(probe.permit_asks.load(Ordering::SeqCst), asked + 1);
+    waiters[0].abort();
 }

@@ -7,14 +7,20 @@
 --   ticket) * waiters}
 -- with times in ms on the server's clock, the waiters in queue order, and the string's own
 -- expiry at the last lease or place, so an idle semaphore leaves nothing behind.
--- KEYS[2]: the fencing counter of the slot (acquire and raise only).
+-- KEYS[2]: the fencing counter of the slot (acquire, handoff and raise only).
 -- ARGV[1]: the operation; the rest depend on it.
+--
+-- Every call pays for TIME, the GET and the decoding; a write also for encoding and SET. So
+-- the common calls are written to do nothing else they can avoid: a refused poll of a waiter
+-- whose place has more than half of its time left writes nothing, a handoff puts the next
+-- holder where the released one was, and numbers go to Redis as Lua numbers (exact below
+-- 2^53) instead of being formatted.
 
 -- TIME is not deterministic: before Redis 5 a script must ask for its effects to be
 -- replicated instead of itself (later versions always do, and keep the call as a no-op).
 if redis.replicate_commands then redis.replicate_commands() end
 local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = time[1] * 1000 + math.floor(time[2] / 1000)
 
 -- The state as its flat array `s` (lapsed holders and places dropped), where holder i
 -- (1-based) starts at s[4i - 1] and the waiters after the holders, plus whether any lapsed.
@@ -22,37 +28,61 @@ local function load()
   local raw = redis.call('GET', KEYS[1])
   if not raw then return {0, 0}, false end
   local s = cmsgpack.unpack(raw)
-  local n, holders, live = #s, s[2], true
+  local n, qs = #s, 3 + 4 * s[2]
   for i = 3, n, 4 do
-    local expires = (i < 3 + 4 * holders) and s[i + 3] or s[i + 2]
-    if expires <= now then
-      live = false
-      break
+    if s[i + (i < qs and 3 or 2)] <= now then
+      -- Rare: copy what is live.
+      local kept, count = {s[1], 0}, 0
+      for j = 3, n, 4 do
+        local holder = j < qs
+        if s[j + (holder and 3 or 2)] > now then
+          local k = #kept
+          kept[k + 1], kept[k + 2], kept[k + 3], kept[k + 4] = s[j], s[j + 1], s[j + 2], s[j + 3]
+          if holder then count = count + 1 end
+        end
+      end
+      kept[2] = count
+      return kept, true
     end
   end
-  if live then return s, false end
-  local kept, count = {s[1], 0}, 0
-  for i = 3, n, 4 do
-    local holder = i < 3 + 4 * holders
-    local expires = holder and s[i + 3] or s[i + 2]
-    if expires > now then
-      kept[#kept + 1], kept[#kept + 2], kept[#kept + 3], kept[#kept + 4] =
-        s[i], s[i + 1], s[i + 2], s[i + 3]
-      if holder then count = count + 1 end
-    end
-  end
-  kept[2] = count
-  return kept, true
+  return s, false
 end
 
--- Index of the first waiter's entry.
-local function queue_start(s)
-  return 3 + 4 * s[2]
+-- Writes the state back, expiring with its last lease or place (deleted once nothing is left).
+-- Returns the permits held and those queued, counted on the way.
+local function save(s)
+  local last, qs, taken, queued = now, 3 + 4 * s[2], 0, 0
+  for i = 3, #s, 4 do
+    local expires
+    if i < qs then
+      expires, taken = s[i + 3], taken + s[i + 1]
+    else
+      expires, queued = s[i + 2], queued + s[i + 1]
+    end
+    if expires > last then last = expires end
+  end
+  if last <= now then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('SET', KEYS[1], cmsgpack.pack(s), 'PX', last - now)
+  end
+  return taken, queued
+end
+
+-- Indexes of `owner`'s entries among the holders and in the queue (nil: none), in one pass.
+local function entries_of(s, owner)
+  local qs, mine, place = 3 + 4 * s[2], nil, nil
+  for i = 3, #s, 4 do
+    if s[i] == owner then
+      if i < qs then mine = i else place = i end
+    end
+  end
+  return mine, place
 end
 
 -- Index of `owner`'s entry among the holders, or nil.
 local function holder_of(s, owner)
-  for i = 3, queue_start(s) - 1, 4 do
+  for i = 3, 2 + 4 * s[2], 4 do
     if s[i] == owner then return i end
   end
   return nil
@@ -60,7 +90,7 @@ end
 
 -- Index of `owner`'s entry in the queue, or nil.
 local function place_of(s, owner)
-  for i = queue_start(s), #s, 4 do
+  for i = 3 + 4 * s[2], #s, 4 do
     if s[i] == owner then return i end
   end
   return nil
@@ -71,61 +101,48 @@ local function remove_at(s, i)
   for _ = 1, 4 do table.remove(s, i) end
 end
 
--- Inserts an entry of four fields before index `i`.
-local function insert_at(s, i, a, b, c, d)
-  table.insert(s, i, d)
-  table.insert(s, i, c)
-  table.insert(s, i, b)
-  table.insert(s, i, a)
-end
-
--- Writes the state back, expiring with its last lease or place (deleted once nothing is left).
-local function save(s)
-  local last, qs = now, queue_start(s)
-  for i = 3, #s, 4 do
-    local expires = (i < qs) and s[i + 3] or s[i + 2]
-    if expires > last then last = expires end
-  end
-  if last <= now then
-    redis.call('DEL', KEYS[1])
-  else
-    redis.call('SET', KEYS[1], cmsgpack.pack(s), 'PX', string.format('%d', last - now))
-  end
-end
-
--- Queues `owner` for `qttl` ms: keeps (and renews) its place, or takes one at the back; with a
--- ticket (Redlock: the same on every server), in ticket order, so that every server orders
--- its waiters alike.
+-- Queues `owner` for `qttl` ms: keeps its place (renewed once less than half of `qttl` is
+-- left: the waiter asks far more often than that, and a write is most of a call's cost), or
+-- takes one at the back; with a ticket (Redlock: the same on every server), in ticket order,
+-- so that every server orders its waiters alike. Returns whether `s` changed.
 local function enqueue(s, owner, permits, qttl, ticket)
   local place = place_of(s, owner)
   if place then
+    if s[place + 2] - now >= qttl / 2 then return false end
     s[place + 2] = now + qttl
-    return
+    return true
   end
   if ticket > 0 then
-    for i = queue_start(s), #s, 4 do
+    for i = 3 + 4 * s[2], #s, 4 do
       if s[i + 3] > ticket or (s[i + 3] == ticket and s[i] > owner) then
-        insert_at(s, i, owner, permits, now + qttl, ticket)
-        return
+        table.insert(s, i, ticket)
+        table.insert(s, i, now + qttl)
+        table.insert(s, i, permits)
+        table.insert(s, i, owner)
+        return true
       end
     end
   end
   local n = #s
   s[n + 1], s[n + 2], s[n + 3], s[n + 4] = owner, permits, now + qttl, ticket
+  return true
 end
 
 -- Grants `owner` its `permits` in `s` if they fit beside the holders and the queued requests
--- ahead of it (an owner that already holds gets its lease renewed and its own token). Returns
--- the token, or nil; the caller saves `s`.
-local function grant(s, owner, permits, limit, ttl)
-  local qs = queue_start(s)
+-- ahead of it (an owner that already holds gets its lease renewed and its own token), leaving
+-- out the holder at `free` (a handoff's releasing owner, whose entry a new grant then takes).
+-- Returns the token (or nil) and whether the entry at `free` was taken; the caller saves `s`.
+local function grant(s, owner, permits, limit, ttl, free)
+  local qs = 3 + 4 * s[2]
   local taken = 0
   for i = 3, qs - 1, 4 do
-    if s[i] == owner then
-      s[i + 3] = now + ttl
-      return s[i + 2]
+    if i ~= free then
+      if s[i] == owner then
+        s[i + 3] = now + ttl
+        return s[i + 2], false
+      end
+      taken = taken + s[i + 1]
     end
-    taken = taken + s[i + 1]
   end
   local ahead, place = 0, nil
   for i = qs, #s, 4 do
@@ -135,19 +152,19 @@ local function grant(s, owner, permits, limit, ttl)
     end
     ahead = ahead + s[i + 1]
   end
-  if taken + ahead + permits > limit then return nil end
+  if taken + ahead + permits > limit then return nil, false end
   if place then remove_at(s, place) end
   local token = next_token(KEYS[2])
-  insert_at(s, qs, owner, permits, token, now + ttl)
-  s[2] = s[2] + 1
-  return token
-end
-
--- Permits held in `s`.
-local function taken_of(s)
-  local taken = 0
-  for i = 3, queue_start(s) - 1, 4 do taken = taken + s[i + 1] end
-  return taken
+  if free then
+    s[free], s[free + 1], s[free + 2], s[free + 3] = owner, permits, token, now + ttl
+  else
+    table.insert(s, qs, now + ttl)
+    table.insert(s, qs, token)
+    table.insert(s, qs, permits)
+    table.insert(s, qs, owner)
+    s[2] = s[2] + 1
+  end
+  return token, free ~= nil
 end
 
 local op = ARGV[1]
@@ -156,18 +173,17 @@ if op == 'acquire' then
   -- ARGV: op, owner, permits, limit, ttl, queue ttl, ticket (0: none).
   -- Returns the token (a string), or false when refused.
   local owner, permits, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-  local ttl, qttl, ticket = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local qttl = tonumber(ARGV[6])
   local s, purged = load()
-  s[1] = limit
-  local token = grant(s, owner, permits, limit, ttl)
+  local token = grant(s, owner, permits, limit, tonumber(ARGV[5]))
   if token then
+    s[1] = limit
     save(s)
     return token
   end
-  if qttl > 0 then
-    enqueue(s, owner, permits, qttl, ticket)
-    save(s)
-  elseif purged then
+  local changed = qttl > 0 and enqueue(s, owner, permits, qttl, tonumber(ARGV[7]))
+  if changed or purged or (qttl > 0 and s[1] ~= limit) then
+    s[1] = limit
     save(s)
   end
   return false
@@ -190,13 +206,12 @@ if op == 'release' then
   -- made), limit}.
   local owner = ARGV[2]
   local s = load()
-  local mine = holder_of(s, owner)
+  local mine, place = entries_of(s, owner)
+  if place then remove_at(s, place) end
   if mine then
     remove_at(s, mine)
     s[2] = s[2] - 1
   end
-  local place = place_of(s, owner)
-  if place then remove_at(s, place) end
   local qttl = tonumber(ARGV[6] or '0')
   if qttl > 0 then enqueue(s, owner, tonumber(ARGV[5]), qttl, tonumber(ARGV[7])) end
   if mine or place or qttl > 0 then save(s) end
@@ -204,35 +219,54 @@ if op == 'release' then
   return {mine and 1 or 0, announce(ARGV[3], ARGV[4]), s[1]}
 end
 
+-- Whether more than `ours` connections listen on `channel` (sharded and plain subscribers
+-- both count: a cluster's announcement is sharded, a Redis before 7 falls back to plain).
+local function others_listen(channel, sharded, ours)
+  local n = redis.call('PUBSUB', 'NUMSUB', channel)[2]
+  if sharded == '1' then
+    local r = redis.pcall('PUBSUB', 'SHARDNUMSUB', channel)
+    if type(r) == 'table' then n = n + r[2] end
+  end
+  return n > ours
+end
+
 if op == 'handoff' then
   -- Releases `owner`'s permits (and place), then grants the next owner's if they fit, in one
-  -- step. ARGV: op, owner, channel, sharded, next owner, permits, limit, ttl.
+  -- step. ARGV: op, owner, channel, sharded, next owner, permits, limit, ttl, subscribers of
+  -- the caller's own on the channel (0 or 1).
   -- Returns {held live permits (1/0), the next owner's token or false, subscribers the
-  -- announcement reached (-1: none was made)}. The release is announced unless the next
-  -- owner was granted and nothing is left free: then no other waiter could fit.
-  local owner = ARGV[2]
+  -- announcement reached (-1: none was made), permits a newcomer would find free}. The
+  -- release is announced unless the next owner was granted and nothing is left free (then no
+  -- other waiter could fit), or nobody but the caller listens: its own waiters learn from the
+  -- reply (the room, or a refusal), and the announcement would only wake its head to ask in
+  -- vain.
+  local owner, limit = ARGV[2], tonumber(ARGV[7])
   local s = load()
-  local mine = holder_of(s, owner)
-  if mine then
+  local mine, place = entries_of(s, owner)
+  if place then remove_at(s, place) end
+  s[1] = limit
+  local token, took = grant(s, ARGV[5], tonumber(ARGV[6]), limit, tonumber(ARGV[8]), mine)
+  if mine and not took then
     remove_at(s, mine)
     s[2] = s[2] - 1
   end
-  local place = place_of(s, owner)
-  if place then remove_at(s, place) end
-  local limit = tonumber(ARGV[7])
-  s[1] = limit
-  local token = grant(s, ARGV[5], tonumber(ARGV[6]), limit, tonumber(ARGV[8]))
-  save(s)
+  -- Permits held, and those a newcomer would find free beside the holders and the queue.
+  local taken, queued = save(s)
+  local room = limit - taken - queued
+  if room < 0 then room = 0 end
   local heard = -1
-  if (mine or place) and (not token or taken_of(s) < limit) then heard = announce(ARGV[3], ARGV[4]) end
-  return {mine and 1 or 0, token or false, heard}
+  if (mine or place) and (not token or taken < limit)
+    and others_listen(ARGV[3], ARGV[4], tonumber(ARGV[9] or '0')) then
+    heard = announce(ARGV[3], ARGV[4])
+  end
+  return {mine and 1 or 0, token or false, heard, room}
 end
 
 if op == 'read' then
   -- Returns {limit, (owner, permits, token, remaining ms) * live holders}.
   local s = load()
   local out = {s[1]}
-  for i = 3, queue_start(s) - 1, 4 do
+  for i = 3, 2 + 4 * s[2], 4 do
     out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] =
       s[i], s[i + 1], s[i + 2], string.format('%d', s[i + 3] - now)
   end

@@ -11,7 +11,10 @@
 //!
 //! Server commands per operation (besides `TIME`): an acquisition `GET`s the state, and a
 //! grant `INCR`s the counter and `SET`s the state; a refused try writes nothing unless lapsed
-//! entries were dropped. A release `GET`s, `SET`s (or `DEL`s) and publishes.
+//! entries were dropped, and a refused poll of a queued waiter writes only to take its place or
+//! renew it once less than half of it is left. A release `GET`s, `SET`s (or `DEL`s) and
+//! publishes; a handoff is a release and a grant in one call, reporting the room left, and
+//! announces only when someone besides this store's own subscriber listens.
 
 use super::batcher::evalsha;
 use super::keys::{self, fence_key, release_channel};
@@ -99,6 +102,14 @@ fn holders_reply(v: Value) -> StoreResult<(u32, Vec<PermitHolder>)> {
 }
 
 impl RedisStore {
+    /// Whether this store's subscriber listens on `channel` (someone here watches it).
+    fn watches(&self, channel: &str) -> bool {
+        self.watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(channel)
+    }
+
     /// [`LockStore::acquire_permits`](crate::store::LockStore::acquire_permits), with a
     /// `ticket` that orders a refused request among the queued ones instead of its arrival
     /// (0: at the back, as it arrives). Redlock sends the same ticket to every server, so that
@@ -236,12 +247,7 @@ impl RedisStore {
         );
         let (held, heard, limit): (i64, i64, u32) = parse(self.exec(cmd, Some(&PERMITS)).await?)?;
         // Our own subscriber heard it too if someone here watches the semaphore.
-        let ours = i64::from(
-            self.watched
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&channel),
-        );
+        let ours = i64::from(self.watches(&channel));
         Ok((
             ReleaseOutcome {
                 released: held == 1,
@@ -269,6 +275,9 @@ impl RedisStore {
             next.limit.to_string(),
             next.ttl_ms.to_string(),
         );
+        // Our own subscriber, if someone here watches the semaphore: an announcement only it
+        // would hear is not made (our waiters learn from the reply).
+        let ours = self.watches(&channel);
         let cmd = evalsha(
             &PERMITS,
             &[&k.state, &k.fence()],
@@ -281,10 +290,13 @@ impl RedisStore {
                 permits.as_bytes(),
                 limit.as_bytes(),
                 ttl.as_bytes(),
+                if ours { b"1" } else { b"0" },
             ],
         );
         let (reply, acked) = self.exec_acked(cmd, &PERMITS).await?;
-        let (held, token, _heard): (i64, Value, i64) = parse(reply)?;
+        // The room (permits free beside holders and queue) tells the engine whether its next
+        // waiter could fit.
+        let (held, token, _heard, room): (i64, Value, i64, u32) = parse(reply)?;
         let granted = token_reply(token)?;
         if granted.is_some() && !acked {
             // As in acquire: a grant the replicas may not have is given back, and the next
@@ -295,11 +307,13 @@ impl RedisStore {
             return Ok(PermitHandoff {
                 released: held == 1,
                 granted: None,
+                room: None,
             });
         }
         Ok(PermitHandoff {
             released: held == 1,
             granted,
+            room: Some(room),
         })
     }
 

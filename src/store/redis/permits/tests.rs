@@ -198,3 +198,156 @@ async fn a_release_that_keeps_the_place_frees_the_permits_and_still_holds_others
         None
     );
 }
+
+/// A waiter asks every poll period, far more often than half its place's time: a refused poll
+/// that finds more than half of it left renews nothing and writes nothing.
+#[tokio::test]
+async fn a_refused_poll_with_more_than_half_its_place_left_leaves_the_state_as_it_was() {
+    let Some(s) = open() else { return };
+    let (n, a, w) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let queued = |qttl| PermitRequest {
+        queue_ttl_ms: qttl,
+        ..req(&n, &w, 1, 1)
+    };
+    assert_eq!(s.acquire_permits(&queued(60_000)).await.unwrap(), None);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(s.acquire_permits(&queued(60_000)).await.unwrap(), None);
+    let pttl: i64 = query(redis::cmd("PTTL").arg(state(&n))).await;
+    assert!(pttl <= 59_960, "the place was renewed: {pttl}");
+    // Less than half of a longer place is left: renewed.
+    assert_eq!(s.acquire_permits(&queued(200_000)).await.unwrap(), None);
+    let pttl: i64 = query(redis::cmd("PTTL").arg(state(&n))).await;
+    assert!(pttl > 150_000, "the place was not renewed: {pttl}");
+}
+
+/// The engine lets its next waiter look at once only if that waiter's request could fit.
+#[tokio::test]
+async fn a_handoff_reports_the_permits_a_newcomer_would_find_beside_holders_and_queue() {
+    let Some(s) = open() else { return };
+    let (n, a, b, c, q) = (name(), owner(), owner(), owner(), owner());
+    for (o, permits) in [(&a, 2), (&b, 1)] {
+        s.acquire_permits(&req(&n, o, permits, 5))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let three = PermitRequest {
+        queue_ttl_ms: 10_000,
+        ..req(&n, &q, 3, 5)
+    };
+    assert_eq!(s.acquire_permits(&three).await.unwrap(), None);
+    let h = s
+        .handoff_permits_once(&a, &req(&n, &c, 1, 5))
+        .await
+        .unwrap();
+    assert!(h.released);
+    assert!(h.granted.is_some(), "c fits beside b and behind q");
+    assert_eq!(h.room, Some(0), "b's one, c's one and q's three");
+    let h = s
+        .handoff_permits_once(&c, &req(&n, &owner(), 4, 5))
+        .await
+        .unwrap();
+    assert_eq!(h.granted, None, "q is ahead");
+    assert_eq!(h.room, Some(1), "b's one and q's three");
+    assert!(!s.release_permits(&n, &q).await.unwrap().released);
+    let h = s
+        .handoff_permits_once(&b, &req(&n, &owner(), 2, 5))
+        .await
+        .unwrap();
+    assert!(h.granted.is_some());
+    assert_eq!(h.room, Some(3));
+}
+
+#[tokio::test]
+async fn a_handoff_to_an_owner_that_already_holds_frees_the_releasers_permits() {
+    let Some(s) = open() else { return };
+    let (n, a, b) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = s.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap();
+    let h = s
+        .handoff_permits_once(&a, &req(&n, &b, 1, 2))
+        .await
+        .unwrap();
+    assert!(h.released);
+    assert_eq!(h.granted, token, "b's own token");
+    let holders = s.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert_eq!(holders[0].owner, b);
+    assert_eq!(h.room, Some(1));
+}
+
+/// Waits up to `ms` for an announcement of `key` on `rx`.
+async fn heard(rx: &mut tokio::sync::broadcast::Receiver<String>, key: &str, ms: u64) -> bool {
+    tokio::time::timeout(std::time::Duration::from_millis(ms), async {
+        loop {
+            match rx.recv().await {
+                Ok(k) if k == key => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// The caller's waiters learn from the handoff's reply; an announcement only its own
+/// subscriber hears would wake its head to ask in vain.
+#[tokio::test]
+async fn a_handoff_leaving_permits_is_not_announced_when_only_the_callers_store_listens() {
+    let Some(s) = open() else { return };
+    let (n, a, b) = (name(), owner(), owner());
+    let key = watch_key(&n);
+    let notes = s.release_notifications().unwrap();
+    let mut rx = notes.releases();
+    notes.watch(&key).await;
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let h = s
+        .handoff_permits_once(&a, &req(&n, &b, 1, 2))
+        .await
+        .unwrap();
+    assert_eq!(h.room, Some(1));
+    assert!(!heard(&mut rx, &key, 300).await, "announced to itself");
+    // A plain release still is.
+    assert!(s.release_permits(&n, &b).await.unwrap().released);
+    assert!(
+        heard(&mut rx, &key, 5_000).await,
+        "the release was not announced"
+    );
+    notes.unwatch(&key).await;
+}
+
+#[tokio::test]
+async fn a_handoff_leaving_permits_is_announced_to_a_store_elsewhere() {
+    let Some(s) = open() else { return };
+    let other = open().unwrap();
+    let (n, a, b) = (name(), owner(), owner());
+    let key = watch_key(&n);
+    let notes = other.release_notifications().unwrap();
+    let mut rx = notes.releases();
+    notes.watch(&key).await;
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let h = s
+        .handoff_permits_once(&a, &req(&n, &b, 1, 2))
+        .await
+        .unwrap();
+    assert!(h.granted.is_some());
+    assert!(
+        heard(&mut rx, &key, 5_000).await,
+        "the handoff was not announced"
+    );
+    notes.unwatch(&key).await;
+}
