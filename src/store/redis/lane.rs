@@ -21,7 +21,6 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
@@ -97,8 +96,6 @@ pub(super) struct Lane {
     state: Mutex<State>,
     pipe: PipeHandle,
     response_timeout: Duration,
-    /// Wakes the lane's timer: a request was queued, or the lane died.
-    timer: Notify,
     me: Weak<Lane>,
     /// When it died (a new one is not opened again for a while after that).
     died: Mutex<Option<Instant>>,
@@ -127,7 +124,6 @@ impl Lane {
             }),
             pipe,
             response_timeout: config.response_timeout,
-            timer: Notify::new(),
             me: me.clone(),
             died: Mutex::new(None),
         });
@@ -205,12 +201,8 @@ impl Lane {
         let mut pending = pending;
         pending.deadline = Instant::now() + self.response_timeout;
         st.out.extend_from_slice(&pending.packed);
-        let first = st.queue.is_empty();
         st.queue.push_back(pending);
         drop(st);
-        if first {
-            self.timer.notify_one();
-        }
         if let Some(me) = self.me.upgrade() {
             if !flush::defer(me.clone()) {
                 me.flush();
@@ -306,7 +298,6 @@ impl Lane {
         if !waiting.is_empty() {
             self.pipe.adopt(waiting);
         }
-        self.timer.notify_one();
     }
 }
 
@@ -438,55 +429,40 @@ async fn open_socket(config: &PipeConfig) -> RedisResult<Socket> {
     })
 }
 
-/// Fails overdue requests; a lane that got nothing back for a whole response timeout is
-/// given up (its requests go to the pipe, which has its own bound). Ends with the lane.
+/// Fails overdue requests, looking every [`tick`](super::pipe::tick) (nothing wakes it per
+/// request: that would cost the runtime a wake-up per call); a lane that got nothing back for
+/// a whole response timeout is given up (its requests go to the pipe, which has its own
+/// bound). Ends with the lane.
 async fn time_out(lane: Weak<Lane>) {
+    let every = match lane.upgrade() {
+        Some(l) => super::pipe::tick(l.response_timeout),
+        None => return,
+    };
     loop {
+        tokio::time::sleep(every).await;
         let Some(l) = lane.upgrade() else { return };
-        let (dead, next) = {
-            let st = lock(&l.state);
-            (
-                matches!(st.phase, Phase::Dead(_)),
-                st.queue
-                    .iter()
-                    .filter(|p| p.reply.is_some())
-                    .map(|p| p.deadline)
-                    .min(),
-            )
+        let now = Instant::now();
+        let (dead, overdue, silent) = {
+            let mut st = lock(&l.state);
+            let dead = matches!(st.phase, Phase::Dead(_));
+            let overdue: Vec<_> = st
+                .queue
+                .iter_mut()
+                .filter(|p| p.deadline <= now)
+                .filter_map(|p| p.reply.take())
+                .collect();
+            (dead, overdue, st.last_read.elapsed() >= l.response_timeout)
         };
         if dead {
             return;
         }
-        match next {
-            // Woken by the next request, or by the lane's death (a closed store kills its
-            // lanes, so this task never outlives it).
-            None => l.timer.notified().await,
-            Some(at) => {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(at) => {
-                        let now = Instant::now();
-                        let (overdue, silent) = {
-                            let mut st = lock(&l.state);
-                            let overdue: Vec<_> = st
-                                .queue
-                                .iter_mut()
-                                .filter(|p| p.deadline <= now)
-                                .filter_map(|p| p.reply.take())
-                                .collect();
-                            (overdue, st.last_read.elapsed() >= l.response_timeout)
-                        };
-                        let any = !overdue.is_empty();
-                        for tx in overdue {
-                            let _ = tx.send(Err(super::pipe::timeout_error(l.response_timeout)));
-                        }
-                        if any && silent {
-                            l.die();
-                            return;
-                        }
-                    }
-                    _ = l.timer.notified() => {}
-                }
-            }
+        let any = !overdue.is_empty();
+        for tx in overdue {
+            let _ = tx.send(Err(super::pipe::timeout_error(l.response_timeout)));
+        }
+        if any && silent {
+            l.die();
+            return;
         }
     }
 }

@@ -593,7 +593,8 @@ async fn run(shared: &Shared, stream: &Stream) -> RedisError {
                 // Let every task that is ready this tick queue its command: one write for all.
                 tokio::task::yield_now().await;
             }
-            _ = sleep_until(deadline), if deadline.is_some() => {
+            // Also on a tick: a thread that wrote a request itself did not wake the driver.
+            _ = sleep_until(deadline, tick(shared.config.response_timeout)) => {
                 let after = shared.config.response_timeout;
                 if time_out(shared) && last_read.elapsed() >= after {
                     // Nothing at all came back for a whole response timeout: the server or
@@ -606,10 +607,16 @@ async fn run(shared: &Shared, stream: &Stream) -> RedisError {
     }
 }
 
-async fn sleep_until(deadline: Option<Instant>) {
-    if let Some(d) = deadline {
-        tokio::time::sleep_until(d).await;
-    }
+/// How often a connection looks for overdue requests it was not told about (requests written
+/// by the thread that issued them): a request fails at most this much after its bound.
+pub(super) fn tick(response_timeout: Duration) -> Duration {
+    (response_timeout / 4).clamp(Duration::from_millis(10), Duration::from_millis(250))
+}
+
+/// Sleeps until `deadline`, or for one `tick` at most.
+async fn sleep_until(deadline: Option<Instant>, tick: Duration) {
+    let next = Instant::now() + tick;
+    tokio::time::sleep_until(deadline.map_or(next, |d| d.min(next))).await;
 }
 
 /// Fails overdue requests; their places stay, so their late replies are dropped. Returns
