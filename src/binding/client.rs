@@ -629,11 +629,13 @@ async fn guarded(
     run: impl std::future::Future<Output = ()>,
 ) {
     use futures_util::FutureExt;
-    if std::panic::AssertUnwindSafe(run)
-        .catch_unwind()
-        .await
-        .is_err()
-    {
+    if let Err(panic) = std::panic::AssertUnwindSafe(run).catch_unwind().await {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        crate::debug!("an operation panicked: {what}");
         completions.error(
             req,
             LockError::Backend(crate::store::StoreError::internal(

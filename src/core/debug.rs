@@ -45,7 +45,11 @@ pub fn enabled() -> bool {
 
 /// Writes one debug line (call through [`crate::debug!`], which checks [`enabled`] first).
 pub fn write(args: std::fmt::Arguments<'_>) {
-    eprintln!("DEADBOLT {}: {args}", std::process::id());
+    use std::io::Write;
+    // Never `eprintln!`: Node makes a piped stderr non-blocking, and a full pipe would make it
+    // panic (inside a lock operation). A line that cannot be written now is dropped.
+    let line = format!("DEADBOLT {}: {args}\n", std::process::id());
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// Logs a debug line when debug output is on; formats nothing otherwise.
