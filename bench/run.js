@@ -389,6 +389,7 @@ function columns(s, backend) {
         ['pairs/s', (r) => col(r, (x) => x.pairsPerSec)],
         ['client CPU µs/pair', (r) => col(r, (x) => x.cpuPerPair)],
         ...(server ? [[`${redis ? 'Redis' : 'server'} CPU µs/pair`, (r) => col(r, (x) => x.serverCpuPerPair)]] : []),
+        ...(redis ? [['Redis commands/pair', (r) => col(r, (x) => x.cmdsPerPair)]] : []),
         ['workers', (r) => ok(r)[0] ? String(ok(r)[0].workers) + (ok(r)[0].capped ? '*' : '') : '–'],
       ]
     case 3:
@@ -486,6 +487,8 @@ const RATIO_METRICS = [
   [1, 'p50 latency', (x) => x.p50, 'lower'],
   [2, 'pairs/s', (x) => x.pairsPerSec, 'higher'],
   [2, 'client CPU/pair', (x) => x.cpuPerPair, 'lower'],
+  [2, 'server CPU/pair', (x) => x.serverCpuPerPair, 'lower'],
+  [2, 'commands/pair', (x) => x.cmdsPerPair, 'lower'],
   [3, 'handoff mean', (x) => x.handoffMean, 'lower'],
   [3, 'commands/section', (x) => x.cmdsPerSection ?? x.questionsPerSection, 'lower'],
   [3, 'round trips/section', (x) => x.readsPerSection ?? x.questionsPerSection, 'lower'],

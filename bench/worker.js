@@ -142,6 +142,7 @@ async function s2(adapter, probe) {
     pairsPerSec: n / ((t1 - t0) / 1000),
     cpuPerPair: (c1 - c0) / n,
     serverCpuPerPair: d.cpuMicros / n,
+    cmdsPerPair: d.calls !== undefined ? d.calls / n : undefined,
     errors,
   }
 }
