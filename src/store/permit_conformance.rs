@@ -140,13 +140,15 @@ pub async fn a_lapsed_queued_place_stops_holding_others_back(s: SharedStore) {
         .await
         .unwrap()
         .unwrap();
+    // Long enough that the next request is sure to come before it lapses, even on a loaded
+    // machine (a place of 100 ms lapsed in between there).
     let dies = PermitRequest {
-        queue_ttl_ms: 100,
+        queue_ttl_ms: 1_500,
         ..req(&n, &w, 3, 3)
     };
     assert_eq!(s.acquire_permits(&dies).await.unwrap(), None);
     assert_eq!(s.acquire_permits(&req(&n, &b, 1, 3)).await.unwrap(), None);
-    sleep_ms(250).await;
+    sleep_ms(1_750).await;
     assert!(s
         .acquire_permits(&req(&n, &b, 1, 3))
         .await
