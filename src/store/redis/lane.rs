@@ -105,6 +105,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Most requests a lane has in flight; more go through the pipe. Many requests in flight are
+/// a throughput load, not a latency one: then the runtime's thread reading the pipe (and
+/// finishing the operations its replies complete) works beside the JavaScript thread, on
+/// another core, where the lane would put all of it on the JavaScript thread (measured: 100
+/// in flight, lane only: 0.68x the pairs/s of the pipe alone; sequential calls gain from the
+/// lane what they lose in wake-ups).
+const MAX_IN_FLIGHT: usize = 16;
+
 /// How long after a lane died no new one is opened for its thread (the server may be down).
 const REOPEN_AFTER: Duration = Duration::from_secs(1);
 
@@ -163,8 +171,9 @@ impl Lane {
     }
 
     /// Queues `pending` on this lane if it is open (watching its socket on this thread, the
-    /// lane's own, the first time), to be written at the end of the caller's flush scope.
-    /// `Err` gives the request back when the lane cannot take it.
+    /// lane's own, the first time) and has fewer than [`MAX_IN_FLIGHT`] requests in flight, to
+    /// be written at the end of the caller's flush scope. `Err` gives the request back when
+    /// the lane does not take it.
     pub(super) fn try_request(&self, pending: Pending) -> Result<(), Pending> {
         let mut st = lock(&self.state);
         if let Phase::Open(_) = st.phase {
@@ -195,7 +204,7 @@ impl Lane {
             st.phase = Phase::Live(socket);
             st.last_read = Instant::now();
         }
-        if !matches!(st.phase, Phase::Live(_)) {
+        if !matches!(st.phase, Phase::Live(_)) || st.queue.len() >= MAX_IN_FLIGHT {
             return Err(pending);
         }
         let mut pending = pending;

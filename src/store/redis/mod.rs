@@ -147,6 +147,7 @@ impl Node {
         let redis_info = info.redis_settings();
         let addr = match info.addr() {
             redis::ConnectionAddr::Tcp(host, port) => Some(pipe::Addr::Tcp(host.clone(), *port)),
+            #[cfg(unix)]
             redis::ConnectionAddr::Unix(path) => Some(pipe::Addr::Unix(path.clone())),
             _ => None,
         };

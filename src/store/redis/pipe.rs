@@ -30,7 +30,9 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::TcpStream;
+#[cfg(unix)]
+use tokio::net::UnixStream;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
@@ -41,6 +43,7 @@ pub(super) enum Addr {
     /// Host and port.
     Tcp(String, u16),
     /// Path of a unix socket.
+    #[cfg(unix)]
     Unix(std::path::PathBuf),
 }
 
@@ -61,6 +64,7 @@ pub(super) struct PipeConfig {
 /// The socket, shared by the driver (reads, writes) and the threads that flush (writes).
 pub(super) enum Stream {
     Tcp(TcpStream),
+    #[cfg(unix)]
     Unix(UnixStream),
 }
 
@@ -68,6 +72,7 @@ impl Stream {
     async fn readable(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.readable().await,
+            #[cfg(unix)]
             Stream::Unix(s) => s.readable().await,
         }
     }
@@ -75,6 +80,7 @@ impl Stream {
     async fn writable(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.writable().await,
+            #[cfg(unix)]
             Stream::Unix(s) => s.writable().await,
         }
     }
@@ -82,6 +88,7 @@ impl Stream {
     fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.try_read_buf(buf),
+            #[cfg(unix)]
             Stream::Unix(s) => s.try_read_buf(buf),
         }
     }
@@ -90,6 +97,7 @@ impl Stream {
     fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.try_write(buf),
+            #[cfg(unix)]
             Stream::Unix(s) => s.try_write(buf),
         }
     }
@@ -466,6 +474,7 @@ pub(super) async fn connect(config: &PipeConfig) -> RedisResult<Stream> {
             s.set_nodelay(true)?;
             Stream::Tcp(s)
         }
+        #[cfg(unix)]
         Addr::Unix(path) => Stream::Unix(UnixStream::connect(path).await?),
     };
     let mut hello = Vec::new();
