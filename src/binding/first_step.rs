@@ -37,6 +37,27 @@ fn lock(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+impl Operation {
+    /// Sends a woken operation on to its next step: queued on this thread if it drains (see
+    /// [`draining`]), else spawned on the runtime (from a runtime worker, a reply or a timer,
+    /// onto that worker's own queue). `slot` is the operation's, locked.
+    fn next_step(self: &Arc<Self>, mut slot: MutexGuard<'_, Slot>, fut: BoxFuture<'static, ()>) {
+        let here = READY.with(|r| match r.borrow_mut().as_mut() {
+            Some(ready) => {
+                ready.push_back(self.clone());
+                true
+            }
+            None => false,
+        });
+        if here {
+            *slot = Slot::Queued(fut);
+        } else {
+            drop(slot);
+            self.runtime.spawn(fut);
+        }
+    }
+}
+
 impl Wake for Operation {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
@@ -46,22 +67,7 @@ impl Wake for Operation {
         let mut slot = lock(&self.slot);
         match std::mem::replace(&mut *slot, Slot::Moved) {
             Slot::Polling | Slot::Woken => *slot = Slot::Woken,
-            Slot::Parked(fut) => {
-                let here = READY.with(|r| match r.borrow_mut().as_mut() {
-                    Some(ready) => {
-                        ready.push_back(self.clone());
-                        true
-                    }
-                    None => false,
-                });
-                if here {
-                    *slot = Slot::Queued(fut);
-                } else {
-                    drop(slot);
-                    // From a runtime worker (a reply, a timer) this lands on its own queue.
-                    self.runtime.spawn(fut);
-                }
-            }
+            Slot::Parked(fut) => self.next_step(slot, fut),
             queued @ Slot::Queued(_) => *slot = queued,
             Slot::Moved => {}
         }
@@ -97,21 +103,7 @@ fn step(op: Arc<Operation>, mut fut: BoxFuture<'static, ()>) {
     }
     let mut slot = lock(&op.slot);
     match std::mem::replace(&mut *slot, Slot::Moved) {
-        Slot::Woken => {
-            let here = READY.with(|r| match r.borrow_mut().as_mut() {
-                Some(ready) => {
-                    ready.push_back(op.clone());
-                    true
-                }
-                None => false,
-            });
-            if here {
-                *slot = Slot::Queued(fut);
-            } else {
-                drop(slot);
-                op.runtime.spawn(fut);
-            }
-        }
+        Slot::Woken => op.next_step(slot, fut),
         _ => *slot = Slot::Parked(fut),
     }
 }

@@ -342,21 +342,11 @@ impl Flush for Lane {
 
 /// Writes what it can of `out` without blocking.
 fn write_out(st: &mut State) -> io::Result<()> {
-    let Phase::Live(socket) = &st.phase else {
+    let State { phase, out, .. } = st;
+    let Phase::Live(socket) = phase else {
         return Ok(());
     };
-    let mut written = 0;
-    while written < st.out.len() {
-        match socket.write(&st.out[written..]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    st.out.drain(..written);
-    Ok(())
+    super::pipe::write_without_blocking(out, |b| socket.write(b))
 }
 
 type Deliveries = Vec<(super::pipe::ReplyTx, RedisResult<Vec<Value>>)>;

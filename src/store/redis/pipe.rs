@@ -323,20 +323,31 @@ impl State {
         let Some(stream) = self.stream.clone() else {
             return Ok(());
         };
-        let mut written = 0;
-        while written < self.out.len() {
-            match stream.try_write(&self.out[written..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        self.out.drain(..written);
-        Ok(())
+        write_without_blocking(&mut self.out, |b| stream.try_write(b))
     }
+}
 
+/// Writes what `write` takes of `out` without blocking, and removes it from `out`. `Err`: the
+/// connection failed.
+pub(super) fn write_without_blocking(
+    out: &mut Vec<u8>,
+    mut write: impl FnMut(&[u8]) -> io::Result<usize>,
+) -> io::Result<()> {
+    let mut written = 0;
+    while written < out.len() {
+        match write(&out[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    out.drain(..written);
+    Ok(())
+}
+
+impl State {
     /// The earliest deadline of a request somebody waits for.
     fn next_deadline(&self) -> Option<Instant> {
         self.queue
