@@ -11,12 +11,14 @@
 //! the pipe, which sends them once more (every script is safe to repeat). Replies overdue by
 //! the response timeout fail from a timer on the runtime, as on the pipe.
 
-use super::pipe::{connect, Pending, PipeConfig, PipeHandle, Stream};
+use super::pipe::{
+    answer_front, connect, deliver, Answered, Deliveries, Pending, PipeConfig, PipeHandle, Stream,
+};
 use super::scripts::load_all;
 use crate::store::flush::{self, Flush};
 use crate::store::foreground::{self, Interest, Orphan};
 use bytes::BytesMut;
-use redis::{RedisResult, ServerErrorKind, Value};
+use redis::{RedisResult, Value};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -135,13 +137,7 @@ impl Lane {
             me: me.clone(),
             died: Mutex::new(None),
         });
-        let config = PipeConfig {
-            addr: config.addr.clone(),
-            auth: config.auth.clone(),
-            db: config.db,
-            connect_timeout: config.connect_timeout,
-            response_timeout: config.response_timeout,
-        };
+        let config = config.clone();
         let weak = Arc::downgrade(&lane);
         tokio::spawn(async move {
             let opened = tokio::time::timeout(config.connect_timeout, open_socket(&config)).await;
@@ -232,9 +228,7 @@ impl Lane {
             }
             write_out(&mut st).and_then(|_| read_in(&mut st, &mut deliveries))
         };
-        for (tx, v) in deliveries {
-            let _ = tx.send(v);
-        }
+        deliver(deliveries);
         match failed {
             Ok(noscript) => {
                 if !noscript.is_empty() {
@@ -349,8 +343,6 @@ fn write_out(st: &mut State) -> io::Result<()> {
     super::pipe::write_without_blocking(out, |b| socket.write(b))
 }
 
-type Deliveries = Vec<(super::pipe::ReplyTx, RedisResult<Vec<Value>>)>;
-
 /// Reads every reply that arrived and matches them to the oldest requests. Returns the
 /// requests that met `NOSCRIPT`, for the pipe.
 fn read_in(st: &mut State, deliveries: &mut Deliveries) -> io::Result<Vec<Pending>> {
@@ -381,27 +373,11 @@ fn read_in(st: &mut State, deliveries: &mut Deliveries) -> io::Result<Vec<Pendin
                 Ok(None) => break,
                 Err(e) => return Err(io::Error::other(e.to_string())),
             };
-            let Some(front) = queue.front_mut() else {
-                return Err(io::Error::other("a reply nobody asked for"));
-            };
-            front.got.push(value);
-            if front.got.len() < front.replies {
-                continue;
+            match answer_front(queue, value).map_err(|e| io::Error::other(e.to_string()))? {
+                Answered::Waiting => {}
+                Answered::Done(tx, got) => deliveries.push((tx, Ok(got))),
+                Answered::NoScript(p) => noscript.push(p),
             }
-            let Some(mut p) = queue.pop_front() else {
-                break;
-            };
-            let Some(tx) = p.reply.take() else { continue };
-            let forgot = p.got.iter().any(|v| {
-                matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
-            });
-            if forgot && !p.repeated {
-                p.reply = Some(tx);
-                p.repeated = true;
-                noscript.push(p);
-                continue;
-            }
-            deliveries.push((tx, Ok(std::mem::take(&mut p.got))));
         }
         if n == 0 {
             return Ok(noscript);

@@ -48,6 +48,7 @@ pub(super) enum Addr {
 }
 
 /// What a new connection needs besides an address.
+#[derive(Clone)]
 pub(super) struct PipeConfig {
     /// The server.
     pub addr: Addr,
@@ -374,9 +375,9 @@ impl Flush for Shared {
 }
 
 /// Replies to deliver once the state's lock is let go.
-type Deliveries = Vec<(ReplyTx, RedisResult<Vec<Value>>)>;
+pub(super) type Deliveries = Vec<(ReplyTx, RedisResult<Vec<Value>>)>;
 
-fn deliver(deliveries: Deliveries) {
+pub(super) fn deliver(deliveries: Deliveries) {
     for (tx, result) in deliveries {
         let _ = tx.send(result);
     }
@@ -666,36 +667,64 @@ fn answer(
 ) -> Result<(), RedisError> {
     let mut st = lock(&shared.state);
     while let Some(value) = codec.decode(buf)? {
-        let Some(front) = st.queue.front_mut() else {
-            return Err(RedisError::from((
-                redis::ErrorKind::Client,
-                "a reply nobody asked for",
-            )));
-        };
-        front.got.push(value);
-        if front.got.len() < front.replies {
-            continue;
+        match answer_front(&mut st.queue, value)? {
+            Answered::Waiting => {}
+            Answered::Done(tx, got) => deliveries.push((tx, Ok(got))),
+            Answered::NoScript(mut p) => {
+                // The server forgot the scripts (SCRIPT FLUSH): load them again, then repeat.
+                crate::debug!("redis: NOSCRIPT; loading the scripts and sending again");
+                p.deadline = Instant::now() + shared.config.response_timeout;
+                st.scripts_queued = false;
+                let deadline = p.deadline;
+                st.push(p, deadline);
+            }
         }
-        let Some(mut p) = st.queue.pop_front() else {
-            break;
-        };
-        let Some(tx) = p.reply.take() else { continue };
-        let noscript = p.got.iter().any(
-            |v| matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript)),
-        );
-        if noscript && !p.repeated {
-            // The server forgot the scripts (SCRIPT FLUSH): load them again, then repeat.
-            crate::debug!("redis: NOSCRIPT; loading the scripts and sending again");
-            p.repeated = true;
-            p.got.clear();
-            p.reply = Some(tx);
-            p.deadline = Instant::now() + shared.config.response_timeout;
-            st.scripts_queued = false;
-            let deadline = p.deadline;
-            st.push(p, deadline);
-            continue;
-        }
-        deliveries.push((tx, Ok(std::mem::take(&mut p.got))));
     }
     Ok(())
+}
+
+/// What one reply did to the oldest request.
+pub(super) enum Answered {
+    /// It still waits for replies of its own, or nobody waited for it.
+    Waiting,
+    /// It has all its replies.
+    Done(ReplyTx, Vec<Value>),
+    /// The server answered `NOSCRIPT` to a request not yet repeated: it is handed back, marked
+    /// repeated and with its replies cleared, to be sent again behind a reload of the scripts.
+    NoScript(Pending),
+}
+
+/// Adds `value` to the replies of the oldest request in `queue` (replies come in the order
+/// requests were written). `Err`: a reply nobody asked for.
+pub(super) fn answer_front(
+    queue: &mut VecDeque<Pending>,
+    value: Value,
+) -> Result<Answered, RedisError> {
+    let Some(front) = queue.front_mut() else {
+        return Err(RedisError::from((
+            redis::ErrorKind::Client,
+            "a reply nobody asked for",
+        )));
+    };
+    front.got.push(value);
+    if front.got.len() < front.replies {
+        return Ok(Answered::Waiting);
+    }
+    let Some(mut p) = queue.pop_front() else {
+        return Ok(Answered::Waiting);
+    };
+    let Some(tx) = p.reply.take() else {
+        return Ok(Answered::Waiting);
+    };
+    let noscript = p
+        .got
+        .iter()
+        .any(|v| matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript)));
+    if noscript && !p.repeated {
+        p.repeated = true;
+        p.got.clear();
+        p.reply = Some(tx);
+        return Ok(Answered::NoScript(p));
+    }
+    Ok(Answered::Done(tx, std::mem::take(&mut p.got)))
 }
