@@ -1,6 +1,7 @@
 //! `NativeClient`: one JavaScript client object's session.
 
 use super::completions::{Completions, DrainFn, Kind};
+use super::direct_drain::DirectDrain;
 use super::env_sessions;
 use super::first_step;
 use super::protocol::{
@@ -300,12 +301,13 @@ impl NativeClient {
         options: Option<NativeConnectOptions>,
         drain: Function<(), ()>,
     ) -> Result<Self> {
+        let direct = DirectDrain::new(env.raw(), drain.raw());
         let drain: DrainFn = drain
             .build_threadsafe_function::<()>()
             .weak::<true>()
             .callee_handled::<false>()
             .build_callback(|_| Ok(()))?;
-        let completions = Arc::new(Completions::new(drain));
+        let completions = Completions::new(drain, direct);
         let opts: ConnectOptions = options
             .map(TryInto::try_into)
             .transpose()?

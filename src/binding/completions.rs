@@ -1,11 +1,12 @@
 //! The completion queue between tokio tasks and the JS thread.
 
+use super::direct_drain::{self, Deferred, DirectDrain};
 use crate::core::error::{LockError, LostReason};
 use crate::core::session::EventSink;
 use crate::store::{HeldLock, LockInfo, PermitHolder};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// Locks `m` even if poisoned: completions must still be delivered after a bug elsewhere.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -65,6 +66,10 @@ pub struct Completions {
     /// completion of a batch and on keep-alive changes. `None` once disposed: the function
     /// holds the JavaScript client alive, so a closed client lets go of it.
     drain: Mutex<Option<DrainFn>>,
+    /// The same function, called directly at the end of one of Node's callbacks on the
+    /// client's thread (see `direct_drain`).
+    direct: Option<DirectDrain>,
+    me: Weak<Completions>,
 }
 
 /// Why a lock was lost, as JavaScript names it: the value of a `Kind::Lost` record indexes
@@ -82,10 +87,20 @@ pub fn lost_code(reason: LostReason) -> f64 {
 }
 
 impl Completions {
-    pub fn new(drain: DrainFn) -> Self {
-        Completions {
+    /// A queue that wakes JavaScript with `drain`, or calls `direct` where it can.
+    pub fn new(drain: DrainFn, direct: Option<DirectDrain>) -> Arc<Self> {
+        Arc::new_cyclic(|me| Completions {
             batch: Mutex::new(Batch::default()),
             drain: Mutex::new(Some(drain)),
+            direct,
+            me: me.clone(),
+        })
+    }
+
+    /// Wakes the JS thread through the threadsafe function.
+    fn wake_drain(&self) {
+        if let Some(drain) = lock(&self.drain).as_ref() {
+            drain.call((), ThreadsafeFunctionCallMode::NonBlocking);
         }
     }
 
@@ -103,8 +118,14 @@ impl Completions {
         // Only the completion that makes the queue non-empty wakes the JS thread; the others
         // ride along in the same drain.
         if first {
-            if let Some(drain) = lock(&self.drain).as_ref() {
-                drain.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            let deferred = self.direct.is_some()
+                && direct_drain::active()
+                && self
+                    .me
+                    .upgrade()
+                    .is_some_and(|me| direct_drain::defer(me as Arc<dyn Deferred>));
+            if !deferred {
+                self.wake_drain();
             }
         }
     }
@@ -180,6 +201,23 @@ impl Completions {
     /// Lets go of the JavaScript wake-up function; nothing is delivered afterwards.
     pub fn dispose(&self) {
         lock(&self.drain).take();
+        if let Some(direct) = &self.direct {
+            direct.release();
+        }
+    }
+}
+
+impl Deferred for Completions {
+    fn drain_now(&self) -> bool {
+        // Disposed: nothing is delivered any more.
+        if lock(&self.drain).is_none() {
+            return true;
+        }
+        self.direct.as_ref().is_some_and(DirectDrain::call)
+    }
+
+    fn wake(&self) {
+        self.wake_drain();
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod client;
 mod completions;
+mod direct_drain;
 mod env_sessions;
 mod first_step;
 mod protocol;

@@ -93,14 +93,17 @@ extern "C" fn on_poll(handle: *mut c_void, _status: c_int, _events: c_int) {
     }
     // A panic must not unwind into libuv: it is caught and the callback just returns (the
     // operations involved fail by their response timeouts).
+    // The completions it makes reach JavaScript at the end, by a direct call of the drain.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        napi::bindgen_prelude::within_runtime_if_available(|| {
-            crate::store::flush::scope(|| {
-                super::first_step::draining(|| {
-                    // SAFETY: `data` lives until the close callback, which libuv calls only
-                    // after this callback returned.
-                    let watched = unsafe { &mut *data };
-                    (watched.ready)();
+        super::direct_drain::deferring(|| {
+            napi::bindgen_prelude::within_runtime_if_available(|| {
+                crate::store::flush::scope(|| {
+                    super::first_step::draining(|| {
+                        // SAFETY: `data` lives until the close callback, which libuv calls
+                        // only after this callback returned.
+                        let watched = unsafe { &mut *data };
+                        (watched.ready)();
+                    })
                 })
             })
         })

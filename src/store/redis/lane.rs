@@ -43,7 +43,7 @@ impl Socket {
     }
 
     fn read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        let mut chunk = [0u8; 16 * 1024];
+        let mut chunk = [0u8; READ_CHUNK];
         let n = match self {
             Socket::Tcp(s) => (&*s).read(&mut chunk),
             Socket::Unix(s) => (&*s).read(&mut chunk),
@@ -66,6 +66,11 @@ impl Socket {
         };
     }
 }
+
+/// Most bytes one read takes. A read that returns fewer has emptied the socket: the lane's
+/// watch is level-triggered (libuv's), so it is not read again until more arrives, which
+/// saves the read that would only have said "would block".
+const READ_CHUNK: usize = 16 * 1024;
 
 /// Where a lane is in its life.
 enum Phase {
@@ -379,7 +384,7 @@ fn read_in(st: &mut State, deliveries: &mut Deliveries) -> io::Result<Vec<Pendin
                 Answered::NoScript(p) => noscript.push(p),
             }
         }
-        if n == 0 {
+        if n < READ_CHUNK {
             return Ok(noscript);
         }
     }
