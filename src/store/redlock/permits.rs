@@ -263,7 +263,8 @@ impl RedlockStore {
             .collect();
         let answers = ask_all(calls, None, |a| {
             let q = self.permit_quorum(reported_limit(a, |(_, l)| *l));
-            Tally::of(a, |(o, _)| o.released).settled(q)
+            // As a lock's release: only a quorum letting go ends the wait early.
+            Tally::of(a, |(o, _)| o.released).yes >= q
         })
         .await;
         let q = self.permit_quorum(reported_limit(&answers, |(_, l)| *l));
