@@ -9,8 +9,8 @@
 //! makes; an exception the drain throws goes to `uncaughtException`, as from the threadsafe
 //! function.
 
+use crate::core::thread_scope::{self, Registry};
 use napi::sys;
-use std::cell::RefCell;
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::ThreadId;
@@ -146,55 +146,29 @@ pub trait Deferred: Send + Sync {
 
 thread_local! {
     /// Inside `deferring`: the clients whose drain is due at its end.
-    static DUE: RefCell<Option<Vec<Arc<dyn Deferred>>>> = const { RefCell::new(None) };
+    static DUE: Registry<dyn Deferred> = const { Registry::new() };
 }
 
 /// Runs `f`; completions made meanwhile on this thread for clients that can be drained here
-/// (see `defer`) are handed to JavaScript when `f` returns. Not reentrant: a nested call runs
-/// `f` alone.
+/// (see `defer`) are handed to JavaScript when `f` returns. If `f` panics, every client due is
+/// woken the usual way instead. Not reentrant: a nested call runs `f` inside the outer scope.
 pub fn deferring(f: impl FnOnce()) {
-    let outer = DUE.with(|d| {
-        let mut d = d.borrow_mut();
-        if d.is_some() {
-            false
-        } else {
-            *d = Some(Vec::new());
-            true
-        }
-    });
-    if !outer {
-        return f();
-    }
-    /// Ends the scope even if `f` panics: every client due is then woken the usual way.
-    struct End(bool);
-    impl Drop for End {
-        fn drop(&mut self) {
-            let due = DUE.with(|d| d.borrow_mut().take()).unwrap_or_default();
-            for c in due {
-                if !(self.0 && c.drain_now()) {
-                    c.wake();
-                }
+    thread_scope::scope(&DUE, f, |due, returned| {
+        for c in due {
+            if !(returned && c.drain_now()) {
+                c.wake();
             }
         }
-    }
-    let mut end = End(false);
-    f();
-    end.0 = true;
+    })
 }
 
 /// Takes `c`'s wake-up when inside `deferring` on this thread: true if it will be drained at
 /// the scope's end.
 pub fn defer(c: Arc<dyn Deferred>) -> bool {
-    DUE.with(|d| match d.borrow_mut().as_mut() {
-        Some(due) => {
-            due.push(c);
-            true
-        }
-        None => false,
-    })
+    thread_scope::register(&DUE, c)
 }
 
 /// Whether this thread is inside `deferring`.
 pub fn active() -> bool {
-    DUE.with(|d| d.borrow().is_some())
+    thread_scope::active(&DUE)
 }

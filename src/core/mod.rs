@@ -9,3 +9,4 @@ pub mod heartbeat;
 pub mod held;
 pub mod options;
 pub mod session;
+pub mod thread_scope;

@@ -6,7 +6,7 @@
 //!
 //! Outside a scope [`defer`] returns false and the connection's own driver writes, as usual.
 
-use std::cell::RefCell;
+use crate::core::thread_scope::{self, Registry};
 use std::sync::Arc;
 
 /// Something that writes what was queued on it, without blocking.
@@ -17,57 +17,30 @@ pub trait Flush: Send + Sync {
 }
 
 thread_local! {
-    /// The connections to flush at the end of this thread's current scope; `None` outside one.
-    static PENDING: RefCell<Option<Vec<Arc<dyn Flush>>>> = const { RefCell::new(None) };
+    /// The connections to flush at the end of this thread's current scope.
+    static PENDING: Registry<dyn Flush> = const { Registry::new() };
 }
 
 /// Runs `f` as a write-behind scope (see the module's documentation), then flushes every
-/// connection that deferred a write in it. Scopes do not nest: an inner call runs `f` inside
-/// the outer scope.
+/// connection that deferred a write in it, even if `f` panicked (nothing queued is left
+/// unwritten). Scopes do not nest: an inner call runs `f` inside the outer scope.
 pub fn scope<R>(f: impl FnOnce() -> R) -> R {
-    let outer = PENDING.with(|p| {
-        let mut p = p.borrow_mut();
-        if p.is_some() {
-            true
-        } else {
-            *p = Some(Vec::new());
-            false
+    thread_scope::scope(&PENDING, f, |pending, _| {
+        for target in pending {
+            target.flush();
         }
-    });
-    if outer {
-        return f();
-    }
-    /// Flushes even if `f` panics, so that nothing queued is left unwritten.
-    struct End;
-    impl Drop for End {
-        fn drop(&mut self) {
-            let pending = PENDING.with(|p| p.borrow_mut().take()).unwrap_or_default();
-            for target in pending {
-                target.flush();
-            }
-        }
-    }
-    let _end = End;
-    f()
+    })
 }
 
 /// Whether this thread is inside a scope.
 pub fn in_scope() -> bool {
-    PENDING.with(|p| p.borrow().is_some())
+    thread_scope::active(&PENDING)
 }
 
 /// Inside a scope on this thread: registers `target` to be flushed at its end and returns
 /// true. Outside one: returns false, and the caller has its driver write.
 pub fn defer(target: Arc<dyn Flush>) -> bool {
-    PENDING.with(|p| match p.borrow_mut().as_mut() {
-        Some(list) => {
-            if !list.iter().any(|t| Arc::ptr_eq(t, &target)) {
-                list.push(target);
-            }
-            true
-        }
-        None => false,
-    })
+    thread_scope::register(&PENDING, target)
 }
 
 #[cfg(test)]
