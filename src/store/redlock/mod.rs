@@ -368,11 +368,8 @@ impl RedlockStore {
     pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
         let calls = self.servers.iter().map(|s| s.release(key, owner)).collect();
         let q = self.quorum;
-        // Only a quorum letting go ends the wait early: a server still silent may yet let go,
-        // and whether the release succeeded depends on it (a fast refusal from a dead server
-        // and two fast "not mine" answers must not settle it as "no quorum").
         let answers = ask_all(calls, None, |a| {
-            Tally::of(a, |o: &ReleaseOutcome| o.released).yes >= q
+            Tally::of(a, |o: &ReleaseOutcome| o.released).let_go(q)
         })
         .await;
         self.release_outcome(&answers, 0)

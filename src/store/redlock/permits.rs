@@ -263,8 +263,7 @@ impl RedlockStore {
             .collect();
         let answers = ask_all(calls, None, |a| {
             let q = self.permit_quorum(reported_limit(a, |(_, l)| *l));
-            // As a lock's release: only a quorum letting go ends the wait early.
-            Tally::of(a, |(o, _)| o.released).yes >= q
+            Tally::of(a, |(o, _)| o.released).let_go(q)
         })
         .await;
         let q = self.permit_quorum(reported_limit(&answers, |(_, l)| *l));

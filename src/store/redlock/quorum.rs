@@ -97,6 +97,14 @@ impl Tally {
     pub(super) fn settled(&self, quorum: usize) -> bool {
         self.yes >= quorum || self.yes + self.silent < quorum
     }
+
+    /// Whether a release may stop waiting: a quorum let go. Unlike a grant's outcome
+    /// (`settled`), a release's is not known when too few are left to say yes: whether it
+    /// released or met "no quorum" depends on the servers still silent, which may yet let go
+    /// (a dead server's fast refusal and two fast "not mine" answers must not end it).
+    pub(super) fn let_go(&self, quorum: usize) -> bool {
+        self.yes >= quorum
+    }
 }
 
 /// The failure to report when too many servers failed for a quorum: the kind most of them
@@ -153,6 +161,17 @@ mod tests {
         assert!(!t("nn...").settled(3));
         assert!(t("ntu..").settled(3));
         assert!(t("yynnt").settled(3));
+    }
+
+    #[test]
+    fn only_a_quorum_letting_go_ends_a_release_early() {
+        let t = |s| Tally::of(&answers(s), |v| *v);
+        assert!(t("yyy..").let_go(3));
+        assert!(
+            !t("..unn").let_go(3),
+            "the two silent servers may yet let go"
+        );
+        assert!(t("..unn").settled(3), "where a grant's outcome is known");
     }
 
     #[test]
