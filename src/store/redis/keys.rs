@@ -29,22 +29,6 @@ pub const SLOTS: usize = 16_384;
 /// First byte of every side key: never part of a UTF-8 string, hence of a lock name.
 const RESERVED: u8 = 0xFF;
 
-/// CRC16/XMODEM, the checksum Redis Cluster hashes keys with.
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in bytes {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
 /// The part of `key` Redis Cluster hashes: the first non-empty `{...}`, else the whole key.
 fn hashed_part(key: &[u8]) -> &[u8] {
     if let Some(open) = key.iter().position(|&b| b == b'{') {
@@ -59,7 +43,8 @@ fn hashed_part(key: &[u8]) -> &[u8] {
 
 /// The Redis Cluster hash slot of `key`.
 pub fn hash_slot(key: &[u8]) -> usize {
-    usize::from(crc16(hashed_part(key))) % SLOTS
+    // CRC16/XMODEM, as Redis Cluster (and redis-rs's own routing) computes it.
+    usize::from(crc16::State::<crc16::XMODEM>::calculate(hashed_part(key))) % SLOTS
 }
 
 fn base36(mut n: u32) -> String {
@@ -101,30 +86,66 @@ pub fn slot_tag(key: &str) -> &'static str {
     &slot_tags()[hash_slot(key.as_bytes())]
 }
 
-fn reserved(kind: &str, key: &str, with_key: bool) -> Vec<u8> {
-    let tag = slot_tag(key);
-    let mut out = Vec::with_capacity(1 + 9 + kind.len() + tag.len() + 3 + key.len());
-    out.push(RESERVED);
-    out.extend_from_slice(b"deadbolt:");
-    out.extend_from_slice(kind.as_bytes());
-    out.push(b':');
-    out.push(b'{');
-    out.extend_from_slice(tag.as_bytes());
-    out.push(b'}');
-    if with_key {
-        out.extend_from_slice(key.as_bytes());
+/// A lock name and the tag of its slot: every side key of one operation is made from one
+/// hash of the name.
+#[derive(Clone, Copy)]
+pub struct SideKeys<'a> {
+    key: &'a str,
+    tag: &'static str,
+}
+
+impl<'a> SideKeys<'a> {
+    /// The side keys of `key`.
+    pub fn of(key: &'a str) -> Self {
+        SideKeys {
+            key,
+            tag: slot_tag(key),
+        }
     }
-    out
+
+    fn reserved(&self, kind: &str, with_key: bool) -> Vec<u8> {
+        let key = if with_key { self.key } else { "" };
+        let mut out = Vec::with_capacity(1 + 9 + kind.len() + 2 + self.tag.len() + 1 + key.len());
+        out.push(RESERVED);
+        out.extend_from_slice(b"deadbolt:");
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(b":{");
+        out.extend_from_slice(self.tag.as_bytes());
+        out.push(b'}');
+        out.extend_from_slice(key.as_bytes());
+        out
+    }
+
+    /// Key of the fencing counter that serves the name (shared by every name in its slot).
+    pub fn fence(&self) -> Vec<u8> {
+        self.reserved("fence", false)
+    }
+
+    /// Key of the name's data payload (expires with the lock).
+    pub fn data(&self) -> Vec<u8> {
+        self.reserved("data", true)
+    }
+
+    /// Pub/sub channel on which a release of the name is announced.
+    pub fn channel(&self) -> String {
+        const PREFIX: &str = "deadbolt:released:{";
+        let mut out = String::with_capacity(PREFIX.len() + self.tag.len() + 1 + self.key.len());
+        out.push_str(PREFIX);
+        out.push_str(self.tag);
+        out.push('}');
+        out.push_str(self.key);
+        out
+    }
 }
 
 /// Key of the fencing counter that serves `key` (shared by every name in its slot).
 pub fn fence_key(key: &str) -> Vec<u8> {
-    reserved("fence", key, false)
+    SideKeys::of(key).fence()
 }
 
 /// Key of the data payload of `key` (expires with the lock).
 pub fn data_key(key: &str) -> Vec<u8> {
-    reserved("data", key, true)
+    SideKeys::of(key).data()
 }
 
 /// Key of the state (holders and queue) of semaphore `name`. It is reckoned from the
@@ -132,12 +153,12 @@ pub fn data_key(key: &str) -> Vec<u8> {
 /// (`fence_key(watch_key)`) and the release channel (`release_channel(watch_key)`) that serve
 /// it, so the three share a slot: announcing on that channel is where waiters listen.
 pub fn permits_key(watch_key: &str) -> Vec<u8> {
-    reserved("permits", watch_key, true)
+    SideKeys::of(watch_key).reserved("permits", true)
 }
 
 /// Pub/sub channel on which a release of `key` is announced.
 pub fn release_channel(key: &str) -> String {
-    format!("deadbolt:released:{{{}}}{key}", slot_tag(key))
+    SideKeys::of(key).channel()
 }
 
 /// Where version 0.1 kept `key`'s fencing counter (`{key}:fence`, or `key:fence` when the key

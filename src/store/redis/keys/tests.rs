@@ -5,7 +5,12 @@ fn the_slot_of_a_key_matches_redis_cluster() {
     // Values from `CLUSTER KEYSLOT` on a real server.
     assert_eq!(hash_slot(b"foo"), 12182);
     assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
-    assert_eq!(hash_slot(b"foo{}{bar}"), hash_slot(b"foo{}{bar}"));
+    // The hash tag rules of the Redis Cluster specification: the first `{`, the first `}`
+    // after it, and only a non-empty tag counts.
+    assert_eq!(hash_slot(b"foo{bar}{zap}"), hash_slot(b"bar"));
+    assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
+    assert_ne!(hash_slot(b"foo{}{bar}"), hash_slot(b"bar"));
+    assert_eq!(hash_slot(b"foo{}{bar}"), 8363);
     assert_eq!(hash_slot(b"123456789"), 0x31C3);
 }
 
