@@ -25,7 +25,7 @@ use crate::store::{
 use batcher::{batch_loop, evalsha, is_reconnectable, Request};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use keys::{data_key, fence_key, legacy_fence_key, release_channel, split_value};
+use keys::{data_key, fence_key, legacy_fence_key, split_value, SideKeys};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use redis::{Client, RedisError, ServerErrorKind, Value};
 use scripts::{ACQUIRE, EXTEND, FORCE_RELEASE, HANDOFF, INSPECT, RAISE, RELEASE};
@@ -578,7 +578,8 @@ impl RedisStore {
         let with_token: &[u8] = if plain { b"0" } else { b"1" };
         let check = self.legacy_checked.must_check(key);
         let ttl = ttl_ms.to_string();
-        let (fence, data_k) = (fence_key(key), data_key(key));
+        let side = SideKeys::of(key);
+        let (fence, data_k) = (side.fence(), side.data());
         let legacy = legacy_fence_key(key);
         let keys: [&[u8]; 4] = [key.as_bytes(), &fence, &data_k, legacy.as_bytes()];
         // The 0.1 counter is named (and so looked at) only while this store has not been
@@ -709,7 +710,8 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
-        let (data_k, channel) = (data_key(key), release_channel(key));
+        let side = SideKeys::of(key);
+        let (data_k, channel) = (side.data(), side.channel());
         let cmd = evalsha(
             &RELEASE,
             &[key.as_bytes(), &data_k],
@@ -740,7 +742,8 @@ impl RedisStore {
         next: &NextOwner<'_>,
     ) -> StoreResult<Option<u64>> {
         let ttl = next.ttl_ms.to_string();
-        let (fence, data_k) = (fence_key(key), data_key(key));
+        let side = SideKeys::of(key);
+        let (fence, data_k) = (side.fence(), side.data());
         let (flag, payload): (&[u8], &[u8]) = match next.data {
             Some(d) => (b"1", d),
             None => (b"0", b""),
@@ -946,7 +949,8 @@ const MAX_SCAN_ROUNDS: usize = 10_000;
 impl OperatorTools for RedisStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         async move {
-            let (data_k, channel) = (data_key(key), release_channel(key));
+            let side = SideKeys::of(key);
+            let (data_k, channel) = (side.data(), side.channel());
             let cmd = evalsha(
                 &FORCE_RELEASE,
                 &[key.as_bytes(), &data_k],
