@@ -11,9 +11,12 @@ const { tlsFingerprint } = require('../lib/tls')
 const { compat } = require('../lib/compat-promise')
 const { LockAcquisitionError, LockReleaseError, LockExtendError } = require('../lib/errors')
 const v = require('../lib/validate')
+const { IdMap } = require('../lib/id-map')
 
 const defaults = { timeout: 10000, retries: 0, delay: 50 }
-const acquiredLocks = new Set()
+// Keyed by each lock's sequence number, not a Set of locks: see lib/id-map.js.
+const acquiredLocks = new IdMap()
+let lockSeq = 0
 /**
  * One LockClient per server and TLS material, shared by every lock that targets it (this face
  * is built on the modern client, with redislock's owner and attempt semantics). Keyed by a
@@ -65,6 +68,7 @@ class Lock {
   constructor(client, options) {
     const target = toRedisTarget(client)
     this._id = randomUUID()
+    this._seq = ++lockSeq
     this._locked = false
     this._key = null
     /** Fencing token of the current acquisition (a bigint), or null. */
@@ -90,7 +94,7 @@ class Lock {
     this._key = null
     this._held = null
     this.fencingToken = null
-    acquiredLocks.delete(this)
+    acquiredLocks.delete(this._seq)
   }
 
   /** Acquires `key`, retrying `retries` times (`-1`: forever) `delay` ms apart. */
@@ -112,7 +116,7 @@ class Lock {
         plain: true,
         // The lease ran out without a release: the lock leaves getAcquiredLocks(), and
         // release() then rejects "had expired".
-        onLost: () => acquiredLocks.delete(this),
+        onLost: () => acquiredLocks.delete(this._seq),
       })
     } catch (err) {
       throw new LockAcquisitionError(err.cause?.message ?? err.message, { cause: err })
@@ -122,7 +126,7 @@ class Lock {
     this._key = key
     this._held = lock
     this.fencingToken = lock.fencingToken
-    acquiredLocks.add(this)
+    acquiredLocks.set(this._seq, this)
   }
 
   /** Releases the lock; rejects if it was not held or had expired (the state resets). */
@@ -199,7 +203,7 @@ function setDefaults(options) {
 
 /** The locks this process currently holds through this face. */
 function getAcquiredLocks() {
-  return Array.from(acquiredLocks)
+  return acquiredLocks.values()
 }
 
 module.exports = {

@@ -8,6 +8,7 @@ const { NativeClient, protocol } = require('./addon')
 const { fromNative, LockClosedError } = require('./errors')
 const { scrub } = require('./redact')
 const { secretsOfTarget } = require('./topology')
+const { IdMap } = require('./id-map')
 
 // The operation protocol is defined once, in the addon (src/binding/protocol.rs).
 const P = protocol()
@@ -40,9 +41,9 @@ class Native {
    */
   constructor(url, options, secrets = []) {
     /** request id → { resolve, reject } */
-    this.pending = new Map()
+    this.pending = new IdMap()
     /** lock handle → object with `_lost(reason)` */
-    this.holders = new Map()
+    this.holders = new IdMap()
     this.alive = false
     // Acquire/release/extend calls made during one tick are queued here and submitted to
     // the native side together from a microtask: one crossing and at most one wake-up of
