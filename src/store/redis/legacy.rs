@@ -33,7 +33,9 @@ pub(super) struct CheckedNames {
 
 #[derive(Default)]
 struct Inner {
-    names: HashSet<Box<str>>,
+    /// Looked up at every acquisition: hashed with foldhash's seeded quality hasher (a
+    /// random per-process seed, as SipHash's, at a fraction of its cost).
+    names: HashSet<Box<str>, foldhash::quality::RandomState>,
     bytes: usize,
 }
 
