@@ -9,7 +9,9 @@
 //!
 //! The timers live in one mutex-guarded ordered map that any thread updates directly: adding
 //! a lock or removing a released one costs a map operation, and the scheduler task is woken
-//! only when a new deadline becomes the earliest. Nothing here keeps the Node process alive.
+//! only when a new deadline is earlier than the one it sleeps towards (which may be the
+//! deadline of a lock released since: one acquisition after another with the same ttl then
+//! wakes no thread). Nothing here keeps the Node process alive.
 //! Time arithmetic saturates and each lock's tick runs under `catch_unwind`, so one bad entry
 //! can never stop the task that serves every other lock.
 
@@ -68,11 +70,23 @@ fn next_due(held: &Held, now: Instant) -> Option<Instant> {
     }
 }
 
+/// The timer map, and when the task will next look at it.
+#[derive(Default)]
+struct Due {
+    map: BTreeMap<(Instant, u64), Arc<Held>>,
+    /// The instant the task sleeps towards; `None` while it is awake (it reads the map before
+    /// it sleeps again, so nothing added meanwhile needs to wake it).
+    sleeps_until: Option<Instant>,
+}
+
 struct Timers {
-    due: Mutex<BTreeMap<(Instant, u64), Arc<Held>>>,
+    due: Mutex<Due>,
     /// Wakes the task when a deadline earlier than the one it sleeps towards is added, or
     /// when the scheduler is dropped.
     earlier: Notify,
+    /// Times the task woke up (for tests).
+    #[cfg(test)]
+    wakeups: std::sync::atomic::AtomicUsize,
     closed: AtomicBool,
     release: ReleaseFn,
 }
@@ -86,8 +100,10 @@ impl Scheduler {
     /// Starts the scheduler task. Must run inside a tokio runtime.
     pub fn start(store: SharedStore, release: ReleaseFn) -> Scheduler {
         let timers = Arc::new(Timers {
-            due: Mutex::new(BTreeMap::new()),
+            due: Mutex::new(Due::default()),
             earlier: Notify::new(),
+            #[cfg(test)]
+            wakeups: Default::default(),
             closed: AtomicBool::new(false),
             release,
         });
@@ -113,7 +129,7 @@ impl Scheduler {
 
     /// Number of locks the scheduler looks after (for tests and diagnostics).
     pub fn len(&self) -> usize {
-        guard(&self.timers.due).len()
+        guard(&self.timers.due).map.len()
     }
 
     /// Whether the scheduler looks after no lock.
@@ -132,7 +148,7 @@ impl Drop for Scheduler {
 fn unschedule(timers: &Timers, held: &Held) {
     let at = guard(&held.state).scheduled.take();
     if let Some(at) = at {
-        guard(&timers.due).remove(&(at, held.seq));
+        guard(&timers.due).map.remove(&(at, held.seq));
     }
 }
 
@@ -144,7 +160,10 @@ fn schedule(timers: &Timers, held: Arc<Held>, from: Instant) {
 }
 
 /// Puts `held` in the map at `at` (replacing its earlier entry), unless it is done; wakes the
-/// scheduler task if that is now the earliest deadline.
+/// scheduler task if it sleeps towards a later instant. It may sleep towards an instant whose
+/// entry is gone (a released lock's): it then wakes there, finds nothing due and sleeps
+/// towards what is first by then, so no deadline is ever missed and a run of acquisitions
+/// with one ttl wakes it once per ttl, not once per acquisition.
 fn schedule_at(timers: &Timers, held: Arc<Held>, at: Instant) {
     let first = {
         let mut due = guard(&timers.due);
@@ -153,12 +172,11 @@ fn schedule_at(timers: &Timers, held: Arc<Held>, at: Instant) {
             return;
         }
         if let Some(old) = s.scheduled.replace(at) {
-            due.remove(&(old, held.seq));
+            due.map.remove(&(old, held.seq));
         }
         drop(s);
-        let first = due.first_key_value().is_none_or(|((t, _), _)| at < *t);
-        due.insert((at, held.seq), held);
-        first
+        due.map.insert((at, held.seq), held);
+        due.sleeps_until.is_some_and(|t| at < t)
     };
     if first {
         timers.earlier.notify_one();
@@ -182,20 +200,32 @@ async fn run(store: SharedStore, t: Arc<Timers>) {
         if t.closed.load(Ordering::Acquire) {
             return;
         }
-        let next = guard(&t.due)
-            .first_key_value()
-            .map(|((at, _), _)| *at)
-            .unwrap_or_else(|| clock::after(Instant::now(), far));
-        tokio::select! {
-            _ = t.earlier.notified() => continue,
-            _ = tokio::time::sleep_until(next) => {}
+        let next = {
+            let mut due = guard(&t.due);
+            let next = due
+                .map
+                .first_key_value()
+                .map(|((at, _), _)| *at)
+                .unwrap_or_else(|| clock::after(Instant::now(), far));
+            due.sleeps_until = Some(next);
+            next
+        };
+        let woken = tokio::select! {
+            _ = t.earlier.notified() => true,
+            _ = tokio::time::sleep_until(next) => false,
+        };
+        guard(&t.due).sleeps_until = None;
+        #[cfg(test)]
+        t.wakeups.fetch_add(1, Ordering::Relaxed);
+        if woken {
+            continue;
         }
         let now = Instant::now();
         let horizon = now + BATCH_WINDOW;
         let mut popped = Vec::new();
         {
             let mut due = guard(&t.due);
-            while let Some(entry) = due.first_entry() {
+            while let Some(entry) = due.map.first_entry() {
                 if entry.key().0 > horizon {
                     break;
                 }

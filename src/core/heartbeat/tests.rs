@@ -84,6 +84,47 @@ async fn an_earlier_deadline_wakes_a_scheduler_sleeping_towards_a_later_one() {
     assert_eq!(short.lost_reason(), Some(LostReason::Expired));
 }
 
+#[tokio::test(start_paused = true)]
+async fn acquisitions_one_after_another_with_one_ttl_wake_the_scheduler_once() {
+    let sched = memory_scheduler();
+    let lost = Arc::new(AtomicUsize::new(0));
+    // Let the task go to sleep on the empty map first.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let before = sched.timers.wakeups.load(Ordering::Relaxed);
+    for i in 0..100 {
+        let h = held(i, 60_000, None, lost.clone());
+        sched.add(h.clone());
+        tokio::time::sleep(Duration::from_micros(100)).await;
+        h.finish();
+        sched.remove(&h);
+    }
+    // The first acquisition woke it from its empty-map sleep; the other 99 deadlines were
+    // later than the one it then slept towards.
+    assert_eq!(sched.timers.wakeups.load(Ordering::Relaxed) - before, 1);
+    assert_eq!(lost.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_behind_a_released_locks_is_still_reported_on_time() {
+    let sched = memory_scheduler();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let first = held(1, 50, None, lost.clone());
+    sched.add(first.clone());
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    first.finish();
+    sched.remove(&first);
+    // Later than the deadline the task sleeps towards (the released lock's): no wake-up now,
+    // yet it must fire at its own deadline.
+    let second = held(2, 100, None, lost.clone());
+    sched.add(second.clone());
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert_eq!(second.lost_reason(), None);
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert_eq!(second.lost_reason(), Some(LostReason::Expired));
+    assert_eq!(lost.load(Ordering::SeqCst), 1);
+    assert!(sched.is_empty());
+}
+
 #[tokio::test]
 async fn the_local_deadline_fires_while_an_extension_hangs() {
     // A "server" that accepts connections and never answers: every extension hangs for the
