@@ -20,8 +20,9 @@ export declare class NativeClient {
    * Starts a batch of operations queued by `index.js` during one tick, so the batch costs
    * one crossing and at most one wake-up of the runtime instead of one each.
    *
-   * `ops` is a sequence of records (numbers, see `protocol.rs`); strings and payloads come
-   * in order from `strings` and `data`:
+   * The first `len` numbers of `ops` (a buffer JavaScript reuses from batch to batch) are a
+   * sequence of records (see `protocol.rs`); strings and payloads come in order from
+   * `strings` and `data`:
    * - acquire: `[OP_ACQUIRE, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery,
    *   maxHold, flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the
    *   lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0:
@@ -30,7 +31,7 @@ export declare class NativeClient {
    * - release: `[OP_RELEASE, req, id]`: succeeded (released now) or refused.
    * - extend: `[OP_EXTEND, req, id, ttl]`: succeeded (extended) or refused.
    */
-  submit(ops: Float64Array, strings: Array<string>, data: Array<Buffer>): void
+  submit(ops: Float64Array, len: number, strings: Array<string>, data: Array<Buffer>): void
   /** Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`). */
   cancel(req: number): void
   /**
@@ -74,6 +75,13 @@ export declare class NativeClient {
   stats(): NativeStats
   /** Number of locks this client holds. */
   heldCount(): number
+  /**
+   * Copies the records of every completion queued so far into `records` (a buffer
+   * JavaScript keeps for the purpose, so a drain allocates nothing on either side) and
+   * returns how many numbers it wrote; -1 (nothing taken) when they do not fit or the batch
+   * carries more than records: `take` then takes it whole.
+   */
+  takeInto(records: Float64Array): number
   /** Takes every completion queued so far. */
   take(): NativeBatch
   /**

@@ -33,6 +33,12 @@ const FLAGS = Object.freeze({
 
 let nextRequest = 1
 
+/** Numbers the operations buffer starts with (an acquisition takes 13). */
+const OPS_START = 1024
+/** Numbers a drain takes in one go (three per completion); a larger batch comes whole. */
+const RECORDS_SIZE = 3 * 1024
+const NO_EXTRAS = Object.freeze({ errors: [], infos: [], bigTokens: [], lists: [], permitLists: [] })
+
 class Native {
   /**
    * @param {string} url
@@ -48,7 +54,13 @@ class Native {
     // Acquire/release/extend calls made during one tick are queued here and submitted to
     // the native side together from a microtask: one crossing and at most one wake-up of
     // the runtime per batch instead of one per call.
-    this.ops = []
+    // The numbers of the queued operations, in a buffer reused from batch to batch (grown
+    // when a tick queues more), and the completions' records, likewise: neither a submission
+    // nor a drain allocates a typed array.
+    this.ops = new Float64Array(OPS_START)
+    this.opsLen = 0
+    this.records = new Float64Array(RECORDS_SIZE)
+    this.draining = false
     this.strings = []
     this.data = []
     this.opRequests = []
@@ -150,36 +162,71 @@ class Native {
    */
   acquireOp(req, key, owner, a) {
     const dataIndex = a.data === undefined ? -1 : this.data.push(a.data) - 1
-    this.ops.push(P.opAcquire, req, a.ttl, a.wait, a.maxAttempts, a.retryDelay, a.jitter, a.extendEvery, a.maxHold, a.flags, dataIndex, a.permits, a.limit)
+    const o = this.room(13)
+    const ops = this.ops
+    ops[o] = P.opAcquire
+    ops[o + 1] = req
+    ops[o + 2] = a.ttl
+    ops[o + 3] = a.wait
+    ops[o + 4] = a.maxAttempts
+    ops[o + 5] = a.retryDelay
+    ops[o + 6] = a.jitter
+    ops[o + 7] = a.extendEvery
+    ops[o + 8] = a.maxHold
+    ops[o + 9] = a.flags
+    ops[o + 10] = dataIndex
+    ops[o + 11] = a.permits
+    ops[o + 12] = a.limit
     this.strings.push(key, owner)
     this.opRequests.push(req)
     this.queueOps()
   }
 
   releaseOp(req, id) {
-    this.ops.push(P.opRelease, req, id)
+    const o = this.room(3)
+    this.ops[o] = P.opRelease
+    this.ops[o + 1] = req
+    this.ops[o + 2] = id
     this.opRequests.push(req)
     this.queueOps()
   }
 
   extendOp(req, id, ttl) {
-    this.ops.push(P.opExtend, req, id, ttl)
+    const o = this.room(4)
+    this.ops[o] = P.opExtend
+    this.ops[o + 1] = req
+    this.ops[o + 2] = id
+    this.ops[o + 3] = ttl
     this.opRequests.push(req)
     this.queueOps()
+  }
+
+  /** Makes room for `n` more numbers in the operations buffer; returns where they go. */
+  room(n) {
+    const at = this.opsLen
+    if (at + n > this.ops.length) {
+      const bigger = new Float64Array(Math.max(2 * this.ops.length, at + n))
+      bigger.set(this.ops.subarray(0, at))
+      this.ops = bigger
+    }
+    this.opsLen = at + n
+    return at
   }
 
   /** Submits the queued operations now. */
   flushOps() {
     this.flushQueued = false
-    if (this.ops.length === 0) return
-    const ops = new Float64Array(this.ops)
+    const len = this.opsLen
+    if (len === 0) return
     const { strings, data, opRequests } = this
-    this.ops = []
+    // The native side reads the whole batch before anything else runs, so the buffer is
+    // free again as soon as the call returns.
+    this.opsLen = 0
     this.strings = []
     this.data = []
     this.opRequests = []
     try {
-      this.addon.submit(ops, strings, data)
+      this.addon.submit(this.ops, len, strings, data)
     } catch (err) {
       for (const req of opRequests) {
         const p = this.pending.get(req)
@@ -198,8 +245,35 @@ class Native {
   }
 
   drain() {
-    const { records, errors, infos, bigTokens, lists, permitLists } = this.addon.take()
-    for (let i = 0; i < records.length; i += 3) {
+    // A loss callback may close the client, which drains again: that inner drain must not
+    // overwrite the records this one is still reading.
+    const records = this.draining ? new Float64Array(RECORDS_SIZE) : this.records
+    const n = this.addon.takeInto(records)
+    if (n < 0) {
+      const batch = this.addon.take()
+      this.settle(batch.records, batch.records.length, batch)
+    } else if (this.draining) {
+      this.settle(records, n, NO_EXTRAS)
+    } else {
+      this.draining = true
+      try {
+        this.settle(records, n, NO_EXTRAS)
+      } finally {
+        this.draining = false
+      }
+    }
+    // Let go of the event loop only if nothing new was started by the time the promise
+    // continuations ran: sequential callers then never toggle it at all.
+    if (this.pending.size === 0 && this.alive && !this.idleCheck) {
+      this.idleCheck = true
+      setImmediate(this.checkIdle)
+    }
+  }
+
+  /** Settles the first `n` numbers of `records` (triplets), with the batch's `extras`. */
+  settle(records, n, extras) {
+    const { errors, infos, bigTokens, lists, permitLists } = extras
+    for (let i = 0; i < n; i += 3) {
       const req = records[i]
       const kind = records[i + 1]
       const value = records[i + 2]
@@ -237,12 +311,6 @@ class Native {
         default:
           p.reject(fromNative(errors[value], this.secrets))
       }
-    }
-    // Let go of the event loop only if nothing new was started by the time the promise
-    // continuations ran: sequential callers then never toggle it at all.
-    if (this.pending.size === 0 && this.alive && !this.idleCheck) {
-      this.idleCheck = true
-      setImmediate(this.checkIdle)
     }
   }
 }

@@ -328,8 +328,9 @@ impl NativeClient {
     /// Starts a batch of operations queued by `index.js` during one tick, so the batch costs
     /// one crossing and at most one wake-up of the runtime instead of one each.
     ///
-    /// `ops` is a sequence of records (numbers, see `protocol.rs`); strings and payloads come
-    /// in order from `strings` and `data`:
+    /// The first `len` numbers of `ops` (a buffer JavaScript reuses from batch to batch) are a
+    /// sequence of records (see `protocol.rs`); strings and payloads come in order from
+    /// `strings` and `data`:
     /// - acquire: `[OP_ACQUIRE, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery,
     ///   maxHold, flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the
     ///   lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0:
@@ -338,8 +339,17 @@ impl NativeClient {
     /// - release: `[OP_RELEASE, req, id]`: succeeded (released now) or refused.
     /// - extend: `[OP_EXTEND, req, id, ttl]`: succeeded (extended) or refused.
     #[napi(catch_unwind)]
-    pub fn submit(&self, ops: Float64Array, strings: Vec<String>, data: Vec<Buffer>) -> Result<()> {
+    pub fn submit(
+        &self,
+        ops: Float64ArraySlice,
+        len: u32,
+        strings: Vec<String>,
+        data: Vec<Buffer>,
+    ) -> Result<()> {
         let ops: &[f64] = &ops;
+        let ops = ops.get(..len as usize).ok_or_else(|| {
+            Error::new(Status::InvalidArg, "len beyond the ops buffer".to_string())
+        })?;
         let mut strings = strings.into_iter();
         let mut batch = Vec::new();
         let mut i = 0;
@@ -552,6 +562,21 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn held_count(&self) -> u32 {
         self.session.held_count() as u32
+    }
+
+    /// Copies the records of every completion queued so far into `records` (a buffer
+    /// JavaScript keeps for the purpose, so a drain allocates nothing on either side) and
+    /// returns how many numbers it wrote; -1 (nothing taken) when they do not fit or the batch
+    /// carries more than records: `take` then takes it whole.
+    #[napi(catch_unwind)]
+    pub fn take_into(&self, mut records: Float64ArraySlice) -> i32 {
+        // SAFETY: the slice is the JavaScript buffer's memory, and no JavaScript runs while
+        // this synchronous call writes into it.
+        let into = unsafe { records.as_mut() };
+        match self.completions.take_into(into) {
+            Some(n) => i32::try_from(n).unwrap_or(-1),
+            None => -1,
+        }
     }
 
     /// Takes every completion queued so far.

@@ -183,6 +183,26 @@ impl Completions {
         });
     }
 
+    /// Copies the records queued so far into `into` and returns how many numbers it wrote,
+    /// keeping the queue's allocation for the next batch; `None` (nothing taken) when they do
+    /// not fit or the batch carries more than records (errors, infos, listings, big
+    /// tokens): [`take`](Self::take) then takes it whole.
+    pub fn take_into(&self, into: &mut [f64]) -> Option<usize> {
+        let mut batch = lock(&self.batch);
+        let n = batch.records.len();
+        let plain = batch.errors.is_empty()
+            && batch.infos.is_empty()
+            && batch.lists.is_empty()
+            && batch.permit_lists.is_empty()
+            && batch.big_tokens.is_empty();
+        if !plain || n > into.len() {
+            return None;
+        }
+        into[..n].copy_from_slice(&batch.records);
+        batch.records.clear();
+        Some(n)
+    }
+
     /// Takes everything queued so far.
     pub fn take(&self) -> Batch {
         std::mem::take(&mut *lock(&self.batch))
