@@ -37,6 +37,8 @@ let nextRequest = 1
 const OPS_START = 1024
 /** Numbers a drain takes in one go (three per completion); a larger batch comes whole. */
 const RECORDS_SIZE = 3 * 1024
+/** How soon after the last completion an idle client lets go of the event loop. */
+const IDLE_CHECK_MS = 1
 const NO_EXTRAS = Object.freeze({ errors: [], infos: [], bigTokens: [], lists: [], permitLists: [] })
 
 class Native {
@@ -67,6 +69,8 @@ class Native {
     this.flushQueued = false
     this.flush = () => this.flushOps()
     this.idleCheck = false
+    /** The one timer of the idle checks, re-armed by `refresh` (see `drain`). */
+    this.idleTimer = null
     this.checkIdle = () => {
       this.idleCheck = false
       if (this.pending.size === 0 && this.alive) {
@@ -112,6 +116,7 @@ class Native {
       this.pending.clear()
       for (const p of left) p.reject(new LockClosedError('The lock client has been closed'))
     }
+    if (this.idleTimer !== null) clearTimeout(this.idleTimer)
     if (this.alive) {
       this.alive = false
       this.addon.keepAlive(false)
@@ -262,11 +267,18 @@ class Native {
         this.draining = false
       }
     }
-    // Let go of the event loop only if nothing new was started by the time the promise
-    // continuations ran: sequential callers then never toggle it at all.
+    // Let go of the event loop only if nothing is pending a moment later: sequential callers
+    // then never toggle it at all. The check is an unreferenced timer, re-armed rather than
+    // made anew: a `setImmediate` per drain cost every sequential operation an extra,
+    // non-blocking turn of the event loop (~5 % of its CPU).
     if (this.pending.size === 0 && this.alive && !this.idleCheck) {
       this.idleCheck = true
-      setImmediate(this.checkIdle)
+      if (this.idleTimer === null) {
+        this.idleTimer = setTimeout(this.checkIdle, IDLE_CHECK_MS)
+        this.idleTimer.unref()
+      } else {
+        this.idleTimer.refresh()
+      }
     }
   }
 
