@@ -17,6 +17,11 @@ export declare class NativeClient {
    */
   constructor(url: string, options: NativeConnectOptions | undefined | null, drain: () => void)
   /**
+   * Sets what the owners of acquisitions submitted with an `ownerSeq` start with (once: the
+   * client's random prefix; a second call fails).
+   */
+  setOwnerPrefix(prefix: string): void
+  /**
    * Starts a batch of operations queued by `index.js` during one tick, so the batch costs
    * one crossing and at most one wake-up of the runtime instead of one each.
    *
@@ -24,10 +29,11 @@ export declare class NativeClient {
    * sequence of records (see `protocol.rs`); strings and payloads come in order from
    * `strings` and `data`:
    * - acquire: `[OP_ACQUIRE, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery,
-   *   maxHold, flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the
-   *   lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0:
-   *   no auto-extension; `maxHold` < 0: none; `flags`: the `FLAG_*` constants;
-   *   `dataIndex` < 0: no payload.
+   *   maxHold, flags, dataIndex, permits, limit, ownerSeq]` with `key` from `strings`;
+   *   `req` becomes the lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited;
+   *   `extendEvery` <= 0: no auto-extension; `maxHold` < 0: none; `flags`: the `FLAG_*`
+   *   constants; `dataIndex` < 0: no payload; `ownerSeq` >= 0: the owner is the owner
+   *   prefix and `ownerSeq` in base 36, < 0: the next string of `strings`.
    * - release: `[OP_RELEASE, req, id]`: succeeded (released now) or refused.
    * - extend: `[OP_EXTEND, req, id, ttl]`: succeeded (extended) or refused.
    */
@@ -247,6 +253,8 @@ export interface NativeProtocol {
   opRelease: number
   /** Op code of an extension. */
   opExtend: number
+  /** Length of an acquire record. */
+  acquireLen: number
   /** Flag: report the lease's end as a loss. */
   flagWatchExpiry: number
   /** Flag: cancellable through `cancel(req)`. */

@@ -62,6 +62,8 @@ class LockClient {
     // The TLS material and credentials go to the native side and are kept nowhere here (nor
     // printed by util.inspect or JSON.stringify of the client).
     this._native_ = new Native(target.url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize, tls, dynamodb, topology: target.topology }), secrets)
+    // The native side makes each owner from this prefix and the acquisition's sequence number.
+    this._native_.addon.setOwnerPrefix(this._ownerPrefix)
     this._closed = false
     // Reentrant locks by key (lib/reentrant.js).
     this._reentries = new Map()
@@ -114,7 +116,6 @@ class LockClient {
   _acquireResolved(native, key, o, raise, permit) {
     return new Promise((resolve, reject) => {
       const ownerSeq = ++this._owners
-      const owner = this._ownerPrefix + ownerSeq.toString(36)
       const pending = new PendingAcquire(this, key, ownerSeq, o, raise, resolve, reject, permit)
       const req = native.track(pending)
       pending.req = req
@@ -126,7 +127,7 @@ class LockClient {
         pending.onAbort = () => native.cancel(req)
         signal.addEventListener('abort', pending.onAbort, ONCE)
       }
-      native.acquireOp(req, key, owner, {
+      native.acquireOp(req, key, ownerSeq, {
         ttl: o.ttl,
         wait,
         maxAttempts: -1,

@@ -15,6 +15,7 @@ const P = protocol()
 const GRANTED = P.kindGranted
 const SUCCEEDED = P.kindSucceeded
 const REFUSED = P.kindRefused
+const ACQUIRE_LEN = P.acquireLen
 const LOST = P.kindLost
 const INFO = P.kindInfo
 const LIST = P.kindList
@@ -33,7 +34,7 @@ const FLAGS = Object.freeze({
 
 let nextRequest = 1
 
-/** Numbers the operations buffer starts with (an acquisition takes 13). */
+/** Numbers the operations buffer starts with (an acquisition takes ACQUIRE_LEN). */
 const OPS_START = 1024
 /** Numbers a drain takes in one go (three per completion); a larger batch comes whole. */
 const RECORDS_SIZE = 3 * 1024
@@ -160,14 +161,15 @@ class Native {
 
   /**
    * Queues an acquisition of `key` for `owner` as request `req` (which becomes the lock's
-   * handle). `a`: { ttl, wait (-1: forever), maxAttempts (-1: unlimited), retryDelay, jitter,
+   * handle). `owner`: a string, or a sequence number whose owner the native side makes from
+   * the prefix given to `setOwnerPrefix` (one string fewer to cross). `a`: { ttl, wait (-1: forever), maxAttempts (-1: unlimited), retryDelay, jitter,
    * data (Buffer or undefined), extendEvery (0: no heartbeat), maxHold (-1: none), flags
    * (FLAGS), permits (0: a lock), limit (the semaphore's, with permits) }. The record layout
    * is NativeClient#submit's.
    */
   acquireOp(req, key, owner, a) {
     const dataIndex = a.data === undefined ? -1 : this.data.push(a.data) - 1
-    const o = this.room(13)
+    const o = this.room(ACQUIRE_LEN)
     const ops = this.ops
     ops[o] = P.opAcquire
     ops[o + 1] = req
@@ -182,7 +184,14 @@ class Native {
     ops[o + 10] = dataIndex
     ops[o + 11] = a.permits
     ops[o + 12] = a.limit
-    this.strings.push(key, owner)
+    if (typeof owner === 'number') {
+      // The owner prefix (`setOwnerPrefix`) and this number in base 36, made natively.
+      ops[o + 13] = owner
+      this.strings.push(key)
+    } else {
+      ops[o + 13] = -1
+      this.strings.push(key, owner)
+    }
     this.opRequests.push(req)
     this.queueOps()
   }

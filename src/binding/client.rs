@@ -278,6 +278,35 @@ pub struct NativeStats {
 pub struct NativeClient {
     session: Arc<Session>,
     completions: Arc<Completions>,
+    /// What an owner made from an `ownerSeq` starts with (see `set_owner_prefix`).
+    owner_prefix: std::sync::OnceLock<String>,
+}
+
+/// `n` in base 36 with lowercase digits, as JavaScript's `n.toString(36)` writes an integer.
+fn base36(mut n: u64, out: &mut String) {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut buf = [0u8; 13];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = DIGITS[(n % 36) as usize];
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(buf[i..].iter().map(|&b| char::from(b)));
+}
+
+/// Largest `ownerSeq` (JavaScript's largest exact integer).
+const MAX_OWNER_SEQ: f64 = 9_007_199_254_740_991.0;
+
+/// The owner of sequence number `seq` of a client whose owners start with `prefix`.
+fn owner_of(prefix: &str, seq: u64) -> String {
+    let mut owner = String::with_capacity(prefix.len() + 13);
+    owner.push_str(prefix);
+    base36(seq, &mut owner);
+    owner
 }
 
 fn ms(v: f64) -> Duration {
@@ -322,7 +351,17 @@ impl NativeClient {
         Ok(NativeClient {
             session,
             completions,
+            owner_prefix: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets what the owners of acquisitions submitted with an `ownerSeq` start with (once: the
+    /// client's random prefix; a second call fails).
+    #[napi(catch_unwind)]
+    pub fn set_owner_prefix(&self, prefix: String) -> Result<()> {
+        self.owner_prefix
+            .set(prefix)
+            .map_err(|_| Error::new(Status::InvalidArg, "the owner prefix is already set"))
     }
 
     /// Starts a batch of operations queued by `index.js` during one tick, so the batch costs
@@ -332,10 +371,11 @@ impl NativeClient {
     /// sequence of records (see `protocol.rs`); strings and payloads come in order from
     /// `strings` and `data`:
     /// - acquire: `[OP_ACQUIRE, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery,
-    ///   maxHold, flags, dataIndex]` with `key` and `owner` from `strings`; `req` becomes the
-    ///   lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited; `extendEvery` <= 0:
-    ///   no auto-extension; `maxHold` < 0: none; `flags`: the `FLAG_*` constants;
-    ///   `dataIndex` < 0: no payload.
+    ///   maxHold, flags, dataIndex, permits, limit, ownerSeq]` with `key` from `strings`;
+    ///   `req` becomes the lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited;
+    ///   `extendEvery` <= 0: no auto-extension; `maxHold` < 0: none; `flags`: the `FLAG_*`
+    ///   constants; `dataIndex` < 0: no payload; `ownerSeq` >= 0: the owner is the owner
+    ///   prefix and `ownerSeq` in base 36, < 0: the next string of `strings`.
     /// - release: `[OP_RELEASE, req, id]`: succeeded (released now) or refused.
     /// - extend: `[OP_EXTEND, req, id, ttl]`: succeeded (extended) or refused.
     #[napi(catch_unwind)]
@@ -366,8 +406,23 @@ impl NativeClient {
                 .ok_or_else(|| Error::new(Status::InvalidArg, "truncated op record".to_string()))?;
             batch.push(match op {
                 OP_ACQUIRE => {
-                    let (Some(key), Some(owner)) = (strings.next(), strings.next()) else {
-                        return Err(Error::new(Status::InvalidArg, "missing key or owner"));
+                    let Some(key) = strings.next() else {
+                        return Err(Error::new(Status::InvalidArg, "missing key"));
+                    };
+                    let seq = r[13];
+                    let owner = if seq >= 0.0 {
+                        let Some(prefix) = self.owner_prefix.get() else {
+                            return Err(Error::new(Status::InvalidArg, "no owner prefix set"));
+                        };
+                        if seq.fract() != 0.0 || seq > MAX_OWNER_SEQ {
+                            return Err(Error::new(Status::InvalidArg, "bad ownerSeq"));
+                        }
+                        owner_of(prefix, seq as u64)
+                    } else {
+                        let Some(owner) = strings.next() else {
+                            return Err(Error::new(Status::InvalidArg, "missing owner"));
+                        };
+                        owner
                     };
                     let payload = (r[10] >= 0.0)
                         .then(|| data.get(r[10] as usize).map(|b| b.to_vec()))
@@ -720,5 +775,24 @@ impl NativeClient {
             async move { complete(&completions, req, fut.await) }
         };
         napi::bindgen_prelude::spawn(guarded(req, completions, run));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owner_of;
+
+    #[test]
+    fn an_owner_made_from_a_sequence_number_is_what_javascript_writes() {
+        // `n.toString(36)` in JavaScript, which `Lock#owner` shows.
+        for (seq, js) in [
+            (0, "0"),
+            (35, "z"),
+            (36, "10"),
+            (60_466_176, "100000"),
+            (9_007_199_254_740_991, "2gosa7pa2gv"),
+        ] {
+            assert_eq!(owner_of("p.", seq), format!("p.{js}"));
+        }
     }
 }

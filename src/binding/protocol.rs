@@ -9,15 +9,18 @@ use crate::limits as defaults;
 use napi_derive::napi;
 
 /// Op code: acquire. Record: `[op, req, ttl, wait, maxAttempts, retryDelay, jitter,
-/// extendEvery, maxHold, flags, dataIndex, permits, limit]`, key and owner from the strings;
-/// `permits` > 0: that many permits of the semaphore `key` (of `limit`) instead of a lock.
+/// extendEvery, maxHold, flags, dataIndex, permits, limit, ownerSeq]`, the key from the
+/// strings; `permits` > 0: that many permits of the semaphore `key` (of `limit`) instead of a
+/// lock. `ownerSeq` ≥ 0: the owner is the client's owner prefix followed by `ownerSeq` in base
+/// 36 (made here, so the common acquisition sends one string, not two); < 0: the owner is the
+/// next string.
 pub const OP_ACQUIRE: u32 = 1;
 /// Op code: release held lock `id`. Record: `[op, req, id]`.
 pub const OP_RELEASE: u32 = 2;
 /// Op code: extend held lock `id`. Record: `[op, req, id, ttl]`.
 pub const OP_EXTEND: u32 = 3;
 /// Length of an acquire record.
-pub const ACQUIRE_LEN: usize = 13;
+pub const ACQUIRE_LEN: usize = 14;
 /// Length of a release record.
 pub const RELEASE_LEN: usize = 3;
 /// Length of an extend record.
@@ -39,6 +42,8 @@ pub struct NativeProtocol {
     pub op_release: u32,
     /// Op code of an extension.
     pub op_extend: u32,
+    /// Length of an acquire record.
+    pub acquire_len: u32,
     /// Flag: report the lease's end as a loss.
     pub flag_watch_expiry: u32,
     /// Flag: cancellable through `cancel(req)`.
@@ -73,6 +78,7 @@ pub fn protocol() -> NativeProtocol {
         op_acquire: OP_ACQUIRE,
         op_release: OP_RELEASE,
         op_extend: OP_EXTEND,
+        acquire_len: ACQUIRE_LEN as u32,
         flag_watch_expiry: FLAG_WATCH_EXPIRY,
         flag_cancellable: FLAG_CANCELLABLE,
         flag_plain: FLAG_PLAIN,
