@@ -45,6 +45,40 @@ test('acquisitions in flight when every connection is cut are all granted once t
   }
 })
 
+test('sequential calls use one foreground connection, and a pipelined load opens at most three', async (t) => {
+  if (!(await needRedis(t))) return
+  const proxy = await tcpProxy(port())
+  const locks = await connect(`redis://127.0.0.1:${proxy.port}`)
+  try {
+    const p = prefix('lanes')
+    // The runtime's connection and, once it is open, the first lane.
+    await eventually(async () => {
+      const l = await locks.acquire(p + 'warm')
+      await l.release()
+      return proxy.stats.connections >= 2
+    }, 5000, 'the foreground connection opened')
+    for (let i = 0; i < 200; i++) await (await locks.acquire(p + 's' + i)).release()
+    assert.equal(proxy.stats.connections, 2)
+    // 300 in flight at a time: the lanes after the first open when the ones before are full
+    // (48 requests each), and no more than three are ever opened.
+    let round = 0
+    const burst = async () => {
+      const held = await Promise.all(Array.from({ length: 300 }, (_, i) => locks.acquire(`${p}b${round}:${i}`)))
+      round++
+      assert.ok((await Promise.all(held.map((l) => l.release()))).every((r) => r === true))
+    }
+    await eventually(async () => {
+      await burst()
+      return proxy.stats.connections === 4
+    }, 10_000, 'three foreground connections open')
+    for (let i = 0; i < 5; i++) await burst()
+    assert.equal(proxy.stats.connections, 4)
+  } finally {
+    await locks.close()
+    await proxy.close()
+  }
+})
+
 test('a lock keeps its lease while the event loop is blocked for longer than the lease', async (t) => {
   if (!(await needRedis(t))) return
   const locks = await connect(REDIS_URL)

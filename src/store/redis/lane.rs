@@ -1,9 +1,12 @@
-//! A foreground lane: a second connection to a server, read on the calling thread by its
+//! A foreground lane: a connection to a server of its own, read on the calling thread by its
 //! event loop (see [`crate::store::foreground`]), for the requests that thread issues in a
 //! flush scope. Its replies then wake nobody but that thread, once, as a JavaScript client's
 //! would. Everything else (heartbeats, waits, announcements, requests made on the runtime)
 //! uses the server's [`Pipe`](super::pipe::Pipe), which keeps working while the event loop is
 //! blocked.
+//!
+//! A thread has up to [`LANES_PER_THREAD`] lanes per server, each taking up to
+//! [`MAX_IN_FLIGHT`] requests: the next one is opened only when the ones before are full.
 //!
 //! A lane is opened on the runtime (connect, `AUTH`, `SELECT`, every script loaded) and only
 //! then used; until it is, and after it failed, requests go through the pipe. A lane that
@@ -112,13 +115,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Most requests a lane has in flight; more go through the pipe. Many requests in flight are
-/// a throughput load, not a latency one: then the runtime's thread reading the pipe (and
-/// finishing the operations its replies complete) works beside the JavaScript thread, on
-/// another core, where the lane would put all of it on the JavaScript thread (measured: 100
-/// in flight, lane only: 0.68x the pairs/s of the pipe alone; sequential calls gain from the
-/// lane what they lose in wake-ups).
-const MAX_IN_FLIGHT: usize = 16;
+/// Most requests a lane has in flight; more go to the thread's next lane (opened when first
+/// needed), and beyond [`LANES_PER_THREAD`] lanes through the pipe.
+const MAX_IN_FLIGHT: usize = 48;
+
+/// Foreground lanes one thread may open to one server. One connection serves a pipelined load
+/// in strict alternation: the server answers a whole batch while JavaScript waits, then
+/// JavaScript finishes it while the server waits (100 in flight on one lane: ~0.7x the
+/// pairs/s of one lane of 16 with the pipe beside it). With three, the server works on one
+/// lane's batch while JavaScript finishes another's, and no other thread is involved: 100 in
+/// flight, 3 lanes of 48 made 83k pairs/s at 9.7 us of CPU per pair where 1 lane of 16 and
+/// the pipe made ~46k at 15 us (bench/PROFILE.md). Sequential calls use only the first.
+pub(super) const LANES_PER_THREAD: usize = 3;
 
 /// How long after a lane died no new one is opened for its thread (the server may be down).
 const REOPEN_AFTER: Duration = Duration::from_secs(1);
@@ -169,6 +177,12 @@ impl Lane {
     pub(super) fn replaceable(&self) -> bool {
         matches!(lock(&self.state).phase, Phase::Dead(_))
             && lock(&self.died).is_none_or(|at| at.elapsed() >= REOPEN_AFTER)
+    }
+
+    /// Whether this lane is live and has as many requests in flight as it takes.
+    pub(super) fn is_full(&self) -> bool {
+        let st = lock(&self.state);
+        matches!(st.phase, Phase::Live(_)) && st.queue.len() >= MAX_IN_FLIGHT
     }
 
     /// Queues `pending` on this lane if it is open (watching its socket on this thread, the

@@ -119,16 +119,20 @@ struct Node {
     handshake: Option<tls_client::HandshakeCheck>,
 }
 
+/// The foreground lanes of a node: each event-loop thread's, by thread and index.
+#[cfg(unix)]
+type Lanes = Vec<((std::thread::ThreadId, usize), Arc<lane::Lane>)>;
+
 /// How a [`Node`] reaches its server.
 enum Transport {
     /// Our own connection: commands may be written by the thread that issues them, and, on a
     /// thread with an event loop of its own, read there through a foreground lane.
     Pipe {
         pipe: pipe::Pipe,
-        /// Each event-loop thread's foreground lane (none when `ordered`: two connections
-        /// could reorder an undo and what it undoes).
+        /// Each event-loop thread's foreground lanes, by thread and index (none when
+        /// `ordered`: two connections could reorder an undo and what it undoes).
         #[cfg(unix)]
-        lanes: Mutex<Vec<(std::thread::ThreadId, Arc<lane::Lane>)>>,
+        lanes: Mutex<Lanes>,
         ordered: bool,
     },
     /// redis-rs's multiplexed connection (TLS), fed by the batcher.
@@ -288,8 +292,9 @@ impl Node {
         }
     }
 
-    /// Sends `cmds` as one request on the pipe, or on this thread's foreground lane when it
-    /// is issued in a flush scope on a thread with an event loop (see [`lane`]).
+    /// Sends `cmds` as one request on the pipe, or on the first of this thread's foreground
+    /// lanes with room when it is issued in a flush scope on a thread with an event loop (see
+    /// [`lane`]).
     async fn request(&self, cmds: &[&redis::Cmd]) -> redis::RedisResult<Vec<Value>> {
         let Transport::Pipe {
             pipe,
@@ -307,7 +312,20 @@ impl Node {
             && crate::store::foreground::available()
         {
             let (pending, rx) = pipe::Pending::new(cmds, pipe.config().response_timeout);
-            if let Err(pending) = Self::lane(pipe, lanes).try_request(pending) {
+            let mut left = Some(pending);
+            for i in 0..lane::LANES_PER_THREAD {
+                let Some(pending) = left.take() else { break };
+                let lane = Self::lane(pipe, lanes, i);
+                if let Err(back) = lane.try_request(pending) {
+                    left = Some(back);
+                    // The next lane is for a load this one cannot take, not for a lane that
+                    // is still opening or has failed (the pipe serves that).
+                    if !lane.is_full() {
+                        break;
+                    }
+                }
+            }
+            if let Some(pending) = left {
                 pipe.adopt(vec![pending]);
             }
             return pipe::replies(rx).await;
@@ -317,14 +335,11 @@ impl Node {
         pipe.request(cmds).await
     }
 
-    /// This thread's lane, opened (on the runtime) if it has none or its last one died a
-    /// while ago.
+    /// This thread's lane number `i`, opened (on the runtime) if it has none or its last one
+    /// died a while ago.
     #[cfg(unix)]
-    fn lane(
-        pipe: &pipe::Pipe,
-        lanes: &Mutex<Vec<(std::thread::ThreadId, Arc<lane::Lane>)>>,
-    ) -> Arc<lane::Lane> {
-        let me = std::thread::current().id();
+    fn lane(pipe: &pipe::Pipe, lanes: &Mutex<Lanes>, i: usize) -> Arc<lane::Lane> {
+        let me = (std::thread::current().id(), i);
         let mut lanes = lanes.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, lane)) = lanes.iter_mut().find(|(t, _)| *t == me) {
             if lane.replaceable() {
