@@ -137,6 +137,33 @@ test('an onLost that throws is rethrown as an uncaught exception, after the sign
   assert.deepEqual(JSON.parse(out), { message: 'boom', aborted: true, held: false })
 })
 
+// jsdom's setTimeout returns a number; a fake one (jest's) never fires on its own. Neither may
+// break a drain or keep a process alive: the client leaves the globals alone.
+for (const [what, fake] of [
+  ['a browser\'s, returning a number', '() => 1'],
+  ['a fake one that never fires', '() => ({ ref() { return this }, unref() { return this }, refresh() { return this }, hasRef: () => true })'],
+]) {
+  test(`a client settles its calls and lets the process exit where the global setTimeout is ${what}`, () => {
+    const r = spawnSync(process.execPath, ['-e', `
+      globalThis.setTimeout = ${fake}
+      globalThis.clearTimeout = () => {}
+      const { connect } = require('.')
+      ;(async () => {
+        const locks = await connect('memory://global-timers')
+        for (let i = 0; i < 3; i++) {
+          const lock = await locks.acquire('k', { ttl: 5000 })
+          if (!(await lock.release())) throw new Error('not released')
+        }
+        console.log('settled')
+        // Left open: once idle it must not keep the process running.
+      })()
+    `], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 })
+    assert.equal(r.error, undefined, 'the process did not exit on its own')
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.stdout.trim(), 'settled')
+  })
+}
+
 test('getAcquiredLocks forgets a redislock-face lock whose lease ran out unreleased', async (t) => {
   if (!(await needRedis(t))) return
   const lock = createLock(REDIS_URL, { timeout: 150 })

@@ -5,6 +5,8 @@ const { LockLostError } = require('./errors')
 const { ELECTION_TTL, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 const v = require('./validate')
 const { newAbortController } = require('./abort')
+// Node's timers: the global `setTimeout` may be jsdom's or a fake one under jest.
+const timers = require('timers')
 
 const { own } = v
 
@@ -66,7 +68,7 @@ class Election {
         if (this._ac.signal.aborted) return
         if (err.code === 'ERR_LOCK_CLOSED') return
         // The store failed: try again after a pause rather than give up the campaign.
-        await new Promise((r) => setTimeout(r, this._options.retryDelay ?? 250).unref())
+        await new Promise((r) => timers.setTimeout(r, this._options.retryDelay ?? 250).unref())
         continue
       }
       this._lock = lock

@@ -9,6 +9,10 @@ const { fromNative, LockClosedError } = require('./errors')
 const { scrub } = require('./redact')
 const { secretsOfTarget } = require('./topology')
 const { IdMap } = require('./id-map')
+// Node's own timers, not the globals: under jsdom (jest's browser-like environment)
+// `setTimeout` is the window's, which returns a number with neither `unref` nor `refresh`,
+// and under jest's fake timers the global one would never fire.
+const timers = require('timers')
 
 // The operation protocol is defined once, in the addon (src/binding/protocol.rs).
 const P = protocol()
@@ -117,7 +121,7 @@ class Native {
       this.pending.clear()
       for (const p of left) p.reject(new LockClosedError('The lock client has been closed'))
     }
-    if (this.idleTimer !== null) clearTimeout(this.idleTimer)
+    if (this.idleTimer !== null) timers.clearTimeout(this.idleTimer)
     if (this.alive) {
       this.alive = false
       this.addon.keepAlive(false)
@@ -283,7 +287,7 @@ class Native {
     if (this.pending.size === 0 && this.alive && !this.idleCheck) {
       this.idleCheck = true
       if (this.idleTimer === null) {
-        this.idleTimer = setTimeout(this.checkIdle, IDLE_CHECK_MS)
+        this.idleTimer = timers.setTimeout(this.checkIdle, IDLE_CHECK_MS)
         this.idleTimer.unref()
       } else {
         this.idleTimer.refresh()
