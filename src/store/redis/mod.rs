@@ -531,10 +531,11 @@ impl RedisStore {
         wait: Option<redis::Cmd>,
     ) -> StoreResult<Value> {
         self.check_open()?;
+        // Boxed apart: inline, their state made every call's future ~4.5 KB (see tests).
         match &self.link {
             Link::Single(node) => node.send(cmd, script, wait).await,
-            Link::Cluster(c) => c.exec(&cmd, script).await.map_err(store_err),
-            Link::Sentinel(s) => s.send(cmd, script, wait).await,
+            Link::Cluster(c) => Box::pin(c.exec(&cmd, script)).await.map_err(store_err),
+            Link::Sentinel(s) => Box::pin(s.send(cmd, script, wait)).await,
         }
     }
 
