@@ -65,8 +65,10 @@ for (const store of [
   })
 }
 
-function runChild(code) {
-  const r = spawnSync(process.execPath, ['--expose-gc', '-e', code], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 })
+/** Runs `code` in a child process that must exit 0 on its own within `timeout` ms; its stdout. */
+function runChild(code, timeout = 120_000) {
+  const r = spawnSync(process.execPath, ['--expose-gc', '-e', code], { cwd: ROOT, encoding: 'utf8', timeout })
+  assert.equal(r.error, undefined, `the process did not exit on its own within ${timeout} ms`)
   assert.equal(r.status, 0, r.stderr)
   return r.stdout
 }
@@ -144,7 +146,7 @@ for (const [what, fake] of [
   ['a fake one that never fires', '() => ({ ref() { return this }, unref() { return this }, refresh() { return this }, hasRef: () => true })'],
 ]) {
   test(`a client settles its calls and lets the process exit where the global setTimeout is ${what}`, () => {
-    const r = spawnSync(process.execPath, ['-e', `
+    const out = runChild(`
       globalThis.setTimeout = ${fake}
       globalThis.clearTimeout = () => {}
       const { connect } = require('.')
@@ -157,10 +159,8 @@ for (const [what, fake] of [
         console.log('settled')
         // Left open: once idle it must not keep the process running.
       })()
-    `], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 })
-    assert.equal(r.error, undefined, 'the process did not exit on its own')
-    assert.equal(r.status, 0, r.stderr)
-    assert.equal(r.stdout.trim(), 'settled')
+    `, 30_000)
+    assert.equal(out.trim(), 'settled')
   })
 }
 

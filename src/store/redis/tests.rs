@@ -508,9 +508,9 @@ async fn a_rediss_url_to_a_plaintext_server_fails_as_a_tls_handshake_within_the_
     );
 }
 
-/// Every call boxes its store future, and a waiting acquisition keeps one alive: the Cluster
-/// and Sentinel arms of `exec_with` are boxed so that a single server's call does not carry
-/// (and copy into its box) their ~3 KB of state.
+/// Every call boxes its store future, which lives while the call is in flight: the Cluster and
+/// Sentinel arms of `exec_with` are boxed so that a single server's call does not carry (and
+/// copy into its box) their ~3 KB of state.
 #[tokio::test]
 async fn a_single_servers_call_future_does_not_carry_the_cluster_and_sentinel_paths() {
     let Some(s) = open() else { return };
