@@ -301,8 +301,11 @@ function apiSuite(b) {
     test('withLock keeps the lease alive while a routine runs past the ttl', async (t) => {
       if (await skipUnlessReady(t)) return
       const k = key()
-      await locks.withLock(k, { ttl: 200 }, async (lock) => {
-        await sleep(700)
+      // 3.5 leases long. The lease is 600 ms, not 200: with a heartbeat every ttl/3, a 200 ms
+      // lease turned `held` false (correctly) whenever one extension took over ~130 ms, which a
+      // loaded machine's PostgreSQL did once in a full run.
+      await locks.withLock(k, { ttl: 600 }, async (lock) => {
+        await sleep(2100)
         assert.equal(lock.held, true)
         assert.equal((await locks.inspect(k)).owner, lock.owner)
       })
