@@ -26,6 +26,34 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The pid of the redis-server answering on `port` (`INFO server`'s `process_id`), if one does.
+fn server_pid(port: u16) -> Option<u32> {
+    use std::io::Read;
+    let mut stream = TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(200),
+    )
+    .ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+        .ok()?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(rest) = text.split("process_id:").nth(1) {
+            if let Some(end) = rest.find("\r\n") {
+                return rest[..end].trim().parse().ok();
+            }
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => reply.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
 fn answers(port: u16) -> bool {
     TcpStream::connect_timeout(
         &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
@@ -55,17 +83,39 @@ pub fn redis_server_or_skip() -> bool {
 impl TestServer {
     /// Starts a server on a free port with `extra` arguments (no persistence), and waits
     /// until it accepts connections.
+    ///
+    /// A free port is only free until someone binds it: when another test's server took it
+    /// first (ours then exits, unable to bind), this starts again on another one.
     pub fn start(extra: &[&str]) -> TestServer {
-        Self::start_on(free_port(), extra)
+        Self::start_somewhere(free_port, extra, |_| None)
     }
 
-    /// Starts a server on `port`.
+    /// Starts a server on a port `port()` picks, with files in `dir(port)`, retrying on
+    /// another port while the one picked turns out to be taken.
+    fn start_somewhere(
+        port: impl Fn() -> u16,
+        extra: &[&str],
+        dir: impl Fn(u16) -> Option<std::path::PathBuf>,
+    ) -> TestServer {
+        for _ in 0..20 {
+            let port = port();
+            if let Some(server) = Self::start_in(port, extra, dir(port).as_deref()) {
+                return server;
+            }
+        }
+        panic!("redis-server found no free port in 20 attempts");
+    }
+
+    /// Starts a server on `port`, which must be free.
     pub fn start_on(port: u16, extra: &[&str]) -> TestServer {
         Self::start_in(port, extra, None)
+            .unwrap_or_else(|| panic!("port {port} is taken by another server"))
     }
 
-    /// Starts a server on `port` whose files go to `dir` (created here, removed with the server).
-    fn start_in(port: u16, extra: &[&str], dir: Option<&std::path::Path>) -> TestServer {
+    /// Starts a server on `port` whose files go to `dir` (created here, removed with the
+    /// server); `None` when the server answering on `port` is not the one started (the port
+    /// was taken), which is then stopped.
+    fn start_in(port: u16, extra: &[&str], dir: Option<&std::path::Path>) -> Option<TestServer> {
         let own_dir = dir.map(|d| {
             std::fs::create_dir_all(d).expect("a temporary directory");
             d.to_string_lossy().into_owned()
@@ -94,20 +144,60 @@ impl TestServer {
             .read_line(&mut line)
             .expect("the server's pid");
         let pid = line.trim().parse().expect("a pid");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !answers(port) {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        TestServer {
+        let mut server = TestServer {
             port,
             pid,
             stdin: shell.stdin.take(),
             shell,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match server_pid(port) {
+                Some(answering) if answering == pid => return Some(server),
+                // Another server holds the port: ours cannot bind it.
+                Some(_) => {
+                    server.kill_own();
+                    return None;
+                }
+                None => {
+                    if server.server_exited() {
+                        // Ours exited without ever answering: the port was taken meanwhile.
+                        server.kill_own();
+                        return None;
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "redis-server did not start on {port}"
+                    );
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
         }
+    }
+
+    /// Whether the server's process has exited. Until the shell is told to end it does not
+    /// reap its child, so an exited server is a zombie (`kill -0` would still succeed).
+    fn server_exited(&self) -> bool {
+        match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
+            // The state follows the command name in parentheses.
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z')),
+            Err(_) => !Command::new("kill")
+                .args(["-0", &self.pid.to_string()])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+        }
+    }
+
+    /// Ends the server's shell without waiting for the port to close (it may be another's).
+    fn kill_own(&mut self) {
+        self.signal("-KILL");
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.write_all(b"\n");
+        }
+        let _ = self.shell.wait();
     }
 
     /// Its URL.
@@ -186,12 +276,10 @@ impl TestCluster {
     pub fn start(n: usize) -> TestCluster {
         let nodes: Vec<TestServer> = (0..n)
             .map(|_| {
-                let port = cluster_port();
-                let dir = std::env::temp_dir().join(format!("deadbolt-cluster-{port}"));
-                TestServer::start_in(
-                    port,
+                TestServer::start_somewhere(
+                    cluster_port,
                     &["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
-                    Some(&dir),
+                    |port| Some(std::env::temp_dir().join(format!("deadbolt-cluster-{port}"))),
                 )
             })
             .collect();
@@ -225,4 +313,29 @@ impl TestCluster {
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(TestServer::url).collect()
     }
+}
+
+#[test]
+fn a_server_whose_picked_port_another_server_holds_starts_on_another() {
+    if !redis_server_or_skip() {
+        return;
+    }
+    let other = TestServer::start(&[]);
+    let picks = std::cell::Cell::new(0);
+    let server = TestServer::start_somewhere(
+        || {
+            picks.set(picks.get() + 1);
+            if picks.get() == 1 {
+                other.port
+            } else {
+                free_port()
+            }
+        },
+        &[],
+        |_| None,
+    );
+    assert_eq!(picks.get(), 2);
+    assert_ne!(server.port, other.port);
+    assert_eq!(server_pid(server.port), Some(server.pid));
+    assert_eq!(server_pid(other.port), Some(other.pid));
 }
