@@ -142,6 +142,13 @@ class Native {
     })
   }
 
+  /** Releases held lock `id`: resolves true, or false when it was no longer held. */
+  release(id) {
+    return new Promise((resolve, reject) => {
+      this.releaseOp(this.track({ resolve, reject }), id)
+    })
+  }
+
   /**
    * Registers `pending` (anything with `resolve(outcome)` and `reject(err)`) under a new
    * request id and returns the id; the caller then makes the native call with it.

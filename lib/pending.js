@@ -42,8 +42,7 @@ class PendingAcquire {
     if (signal !== undefined && signal.aborted && !this.client._closed) {
       // The grant raced the abort (the store answered before the cancellation reached the
       // native side): give the lock back; the caller sees the abort, never a lock.
-      const native = this.client._native_
-      native.request((req) => native.releaseOp(req, this.req)).catch(() => {})
+      this.client._native_.release(this.req).catch(() => {})
       this.rej(abortReason(signal))
       return
     }
