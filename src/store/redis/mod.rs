@@ -123,6 +123,16 @@ struct Node {
 #[cfg(unix)]
 type Lanes = Vec<((std::thread::ThreadId, usize), Arc<lane::Lane>)>;
 
+/// The calling thread's id, from a thread-local (`thread::current()` clones and drops an `Arc`
+/// at every call, and a request looks for its lane at every operation).
+#[cfg(unix)]
+fn this_thread() -> std::thread::ThreadId {
+    thread_local! {
+        static ID: std::thread::ThreadId = std::thread::current().id();
+    }
+    ID.with(|id| *id)
+}
+
 /// How a [`Node`] reaches its server.
 enum Transport {
     /// Our own connection: commands may be written by the thread that issues them, and, on a
@@ -313,9 +323,10 @@ impl Node {
         {
             let (pending, rx) = pipe::Pending::new(cmds, pipe.config().response_timeout);
             let mut left = Some(pending);
+            let me = this_thread();
             for i in 0..lane::LANES_PER_THREAD {
                 let Some(pending) = left.take() else { break };
-                let lane = Self::lane(pipe, lanes, i);
+                let lane = Self::lane(pipe, lanes, (me, i));
                 if let Err(back) = lane.try_request(pending) {
                     left = Some(back);
                     // The next lane is for a load this one cannot take, not for a lane that
@@ -338,8 +349,11 @@ impl Node {
     /// This thread's lane number `i`, opened (on the runtime) if it has none or its last one
     /// died a while ago.
     #[cfg(unix)]
-    fn lane(pipe: &pipe::Pipe, lanes: &Mutex<Lanes>, i: usize) -> Arc<lane::Lane> {
-        let me = (std::thread::current().id(), i);
+    fn lane(
+        pipe: &pipe::Pipe,
+        lanes: &Mutex<Lanes>,
+        me: (std::thread::ThreadId, usize),
+    ) -> Arc<lane::Lane> {
         let mut lanes = lanes.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, lane)) = lanes.iter_mut().find(|(t, _)| *t == me) {
             if lane.replaceable() {
@@ -596,10 +610,14 @@ impl RedisStore {
         let ttl = ttl_ms.to_string();
         let side = SideKeys::of(key);
         let (fence, data_k) = (side.fence(), side.data());
-        let legacy = legacy_fence_key(key);
+        // The 0.1 counter is named (and so looked at, and its name made) only while this
+        // store has not been granted the name.
+        let legacy = if check {
+            legacy_fence_key(key)
+        } else {
+            String::new()
+        };
         let keys: [&[u8]; 4] = [key.as_bytes(), &fence, &data_k, legacy.as_bytes()];
-        // The 0.1 counter is named (and so looked at) only while this store has not been
-        // granted the name.
         let keys = if check { &keys[..] } else { &keys[..3] };
         let cmd = evalsha(
             &ACQUIRE,
