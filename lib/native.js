@@ -9,6 +9,7 @@ const { fromNative, LockClosedError } = require('./errors')
 const { scrub } = require('./redact')
 const { secretsOfTarget } = require('./topology')
 const { IdMap } = require('./id-map')
+const { Requests } = require('./requests')
 // Node's own timers, not the globals: under jsdom (jest's browser-like environment)
 // `setTimeout` is the window's, which returns a number with neither `unref` nor `refresh`,
 // and under jest's fake timers the global one would never fire.
@@ -36,7 +37,6 @@ const FLAGS = Object.freeze({
   plain: P.flagPlain,
 })
 
-let nextRequest = 1
 const SETTLED = Promise.resolve()
 
 /** Numbers the operations buffer starts with (an acquisition takes ACQUIRE_LEN). */
@@ -54,8 +54,8 @@ class Native {
    * @param {string[]} [secrets] more strings never to show (credentials from the options)
    */
   constructor(url, options, secrets = []) {
-    /** request id → { resolve, reject } */
-    this.pending = new IdMap()
+    /** request id → { resolve, reject } (the ids are made here) */
+    this.pending = new Requests()
     /** lock handle → object with `_lost(reason)` */
     this.holders = new IdMap()
     this.alive = false
@@ -118,7 +118,7 @@ class Native {
   dispose() {
     this.drain()
     if (this.pending.size > 0) {
-      const left = [...this.pending.values()]
+      const left = this.pending.list()
       this.pending.clear()
       for (const p of left) p.reject(new LockClosedError('The lock client has been closed'))
     }
@@ -155,8 +155,7 @@ class Native {
    * request id and returns the id; the caller then makes the native call with it.
    */
   track(pending) {
-    const req = nextRequest++
-    this.pending.set(req, pending)
+    const req = this.pending.add(pending)
     if (!this.alive) {
       this.alive = true
       this.addon.keepAlive(true)
