@@ -176,15 +176,24 @@ pub fn legacy_fence_key(key: &str) -> String {
 /// Like [`RESERVED`], it cannot occur in an owner, which is UTF-8.
 pub const TOKEN_SEPARATOR: u8 = 0xFF;
 
-/// Splits a lock key's value into the owner and, if the value carries one, the fencing token.
+/// Ends a modern lock key's value once an acquisition was refused it ("someone waits": its
+/// release is announced). Like [`TOKEN_SEPARATOR`], it cannot occur in an owner.
+pub const WAITED_MARK: u8 = 0xFE;
+
+/// Splits a lock key's value into the owner and, if the value carries one, the fencing token
+/// (a waiters' mark after it is not part of either).
 pub fn split_value(value: &[u8]) -> (&[u8], Option<u64>) {
-    match value.iter().rposition(|&b| b == TOKEN_SEPARATOR) {
+    let unmarked = match value.split_last() {
+        Some((&WAITED_MARK, rest)) if rest.contains(&TOKEN_SEPARATOR) => rest,
+        _ => value,
+    };
+    match unmarked.iter().rposition(|&b| b == TOKEN_SEPARATOR) {
         Some(at) => {
-            let token = std::str::from_utf8(&value[at + 1..])
+            let token = std::str::from_utf8(&unmarked[at + 1..])
                 .ok()
                 .and_then(|t| t.parse().ok());
             match token {
-                Some(t) => (&value[..at], Some(t)),
+                Some(t) => (&unmarked[..at], Some(t)),
                 None => (value, None),
             }
         }

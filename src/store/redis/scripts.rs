@@ -8,13 +8,21 @@
 //! compares the whole value with its own id, which never matches a deadbolt value, so the two
 //! still exclude each other.
 //!
+//! A refused acquisition appends `0xFE` to a modern value ("someone waits"), and only such a
+//! release is announced on the key's channel: a release nobody asked for publishes nothing
+//! (announcing cost ~1 µs of Redis CPU per release, a ninth of an acquire+release pair). The
+//! mark outlives extensions and rides along in a handoff or a Redlock raise, since the
+//! waiters it stands for still wait; a bare owner (redislock's format) is never changed, so
+//! its release is always announced.
+//!
 //! Tokens are returned as decimal strings: `INCR`'s reply reaches Lua as a double, exact
 //! below 2^53; above that the counter is read back with `GET`.
 
 use redis::Script;
 use std::sync::LazyLock;
 
-/// Shared by the scripts: owner comparison, the release announcement (sharded pub/sub on a
+/// Shared by the scripts: owner comparison, whether a value carries the waiters' mark
+/// (`0xFE` at its end), the release announcement (sharded pub/sub on a
 /// cluster, falling back to `PUBLISH` before Redis 7), `SET NX` that returns the value it
 /// found (false when it set the key: one command on Redis 7, where `SET` takes `NX` with
 /// `GET`; a `GET` after a failed `SET NX` before), and the next token of a counter as an exact
@@ -24,6 +32,9 @@ local function owns(v, o)
   if not v then return false end
   if v == o then return true end
   return #v > #o and string.byte(v, #o + 1) == 255 and string.sub(v, 1, #o) == o
+end
+local function waited(v)
+  return string.byte(v, -1) == 254
 end
 local function announce(channel, sharded)
   if sharded == '1' then
@@ -55,7 +66,8 @@ fn with_helpers(body: &str) -> String {
 /// (`SET NX`, with the token in the value unless ARGV[3] is "0"), then store the payload with
 /// the same lease. The uncontended path is two commands (`INCR`, `SET NX`); the lock key is
 /// read only when the `SET NX` fails (on Redis 7 by the `SET`'s own `GET`), and a refused
-/// request only burns a token, which keeps tokens increasing.
+/// request only burns a token, which keeps tokens increasing. A refusal marks a modern value
+/// as waited for (`0xFE` appended, lease unchanged), so that its release is announced.
 ///
 /// A retried call whose first reply was lost finds its own lock and returns its token, with
 /// the lease set anew so that it runs from this request, whatever gave the caller the lock (a
@@ -75,12 +87,16 @@ if ARGV[3] == '1' then value = value .. '\255' .. token end
 local v = set_nx(KEYS[1], value, ARGV[2])
 if v then
   if owns(v, ARGV[1]) then
-    local t = string.match(v, '\255(%d+)$')
+    local t = string.match(v, '\255(%d+)\254?$')
     if t then
       redis.call('PEXPIRE', KEYS[1], ARGV[2])
       redis.call('PEXPIRE', KEYS[3], ARGV[2])
       return t
     end
+    return false
+  end
+  if string.find(v, '\255', 1, true) and not waited(v) then
+    redis.call('APPEND', KEYS[1], '\254')
   end
   return false
 end
@@ -118,15 +134,18 @@ end
 return 0
 "#;
 
-/// Release: compare the owner, delete lock and data, and announce the release to waiters.
-/// KEYS: lock, data. ARGV: owner, channel, sharded ("1": `SPUBLISH`, on a cluster). Returns 0
-/// if not owned, otherwise 1 + the number of subscribers the announcement reached (so the
-/// caller knows whether others wait).
+/// Release: compare the owner, delete lock and data, and announce the release to waiters if
+/// someone was refused the lock meanwhile (the value's mark) or it is a bare owner (no mark
+/// is ever put there). KEYS: lock, data. ARGV: owner, channel, sharded ("1": `SPUBLISH`, on
+/// a cluster). Returns 0 if not owned, otherwise 1 + the number of subscribers the
+/// announcement reached, none when there was none (so the caller knows whether others wait).
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(RELEASE_LUA)));
 const RELEASE_LUA: &str = r#"
-if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+local v = redis.call('GET', KEYS[1])
+if owns(v, ARGV[1]) then
   redis.call('DEL', KEYS[1], KEYS[2])
-  return 1 + announce(ARGV[2], ARGV[3])
+  if v == ARGV[1] or waited(v) then return 1 + announce(ARGV[2], ARGV[3]) end
+  return 1
 end
 return 0
 "#;
@@ -169,14 +188,17 @@ pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helper
 const HANDOFF_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if owns(v, ARGV[2]) then
-  local t = string.match(v, '\255(%d+)$')
+  local t = string.match(v, '\255(%d+)\254?$')
   if t then return t end
   return false
 end
 if not owns(v, ARGV[1]) then return false end
 local token = next_token(KEYS[2])
 local value = ARGV[2]
-if ARGV[7] == '1' then value = value .. '\255' .. token end
+if ARGV[7] == '1' then
+  value = value .. '\255' .. token
+  if waited(v) then value = value .. '\254' end
+end
 redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
 if ARGV[4] == '1' then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
@@ -202,7 +224,9 @@ end
 if v ~= ARGV[1] then
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl > 0 then
-    redis.call('SET', KEYS[1], ARGV[1] .. '\255' .. ARGV[2], 'PX', ttl)
+    local mark = ''
+    if waited(v) then mark = '\254' end
+    redis.call('SET', KEYS[1], ARGV[1] .. '\255' .. ARGV[2] .. mark, 'PX', ttl)
   end
 end
 return 1

@@ -100,6 +100,103 @@ async fn a_killed_connection_is_replaced_within_the_same_call() {
 }
 
 #[tokio::test]
+async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_a_bare_owner() {
+    use crate::store::test_servers::{redis_server_or_skip, TestServer};
+    if !redis_server_or_skip() {
+        return;
+    }
+    // A server of its own: its PUBLISH count is this test's alone.
+    let server = TestServer::start(&[]);
+    let s = RedisStore::connect(&server.url(), &RedisOptions::default()).unwrap();
+    let mut raw = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let stats = raw.clone();
+    let publishes = async || -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut stats.clone())
+            .await
+            .unwrap();
+        stats
+            .split("cmdstat_publish:calls=")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    let k = name();
+
+    s.try_acquire(&k, "a", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let outcome = LockStore::release(&*s, &k, "a").await.unwrap();
+    assert!(outcome.released && !outcome.others_waiting);
+    assert_eq!(
+        publishes().await,
+        0,
+        "nobody asked for it: nothing published"
+    );
+
+    let token = s
+        .try_acquire(&k, "a", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    for other in ["b", "c"] {
+        assert_eq!(
+            s.try_acquire(&k, other, 10_000, None, false).await.unwrap(),
+            None
+        );
+    }
+    let value: Vec<u8> = redis::cmd("GET")
+        .arg(&k)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let mut expected = b"a\xff".to_vec();
+    expected.extend_from_slice(token.to_string().as_bytes());
+    expected.push(0xFE);
+    assert_eq!(value, expected, "marked once, however many were refused");
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!((info.owner.as_str(), info.fencing_token), ("a", token));
+    assert!(s.extend(&k, "a", 10_000, false).await.unwrap());
+    // The retried acquisition of its own owner still finds its token.
+    assert_eq!(
+        s.try_acquire(&k, "a", 10_000, None, false).await.unwrap(),
+        Some(token)
+    );
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    assert_eq!(publishes().await, 1, "refused twice, announced once");
+
+    s.try_acquire(&k, "p", 10_000, None, true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.try_acquire(&k, "q", 10_000, None, false).await.unwrap(),
+        None
+    );
+    let value: Vec<u8> = redis::cmd("GET")
+        .arg(&k)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(
+        value, b"p",
+        "a bare owner is redislock's format: never marked"
+    );
+    assert!(LockStore::release(&*s, &k, "p").await.unwrap().released);
+    assert_eq!(
+        publishes().await,
+        2,
+        "a bare owner's release is always announced"
+    );
+}
+
+#[tokio::test]
 async fn release_announcements_resume_after_the_subscriber_connection_dropped() {
     let Some(s) = open() else { return };
     let k = name();

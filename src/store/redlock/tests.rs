@@ -269,6 +269,14 @@ async fn a_release_announced_by_any_one_server_reaches_the_watchers() {
             lone.try_acquire(&k, "x", 10_000, None, false)
                 .await
                 .unwrap();
+            // A waiter there is refused, which flags the key: only then is its release
+            // announced.
+            assert_eq!(
+                lone.try_acquire(&k, "y", 10_000, None, false)
+                    .await
+                    .unwrap(),
+                None
+            );
             LockStore::release(&*lone, &k, "x").await.unwrap();
             if let Ok(Ok(key)) =
                 tokio::time::timeout(Duration::from_millis(100), releases.recv()).await

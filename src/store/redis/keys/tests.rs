@@ -75,6 +75,9 @@ fn a_value_splits_into_owner_and_token() {
         (&b"o"[..], Some(u64::MAX))
     );
     assert_eq!(split_value(b"o\xffx"), (&b"o\xffx"[..], None));
+    assert_eq!(split_value(b"own\xff42\xfe"), (&b"own"[..], Some(42)));
+    // Only a modern value is ever marked: a bare owner keeps every byte.
+    assert_eq!(split_value(b"own\xfe"), (&b"own\xfe"[..], None));
 }
 
 #[test]
