@@ -601,10 +601,6 @@ impl RedisStore {
         data: Option<&[u8]>,
         plain: bool,
     ) -> StoreResult<Option<u64>> {
-        let (flag, payload): (&[u8], &[u8]) = match data {
-            Some(d) => (b"1", d),
-            None => (b"0", b""),
-        };
         let with_token: &[u8] = if plain { b"0" } else { b"1" };
         let check = self.legacy_checked.must_check(key);
         let ttl = ttl_ms.to_string();
@@ -619,11 +615,19 @@ impl RedisStore {
         };
         let keys: [&[u8]; 4] = [key.as_bytes(), &fence, &data_k, legacy.as_bytes()];
         let keys = if check { &keys[..] } else { &keys[..3] };
-        let cmd = evalsha(
-            &ACQUIRE,
-            keys,
-            &[owner.as_bytes(), ttl.as_bytes(), with_token, flag, payload],
-        );
+        let args: [&[u8]; 4] = [
+            owner.as_bytes(),
+            ttl.as_bytes(),
+            with_token,
+            data.unwrap_or(b""),
+        ];
+        // The payload goes only when there is one.
+        let args = if data.is_some() {
+            &args[..]
+        } else {
+            &args[..3]
+        };
+        let cmd = evalsha(&ACQUIRE, keys, args);
         let (reply, acked) = self.exec_acked(cmd, &ACQUIRE).await?;
         let token = token_reply(reply)?;
         if check && token.is_some() {
@@ -749,7 +753,7 @@ impl RedisStore {
         let cmd = evalsha(
             &RELEASE,
             &[key.as_bytes(), &data_k],
-            &[owner.as_bytes(), channel.as_bytes(), self.sharded()],
+            &[owner.as_bytes(), self.sharded()],
         );
         let n = parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?)?;
         // Our own subscriber heard it too if someone here watches the key.

@@ -76,9 +76,9 @@ fn with_helpers(body: &str) -> String {
 /// When KEYS[4] is given (the store has not yet been granted this name, see
 /// `super::legacy`), the counter version 0.1 left there for the name is carried over (so no
 /// token goes backwards) and deleted: an integer without expiry is that counter, since every
-/// lock key has an expiry. KEYS: lock, fence, data, [legacy fence]. ARGV: owner,
-/// ttl ms, with-token flag, has-data flag, data. Returns the token (a string), or false when held
-/// by another owner.
+/// lock key has an expiry. KEYS: lock, fence, data, [legacy fence]. ARGV: owner, ttl ms,
+/// with-token flag, [data] (absent without a payload: every argument costs Redis ~0.15 µs).
+/// Returns the token (a string), or false when held by another owner.
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(ACQUIRE_LUA)));
 const ACQUIRE_LUA: &str = r#"
 local token = next_token(KEYS[2])
@@ -113,8 +113,8 @@ if KEYS[4] then
     redis.call('DEL', KEYS[4])
   end
 end
-if ARGV[4] == '1' then
-  redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[2])
+if ARGV[4] then
+  redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2])
 end
 return token
 "#;
@@ -136,15 +136,20 @@ return 0
 
 /// Release: compare the owner, delete lock and data, and announce the release to waiters if
 /// someone was refused the lock meanwhile (the value's mark) or it is a bare owner (no mark
-/// is ever put there). KEYS: lock, data. ARGV: owner, channel, sharded ("1": `SPUBLISH`, on
-/// a cluster). Returns 0 if not owned, otherwise 1 + the number of subscribers the
-/// announcement reached, none when there was none (so the caller knows whether others wait).
+/// is ever put there). The channel is made here from the data key (`{t}<key>` follows its
+/// prefix in both), only when it is needed: sending it with every release cost ~0.3 µs of
+/// Redis CPU. KEYS: lock, data. ARGV: owner, sharded ("1": `SPUBLISH`, on a cluster).
+/// Returns 0 if not owned, otherwise 1 + the number of subscribers the announcement reached,
+/// none when there was none (so the caller knows whether others wait).
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(RELEASE_LUA)));
 const RELEASE_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if owns(v, ARGV[1]) then
   redis.call('DEL', KEYS[1], KEYS[2])
-  if v == ARGV[1] or waited(v) then return 1 + announce(ARGV[2], ARGV[3]) end
+  if v == ARGV[1] or waited(v) then
+    local at = string.find(KEYS[2], '{', 1, true)
+    return 1 + announce('deadbolt:released:' .. string.sub(KEYS[2], at), ARGV[2])
+  end
   return 1
 end
 return 0
