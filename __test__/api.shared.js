@@ -653,6 +653,22 @@ function apiSuite(b) {
       })
 
       if (b.fairAcrossProcesses) {
+        test('a waiter in another process that never polls gets the lock when it is released', async (t) => {
+          if (await skipUnlessReady(t)) return
+          const k = key('woken')
+          const lock = await locks.acquire(k)
+          // It asks, is refused, subscribes and asks once more; its next poll is 24 days away,
+          // so only the release's announcement can give it the lock.
+          const waiter = spawnChild(['wait-for', arg(b.url), k])
+          try {
+            await waiter.said('waiting')
+            assert.equal(await lock.release(), true)
+            await waiter.said('acquired')
+          } finally {
+            waiter.kill()
+          }
+        })
+
         test('a waiter in another process gets a key that a busy process keeps handing on', async (t) => {
           if (await skipUnlessReady(t)) return
           const k = key('fair')
