@@ -23,6 +23,28 @@ async fn raw() -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
+/// A redis-server of the test's own (so that what it does to the server or counts there
+/// concerns it alone), a store on it and a plain connection to it; `None` (skipped, failed
+/// under `CI`) without redis-server.
+async fn own_server() -> Option<(
+    crate::store::test_servers::TestServer,
+    Arc<RedisStore>,
+    redis::aio::MultiplexedConnection,
+)> {
+    use crate::store::test_servers::{redis_server_or_skip, TestServer};
+    if !redis_server_or_skip() {
+        return None;
+    }
+    let server = TestServer::start(&[]);
+    let store = RedisStore::connect(&server.url(), &RedisOptions::default()).unwrap();
+    let conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    Some((server, store, conn))
+}
+
 /// Runs a command on a connection of its own (not the store's).
 async fn raw_command(args: &[&str]) {
     let mut cmd = redis::cmd(args[0]);
@@ -67,14 +89,11 @@ async fn scripts_are_loaded_again_after_the_server_forgot_them() {
 
 #[tokio::test]
 async fn a_killed_connection_is_replaced_within_the_same_call() {
-    use crate::store::test_servers::{redis_server_or_skip, TestServer};
-    if !redis_server_or_skip() {
-        return;
-    }
     // A server of its own: killing every client of the shared one would break the
     // connections of tests running beside this one.
-    let server = TestServer::start(&[]);
-    let s = RedisStore::connect(&server.url(), &RedisOptions::default()).unwrap();
+    let Some((_server, s, mut conn)) = own_server().await else {
+        return;
+    };
     let k = name();
     s.try_acquire(&k, "a", 10_000, None, false)
         .await
@@ -86,33 +105,16 @@ async fn a_killed_connection_is_replaced_within_the_same_call() {
         .arg("normal")
         .arg("SKIPME")
         .arg("yes");
-    let _: redis::Value = kill
-        .query_async(
-            &mut redis::Client::open(server.url())
-                .unwrap()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let _: redis::Value = kill.query_async(&mut conn).await.unwrap();
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
 }
 
 #[tokio::test]
 async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_a_bare_owner() {
-    use crate::store::test_servers::{redis_server_or_skip, TestServer};
-    if !redis_server_or_skip() {
-        return;
-    }
     // A server of its own: its PUBLISH count is this test's alone.
-    let server = TestServer::start(&[]);
-    let s = RedisStore::connect(&server.url(), &RedisOptions::default()).unwrap();
-    let mut raw = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let Some((_server, s, mut raw)) = own_server().await else {
+        return;
+    };
     let stats = raw.clone();
     let publishes = async || -> u64 {
         let stats: String = redis::cmd("INFO")
