@@ -112,8 +112,19 @@ async fn a_killed_connection_is_replaced_within_the_same_call() {
 #[tokio::test]
 async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_a_bare_owner() {
     // A server of its own: its PUBLISH count is this test's alone.
-    let Some((_server, s, mut raw)) = own_server().await else {
+    let Some((_server, s, raw)) = own_server().await else {
         return;
+    };
+    let value_of = async |k: &str| -> Vec<u8> {
+        redis::cmd("GET")
+            .arg(k)
+            .query_async(&mut raw.clone())
+            .await
+            .unwrap()
+    };
+    let refused = async |k: &str, owner: &str| {
+        let got = s.try_acquire(k, owner, 10_000, None, false).await.unwrap();
+        assert_eq!(got, None, "{owner} was refused");
     };
     let stats = raw.clone();
     let publishes = async || -> u64 {
@@ -147,17 +158,9 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
         .await
         .unwrap()
         .unwrap();
-    for other in ["b", "c"] {
-        assert_eq!(
-            s.try_acquire(&k, other, 10_000, None, false).await.unwrap(),
-            None
-        );
-    }
-    let value: Vec<u8> = redis::cmd("GET")
-        .arg(&k)
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    refused(&k, "b").await;
+    refused(&k, "c").await;
+    let value = value_of(&k).await;
     let mut expected = b"a\xff".to_vec();
     expected.extend_from_slice(token.to_string().as_bytes());
     expected.push(0xFE);
@@ -177,17 +180,10 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
         .await
         .unwrap()
         .unwrap();
+    refused(&k, "q").await;
     assert_eq!(
-        s.try_acquire(&k, "q", 10_000, None, false).await.unwrap(),
-        None
-    );
-    let value: Vec<u8> = redis::cmd("GET")
-        .arg(&k)
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(
-        value, b"p",
+        value_of(&k).await,
+        b"p",
         "a bare owner is redislock's format: never marked"
     );
     assert!(LockStore::release(&*s, &k, "p").await.unwrap().released);
