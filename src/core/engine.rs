@@ -629,7 +629,7 @@ impl Engine {
         // released (or handed on) in turn.
         loop {
             let Some(waiter) = self.next_for_handoff(key) else {
-                let outcome = self.store.release(key, &owner).await;
+                let outcome = self.store.release_held(key, &owner, had_data).await;
                 self.releases.fetch_add(1, Ordering::AcqRel);
                 if matches!(outcome, Ok(o) if o.others_waiting) && self.has_waiters(key) {
                     // Handoffs kept the key in this process for a while and other processes

@@ -149,6 +149,22 @@ pub trait LockStore: Send + Sync + 'static {
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>>;
 
+    /// [`LockStore::release`] by a holder that knows whether it stored a payload
+    /// (`had_data`), so that a store keeping payloads apart may leave the payload alone when
+    /// there is none (Redis: one key less in the script). By default, `release`.
+    ///
+    /// # Cancel Safety
+    /// As [`LockStore::release`].
+    fn release_held<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        had_data: bool,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        let _ = had_data;
+        self.release(key, owner)
+    }
+
     /// If `owner` holds `key`, gives it straight to `next` (new lease, new fencing token) in
     /// one atomic step and returns the token; `None` if `owner` no longer holds it.
     ///

@@ -103,6 +103,11 @@ impl<'a> SideKeys<'a> {
         }
     }
 
+    /// The hash tag (without braces) that puts the side keys in the name's slot.
+    pub fn tag(&self) -> &'static str {
+        self.tag
+    }
+
     fn reserved(&self, kind: &str, with_key: bool) -> Vec<u8> {
         let key = if with_key { self.key } else { "" };
         let mut out = Vec::with_capacity(1 + 9 + kind.len() + 2 + self.tag.len() + 1 + key.len());

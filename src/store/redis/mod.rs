@@ -748,12 +748,31 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+        self.release_held(key, owner, true).await
+    }
+
+    /// See [`LockStore::release_held`]: without a payload the data key is not sent (nor
+    /// deleted: a lock's payload lives and expires with the holder that stored it).
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn release_held(
+        &self,
+        key: &str,
+        owner: &str,
+        had_data: bool,
+    ) -> StoreResult<ReleaseOutcome> {
         let side = SideKeys::of(key);
-        let (data_k, channel) = (side.data(), side.channel());
+        let (data_k, channel) = (
+            if had_data { side.data() } else { Vec::new() },
+            side.channel(),
+        );
+        let keys: [&[u8]; 2] = [key.as_bytes(), &data_k];
+        let keys = if had_data { &keys[..] } else { &keys[..1] };
         let cmd = evalsha(
             &RELEASE,
-            &[key.as_bytes(), &data_k],
-            &[owner.as_bytes(), self.sharded()],
+            keys,
+            &[owner.as_bytes(), self.sharded(), side.tag().as_bytes()],
         );
         let n = parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?)?;
         // Our own subscriber heard it too if someone here watches the key.
@@ -898,6 +917,15 @@ impl LockStore for RedisStore {
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
         RedisStore::release(self, key, owner).boxed()
+    }
+
+    fn release_held<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        had_data: bool,
+    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        RedisStore::release_held(self, key, owner, had_data).boxed()
     }
 
     fn handoff<'a>(

@@ -88,6 +88,44 @@ async fn scripts_are_loaded_again_after_the_server_forgot_them() {
 }
 
 #[tokio::test]
+async fn a_release_by_a_holder_without_a_payload_frees_the_lock_and_one_with_a_payload_deletes_it()
+{
+    let Some(s) = open() else { return };
+    let mut conn = raw().await;
+    let k = name();
+    let data_key = super::keys::data_key(&k);
+    s.try_acquire(&k, "a", 10_000, Some(b"payload"), false)
+        .await
+        .unwrap()
+        .unwrap();
+    let outcome = LockStore::release_held(&*s, &k, "a", true).await.unwrap();
+    assert!(outcome.released);
+    let left: Option<Vec<u8>> = redis::cmd("GET")
+        .arg(&data_key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, None, "the payload went with the lock");
+    s.try_acquire(&k, "b", 10_000, None, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        LockStore::release_held(&*s, &k, "b", false)
+            .await
+            .unwrap()
+            .released
+    );
+    assert!(s.inspect(&k).await.unwrap().is_none(), "the lock is free");
+    assert!(
+        !LockStore::release_held(&*s, &k, "b", false)
+            .await
+            .unwrap()
+            .released
+    );
+}
+
+#[tokio::test]
 async fn a_killed_connection_is_replaced_within_the_same_call() {
     // A server of its own: killing every client of the shared one would break the
     // connections of tests running beside this one.
