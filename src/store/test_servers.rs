@@ -106,12 +106,6 @@ impl TestServer {
         panic!("redis-server found no free port in 20 attempts");
     }
 
-    /// Starts a server on `port`, which must be free.
-    pub fn start_on(port: u16, extra: &[&str]) -> TestServer {
-        Self::start_in(port, extra, None)
-            .unwrap_or_else(|| panic!("port {port} is taken by another server"))
-    }
-
     /// Starts a server on `port` whose files go to `dir` (created here, removed with the
     /// server); `None` when the server answering on `port` is not the one started (the port
     /// was taken), which is then stopped.
@@ -227,11 +221,7 @@ impl TestServer {
         if self.stdin.is_none() {
             return;
         }
-        self.signal("-KILL");
-        if let Some(mut stdin) = self.stdin.take() {
-            let _ = stdin.write_all(b"\n");
-        }
-        let _ = self.shell.wait();
+        self.kill_own();
         let deadline = Instant::now() + Duration::from_secs(5);
         while answers(self.port) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));

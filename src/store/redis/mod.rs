@@ -763,10 +763,7 @@ impl RedisStore {
         had_data: bool,
     ) -> StoreResult<ReleaseOutcome> {
         let side = SideKeys::of(key);
-        let (data_k, channel) = (
-            if had_data { side.data() } else { Vec::new() },
-            side.channel(),
-        );
+        let data_k = if had_data { side.data() } else { Vec::new() };
         let keys: [&[u8]; 2] = [key.as_bytes(), &data_k];
         let keys = if had_data { &keys[..] } else { &keys[..1] };
         let cmd = evalsha(
@@ -775,13 +772,18 @@ impl RedisStore {
             &[owner.as_bytes(), self.sharded(), side.tag().as_bytes()],
         );
         let n = parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?)?;
-        // Our own subscriber heard it too if someone here watches the key.
-        let ours = i64::from(
-            self.watched
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&channel),
-        );
+        // Our own subscriber heard it too if someone here watches the key (asked only when
+        // the release was announced and heard at all, which an uncontended one is not).
+        let ours = if n > 1 {
+            i64::from(
+                self.watched
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains_key(&side.channel()),
+            )
+        } else {
+            0
+        };
         Ok(ReleaseOutcome {
             released: n >= 1,
             others_waiting: n - 1 > ours,
