@@ -521,6 +521,15 @@ impl RedisStore {
         }
     }
 
+    /// The release script's announcement argument: the sharding flag, then the slot's tag.
+    fn announce_spec(&self, side: &SideKeys) -> Vec<u8> {
+        let tag = side.tag().as_bytes();
+        let mut spec = Vec::with_capacity(1 + tag.len());
+        spec.extend_from_slice(self.sharded());
+        spec.extend_from_slice(tag);
+        spec
+    }
+
     fn check_open(&self) -> StoreResult<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(closed());
@@ -601,32 +610,46 @@ impl RedisStore {
         data: Option<&[u8]>,
         plain: bool,
     ) -> StoreResult<Option<u64>> {
-        let with_token: &[u8] = if plain { b"0" } else { b"1" };
         let check = self.legacy_checked.must_check(key);
         let ttl = ttl_ms.to_string();
         let side = SideKeys::of(key);
-        let (fence, data_k) = (side.fence(), side.data());
-        // The 0.1 counter is named (and so looked at, and its name made) only while this
-        // store has not been granted the name.
+        let fence = side.fence();
+        // The data key goes only with a payload, and the 0.1 counter is named (and so looked
+        // at, and its name made) only while this store has not been granted the name.
+        let data_k = if data.is_some() {
+            side.data()
+        } else {
+            Vec::new()
+        };
         let legacy = if check {
             legacy_fence_key(key)
         } else {
             String::new()
         };
-        let keys: [&[u8]; 4] = [key.as_bytes(), &fence, &data_k, legacy.as_bytes()];
-        let keys = if check { &keys[..] } else { &keys[..3] };
-        let args: [&[u8]; 4] = [
-            owner.as_bytes(),
-            ttl.as_bytes(),
-            with_token,
-            data.unwrap_or(b""),
-        ];
-        // The payload goes only when there is one.
-        let args = if data.is_some() {
-            &args[..]
-        } else {
-            &args[..3]
+        let mut keys: [&[u8]; 4] = [key.as_bytes(), &fence, &data_k, legacy.as_bytes()];
+        let mut n_keys = 2;
+        for (present, k) in [(data.is_some(), &*data_k), (check, legacy.as_bytes())] {
+            if present {
+                keys[n_keys] = k;
+                n_keys += 1;
+            }
+        }
+        let mode: &[u8] = match (plain, check) {
+            (false, false) => b"",
+            (true, false) => b"p",
+            (false, true) => b"l",
+            (true, true) => b"pl",
         };
+        let args: [&[u8]; 4] = [owner.as_bytes(), ttl.as_bytes(), mode, data.unwrap_or(b"")];
+        // The mode goes only when it says something or a payload follows it.
+        let n_args = if data.is_some() {
+            4
+        } else if mode.is_empty() {
+            2
+        } else {
+            3
+        };
+        let (keys, args) = (&keys[..n_keys], &args[..n_args]);
         let cmd = evalsha(&ACQUIRE, keys, args);
         let (reply, acked) = self.exec_acked(cmd, &ACQUIRE).await?;
         let token = token_reply(reply)?;
@@ -769,7 +792,7 @@ impl RedisStore {
         let cmd = evalsha(
             &RELEASE,
             keys,
-            &[owner.as_bytes(), self.sharded(), side.tag().as_bytes()],
+            &[owner.as_bytes(), &self.announce_spec(&side)],
         );
         let n = parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?)?;
         // Our own subscriber heard it too if someone here watches the key (asked only when
