@@ -485,7 +485,7 @@ impl NativeClient {
                 for op in batch {
                     let req = op.req();
                     let run = op.run(self.session.clone(), self.completions.clone());
-                    first_step::start(guarded(req, self.completions.clone(), run));
+                    first_step::start(Box::pin(guarded(req, self.completions.clone(), run)));
                 }
             })
         });

@@ -26,6 +26,9 @@ use std::sync::OnceLock;
 /// Number of hash slots in Redis Cluster.
 pub const SLOTS: usize = 16_384;
 
+/// Longest slot tag (base 36: every slot is covered before "10000").
+pub const MAX_TAG_LEN: usize = 4;
+
 /// First byte of every side key: never part of a UTF-8 string, hence of a lock name.
 const RESERVED: u8 = 0xFF;
 

@@ -521,13 +521,14 @@ impl RedisStore {
         }
     }
 
-    /// The release script's announcement argument: the sharding flag, then the slot's tag.
-    fn announce_spec(&self, side: &SideKeys) -> Vec<u8> {
+    /// The release script's announcement argument: the sharding flag, then the slot's tag
+    /// (at most [`keys::MAX_TAG_LEN`] bytes), made without an allocation.
+    fn announce_spec(&self, side: &SideKeys) -> ([u8; 1 + keys::MAX_TAG_LEN], usize) {
         let tag = side.tag().as_bytes();
-        let mut spec = Vec::with_capacity(1 + tag.len());
-        spec.extend_from_slice(self.sharded());
-        spec.extend_from_slice(tag);
-        spec
+        let mut spec = [0u8; 1 + keys::MAX_TAG_LEN];
+        spec[0] = self.sharded()[0];
+        spec[1..1 + tag.len()].copy_from_slice(tag);
+        (spec, 1 + tag.len())
     }
 
     fn check_open(&self) -> StoreResult<()> {
@@ -789,11 +790,8 @@ impl RedisStore {
         let data_k = if had_data { side.data() } else { Vec::new() };
         let keys: [&[u8]; 2] = [key.as_bytes(), &data_k];
         let keys = if had_data { &keys[..] } else { &keys[..1] };
-        let cmd = evalsha(
-            &RELEASE,
-            keys,
-            &[owner.as_bytes(), &self.announce_spec(&side)],
-        );
+        let (spec, spec_len) = self.announce_spec(&side);
+        let cmd = evalsha(&RELEASE, keys, &[owner.as_bytes(), &spec[..spec_len]]);
         let n = parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?)?;
         // Our own subscriber heard it too if someone here watches the key (asked only when
         // the release was announced and heard at all, which an uncontended one is not).

@@ -25,6 +25,12 @@ fn every_slot_has_a_tag_that_hashes_to_it() {
 }
 
 #[test]
+fn no_slot_tag_is_longer_than_max_tag_len() {
+    let longest = slot_tags().iter().map(String::len).max().unwrap();
+    assert!(longest <= MAX_TAG_LEN, "{longest}");
+}
+
+#[test]
 fn side_keys_share_the_lock_keys_slot() {
     for key in [
         "orders:42",
