@@ -261,6 +261,8 @@ export interface NativeProtocol {
   flagCancellable: number
   /** Flag: bare owner as the value. */
   flagPlain: number
+  /** Flag: no fencing token wanted. */
+  flagUnfenced: number
   /** Completion kind: granted (value: token, or `-(i + 1)` for `bigTokens[i]`). */
   kindGranted: number
   /** Completion kind: succeeded (released, extended, pinged, closed). */

@@ -187,10 +187,22 @@ export interface AcquireOptions {
    * reentrant acquisition, resolve at once with another hold on the same lock (same lease,
    * fencing token, heartbeat and data) instead of waiting for itself. The lock is released
    * when its last hold is released. A nested hold's own options only bound its wait and add
-   * its `onLost`. Default false.
+   * its `onLost`. Default false. A hold that needs a token (`fencing` true) cannot join a
+   * lock this client took with `fencing: false` (a TypeError says so).
    */
   reentrant?: boolean
+  /**
+   * false: the lock needs no fencing token, and its `fencingToken` is null. On Redis the
+   * uncontended acquisition is then one top-level `SET key value NX PX ttl` instead of a
+   * script that draws a token; a refused one still runs the script, which marks the holder's
+   * value so that its release wakes the waiter. Redlock and the other stores draw a token all
+   * the same and do not show it. Default true.
+   */
+  fencing?: boolean
 }
+
+/** `AcquireOptions` with `fencing: false`: the lock comes without a fencing token. */
+export type UnfencedOptions = AcquireOptions & { fencing: false }
 
 /** Who holds a lock. */
 export interface LockInfo {
@@ -240,12 +252,17 @@ export declare class Lock implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>
 }
 
+/** A lock taken with `fencing: false`: a Lock whose `fencingToken` is null. */
+export interface UnfencedLock extends Omit<Lock, 'fencingToken'> {
+  readonly fencingToken: null
+}
+
 /** Several locks held together: obtain one from `LockClient#acquireAll`. */
-export declare class MultiLock implements AsyncDisposable {
+export declare class MultiLock<L extends Lock | UnfencedLock = Lock> implements AsyncDisposable {
   /** The keys, in the order they were given. */
   readonly keys: string[]
-  /** One lock per key, in the same order (each with its own fencing token). */
-  readonly locks: Lock[]
+  /** One lock per key, in the same order (each with its own fencing token, or none). */
+  readonly locks: L[]
   /** True while every lock is held. */
   readonly held: boolean
   /** Aborted with the first LockLostError when any of the locks is lost. */
@@ -259,13 +276,13 @@ export declare class MultiLock implements AsyncDisposable {
 }
 
 /** Options of `Semaphore#acquire` / `tryAcquire` / `withPermit`: those of `acquire` but `data` and `reentrant`. */
-export interface PermitOptions extends Omit<AcquireOptions, 'data' | 'reentrant'> {
+export interface PermitOptions extends Omit<AcquireOptions, 'data' | 'reentrant' | 'fencing'> {
   /** How many permits to take, all or none: from 1 to the semaphore's limit. Default 1. */
   permits?: number
 }
 
 /** Options of a read-write lock's `read` / `write` / `tryRead` / `tryWrite`. */
-export type RwOptions = Omit<AcquireOptions, 'data' | 'reentrant'>
+export type RwOptions = Omit<AcquireOptions, 'data' | 'reentrant' | 'fencing'>
 
 /** Permits of a semaphore, held: a Lock whose `key` is the semaphore's name. */
 export declare class Permit extends Lock {
@@ -385,6 +402,7 @@ export interface LockClientStats {
 /** A connection to one lock store. */
 export declare class LockClient implements AsyncDisposable {
   /** Acquires `key`, waiting up to `wait` ms; rejects with LockAcquisitionError if still busy. */
+  acquire(key: string, options: UnfencedOptions): Promise<UnfencedLock>
   acquire(key: string, options?: AcquireOptions): Promise<Lock>
   /**
    * Acquires every key (at most 1 000, distinct), holding all or none: keys are taken in one
@@ -393,8 +411,10 @@ export declare class LockClient implements AsyncDisposable {
    * Rejects, holding none, with the error that stopped it (LockAcquisitionError when a key
    * stayed busy). `reentrant` is not supported here.
    */
+  acquireAll(keys: readonly string[], options: UnfencedOptions): Promise<MultiLock<UnfencedLock>>
   acquireAll(keys: readonly string[], options?: AcquireOptions): Promise<MultiLock>
   /** Acquires `key` if free (no wait by default); resolves null when busy. */
+  tryAcquire(key: string, options: UnfencedOptions): Promise<UnfencedLock | null>
   tryAcquire(key: string, options?: AcquireOptions): Promise<Lock | null>
   /**
    * A counting semaphore of `options.limit` permits (at most 1 000 000 000) named `name`;
@@ -409,6 +429,7 @@ export declare class LockClient implements AsyncDisposable {
    * with the LockLostError if the lock was lost while fn ran.
    */
   withLock<T>(key: string, fn: (lock: Lock) => T | Promise<T>): Promise<T>
+  withLock<T>(key: string, options: UnfencedOptions, fn: (lock: UnfencedLock) => T | Promise<T>): Promise<T>
   withLock<T>(key: string, options: AcquireOptions, fn: (lock: Lock) => T | Promise<T>): Promise<T>
   /** Who holds `key`, or null. */
   inspect(key: string): Promise<LockInfo | null>

@@ -125,6 +125,41 @@ function apiSuite(b) {
       await second.release()
     })
 
+    test('a lock taken with fencing: false has a null token and excludes every other acquisition', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key('bare')
+      const first = await locks.acquire(k)
+      await first.release()
+      const bare = await locks.acquire(k, { fencing: false })
+      assert.equal(bare.fencingToken, null)
+      assert.equal(bare.held, true)
+      assert.equal(JSON.parse(JSON.stringify(bare)).fencingToken, null)
+      assert.equal(await locks.tryAcquire(k), null)
+      assert.equal(await locks.tryAcquire(k, { fencing: false }), null)
+      const info = await locks.inspect(k)
+      assert.equal(info.owner, bare.owner)
+      await bare.extend(20_000)
+      assert.equal(await bare.release(), true)
+      // Tokens of fenced grants keep increasing around it.
+      const next = await locks.acquire(k)
+      assert.ok(next.fencingToken > first.fencingToken)
+      await next.release()
+    })
+
+    test('a waiter gets a lock taken with fencing: false as soon as its holder releases it', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key('bare-wait')
+      const first = await locks.acquire(k, { fencing: false, data: 'a' })
+      // Only the release's wake-up or handoff can give it the lock before the 60 s poll.
+      const waiting = locks.acquire(k, { fencing: false, wait: 30_000, retryDelay: 60_000, jitter: 0 })
+      await sleep(50)
+      await first.release()
+      const second = await waiting
+      assert.equal(second.fencingToken, null)
+      assert.equal((await locks.inspect(k)).data, null, "the first holder's payload went with it")
+      await second.release()
+    })
+
     test('validUntil is the local deadline: within the ttl of the request, later after an extension, null once released', async (t) => {
       if (await skipUnlessReady(t)) return
       const before = Date.now()
@@ -660,6 +695,21 @@ function apiSuite(b) {
           // It asks, is refused, subscribes and asks once more; its next poll is 24 days away,
           // so only the release's announcement can give it the lock.
           const waiter = spawnChild(['wait-for', arg(b.url), k])
+          try {
+            await waiter.said('waiting')
+            assert.equal(await lock.release(), true)
+            await waiter.said('acquired')
+          } finally {
+            waiter.kill()
+          }
+        })
+
+        test('a waiter in another process that never polls gets a lock taken with fencing: false when it is released', async (t) => {
+          if (await skipUnlessReady(t)) return
+          const k = key('woken-bare')
+          const lock = await locks.acquire(k, { fencing: false })
+          // The child's refused request marks the holder's value, so the release is announced.
+          const waiter = spawnChild(['wait-for', arg(b.url), k, 'unfenced'])
           try {
             await waiter.said('waiting')
             assert.equal(await lock.release(), true)

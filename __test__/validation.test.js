@@ -103,6 +103,34 @@ test('ttl, retryDelay, extendEvery and jitter refuse NaN, Infinity, fractions an
   }
 })
 
+test('fencing that is not a boolean is refused with a TypeError naming options.fencing', async () => {
+  for (const fencing of [0, 'false', null, {}]) {
+    for (const call of [() => dead.acquire(key(), { fencing }), () => dead.tryAcquire(key(), { fencing }), () => dead.withLock(key(), { fencing }, () => {}), () => dead.acquireAll([key()], { fencing })]) {
+      // null is "not given" for every option but a boolean one, where it is a wrong type.
+      if (fencing === null) continue
+      await assert.rejects(call(), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_TYPE' && err.message.includes('options.fencing'))
+    }
+  }
+})
+
+test('semaphores and read-write locks refuse fencing, since every permit has a token', async () => {
+  const sem = mem.semaphore(key('sem'), { limit: 2 })
+  await assert.rejects(sem.tryAcquire({ fencing: false }), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_VALUE' && err.message.includes('options.fencing'))
+  const rw = mem.readWriteLock(key('rw'))
+  await assert.rejects(rw.tryRead({ fencing: false }), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_VALUE' && err.message.includes('options.fencing'))
+})
+
+test('a reentrant hold that needs a token cannot join a lock the client took with fencing: false', async () => {
+  const k = key('reentrant-bare')
+  const outer = await mem.acquire(k, { reentrant: true, fencing: false })
+  await assert.rejects(mem.acquire(k, { reentrant: true }), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_VALUE' && err.message.includes('options.fencing'))
+  const inner = await mem.acquire(k, { reentrant: true, fencing: false })
+  assert.equal(inner.fencingToken, null)
+  await inner.release()
+  assert.equal(outer.held, true, 'the refused hold left the lock as it was')
+  await outer.release()
+})
+
 test('connect refuses numeric options that are not bounded integers, before any I/O', async () => {
   const cases = [
     ['ttl', 1e300], ['ttl', Infinity], ['retryDelay', MAX_MS + 1], ['retryDelay', NaN], ['jitter', NaN],

@@ -136,7 +136,7 @@ class LockClient {
         data: o.encoded,
         extendEvery: auto,
         maxHold,
-        flags: signal === undefined ? FLAGS.watchExpiry : FLAGS.watchExpiry | FLAGS.cancellable,
+        flags: (signal === undefined ? FLAGS.watchExpiry : FLAGS.watchExpiry | FLAGS.cancellable) | (o.fencing ? 0 : FLAGS.unfenced),
         permits: permit === undefined ? 0 : permit.count,
         limit: permit === undefined ? 0 : permit.limit,
       })

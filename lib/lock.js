@@ -44,9 +44,13 @@ class Lock {
     return typeof s === 'string' ? s : this._client._ownerPrefix + s.toString(36)
   }
 
-  /** Strictly increases per key across acquisitions: pass it to the resource you protect. */
+  /**
+   * Strictly increases per key across acquisitions: pass it to the resource you protect.
+   * null for a lock taken with `fencing: false`.
+   */
   get fencingToken() {
-    return BigInt(this._token)
+    const t = this._token
+    return t === 0 ? null : BigInt(t)
   }
 
   _extraState() {
@@ -175,7 +179,7 @@ class Lock {
 
   /** What `JSON.stringify` shows: the public state, never the client behind it. */
   toJSON() {
-    return { key: this.key, owner: this.owner, fencingToken: String(this.fencingToken), ttl: this.ttl, held: this.held }
+    return { key: this.key, owner: this.owner, fencingToken: this._token === 0 ? null : String(this.fencingToken), ttl: this.ttl, held: this.held }
   }
 
   [inspect.custom](depth, options, inspectFn = inspect) {

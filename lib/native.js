@@ -35,6 +35,8 @@ const FLAGS = Object.freeze({
   cancellable: P.flagCancellable,
   /** Store the bare owner as the value (the redislock wire format). */
   plain: P.flagPlain,
+  /** No fencing token wanted (`fencing: false`). */
+  unfenced: P.flagUnfenced,
 })
 
 const SETTLED = Promise.resolve()

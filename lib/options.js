@@ -16,7 +16,7 @@ const DEFAULTS = Object.freeze({
 })
 
 /** The options `acquire`, `tryAcquire` and `withLock` take. */
-const ACQUIRE_OPTIONS = new Set(['ttl', 'wait', 'retryDelay', 'jitter', 'autoExtend', 'extendEvery', 'maxHold', 'data', 'signal', 'onLost', 'reentrant'])
+const ACQUIRE_OPTIONS = new Set(['ttl', 'wait', 'retryDelay', 'jitter', 'autoExtend', 'extendEvery', 'maxHold', 'data', 'signal', 'onLost', 'reentrant', 'fencing'])
 
 /** Default lease of an election, in ms. */
 const ELECTION_TTL = L.defaultElectionTtl
@@ -31,7 +31,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
   // Own enumerable properties only, as a spread copies them: a value someone put on
   // Object.prototype must not change every lock. One pass over the keys costs less than a
   // hasOwn per option (this runs on every acquisition that passes options).
-  let ttl, wait, retryDelay, jitter, autoExtend, extendEvery, maxHold, data, signal, onLost, reentrant
+  let ttl, wait, retryDelay, jitter, autoExtend, extendEvery, maxHold, data, signal, onLost, reentrant, fencing
   for (const k of Object.keys(options)) {
     switch (k) {
       case 'ttl': ttl = options.ttl; break
@@ -45,6 +45,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
       case 'signal': signal = options.signal; break
       case 'onLost': onLost = options.onLost; break
       case 'reentrant': reentrant = options.reentrant; break
+      case 'fencing': fencing = options.fencing; break
       default: v.checkKnownKeys(options, ACQUIRE_OPTIONS, 'options')
     }
   }
@@ -60,6 +61,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
     signal,
     onLost,
     reentrant: reentrant ?? false,
+    fencing: fencing ?? true,
   }
   v.checkInt(o.ttl, 'options.ttl')
   v.checkWait(o.wait, 'options.wait')
@@ -80,6 +82,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
   if (o.signal !== undefined) v.checkSignal(o.signal, 'options.signal')
   if (o.onLost !== undefined) v.checkFunction(o.onLost, 'options.onLost')
   v.checkBoolean(o.reentrant, 'options.reentrant')
+  v.checkBoolean(o.fencing, 'options.fencing')
   return o
 }
 

@@ -53,7 +53,8 @@ class PendingAcquire {
       return
     }
     const lock = this.permit === undefined
-      ? new Lock(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost)
+      // `fencing: false`: no token, whatever the store had at hand (0 stands for none).
+      ? new Lock(this.client, this.req, this.key, this.ownerSeq, this.o.fencing === false ? 0 : token, this.o.ttl, this.o.onLost)
       : new this.permit.Class(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost, this.permit.count)
     this.client._native_.holders.set(this.req, lock)
     this.res(lock)

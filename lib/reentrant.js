@@ -7,6 +7,7 @@ const { Lock, HELD, RELEASED } = require('./lock')
 const { LockExtendError } = require('./errors')
 const { ONCE, now } = require('./options')
 const { abortReason } = require('./pending')
+const v = require('./validate')
 
 /**
  * One key's reentrant lock in one client: the Lock, how many holds are open, and the
@@ -23,9 +24,10 @@ class Reentry {
 
 /** A hold on a reentrant lock: a Lock whose release gives back one hold. */
 class Hold extends Lock {
-  constructor(entry, onLost) {
+  /** `fencing`: false for a hold asked for with `fencing: false` (no token shown). */
+  constructor(entry, onLost, fencing) {
     const lock = entry.lock
-    super(lock._client, lock._id, lock.key, lock._ownerSeq, lock._token, lock.ttl, undefined)
+    super(lock._client, lock._id, lock.key, lock._ownerSeq, fencing ? lock._token : 0, lock.ttl, undefined)
     this._entry = entry
     entry.holds++
     if (onLost !== undefined) {
@@ -121,7 +123,13 @@ async function acquireReentrant(client, key, o, raise) {
       await settled(entry.pending, o.signal)
       continue
     }
-    if (entry.lock.held) return new Hold(entry, o.onLost)
+    if (entry.lock.held) {
+      // A hold that needs a token cannot share a lock taken without one.
+      if (o.fencing && entry.lock._token === 0) {
+        throw v.valueError('options.fencing', 'must be false while this client holds the key reentrantly with fencing: false', true)
+      }
+      return new Hold(entry, o.onLost, o.fencing)
+    }
     // The shared lock was lost: a new acquisition takes its place.
     entries.delete(key)
     break
@@ -145,7 +153,7 @@ async function acquireReentrant(client, key, o, raise) {
     }
     entry.pending = null
     entry.lock = lock
-    return new Hold(entry, undefined)
+    return new Hold(entry, undefined, true)
   }, (err) => {
     forget()
     throw err

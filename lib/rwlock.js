@@ -31,7 +31,7 @@ class RwHold extends Permit {
 function checkRwOptions(options) {
   if (options === undefined || options === null) return options
   v.checkObject(options, 'options')
-  for (const k of ['data', 'reentrant', 'permits']) {
+  for (const k of ['data', 'reentrant', 'permits', 'fencing']) {
     if (own(options, k) !== undefined) throw v.valueError(`options.${k}`, 'is not supported by read-write locks', options[k])
   }
   return options

@@ -44,7 +44,7 @@ function permitOptions(options, limit) {
   v.checkObject(options, 'options')
   const count = own(options, 'permits') ?? 1
   v.checkInt(count, 'options.permits', 1, limit)
-  for (const k of ['data', 'reentrant']) {
+  for (const k of ['data', 'reentrant', 'fencing']) {
     if (own(options, k) !== undefined) throw v.valueError(`options.${k}`, 'is not supported by semaphores', options[k])
   }
   const rest = { ...options }

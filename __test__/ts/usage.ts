@@ -63,6 +63,20 @@ async function main(): Promise<void> {
     const tokens: bigint[] = set.locks.map((l) => l.fencingToken)
     assert.equal(tokens.length, 2)
   }
+  {
+    // fencing: false types the lock's token as null, and only there.
+    await using bare = await locks.acquire(`${key}:bare`, { fencing: false })
+    const none: null = bare.fencingToken
+    assert.equal(none, null)
+    const unfenced: deadbolt.UnfencedLock | null = await locks.tryAcquire(`${key}:bare2`, { fencing: false })
+    assert.ok(unfenced)
+    await unfenced.release()
+    // @ts-expect-error a lock taken without a token has none to give
+    const wrong: bigint = bare.fencingToken
+    void wrong
+    // @ts-expect-error semaphores always have tokens
+    await locks.semaphore(`${key}:sem0`, { limit: 1 }).tryAcquire({ fencing: false }).catch(() => {})
+  }
   // @ts-expect-error acquireAll takes an array of keys
   await locks.acquireAll(key).catch(() => {})
   {

@@ -5,8 +5,8 @@ use super::direct_drain::DirectDrain;
 use super::env_sessions;
 use super::first_step;
 use super::protocol::{
-    ACQUIRE_LEN, EXTEND_LEN, FLAG_CANCELLABLE, FLAG_PLAIN, FLAG_WATCH_EXPIRY, OP_ACQUIRE,
-    OP_EXTEND, OP_RELEASE, RELEASE_LEN,
+    ACQUIRE_LEN, EXTEND_LEN, FLAG_CANCELLABLE, FLAG_PLAIN, FLAG_UNFENCED, FLAG_WATCH_EXPIRY,
+    OP_ACQUIRE, OP_EXTEND, OP_RELEASE, RELEASE_LEN,
 };
 use crate::core::clock;
 use crate::core::error::LockError;
@@ -16,6 +16,7 @@ use crate::store::dynamodb::{AwsCredentials, DynamoOptions, SortKey};
 use crate::store::open::ConnectOptions;
 use crate::store::tls::TlsOptions;
 use crate::store::topology::{SentinelTarget, Topology};
+use crate::store::ValueFormat;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -454,7 +455,13 @@ impl NativeClient {
                                 max_hold: (r[8] >= 0.0).then(|| ms(r[8])),
                             }),
                             watch_expiry: flags & FLAG_WATCH_EXPIRY != 0,
-                            plain: flags & FLAG_PLAIN != 0,
+                            format: if flags & FLAG_PLAIN != 0 {
+                                ValueFormat::Plain
+                            } else if flags & FLAG_UNFENCED != 0 {
+                                ValueFormat::Unfenced
+                            } else {
+                                ValueFormat::Fenced
+                            },
                             permits: (r[11] >= 1.0).then(|| PermitSpec {
                                 count: r[11] as u32,
                                 limit: r[12] as u32,

@@ -32,6 +32,8 @@ pub const FLAG_WATCH_EXPIRY: u32 = 1;
 pub const FLAG_CANCELLABLE: u32 = 2;
 /// Acquire flag: store the bare owner as the value (the redislock wire format).
 pub const FLAG_PLAIN: u32 = 4;
+/// Acquire flag: no fencing token is wanted (`fencing: false`).
+pub const FLAG_UNFENCED: u32 = 8;
 
 /// The protocol's numbers, for `lib/native.js`.
 #[napi(object)]
@@ -50,6 +52,8 @@ pub struct NativeProtocol {
     pub flag_cancellable: u32,
     /// Flag: bare owner as the value.
     pub flag_plain: u32,
+    /// Flag: no fencing token wanted.
+    pub flag_unfenced: u32,
     /// Completion kind: granted (value: token, or `-(i + 1)` for `bigTokens[i]`).
     pub kind_granted: u32,
     /// Completion kind: succeeded (released, extended, pinged, closed).
@@ -82,6 +86,7 @@ pub fn protocol() -> NativeProtocol {
         flag_watch_expiry: FLAG_WATCH_EXPIRY,
         flag_cancellable: FLAG_CANCELLABLE,
         flag_plain: FLAG_PLAIN,
+        flag_unfenced: FLAG_UNFENCED,
         kind_granted: Kind::Granted as u32,
         kind_succeeded: Kind::Succeeded as u32,
         kind_refused: Kind::Refused as u32,

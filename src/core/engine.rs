@@ -23,7 +23,7 @@ use crate::store::open::{open_store, ConnectOptions};
 use crate::store::permits::watch_key;
 use crate::store::{
     HandoffOutcome, HeldLock, LockInfo, NextOwner, PermitRequest, SharedStore, StoreError,
-    StoreResult,
+    StoreResult, ValueFormat,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -367,7 +367,7 @@ impl Engine {
             owner: spec.owner.clone(),
             ttl_ms: spec.ttl_ms,
             data: spec.data.clone(),
-            plain: spec.plain,
+            plain: spec.format == ValueFormat::Plain,
             permits: spec.permits,
             claimed: AtomicBool::new(false),
             room: AtomicU32::new(u32::MAX),
@@ -469,7 +469,7 @@ impl Engine {
                         &spec.owner,
                         spec.ttl_ms,
                         spec.data.as_deref(),
-                        spec.plain,
+                        spec.format,
                     )
                     .await
             }

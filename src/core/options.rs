@@ -1,5 +1,6 @@
 //! Options of an acquisition, already validated and with defaults applied.
 
+use crate::store::ValueFormat;
 use std::time::Duration;
 
 /// Keep-alive settings of a held lock.
@@ -43,8 +44,9 @@ pub struct AcquireSpec {
     pub auto_extend: Option<AutoExtend>,
     /// Report the lease's expiry as a loss even without auto-extension.
     pub watch_expiry: bool,
-    /// Store the owner alone as the lock's value (the redislock wire format; Redis only).
-    pub plain: bool,
+    /// How the lock's value is written: with a fencing token (the default), the owner alone
+    /// (the redislock wire format), or without drawing a token (`fencing: false`).
+    pub format: ValueFormat,
     /// Permits of the semaphore `key` instead of the lock `key`.
     pub permits: Option<PermitSpec>,
 }
@@ -75,7 +77,7 @@ mod tests {
             data: None,
             auto_extend: None,
             watch_expiry: false,
-            plain: false,
+            format: ValueFormat::Fenced,
             permits: None,
         }
     }

@@ -2,7 +2,7 @@
 //! `tests.rs` invokes [`conformance_suite!`] with an expression that opens a fresh store (or
 //! `None` when its server is not there: see [`server_or_skip`]).
 
-use super::{ExtendItem, NextOwner, SharedStore};
+use super::{ExtendItem, NextOwner, SharedStore, ValueFormat};
 use std::time::Duration;
 
 /// Whether the server on `127.0.0.1:port` answers. When it does not, the test is skipped with
@@ -43,13 +43,21 @@ pub async fn sleep_ms(ms: u64) {
 /// to retry (Redis), never a new grant.
 pub async fn a_free_lock_is_granted_and_a_held_one_refused(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
-    let token = s.try_acquire(&k, &a, 10_000, None, false).await.unwrap();
+    let token = s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     assert!(token.is_some_and(|t| t > 0));
     assert_eq!(
-        s.try_acquire(&k, &b, 10_000, None, false).await.unwrap(),
+        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
         None
     );
-    let again = s.try_acquire(&k, &a, 10_000, None, false).await.unwrap();
+    let again = s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     assert!(
         again.is_none() || again == token,
         "{again:?} after {token:?}"
@@ -62,13 +70,13 @@ pub async fn a_free_lock_is_granted_and_a_held_one_refused(s: SharedStore) {
 pub async fn an_expired_lock_is_taken_over_with_a_higher_token(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
     let first = s
-        .try_acquire(&k, &a, 50, None, false)
+        .try_acquire(&k, &a, 50, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     sleep_ms(150).await;
     let second = s
-        .try_acquire(&k, &b, 10_000, None, false)
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -87,7 +95,7 @@ pub async fn tokens_strictly_increase_across_releases_expiries_and_handoffs(s: S
         // A long lease for the holder (a loaded machine must not expire it before the release
         // or handoff); the handed-over lease is the short one that expires.
         let token = s
-            .try_acquire(&k, &a, 10_000, None, false)
+            .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
@@ -112,10 +120,74 @@ pub async fn tokens_strictly_increase_across_releases_expiries_and_handoffs(s: S
     }
 }
 
+/// An acquisition without a fencing token (`fencing: false`) excludes every other owner,
+/// fenced or not, as any lock does; it is extended, inspected, handed off and released as
+/// any other, and the tokens of fenced grants of the name keep increasing around it. Its own
+/// grant's token is 0 where the store skipped drawing one, the store's next token otherwise.
+pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increasing(
+    s: SharedStore,
+) {
+    let (k, a, b, c) = (name(), owner(), owner(), owner());
+    let first = s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.release(&k, &a).await.unwrap().released);
+    let unfenced = s
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Unfenced)
+        .await
+        .unwrap()
+        .expect("a free lock is granted without a token too");
+    assert!(
+        unfenced == 0 || unfenced > first,
+        "{unfenced} after {first}"
+    );
+    for format in [
+        ValueFormat::Fenced,
+        ValueFormat::Unfenced,
+        ValueFormat::Plain,
+    ] {
+        assert_eq!(
+            s.try_acquire(&k, &c, 10_000, None, format).await.unwrap(),
+            None,
+            "{format:?} while an unfenced lock is held"
+        );
+    }
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!(
+        (info.owner.as_str(), info.fencing_token),
+        (b.as_str(), unfenced)
+    );
+    assert!(s.extend(&k, &b, 20_000, false).await.unwrap());
+    assert!(!s.release(&k, &c).await.unwrap().released);
+    assert!(s.release(&k, &b).await.unwrap().released);
+    let data = s
+        .try_acquire(&k, &c, 10_000, Some(b"payload"), ValueFormat::Unfenced)
+        .await
+        .unwrap()
+        .unwrap();
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!(info.data.as_deref(), Some(&b"payload"[..]));
+    assert_eq!(info.fencing_token, data);
+    assert!(s.release(&k, &c).await.unwrap().released);
+    let last = s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        last > first.max(unfenced).max(data),
+        "{last} after {first}, {unfenced}, {data}"
+    );
+    assert!(s.release(&k, &a).await.unwrap().released);
+    assert_eq!(s.inspect(&k).await.unwrap(), None);
+}
+
 /// Only the owner extends, and only a live lease.
 pub async fn extend_is_compare_and_set(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 1_000, None, false)
+    s.try_acquire(&k, &a, 1_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -129,7 +201,7 @@ pub async fn extend_is_compare_and_set(s: SharedStore) {
 /// Only the owner releases; a second release finds nothing.
 pub async fn release_is_compare_and_delete(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 10_000, None, false)
+    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -145,7 +217,7 @@ pub async fn release_is_compare_and_delete(s: SharedStore) {
 pub async fn a_handoff_moves_the_lock_with_a_new_token(s: SharedStore) {
     let (k, a, b, c) = (name(), owner(), owner(), owner());
     let first = s
-        .try_acquire(&k, &a, 10_000, Some(b"mine"), false)
+        .try_acquire(&k, &a, 10_000, Some(b"mine"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -176,7 +248,7 @@ pub async fn inspect_reports_the_holder(s: SharedStore) {
     let (k, a) = (name(), owner());
     assert_eq!(s.inspect(&k).await.unwrap(), None);
     let token = s
-        .try_acquire(&k, &a, 5_000, Some(b"payload"), false)
+        .try_acquire(&k, &a, 5_000, Some(b"payload"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -188,7 +260,7 @@ pub async fn inspect_reports_the_holder(s: SharedStore) {
     s.release(&k, &a).await.unwrap();
     assert_eq!(s.inspect(&k).await.unwrap(), None);
     let expiring = name();
-    s.try_acquire(&expiring, &a, 30, None, false)
+    s.try_acquire(&expiring, &a, 30, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -201,7 +273,7 @@ pub async fn data_round_trips_every_byte(s: SharedStore) {
     let (k, a) = (name(), owner());
     let mut data: Vec<u8> = (0..=255u8).collect();
     data.extend_from_slice(&[0, 0xff, b'\'', b'\\']);
-    s.try_acquire(&k, &a, 10_000, Some(&data), false)
+    s.try_acquire(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -213,7 +285,7 @@ pub async fn extend_many_reports_each_item_in_order(s: SharedStore) {
     let a = owner();
     let held: Vec<String> = (0..5).map(|_| name()).collect();
     for k in &held {
-        s.try_acquire(k, &a, 10_000, None, false)
+        s.try_acquire(k, &a, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
@@ -251,7 +323,7 @@ pub async fn extend_many_reports_each_item_in_order(s: SharedStore) {
 pub async fn force_release_frees_a_lock_whoever_holds_it(s: SharedStore) {
     let tools = s.operator().expect("every store has the operator tools");
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 60_000, Some(b"d"), false)
+    s.try_acquire(&k, &a, 60_000, Some(b"d"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -262,7 +334,7 @@ pub async fn force_release_frees_a_lock_whoever_holds_it(s: SharedStore) {
     );
     assert!(!s.extend(&k, &a, 60_000, true).await.unwrap());
     assert!(!s.release(&k, &a).await.unwrap().released);
-    s.try_acquire(&k, &b, 60_000, None, false)
+    s.try_acquire(&k, &b, 60_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -279,21 +351,21 @@ pub async fn list_shows_the_held_locks_under_a_prefix(s: SharedStore) {
     for i in 0..5 {
         let k = format!("{prefix}{i}");
         let token = s
-            .try_acquire(&k, &a, 60_000, None, false)
+            .try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
         held.push((k, token));
     }
     let gone = format!("{prefix}released");
-    s.try_acquire(&gone, &a, 60_000, None, false)
+    s.try_acquire(&gone, &a, 60_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     s.release(&gone, &a).await.unwrap();
     // Wildcards in the prefix are literal characters.
     let odd = format!("{}%_*?[x]:", name());
-    s.try_acquire(&format!("{odd}1"), &a, 60_000, None, false)
+    s.try_acquire(&format!("{odd}1"), &a, 60_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -319,6 +391,7 @@ macro_rules! conformance_suite {
             a_free_lock_is_granted_and_a_held_one_refused,
             an_expired_lock_is_taken_over_with_a_higher_token,
             tokens_strictly_increase_across_releases_expiries_and_handoffs,
+            an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increasing,
             extend_is_compare_and_set,
             release_is_compare_and_delete,
             a_handoff_moves_the_lock_with_a_new_token,

@@ -46,6 +46,21 @@ pub struct LockInfo {
     pub data: Option<Vec<u8>>,
 }
 
+/// How an acquisition writes the lock's value, and whether it draws a fencing token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ValueFormat {
+    /// The owner and a fresh fencing token (the modern API's default).
+    #[default]
+    Fenced,
+    /// The owner alone, the redislock wire format (Redis only; other stores store no value
+    /// a peer reads). A token is still drawn and returned.
+    Plain,
+    /// No token is needed (`fencing: false`). A store may skip drawing one and return 0 for
+    /// the grant; one whose token costs nothing extra returns it as usual. On Redis this is
+    /// what lets an uncontended acquisition be one top-level `SET NX PX` instead of a script.
+    Unfenced,
+}
+
 /// One lease to extend in a batch (heartbeats).
 #[derive(Debug, Clone)]
 pub struct ExtendItem {
@@ -103,9 +118,9 @@ pub type SharedStore = Arc<dyn LockStore>;
 /// atomic on the server (compare-and-act), decided by the store's clock.
 pub trait LockStore: Send + Sync + 'static {
     /// Takes `key` for `owner` for `ttl_ms` if it is free or expired, with `data` stored
-    /// alongside. `plain`: store the owner alone as the value (the redislock wire format;
-    /// only Redis makes a difference). Returns the new fencing token, strictly greater than
-    /// any token issued for `key` before, or `None` when someone else holds it.
+    /// alongside, its value written as `format` says. Returns the new fencing token, strictly
+    /// greater than any token issued for `key` before (0 for an [`ValueFormat::Unfenced`]
+    /// grant by a store that skipped drawing one), or `None` when someone else holds it.
     ///
     /// # Cancel Safety
     /// Not cancel safe: dropping the future after the request was sent may leave the lock taken.
@@ -115,7 +130,7 @@ pub trait LockStore: Send + Sync + 'static {
         owner: &'a str,
         ttl_ms: u64,
         data: Option<&'a [u8]>,
-        plain: bool,
+        format: ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>>;
 
     /// Sets the remaining lease of `key` to `ttl_ms` if `owner` still holds it (and of its

@@ -5,6 +5,7 @@
 use super::conformance::{name, owner, sleep_ms};
 use super::permits::watch_key;
 use super::{ExtendItem, PermitRequest, SharedStore};
+use crate::store::ValueFormat;
 use std::time::Duration;
 
 /// A try for `permits` of `limit`, with a 10 s lease and no queued place.
@@ -250,7 +251,7 @@ pub async fn extend_permits_many_reports_each_item_in_order(s: SharedStore) {
 /// A semaphore and a lock with the same name never touch each other.
 pub async fn a_semaphore_and_a_lock_of_one_name_are_independent(s: SharedStore) {
     let (n, a, b) = (name(), owner(), owner());
-    s.try_acquire(&n, &a, 10_000, None, false)
+    s.try_acquire(&n, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();

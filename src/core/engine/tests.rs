@@ -24,7 +24,7 @@ fn spec(key: &str, owner: &str, ttl_ms: u64, wait: Option<Duration>) -> AcquireS
         data: None,
         auto_extend: None,
         watch_expiry: false,
-        plain: false,
+        format: ValueFormat::Fenced,
         permits: None,
     }
 }
@@ -144,7 +144,7 @@ async fn a_busy_key_is_polled_every_retry_delay_when_nobody_announces_its_releas
     // Taken directly in the store: its release wakes nobody here.
     let store = e.store().clone();
     store
-        .try_acquire("k", "outsider", 60_000, None, false)
+        .try_acquire("k", "outsider", 60_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -205,7 +205,7 @@ impl crate::store::LockStore for Probe {
         owner: &'a str,
         ttl_ms: u64,
         data: Option<&'a [u8]>,
-        _plain: bool,
+        _format: ValueFormat,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<u64>>> {
         let gate = {
             let mut gate = self.gate.lock().unwrap();

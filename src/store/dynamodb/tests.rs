@@ -6,6 +6,7 @@
 use super::client::{Api, Failure};
 use super::*;
 use crate::store::conformance::{name, owner};
+use crate::store::ValueFormat;
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -139,9 +140,10 @@ async fn poll_until_granted(
     ttl_ms: u64,
 ) -> (u64, Instant) {
     loop {
-        if let Some(token) = LockStore::try_acquire(s, key, owner, ttl_ms, None, false)
-            .await
-            .unwrap()
+        if let Some(token) =
+            LockStore::try_acquire(s, key, owner, ttl_ms, None, ValueFormat::Fenced)
+                .await
+                .unwrap()
         {
             return (token, Instant::now());
         }
@@ -163,13 +165,13 @@ async fn a_lock_held_elsewhere_is_taken_only_after_its_version_was_watched_for_a
     };
     let (k, a, b) = (name(), owner(), owner());
     let lease = Duration::from_millis(300);
-    let first = LockStore::try_acquire(&*holder, &k, &a, 300, None, false)
+    let first = LockStore::try_acquire(&*holder, &k, &a, 300, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     // The holder's own store knows when it wrote: for the contender it is a first sight.
     assert_eq!(
-        LockStore::try_acquire(&*contender, &k, &b, 10_000, None, false)
+        LockStore::try_acquire(&*contender, &k, &b, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap(),
         None
@@ -202,12 +204,12 @@ async fn a_heartbeat_restarts_the_watch() {
     };
     let (k, a, b) = (name(), owner(), owner());
     let lease = Duration::from_millis(300);
-    LockStore::try_acquire(&*holder, &k, &a, 300, None, false)
+    LockStore::try_acquire(&*holder, &k, &a, 300, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(
-        LockStore::try_acquire(&*contender, &k, &b, 10_000, None, false)
+        LockStore::try_acquire(&*contender, &k, &b, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap(),
         None
@@ -219,7 +221,7 @@ async fn a_heartbeat_restarts_the_watch() {
     // The contender's next look finds the new version and starts counting again.
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
-        LockStore::try_acquire(&*contender, &k, &b, 10_000, None, false)
+        LockStore::try_acquire(&*contender, &k, &b, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap(),
         None,
@@ -278,7 +280,7 @@ async fn a_released_java_item_is_free_at_once() {
     put_item(&api, TABLE, item).await;
     assert_eq!(s.inspect(&k).await.unwrap(), None);
     assert!(s
-        .try_acquire(&k, &owner(), 1000, None, false)
+        .try_acquire(&k, &owner(), 1000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .is_some());
@@ -297,7 +299,7 @@ async fn delete_on_release_removes_the_item_and_the_next_token_comes_from_the_cl
     let endpoint = dynalite().unwrap();
     let (k, a, b) = (name(), owner(), owner());
     let first = s
-        .try_acquire(&k, &a, 10_000, None, false)
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -305,7 +307,7 @@ async fn delete_on_release_removes_the_item_and_the_next_token_comes_from_the_cl
     assert_eq!(get_item(&raw(&endpoint).await, TABLE, &k).await, None);
     tokio::time::sleep(Duration::from_millis(2)).await;
     let second = s
-        .try_acquire(&k, &b, 10_000, None, false)
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -336,12 +338,12 @@ async fn a_sort_key_names_one_item_per_lock_with_the_configured_value() {
     let (jobs, mail) = (open("jobs"), open("mail"));
     let (k, a, b) = (name(), owner(), owner());
     assert!(jobs
-        .try_acquire(&k, &a, 10_000, None, false)
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .is_some());
     assert!(
-        mail.try_acquire(&k, &b, 10_000, None, false)
+        mail.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .is_some(),
@@ -368,7 +370,7 @@ async fn extra_attributes_and_a_java_heartbeat_condition_see_deadbolts_versions(
     let endpoint = dynalite().unwrap();
     let api = raw(&endpoint).await;
     let (k, me) = (name(), owner());
-    s.try_acquire(&k, &me, 10_000, Some(b"d"), false)
+    s.try_acquire(&k, &me, 10_000, Some(b"d"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -404,16 +406,21 @@ async fn the_watch_map_is_empty_after_locks_come_and_go() {
     let keys: Vec<String> = (0..5).map(|_| name()).collect();
     for k in &keys {
         let (x, y) = (owner(), owner());
-        a.try_acquire(k, &x, 10_000, None, false)
+        a.try_acquire(k, &x, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(
-            b.try_acquire(k, &y, 10_000, None, false).await.unwrap(),
+            b.try_acquire(k, &y, 10_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap(),
             None
         );
         assert!(a.release(k, &x).await.unwrap().released);
-        let token = b.try_acquire(k, &y, 10_000, None, false).await.unwrap();
+        let token = b
+            .try_acquire(k, &y, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap();
         assert!(token.is_some());
         assert!(b.release(k, &y).await.unwrap().released);
     }
@@ -641,7 +648,7 @@ async fn a_burst_of_calls_opens_a_bounded_number_of_connections() {
     };
     let calls = keys
         .iter()
-        .map(|k| s.try_acquire(k, &a, 10_000, None, false));
+        .map(|k| s.try_acquire(k, &a, 10_000, None, ValueFormat::Fenced));
     for granted in futures_util::future::join_all(calls).await {
         assert!(granted.unwrap().is_some());
     }

@@ -229,7 +229,7 @@ impl LockStore for MemoryStore {
         owner: &'a str,
         ttl_ms: u64,
         data: Option<&'a [u8]>,
-        _plain: bool,
+        _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
         ready(Ok(MemoryStore::try_acquire(self, key, owner, ttl_ms, data))).boxed()
     }

@@ -1182,7 +1182,7 @@ impl LockStore for MysqlStore {
         owner: &'a str,
         ttl_ms: u64,
         data: Option<&'a [u8]>,
-        _plain: bool,
+        _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
         self.bounded(
             "try_acquire",

@@ -189,13 +189,15 @@ pub const TOKEN_SEPARATOR: u8 = 0xFF;
 pub const WAITED_MARK: u8 = 0xFE;
 
 /// Splits a lock key's value into the owner and, if the value carries one, the fencing token
-/// (a waiters' mark after it is not part of either).
+/// (a waiters' mark after it is not part of either). A lock taken with `fencing: false` has
+/// the separator and nothing after it: the owner, no token.
 pub fn split_value(value: &[u8]) -> (&[u8], Option<u64>) {
     let unmarked = match value.split_last() {
         Some((&WAITED_MARK, rest)) if rest.contains(&TOKEN_SEPARATOR) => rest,
         _ => value,
     };
     match unmarked.iter().rposition(|&b| b == TOKEN_SEPARATOR) {
+        Some(at) if at + 1 == unmarked.len() => (&unmarked[..at], None),
         Some(at) => {
             let token = std::str::from_utf8(&unmarked[at + 1..])
                 .ok()

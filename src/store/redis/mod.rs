@@ -21,11 +21,12 @@ use crate::store::tls::TlsOptions;
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHandoff,
     PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    ValueFormat,
 };
 use batcher::{batch_loop, evalsha, is_reconnectable, Request};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use keys::{data_key, fence_key, legacy_fence_key, split_value, SideKeys};
+use keys::{data_key, fence_key, legacy_fence_key, split_value, SideKeys, TOKEN_SEPARATOR};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use redis::{Client, RedisError, ServerErrorKind, Value};
 use scripts::{ACQUIRE, EXTEND, FORCE_RELEASE, HANDOFF, INSPECT, RAISE, RELEASE};
@@ -568,14 +569,14 @@ impl RedisStore {
     async fn exec_acked(
         &self,
         cmd: redis::Cmd,
-        script: &'static redis::Script,
+        script: Option<&'static redis::Script>,
     ) -> StoreResult<(Value, bool)> {
         let Some(acks) = self.acks else {
-            return Ok((self.exec(cmd, Some(script)).await?, true));
+            return Ok((self.exec(cmd, script).await?, true));
         };
         let mut wait = redis::cmd("WAIT");
         wait.arg(acks.replicas).arg(acks.timeout_ms);
-        match self.exec_with(cmd, Some(script), Some(wait)).await? {
+        match self.exec_with(cmd, script, Some(wait)).await? {
             Value::Array(mut parts) if parts.len() == 2 => {
                 let acked = parse::<i64>(parts.pop().unwrap_or(Value::Nil))?;
                 let reply = parts.pop().unwrap_or(Value::Nil);
@@ -597,21 +598,44 @@ impl RedisStore {
         ))
     }
 
-    /// See [`LockStore::try_acquire`]. The script looks for a counter
-    /// version 0.1 left for the name only until this store has been granted the name once
-    /// (see [`legacy`]).
+    /// See [`LockStore::try_acquire`]. The script looks for a counter version 0.1 left for
+    /// the name only until this store has been granted the name once (see [`legacy`]).
+    ///
+    /// An [`ValueFormat::Unfenced`] acquisition without a payload is first one top-level
+    /// `SET key owner 0xFF NX PX ttl`, which costs Redis a fraction of any script call; only
+    /// when that finds the key taken does the script run (without drawing a token), to mark
+    /// the holder's value as waited for, so that its release is announced, and to tell a
+    /// retried request its own lock (a `SET NX` sent again after a lost reply finds it).
     ///
     /// # Cancel Safety
-    /// Not cancel safe: the script may have run when the future is dropped.
+    /// Not cancel safe: the command may have run when the future is dropped.
     pub async fn try_acquire(
         &self,
         key: &str,
         owner: &str,
         ttl_ms: u64,
         data: Option<&[u8]>,
-        plain: bool,
+        format: ValueFormat,
     ) -> StoreResult<Option<u64>> {
-        let check = self.legacy_checked.must_check(key);
+        let unfenced = format == ValueFormat::Unfenced;
+        if unfenced && data.is_none() {
+            let mut value = Vec::with_capacity(owner.len() + 1);
+            value.extend_from_slice(owner.as_bytes());
+            value.push(TOKEN_SEPARATOR);
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
+            let (reply, acked) = self.exec_acked(cmd, None).await?;
+            match reply {
+                Value::Okay => return self.granted(key, owner, 0, acked).await,
+                Value::SimpleString(s) if s == "OK" => {
+                    return self.granted(key, owner, 0, acked).await
+                }
+                Value::Nil => {}
+                other => return Err(StoreError::internal(format!("unexpected reply {other:?}"))),
+            }
+        }
+        // The 0.1 counter matters only to a token: an unfenced request never looks for it.
+        let check = !unfenced && self.legacy_checked.must_check(key);
         let ttl = ttl_ms.to_string();
         let side = SideKeys::of(key);
         let fence = side.fence();
@@ -635,11 +659,12 @@ impl RedisStore {
                 n_keys += 1;
             }
         }
-        let mode: &[u8] = match (plain, check) {
-            (false, false) => b"",
-            (true, false) => b"p",
-            (false, true) => b"l",
-            (true, true) => b"pl",
+        let mode: &[u8] = match (format, check) {
+            (ValueFormat::Unfenced, _) => b"n",
+            (ValueFormat::Fenced, false) => b"",
+            (ValueFormat::Plain, false) => b"p",
+            (ValueFormat::Fenced, true) => b"l",
+            (ValueFormat::Plain, true) => b"pl",
         };
         let args: [&[u8]; 4] = [owner.as_bytes(), ttl.as_bytes(), mode, data.unwrap_or(b"")];
         // The mode goes only when it says something or a payload follows it.
@@ -652,17 +677,31 @@ impl RedisStore {
         };
         let (keys, args) = (&keys[..n_keys], &args[..n_args]);
         let cmd = evalsha(&ACQUIRE, keys, args);
-        let (reply, acked) = self.exec_acked(cmd, &ACQUIRE).await?;
-        let token = token_reply(reply)?;
-        if check && token.is_some() {
+        let (reply, acked) = self.exec_acked(cmd, Some(&ACQUIRE)).await?;
+        let Some(token) = token_reply(reply)? else {
+            return Ok(None);
+        };
+        if check {
             self.legacy_checked.checked(key);
         }
-        if token.is_some() && !acked {
-            // A grant the replicas may not have could vanish in a failover: give it back.
+        self.granted(key, owner, token, acked).await
+    }
+
+    /// A grant of `token`, or, when too few replicas acknowledged it, the lock given back
+    /// and the error that says so: a grant the replicas may not have could vanish in a
+    /// failover.
+    async fn granted(
+        &self,
+        key: &str,
+        owner: &str,
+        token: u64,
+        acked: bool,
+    ) -> StoreResult<Option<u64>> {
+        if !acked {
             let _ = RedisStore::release(self, key, owner).await;
             return Err(self.not_acked());
         }
-        Ok(token)
+        Ok(Some(token))
     }
 
     /// See [`LockStore::extend`].
@@ -684,7 +723,7 @@ impl RedisStore {
             &[key.as_bytes(), &data_k],
             &[owner.as_bytes(), ttl.as_bytes(), flag],
         );
-        let (reply, acked) = self.exec_acked(cmd, &EXTEND).await?;
+        let (reply, acked) = self.exec_acked(cmd, Some(&EXTEND)).await?;
         let owned = parse::<i64>(reply)? == 1;
         if owned && !acked {
             return Err(self.not_acked());
@@ -843,7 +882,7 @@ impl RedisStore {
                 with_token,
             ],
         );
-        let (reply, acked) = self.exec_acked(cmd, &HANDOFF).await?;
+        let (reply, acked) = self.exec_acked(cmd, Some(&HANDOFF)).await?;
         let token = token_reply(reply)?;
         if token.is_some() && !acked {
             // The next owner's grant may vanish in a failover: give it back (the caller's
@@ -915,9 +954,9 @@ impl LockStore for RedisStore {
         owner: &'a str,
         ttl_ms: u64,
         data: Option<&'a [u8]>,
-        plain: bool,
+        format: ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        RedisStore::try_acquire(self, key, owner, ttl_ms, data, plain).boxed()
+        RedisStore::try_acquire(self, key, owner, ttl_ms, data, format).boxed()
     }
 
     fn extend<'a>(

@@ -140,7 +140,7 @@ impl RedisStore {
                 ticket.as_bytes(),
             ],
         );
-        let (reply, acked) = self.exec_acked(cmd, &PERMITS).await?;
+        let (reply, acked) = self.exec_acked(cmd, Some(&PERMITS)).await?;
         let token = token_reply(reply)?;
         if token.is_some() && !acked {
             // A grant the replicas may not have could vanish in a failover: give it back.
@@ -170,7 +170,7 @@ impl RedisStore {
             &[&k.state],
             &[b"extend", owner.as_bytes(), ttl.as_bytes()],
         );
-        let (reply, acked) = self.exec_acked(cmd, &PERMITS).await?;
+        let (reply, acked) = self.exec_acked(cmd, Some(&PERMITS)).await?;
         let limit = limit_reply(reply)?;
         if limit > 0 && !acked {
             return Err(self.not_acked());
@@ -293,7 +293,7 @@ impl RedisStore {
                 if ours { b"1" } else { b"0" },
             ],
         );
-        let (reply, acked) = self.exec_acked(cmd, &PERMITS).await?;
+        let (reply, acked) = self.exec_acked(cmd, Some(&PERMITS)).await?;
         // The room (permits free beside holders and queue) tells the engine whether its next
         // waiter could fit.
         let (held, token, _heard, room): (i64, Value, i64, u32) = parse(reply)?;

@@ -100,6 +100,10 @@ fn with_helpers(body: &str) -> String {
 /// request only burns a token, which keeps tokens increasing. A refusal marks a modern value
 /// as waited for (`0xFE` appended, lease unchanged), so that its release is announced.
 ///
+/// Mode `n` (`fencing: false`) draws no token: the value is `owner 0xFF`, with nothing after
+/// the separator, and the reply is `'0'`. The store sends it only when a top-level `SET NX`
+/// found the key taken (or with a payload), so it mostly marks the holder's value.
+///
 /// A retried call whose first reply was lost finds its own lock and returns its token, with
 /// the lease set anew so that it runs from this request, whatever gave the caller the lock (a
 /// local handoff may have, just before).
@@ -110,25 +114,29 @@ fn with_helpers(body: &str) -> String {
 /// since every lock key has an expiry.
 ///
 /// KEYS: lock, fence, [data: with a payload], [legacy fence: mode `l`]. ARGV: owner, ttl ms,
-/// [mode: `p` plain (redislock's value, no token), `l` legacy check, or empty], [payload].
-/// The common call sends two keys and two arguments: every key or argument costs Redis
-/// ~0.15 µs, and a data key and a token flag on every call cost it ~0.3–0.45 µs per
-/// acquisition in a loop of the script alone.
+/// [mode: `p` plain (redislock's value, no token in it), `l` legacy check, `n` no token, or
+/// empty], [payload]. The common call sends two keys and two arguments: every key or argument
+/// costs Redis ~0.15 µs, and a data key and a token flag on every call cost it ~0.3–0.45 µs
+/// per acquisition in a loop of the script alone.
 /// Returns the token (a string), or false when held by another owner.
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(ACQUIRE_LUA)));
 const ACQUIRE_LUA: &str = r#"
 local mode = ARGV[3] or ''
-local plain = string.find(mode, 'p', 1, true)
-local token = next_token(KEYS[2])
-local value = ARGV[1]
-if not plain then value = value .. '\255' .. token end
+local token, value
+if mode == 'n' then
+  token, value = '0', ARGV[1] .. '\255'
+else
+  token, value = next_token(KEYS[2]), ARGV[1]
+  if not string.find(mode, 'p', 1, true) then value = value .. '\255' .. token end
+end
 local v = set_nx(KEYS[1], value, ARGV[2])
 if v then
   if owns(v, ARGV[1]) then
-    local t = string.match(v, '\255(%d+)\254?$')
+    local t = string.match(v, '\255(%d*)\254?$')
     if t then
       redis.call('PEXPIRE', KEYS[1], ARGV[2])
       if ARGV[4] then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
+      if t == '' then return '0' end
       return t
     end
     return false
@@ -145,7 +153,7 @@ if string.find(mode, 'l', 1, true) then
     if #legacy > #token or (#legacy == #token and legacy >= token) then
       redis.call('SET', KEYS[2], legacy)
       token = next_token(KEYS[2])
-      if not plain then
+      if value ~= ARGV[1] then
         redis.call('SET', KEYS[1], ARGV[1] .. '\255' .. token, 'PX', ARGV[2])
       end
     end
@@ -227,7 +235,8 @@ return {v, redis.call('PTTL', KEYS[1]), 0, ''}
 /// Handoff: compare the owner and give the lock straight to the next owner (a waiter in the
 /// same process) with a new lease and fencing token, in one step. The lock is never free in
 /// between, so nobody needs waking and nobody can barge. A retried call whose first reply was
-/// lost finds the lock already with the next owner and returns its token.
+/// lost finds the lock already with the next owner and returns its token (0 when the next
+/// owner took it itself without one).
 /// KEYS: lock, fence, data. ARGV: owner, next owner, ttl ms, next has data ("1"/"0"), data,
 /// previous holder had data ("1"/"0"), next with-token flag. Returns the new token (a
 /// string), or false if not owned.
@@ -235,7 +244,8 @@ pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helper
 const HANDOFF_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if owns(v, ARGV[2]) then
-  local t = string.match(v, '\255(%d+)\254?$')
+  local t = string.match(v, '\255(%d*)\254?$')
+  if t == '' then return '0' end
   if t then return t end
   return false
 end

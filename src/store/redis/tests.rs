@@ -4,7 +4,7 @@
 
 use super::{RedisOptions, RedisStore};
 use crate::store::conformance::{name, server_or_skip};
-use crate::store::{LockStore, ReleaseNotifications};
+use crate::store::{LockStore, ReleaseNotifications, ValueFormat};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,7 +66,7 @@ mod permits {
 async fn scripts_are_loaded_again_after_the_server_forgot_them() {
     let Some(s) = open() else { return };
     let k = name();
-    s.try_acquire(&k, "a", 10_000, None, false)
+    s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -94,7 +94,7 @@ async fn a_release_by_a_holder_without_a_payload_frees_the_lock_and_one_with_a_p
     let mut conn = raw().await;
     let k = name();
     let data_key = super::keys::data_key(&k);
-    s.try_acquire(&k, "a", 10_000, Some(b"payload"), false)
+    s.try_acquire(&k, "a", 10_000, Some(b"payload"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -106,7 +106,7 @@ async fn a_release_by_a_holder_without_a_payload_frees_the_lock_and_one_with_a_p
         .await
         .unwrap();
     assert_eq!(left, None, "the payload went with the lock");
-    s.try_acquire(&k, "b", 10_000, None, false)
+    s.try_acquire(&k, "b", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -133,7 +133,7 @@ async fn a_killed_connection_is_replaced_within_the_same_call() {
         return;
     };
     let k = name();
-    s.try_acquire(&k, "a", 10_000, None, false)
+    s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -161,7 +161,10 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
             .unwrap()
     };
     let refused = async |k: &str, owner: &str| {
-        let got = s.try_acquire(k, owner, 10_000, None, false).await.unwrap();
+        let got = s
+            .try_acquire(k, owner, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap();
         assert_eq!(got, None, "{owner} was refused");
     };
     let stats = raw.clone();
@@ -179,7 +182,7 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     };
     let k = name();
 
-    s.try_acquire(&k, "a", 10_000, None, false)
+    s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -192,7 +195,7 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     );
 
     let token = s
-        .try_acquire(&k, "a", 10_000, None, false)
+        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -208,13 +211,15 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     assert!(s.extend(&k, "a", 10_000, false).await.unwrap());
     // The retried acquisition of its own owner still finds its token.
     assert_eq!(
-        s.try_acquire(&k, "a", 10_000, None, false).await.unwrap(),
+        s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
         Some(token)
     );
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
     assert_eq!(publishes().await, 1, "refused twice, announced once");
 
-    s.try_acquire(&k, "p", 10_000, None, true)
+    s.try_acquire(&k, "p", 10_000, None, ValueFormat::Plain)
         .await
         .unwrap()
         .unwrap();
@@ -232,6 +237,67 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     );
 }
 
+/// Calls of `command` on the server so far (`INFO commandstats`).
+async fn calls_of(conn: &redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn.clone())
+        .await
+        .unwrap();
+    stats
+        .split(&format!("cmdstat_{command}:calls="))
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[tokio::test]
+async fn an_unfenced_grant_is_one_top_level_set_and_a_refusal_still_gets_the_release_announced() {
+    let Some((_server, s, raw)) = own_server().await else {
+        return;
+    };
+    let value_of = async |k: &str| -> Vec<u8> {
+        redis::cmd("GET")
+            .arg(k)
+            .query_async(&mut raw.clone())
+            .await
+            .unwrap()
+    };
+    let k = name();
+    let scripts_before = calls_of(&raw, "evalsha").await;
+    let got = s.try_acquire(&k, "a", 10_000, None, ValueFormat::Unfenced);
+    assert_eq!(got.await.unwrap(), Some(0), "granted, without a token");
+    assert_eq!(value_of(&k).await, b"a\xff");
+    assert_eq!(calls_of(&raw, "set").await, 1, "one SET NX PX");
+    assert_eq!(calls_of(&raw, "incr").await, 0, "no token drawn");
+    assert_eq!(
+        calls_of(&raw, "evalsha").await,
+        scripts_before,
+        "no script ran"
+    );
+
+    // Refused: the script then runs, and marks the value for the release's announcement.
+    let refused = s.try_acquire(&k, "b", 10_000, None, ValueFormat::Unfenced);
+    assert_eq!(refused.await.unwrap(), None);
+    assert_eq!(value_of(&k).await, b"a\xff\xfe");
+    assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
+    // A request sent again after its reply was lost finds its own lock, with a fresh lease.
+    let again = s.try_acquire(&k, "a", 60_000, None, ValueFormat::Unfenced);
+    assert_eq!(again.await.unwrap(), Some(0));
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
+    assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
+    assert_eq!(calls_of(&raw, "publish").await, 0);
+    let outcome = LockStore::release(&*s, &k, "a").await.unwrap();
+    assert!(outcome.released);
+    assert_eq!(
+        calls_of(&raw, "publish").await,
+        1,
+        "the waiter hears the release"
+    );
+    assert_eq!(value_of(&k).await, b"", "freed");
+}
+
 #[tokio::test]
 async fn release_announcements_resume_after_the_subscriber_connection_dropped() {
     let Some(s) = open() else { return };
@@ -245,12 +311,14 @@ async fn release_announcements_resume_after_the_subscriber_connection_dropped() 
     let heard = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             other
-                .try_acquire(&k, "b", 10_000, None, false)
+                .try_acquire(&k, "b", 10_000, None, ValueFormat::Fenced)
                 .await
                 .unwrap();
             // The watcher is refused, as a waiter is before it sleeps: that flags the key.
             assert_eq!(
-                s.try_acquire(&k, "a", 10_000, None, false).await.unwrap(),
+                s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
+                    .await
+                    .unwrap(),
                 None
             );
             LockStore::release(&*other, &k, "b").await.unwrap();
@@ -273,13 +341,15 @@ async fn an_acquire_that_finds_its_own_lock_returns_its_token_with_a_fresh_lease
     let Some(s) = open() else { return };
     let k = name();
     let token = s
-        .try_acquire(&k, "a", 200, Some(b"x"), false)
+        .try_acquire(&k, "a", 200, Some(b"x"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     // The request that finds the caller's lock (a retry, or a race with a local handoff to
     // it) reports the lease as running from now: the store must agree.
-    let again = s.try_acquire(&k, "a", 60_000, Some(b"x"), false).await;
+    let again = s
+        .try_acquire(&k, "a", 60_000, Some(b"x"), ValueFormat::Fenced)
+        .await;
     assert_eq!(again.unwrap(), Some(token));
     let info = s.inspect(&k).await.unwrap().expect("held");
     assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
@@ -311,18 +381,20 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
     // A refusal is not a grant: the store still looks at the next acquisition.
     let other = open().unwrap();
     other
-        .try_acquire(&k, "x", 10_000, None, false)
+        .try_acquire(&k, "x", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     raw_command(&["SET", &legacy, &old]).await;
     assert_eq!(
-        s.try_acquire(&k, "a", 10_000, None, false).await.unwrap(),
+        s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
         None
     );
     let _: () = raw_query(&[b"DEL", k.as_bytes()]).await;
     let first = s
-        .try_acquire(&k, "a", 10_000, None, false)
+        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -339,7 +411,7 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
     let later = (first + 1_000).to_string();
     raw_command(&["SET", &legacy, &later]).await;
     let second = s
-        .try_acquire(&k, "a", 10_000, None, false)
+        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -353,7 +425,7 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
     // A store that never was granted it (another process) looks, and carries it over.
     let fresh = open().unwrap();
     let third = fresh
-        .try_acquire(&k, "b", 10_000, None, true)
+        .try_acquire(&k, "b", 10_000, None, ValueFormat::Plain)
         .await
         .unwrap()
         .unwrap();
@@ -372,7 +444,7 @@ mod cluster {
     use super::super::{RedisOptions, RedisStore};
     use crate::store::conformance::name;
     use crate::store::test_servers::{redis_server_or_skip, TestCluster};
-    use crate::store::{ExtendItem, LockStore, ReleaseNotifications};
+    use crate::store::{ExtendItem, LockStore, ReleaseNotifications, ValueFormat};
     use std::collections::HashSet;
     use std::sync::{Arc, OnceLock};
     use std::time::Duration;
@@ -414,7 +486,7 @@ mod cluster {
         }
         for k in &keys {
             let token = s
-                .try_acquire(k, "a", 10_000, Some(b"d"), false)
+                .try_acquire(k, "a", 10_000, Some(b"d"), ValueFormat::Fenced)
                 .await
                 .unwrap()
                 .unwrap();
@@ -451,13 +523,15 @@ mod cluster {
         let mut releases = s.releases();
         s.watch(&k).await;
         other
-            .try_acquire(&k, "x", 10_000, None, false)
+            .try_acquire(&k, "x", 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
         // Refused, as a waiter is before it sleeps: that flags the key.
         assert_eq!(
-            s.try_acquire(&k, "w", 10_000, None, false).await.unwrap(),
+            s.try_acquire(&k, "w", 10_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap(),
             None
         );
         let outcome = LockStore::release(&*other, &k, "x").await.unwrap();
@@ -480,7 +554,7 @@ mod cluster_migration {
     use super::super::{RedisOptions, RedisStore};
     use crate::store::conformance::name;
     use crate::store::test_servers::{redis_server_or_skip, TestCluster, TestServer};
-    use crate::store::{ExtendItem, LockStore};
+    use crate::store::{ExtendItem, LockStore, ValueFormat};
 
     async fn conn(server: &TestServer) -> redis::aio::MultiplexedConnection {
         redis::Client::open(server.url())
@@ -586,7 +660,7 @@ mod cluster_migration {
         assert_eq!(slot, hash_slot(&fence_key(&k)));
         assert_eq!(slot, hash_slot(&data_key(&k)));
         let first = store
-            .try_acquire(&k, "a", 30_000, Some(b"d"), false)
+            .try_acquire(&k, "a", 30_000, Some(b"d"), ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
@@ -609,7 +683,7 @@ mod cluster_migration {
         assert_eq!((info.owner.as_str(), info.fencing_token), ("a", first));
         assert!(LockStore::release(&*store, &k, "a").await.unwrap().released);
         let second = store
-            .try_acquire(&k, "b", 30_000, None, false)
+            .try_acquire(&k, "b", 30_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
@@ -647,7 +721,7 @@ async fn a_rediss_url_to_a_plaintext_server_fails_as_a_tls_handshake_within_the_
 #[tokio::test]
 async fn a_single_servers_call_future_does_not_carry_the_cluster_and_sentinel_paths() {
     let Some(s) = open() else { return };
-    let acquire = RedisStore::try_acquire(&s, "k", "o", 1000, None, false);
+    let acquire = RedisStore::try_acquire(&s, "k", "o", 1000, None, ValueFormat::Fenced);
     let release = RedisStore::release(&s, "k", "o");
     let (acquire, release) = (size_of_val(&acquire), size_of_val(&release));
     assert!(acquire <= 2048, "try_acquire's future is {acquire} bytes");

@@ -41,6 +41,7 @@ use super::redis::{RedisOptions, RedisStore};
 use super::{
     ErrorKind, ExtendItem, HandoffOutcome, LockInfo, LockStore, NextOwner, OperatorTools,
     PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    ValueFormat,
 };
 use crate::core::held::lease_end;
 use crate::limits;
@@ -251,7 +252,9 @@ impl RedlockStore {
         .await;
     }
 
-    /// See [`LockStore::try_acquire`].
+    /// See [`LockStore::try_acquire`]. An [`ValueFormat::Unfenced`] acquisition draws tokens
+    /// all the same: the quorum's token is raised on every server that granted it, which
+    /// needs one.
     ///
     /// # Cancel Safety
     /// Not cancel safe: servers may hold the lock when the future is dropped.
@@ -261,15 +264,19 @@ impl RedlockStore {
         owner: &str,
         ttl_ms: u64,
         data: Option<&[u8]>,
-        plain: bool,
+        format: ValueFormat,
     ) -> StoreResult<Option<u64>> {
+        let format = match format {
+            ValueFormat::Unfenced => ValueFormat::Fenced,
+            other => other,
+        };
         let start = Instant::now();
         let bound = self.server_timeout(ttl_ms);
         let q = self.quorum;
         let calls = self
             .servers
             .iter()
-            .map(|s| s.try_acquire(key, owner, ttl_ms, data, plain))
+            .map(|s| s.try_acquire(key, owner, ttl_ms, data, format))
             .collect();
         let answers = ask_all(calls, Some(bound), |a| {
             Tally::of(a, Option::is_some).settled(q)
@@ -576,9 +583,9 @@ impl LockStore for RedlockStore {
         owner: &'a str,
         ttl_ms: u64,
         data: Option<&'a [u8]>,
-        plain: bool,
+        format: ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        RedlockStore::try_acquire(self, key, owner, ttl_ms, data, plain).boxed()
+        RedlockStore::try_acquire(self, key, owner, ttl_ms, data, format).boxed()
     }
 
     fn extend<'a>(

@@ -7,6 +7,7 @@ use crate::store::conformance::name;
 use crate::store::redis::keys::fence_key;
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::test_servers::{redis_server_or_skip, TestServer};
+use crate::store::ValueFormat;
 use crate::store::{ErrorKind, HandoffOutcome, LockStore, NextOwner, ReleaseNotifications};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -98,7 +99,7 @@ async fn a_minority_cannot_grant_and_its_partial_grant_is_undone_at_once() {
     set(&s[1], k.as_bytes(), b"other").await;
     assert_eq!(
         redlock
-            .try_acquire(&k, "me", 10_000, None, false)
+            .try_acquire(&k, "me", 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap(),
         None
@@ -109,7 +110,7 @@ async fn a_minority_cannot_grant_and_its_partial_grant_is_undone_at_once() {
     let k2 = name();
     set(&s[0], k2.as_bytes(), b"other").await;
     assert!(redlock
-        .try_acquire(&k2, "me", 10_000, None, false)
+        .try_acquire(&k2, "me", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .is_some());
@@ -124,7 +125,7 @@ async fn with_a_majority_down_acquire_fails_with_their_error_and_leaves_no_grant
     s[0].kill();
     s[1].kill();
     let err = redlock
-        .try_acquire(&k, "me", 10_000, None, false)
+        .try_acquire(&k, "me", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Unreachable, "{err}");
@@ -143,7 +144,7 @@ async fn a_paused_server_delays_nothing_while_a_quorum_answers() {
     let bound = redlock.server_timeout(10_000);
     let started = Instant::now();
     let token = redlock
-        .try_acquire(&k, "me", 10_000, None, false)
+        .try_acquire(&k, "me", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap();
     assert!(token.is_some());
@@ -164,7 +165,7 @@ async fn with_a_majority_paused_acquire_fails_as_a_timeout_within_twice_the_serv
     let bound = redlock.server_timeout(5_000);
     let started = Instant::now();
     let err = redlock
-        .try_acquire(&k, "me", 5_000, None, false)
+        .try_acquire(&k, "me", 5_000, None, ValueFormat::Fenced)
         .await
         .unwrap_err();
     let took = started.elapsed();
@@ -202,7 +203,7 @@ async fn tokens_increase_even_when_the_largest_came_from_a_server_outside_the_ne
     connected(&redlock).await;
     s[2].pause();
     let first = redlock
-        .try_acquire(&k, "a", 10_000, None, false)
+        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -217,7 +218,7 @@ async fn tokens_increase_even_when_the_largest_came_from_a_server_outside_the_ne
     // Now server 0 (the one at 101) is away: servers 1 and 2 make the quorum.
     s[0].pause();
     let second = redlock
-        .try_acquire(&k, "b", 10_000, None, false)
+        .try_acquire(&k, "b", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -233,7 +234,7 @@ async fn a_handoff_without_a_quorum_gives_back_what_the_next_owner_got() {
     let redlock = store(&s, 5_000);
     let k = name();
     redlock
-        .try_acquire(&k, "a", 10_000, None, false)
+        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -266,13 +267,13 @@ async fn a_release_announced_by_any_one_server_reaches_the_watchers() {
     let lone = RedisStore::connect(&s[2].url(), &options(5_000)).unwrap();
     let heard = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            lone.try_acquire(&k, "x", 10_000, None, false)
+            lone.try_acquire(&k, "x", 10_000, None, ValueFormat::Fenced)
                 .await
                 .unwrap();
             // A waiter there is refused, which flags the key: only then is its release
             // announced.
             assert_eq!(
-                lone.try_acquire(&k, "y", 10_000, None, false)
+                lone.try_acquire(&k, "y", 10_000, None, ValueFormat::Fenced)
                     .await
                     .unwrap(),
                 None
@@ -304,7 +305,7 @@ async fn a_release_with_one_holding_server_down_releases_when_no_quorum_can_rema
     set(&s[4], k.as_bytes(), b"someone else").await;
     connected(&redlock).await;
     redlock
-        .try_acquire(&k, "a", 10_000, None, false)
+        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .expect("granted by servers 0, 1 and 2");

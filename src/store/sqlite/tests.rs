@@ -5,6 +5,7 @@
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::ReleaseNotifications;
+use crate::store::ValueFormat;
 use sqlx::sqlite::SqlitePool;
 use std::path::Path;
 use std::sync::Arc;
@@ -405,7 +406,7 @@ async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound(
         .await
         .unwrap();
     let started = Instant::now();
-    let err = LockStore::try_acquire(&s, &name(), &owner(), 1_000, None, false)
+    let err = LockStore::try_acquire(&s, &name(), &owner(), 1_000, None, ValueFormat::Fenced)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Timeout, "{err:?}");

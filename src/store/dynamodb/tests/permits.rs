@@ -6,6 +6,7 @@ use super::*;
 use crate::store::dynamodb::permit_item;
 use crate::store::permit_conformance::req;
 use crate::store::PermitRequest;
+use crate::store::ValueFormat;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::AsyncWriteExt;
 
@@ -95,7 +96,7 @@ async fn an_extension_elsewhere_restarts_the_watch() {
 async fn a_semaphore_has_an_item_of_its_own_that_no_lock_name_reaches() {
     let Some(s) = store() else { return };
     let (n, a, b) = (name(), owner(), owner());
-    s.try_acquire(&n, &a, 10_000, None, false)
+    s.try_acquire(&n, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -113,7 +114,9 @@ async fn a_semaphore_has_an_item_of_its_own_that_no_lock_name_reaches() {
     assert_eq!(lock["ownerName"], json!({"S": a}));
     assert!(!lock.contains_key(permit_item::STATE));
     let reserved = permit_item::partition_value(&n);
-    let refused = s.try_acquire(&reserved, &a, 10_000, None, false).await;
+    let refused = s
+        .try_acquire(&reserved, &a, 10_000, None, ValueFormat::Fenced)
+        .await;
     assert_eq!(refused.unwrap_err().kind, ErrorKind::Invalid);
     assert_eq!(
         s.inspect(&reserved).await.unwrap_err().kind,
