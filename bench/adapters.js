@@ -99,9 +99,10 @@ function redisHostPort(url) {
 
 // ───────────────────────────── deadbolt (modern API) ─────────────────────────────
 
-function deadbolt(url) {
+/** `extra`: more acquire options for every lock (`{ fencing: false }`). */
+function deadbolt(url, extra = {}) {
   const { connect } = loadDeadbolt()
-  const opts = { ttl: SETTINGS.ttl, wait: Infinity, retryDelay: SETTINGS.retryDelay }
+  const opts = { ttl: SETTINGS.ttl, wait: Infinity, retryDelay: SETTINGS.retryDelay, ...extra }
   let client
   /** One worker's lock slot, acquiring with `o`. */
   const locker = (o) => {
@@ -128,7 +129,7 @@ function deadbolt(url) {
       return locker(opts)
     },
     newAutoLocker(onLost) {
-      return locker({ ttl: SETTINGS.autoTtl, wait: Infinity, retryDelay: SETTINGS.retryDelay, autoExtend: true, extendEvery: SETTINGS.autoEvery, onLost })
+      return locker({ ttl: SETTINGS.autoTtl, wait: Infinity, retryDelay: SETTINGS.retryDelay, autoExtend: true, extendEvery: SETTINGS.autoEvery, onLost, ...extra })
     },
     heldCount: () => client.heldCount,
     async close() {
@@ -622,6 +623,8 @@ function properLockfile(sqliteUrl) {
 
 const LIBS = {
   deadbolt: { label: 'deadbolt', backend: 'redis', make: (u) => deadbolt(u.redis), scenarios: [1, 2, 3, 4, 5] },
+  // The same without fencing tokens, the like-for-like of the peers, none of which has them.
+  'deadbolt-unfenced': { label: 'deadbolt, fencing: false', backend: 'redis', make: (u) => deadbolt(u.redis, { fencing: false }), scenarios: [1, 2, 3, 4], deadbolt: true },
   'deadbolt-redislock': { label: 'deadbolt (redislock face)', backend: 'redis', make: (u) => deadboltRedislock(u.redis), scenarios: [1, 2], compareTo: 'redislock' },
   redislock: { label: 'redislock 1.3 (redis@3)', backend: 'redis', make: (u) => redislock(u.redis), scenarios: [1, 2, 3, 4] },
   redlock: { label: 'redlock 4 (ioredis)', backend: 'redis', make: (u) => redlock(u.redis), scenarios: [1, 2, 3, 4] },
