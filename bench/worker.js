@@ -42,7 +42,10 @@ const gc = () => {
   }
 }
 
-const key = (...parts) => [cfg.prefix || 'dbbench', libId, `s${scenario}`, ...parts].join(':')
+// Every library's keys have the same length (a fixed-width tag of its id, not the id itself):
+// Redis memory per held lock depends on it, by allocator size class.
+const libTag = require('node:crypto').createHash('sha256').update(libId).digest('hex').slice(0, 8)
+const key = (...parts) => [cfg.prefix || 'dbbench', libTag, `s${scenario}`, ...parts].join(':')
 
 async function mysqlHeadroom(probe) {
   const max = Number(await probe.variable('max_connections'))
