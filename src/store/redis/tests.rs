@@ -147,19 +147,36 @@ async fn a_killed_connection_is_replaced_within_the_same_call() {
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
 }
 
+/// Calls of `command` on the server so far (`INFO commandstats`).
+async fn calls_of(conn: &redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn.clone())
+        .await
+        .unwrap();
+    stats
+        .split(&format!("cmdstat_{command}:calls="))
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// The raw value of `k` (empty when absent).
+async fn value_of(conn: &redis::aio::MultiplexedConnection, k: &str) -> Vec<u8> {
+    redis::cmd("GET")
+        .arg(k)
+        .query_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_a_bare_owner() {
     // A server of its own: its PUBLISH count is this test's alone.
     let Some((_server, s, raw)) = own_server().await else {
         return;
     };
-    let value_of = async |k: &str| -> Vec<u8> {
-        redis::cmd("GET")
-            .arg(k)
-            .query_async(&mut raw.clone())
-            .await
-            .unwrap()
-    };
+    let value_of = async |k: &str| value_of(&raw, k).await;
     let refused = async |k: &str, owner: &str| {
         let got = s
             .try_acquire(k, owner, 10_000, None, ValueFormat::Fenced)
@@ -167,19 +184,7 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
             .unwrap();
         assert_eq!(got, None, "{owner} was refused");
     };
-    let stats = raw.clone();
-    let publishes = async || -> u64 {
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut stats.clone())
-            .await
-            .unwrap();
-        stats
-            .split("cmdstat_publish:calls=")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .map_or(0, |n| n.parse().unwrap())
-    };
+    let publishes = async || calls_of(&raw, "publish").await;
     let k = name();
 
     s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
@@ -237,32 +242,12 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     );
 }
 
-/// Calls of `command` on the server so far (`INFO commandstats`).
-async fn calls_of(conn: &redis::aio::MultiplexedConnection, command: &str) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn.clone())
-        .await
-        .unwrap();
-    stats
-        .split(&format!("cmdstat_{command}:calls="))
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 #[tokio::test]
 async fn an_unfenced_grant_is_one_top_level_set_and_a_refusal_still_gets_the_release_announced() {
     let Some((_server, s, raw)) = own_server().await else {
         return;
     };
-    let value_of = async |k: &str| -> Vec<u8> {
-        redis::cmd("GET")
-            .arg(k)
-            .query_async(&mut raw.clone())
-            .await
-            .unwrap()
-    };
+    let value_of = async |k: &str| value_of(&raw, k).await;
     let k = name();
     let scripts_before = calls_of(&raw, "evalsha").await;
     let got = s.try_acquire(&k, "a", 10_000, None, ValueFormat::Unfenced);
