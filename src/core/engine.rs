@@ -43,7 +43,7 @@ struct Waiter {
     owner: String,
     ttl_ms: u64,
     data: Option<Vec<u8>>,
-    plain: bool,
+    format: ValueFormat,
     /// The permits it asks for, if it waits for a semaphore.
     permits: Option<PermitSpec>,
     /// A release is handing permits to it (so concurrent releases pick other waiters).
@@ -367,7 +367,7 @@ impl Engine {
             owner: spec.owner.clone(),
             ttl_ms: spec.ttl_ms,
             data: spec.data.clone(),
-            plain: spec.format == ValueFormat::Plain,
+            format: spec.format,
             permits: spec.permits,
             claimed: AtomicBool::new(false),
             room: AtomicU32::new(u32::MAX),
@@ -652,7 +652,7 @@ impl Engine {
                         ttl_ms: waiter.ttl_ms,
                         data: waiter.data.as_deref(),
                         previous_had_data: had_data,
-                        plain: waiter.plain,
+                        format: waiter.format,
                     },
                 )
                 .await;

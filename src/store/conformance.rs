@@ -110,7 +110,7 @@ pub async fn tokens_strictly_increase_across_releases_expiries_and_handoffs(s: S
                 ttl_ms: 60,
                 data: None,
                 previous_had_data: false,
-                plain: false,
+                format: ValueFormat::Fenced,
             };
             let handed = s.handoff(&k, &a, &next).await.unwrap().unwrap();
             assert!(handed > last);
@@ -161,7 +161,28 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
     );
     assert!(s.extend(&k, &b, 20_000, false).await.unwrap());
     assert!(!s.release(&k, &c).await.unwrap().released);
-    assert!(s.release(&k, &b).await.unwrap().released);
+    // Handed on to another owner that needs no token.
+    let d = owner();
+    let next = NextOwner {
+        owner: &d,
+        ttl_ms: 10_000,
+        data: None,
+        previous_had_data: false,
+        format: ValueFormat::Unfenced,
+    };
+    let handed = s
+        .handoff(&k, &b, &next)
+        .await
+        .unwrap()
+        .expect("handed over");
+    assert!(handed == 0 || handed > first, "{handed} after {first}");
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!(
+        (info.owner.as_str(), info.fencing_token),
+        (d.as_str(), handed)
+    );
+    assert!(!s.release(&k, &b).await.unwrap().released);
+    assert!(s.release(&k, &d).await.unwrap().released);
     let data = s
         .try_acquire(&k, &c, 10_000, Some(b"payload"), ValueFormat::Unfenced)
         .await
@@ -177,8 +198,8 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
         .unwrap()
         .unwrap();
     assert!(
-        last > first.max(unfenced).max(data),
-        "{last} after {first}, {unfenced}, {data}"
+        last > first.max(unfenced).max(handed).max(data),
+        "{last} after {first}, {unfenced}, {handed}, {data}"
     );
     assert!(s.release(&k, &a).await.unwrap().released);
     assert_eq!(s.inspect(&k).await.unwrap(), None);
@@ -226,7 +247,7 @@ pub async fn a_handoff_moves_the_lock_with_a_new_token(s: SharedStore) {
         ttl_ms: 10_000,
         data: None,
         previous_had_data: true,
-        plain: false,
+        format: ValueFormat::Fenced,
     };
     let stranger = NextOwner { owner: &c, ..next };
     assert_eq!(s.handoff(&k, &c, &stranger).await.unwrap(), None);

@@ -96,9 +96,9 @@ pub struct NextOwner<'a> {
     pub data: Option<&'a [u8]>,
     /// Whether the current holder stored a payload (that must not leak to the next one).
     pub previous_had_data: bool,
-    /// Store the owner alone as the value, without the token (the redislock face's wire
-    /// format; Redis only).
-    pub plain: bool,
+    /// How its value is written, as for [`LockStore::try_acquire`]: a handoff to an
+    /// [`ValueFormat::Unfenced`] owner may skip drawing a token (and give it 0).
+    pub format: ValueFormat,
 }
 
 /// What [`LockStore::handoff_or_release`] did.

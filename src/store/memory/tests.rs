@@ -1,4 +1,5 @@
 use super::*;
+use crate::store::ValueFormat;
 
 #[test]
 fn a_held_key_is_refused_to_another_owner() {
@@ -34,7 +35,7 @@ fn a_handoff_moves_the_lock_to_the_next_owner_with_a_new_token() {
         ttl_ms: 500,
         data: None,
         previous_had_data: true,
-        plain: false,
+        format: ValueFormat::Fenced,
     };
     assert_eq!(s.handoff("k", "a", &next), Some(2));
     let info = s.inspect("k").unwrap();

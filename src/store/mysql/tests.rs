@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::ValueFormat;
 use std::time::Instant;
 
 pub(super) const TEST_URL: &str = "mysql://root@127.0.0.1:3306/test";
@@ -205,7 +206,7 @@ async fn a_handoff_gives_the_lock_to_the_next_owner_with_the_next_token() {
         ttl_ms: 30_000,
         data: None,
         previous_had_data: true,
-        plain: false,
+        format: ValueFormat::Fenced,
     };
     let token = store.handoff(&key, &a, &next).await.unwrap();
     assert_eq!(token, Some(first + 1));

@@ -4,6 +4,7 @@ use super::notify::decode_hex;
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::ErrorKind;
+use crate::store::ValueFormat;
 use tokio::sync::broadcast::error::TryRecvError;
 
 pub(super) const TEST_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -32,7 +33,7 @@ fn next_for<'a>(owner: &'a str) -> NextOwner<'a> {
         ttl_ms: 10_000,
         data: None,
         previous_had_data: false,
-        plain: false,
+        format: ValueFormat::Fenced,
     }
 }
 

@@ -868,7 +868,11 @@ impl RedisStore {
             None => (b"0", b""),
         };
         let had: &[u8] = if next.previous_had_data { b"1" } else { b"0" };
-        let with_token: &[u8] = if next.plain { b"0" } else { b"1" };
+        let with_token: &[u8] = match next.format {
+            ValueFormat::Fenced => b"1",
+            ValueFormat::Plain => b"0",
+            ValueFormat::Unfenced => b"n",
+        };
         let cmd = evalsha(
             &HANDOFF,
             &[key.as_bytes(), &fence, &data_k],

@@ -238,7 +238,8 @@ return {v, redis.call('PTTL', KEYS[1]), 0, ''}
 /// lost finds the lock already with the next owner and returns its token (0 when the next
 /// owner took it itself without one).
 /// KEYS: lock, fence, data. ARGV: owner, next owner, ttl ms, next has data ("1"/"0"), data,
-/// previous holder had data ("1"/"0"), next with-token flag. Returns the new token (a
+/// previous holder had data ("1"/"0"), next value's format ("1" with a token, "0" the bare
+/// owner, "n" no token: nothing drawn, `owner 0xFF`, reply "0"). Returns the new token (a
 /// string), or false if not owned.
 pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(HANDOFF_LUA)));
 const HANDOFF_LUA: &str = r#"
@@ -250,10 +251,11 @@ if owns(v, ARGV[2]) then
   return false
 end
 if not owns(v, ARGV[1]) then return false end
-local token = next_token(KEYS[2])
-local value = ARGV[2]
-if ARGV[7] == '1' then
-  value = value .. '\255' .. token
+local token, value = '0', ARGV[2]
+if ARGV[7] ~= 'n' then token = next_token(KEYS[2]) end
+if ARGV[7] ~= '0' then
+  value = value .. '\255'
+  if ARGV[7] == '1' then value = value .. token end
   if waited(v) then value = value .. '\254' end
 end
 redis.call('SET', KEYS[1], value, 'PX', ARGV[3])

@@ -4,7 +4,7 @@
 
 use super::{RedisOptions, RedisStore};
 use crate::store::conformance::{name, server_or_skip};
-use crate::store::{LockStore, ReleaseNotifications, ValueFormat};
+use crate::store::{LockStore, NextOwner, ReleaseNotifications, ValueFormat};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -243,7 +243,8 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
 }
 
 #[tokio::test]
-async fn an_unfenced_grant_is_one_top_level_set_and_a_refusal_still_gets_the_release_announced() {
+async fn an_unfenced_grant_or_handoff_draws_no_token_and_a_refusal_still_gets_the_release_announced(
+) {
     let Some((_server, s, raw)) = own_server().await else {
         return;
     };
@@ -273,7 +274,18 @@ async fn an_unfenced_grant_is_one_top_level_set_and_a_refusal_still_gets_the_rel
     assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
     assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
     assert_eq!(calls_of(&raw, "publish").await, 0);
-    let outcome = LockStore::release(&*s, &k, "a").await.unwrap();
+    // Handed on to a local waiter that needs no token: none is drawn, and the mark stays.
+    let next = NextOwner {
+        owner: "c",
+        ttl_ms: 10_000,
+        data: None,
+        previous_had_data: false,
+        format: ValueFormat::Unfenced,
+    };
+    assert_eq!(s.handoff(&k, "a", &next).await.unwrap(), Some(0));
+    assert_eq!(value_of(&k).await, b"c\xff\xfe");
+    assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
+    let outcome = LockStore::release(&*s, &k, "c").await.unwrap();
     assert!(outcome.released);
     assert_eq!(
         calls_of(&raw, "publish").await,
@@ -493,7 +505,7 @@ mod cluster {
                 ttl_ms: 10_000,
                 data: None,
                 previous_had_data: true,
-                plain: false,
+                format: ValueFormat::Fenced,
             };
             assert!(s.handoff(k, "a", &next).await.unwrap().is_some());
             assert!(LockStore::release(&*s, k, "b").await.unwrap().released);

@@ -437,6 +437,14 @@ impl RedlockStore {
         owner: &str,
         next: &NextOwner<'_>,
     ) -> StoreResult<HandoffOutcome> {
+        // Tokens are drawn all the same, as for an acquisition: the quorum's is raised.
+        let next = &NextOwner {
+            format: match next.format {
+                ValueFormat::Unfenced => ValueFormat::Fenced,
+                other => other,
+            },
+            ..*next
+        };
         let start = Instant::now();
         let bound = self.server_timeout(next.ttl_ms);
         let q = self.quorum;

@@ -246,7 +246,7 @@ async fn a_handoff_without_a_quorum_gives_back_what_the_next_owner_got() {
         ttl_ms: 10_000,
         data: None,
         previous_had_data: false,
-        plain: false,
+        format: ValueFormat::Fenced,
     };
     let outcome = redlock.handoff_or_release(&k, "a", &next).await.unwrap();
     assert!(

@@ -242,7 +242,7 @@ async fn a_lease_taken_over_after_expiry_raises_the_counter_for_every_name() {
         ttl_ms: 10_000,
         data: None,
         previous_had_data: false,
-        plain: false,
+        format: ValueFormat::Fenced,
     };
     assert_eq!(s.handoff(&k, &b, &next).await.unwrap(), Some(other + 1));
     assert_eq!(
