@@ -179,7 +179,7 @@ class Lock {
 
   /** What `JSON.stringify` shows: the public state, never the client behind it. */
   toJSON() {
-    return { key: this.key, owner: this.owner, fencingToken: this._token === 0 ? null : String(this.fencingToken), ttl: this.ttl, held: this.held }
+    return { key: this.key, owner: this.owner, fencingToken: this._token === 0 ? null : String(this._token), ttl: this.ttl, held: this.held }
   }
 
   [inspect.custom](depth, options, inspectFn = inspect) {

@@ -125,7 +125,7 @@ async function acquireReentrant(client, key, o, raise) {
     }
     if (entry.lock.held) {
       // A hold that needs a token cannot share a lock taken without one.
-      if (o.fencing && entry.lock._token === 0) {
+      if (o.fencing && entry.lock.fencingToken === null) {
         throw v.valueError('options.fencing', 'must be false while this client holds the key reentrantly with fencing: false', true)
       }
       return new Hold(entry, o.onLost, o.fencing)

@@ -61,6 +61,18 @@ pub enum ValueFormat {
     Unfenced,
 }
 
+impl ValueFormat {
+    /// This format for a store that must draw a token whatever the caller needs (Redlock
+    /// raises the quorum's token on every server): [`ValueFormat::Unfenced`] becomes
+    /// [`ValueFormat::Fenced`], the others stay.
+    pub fn with_token(self) -> ValueFormat {
+        match self {
+            ValueFormat::Unfenced => ValueFormat::Fenced,
+            other => other,
+        }
+    }
+}
+
 /// One lease to extend in a batch (heartbeats).
 #[derive(Debug, Clone)]
 pub struct ExtendItem {

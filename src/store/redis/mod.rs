@@ -625,11 +625,9 @@ impl RedisStore {
             let mut cmd = redis::cmd("SET");
             cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
             let (reply, acked) = self.exec_acked(cmd, None).await?;
+            // redis-rs parses `+OK` as `Value::Okay`.
             match reply {
                 Value::Okay => return self.granted(key, owner, 0, acked).await,
-                Value::SimpleString(s) if s == "OK" => {
-                    return self.granted(key, owner, 0, acked).await
-                }
                 Value::Nil => {}
                 other => return Err(StoreError::internal(format!("unexpected reply {other:?}"))),
             }
@@ -887,14 +885,12 @@ impl RedisStore {
             ],
         );
         let (reply, acked) = self.exec_acked(cmd, Some(&HANDOFF)).await?;
-        let token = token_reply(reply)?;
-        if token.is_some() && !acked {
-            // The next owner's grant may vanish in a failover: give it back (the caller's
-            // lock went with the handoff); the waiter acquires anew.
-            let _ = RedisStore::release(self, key, next.owner).await;
-            return Err(self.not_acked());
+        match token_reply(reply)? {
+            // Not acknowledged: the next owner's grant is given back (the caller's lock went
+            // with the handoff), and the waiter acquires anew.
+            Some(token) => self.granted(key, next.owner, token, acked).await,
+            None => Ok(None),
         }
-        Ok(token)
     }
 
     /// If `owner` still holds `key`, lifts the fencing counter of its slot to at least `token`

@@ -266,10 +266,7 @@ impl RedlockStore {
         data: Option<&[u8]>,
         format: ValueFormat,
     ) -> StoreResult<Option<u64>> {
-        let format = match format {
-            ValueFormat::Unfenced => ValueFormat::Fenced,
-            other => other,
-        };
+        let format = format.with_token();
         let start = Instant::now();
         let bound = self.server_timeout(ttl_ms);
         let q = self.quorum;
@@ -439,10 +436,7 @@ impl RedlockStore {
     ) -> StoreResult<HandoffOutcome> {
         // Tokens are drawn all the same, as for an acquisition: the quorum's is raised.
         let next = &NextOwner {
-            format: match next.format {
-                ValueFormat::Unfenced => ValueFormat::Fenced,
-                other => other,
-            },
+            format: next.format.with_token(),
             ..*next
         };
         let start = Instant::now();
