@@ -125,7 +125,9 @@ async fn fencing_tokens_keep_increasing_across_releases_expiries_handoffs_and_ne
         // A new store (a new pool) stands in for a restarted client.
         let s = store();
         let (a, b) = (owner(), owner());
-        let token = s.try_acquire(&k, &a, 50, None).await.unwrap().unwrap();
+        // A long lease for the lock that is handed over: a loaded machine must not expire it
+        // before the handoff. The last acquisition of the round is the short one that expires.
+        let token = s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
         assert!(token > last, "round {round}: {token} after {last}");
         let handed = s.handoff(&k, &a, &next_for(&b)).await.unwrap().unwrap();
         assert!(handed > token);
