@@ -23,12 +23,10 @@ use std::sync::LazyLock;
 
 /// Shared by the scripts, each with the name a script calls it by: owner comparison, whether
 /// a value carries the waiters' mark (`0xFE` at its end), the release announcement (sharded
-/// pub/sub on a cluster, falling back to `PUBLISH` before Redis 7), `SET NX` that returns the
-/// value it found (false when it set the key: one command on Redis 7, where `SET` takes `NX`
-/// with `GET`; a `GET` after a failed `SET NX` before), and the next token of a counter as an
-/// exact decimal string (`INCR`'s reply is a Lua double, exact below 2^53; above, read it
-/// back). None calls another.
-const HELPERS: [(&str, &str); 5] = [
+/// pub/sub on a cluster, falling back to `PUBLISH` before Redis 7), and the next token of a
+/// counter as an exact decimal string (`INCR`'s reply is a Lua double, exact below 2^53;
+/// above, read it back). None calls another.
+const HELPERS: [(&str, &str); 4] = [
     (
         "owns",
         r#"
@@ -57,17 +55,6 @@ local function announce(channel, sharded)
 end"#,
     ),
     (
-        "set_nx",
-        r#"
-local function set_nx(key, value, ttl)
-  if (redis.REDIS_VERSION_NUM or 0) >= 0x070000 then
-    return redis.call('SET', key, value, 'NX', 'PX', ttl, 'GET')
-  end
-  if redis.call('SET', key, value, 'NX', 'PX', ttl) then return false end
-  return redis.call('GET', key)
-end"#,
-    ),
-    (
         "next_token",
         r#"
 local function next_token(counter)
@@ -78,10 +65,45 @@ end"#,
     ),
 ];
 
-/// A script's source with the shared helpers it calls in front. Only those: Lua makes a
-/// closure of every `local function` on each call, and the unused ones cost Redis ~0.2 µs per
+/// A script's source with the shared helpers it calls, and only those: Lua makes a closure of
+/// every `local function` each time the script runs, and an unused one cost Redis ~0.2 µs per
 /// acquisition and release in a loop of the scripts alone.
+///
+/// By default they go in front. A script whose common path calls none names them where they
+/// are needed instead, on a line `--@ name name…` inside the block that calls them: that line
+/// becomes their definitions, so the common path makes no closure at all (a closure and its
+/// call cost Redis ~900 instructions, counted with callgrind; see bench/PROFILE.md).
 fn with_helpers(body: &str) -> String {
+    let helper = |name: &str| {
+        HELPERS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, source)| *source)
+            .unwrap_or_else(|| panic!("no Lua helper named {name}"))
+    };
+    if body.contains("--@ ") {
+        let mut source = String::new();
+        for line in body.lines() {
+            let code = line.trim_start();
+            match code.strip_prefix("--@ ") {
+                Some(names) => {
+                    let indent = &line[..line.len() - code.len()];
+                    for name in names.split_whitespace() {
+                        for helper_line in helper(name).lines().filter(|l| !l.is_empty()) {
+                            source.push_str(indent);
+                            source.push_str(helper_line);
+                            source.push('\n');
+                        }
+                    }
+                }
+                None => {
+                    source.push_str(line);
+                    source.push('\n');
+                }
+            }
+        }
+        return source;
+    }
     let mut source = String::new();
     for (name, helper) in HELPERS {
         if body.contains(&format!("{name}(")) {
@@ -95,10 +117,12 @@ fn with_helpers(body: &str) -> String {
 
 /// Acquire: draw a token from the slot's counter and take the lock key if it is absent
 /// (`SET NX`, with the token in the value unless the mode has `p`), then store the payload
-/// with the same lease. The uncontended path is two commands (`INCR`, `SET NX`); the lock key
-/// is read only when the `SET NX` fails (on Redis 7 by the `SET`'s own `GET`), and a refused
-/// request only burns a token, which keeps tokens increasing. A refusal marks a modern value
-/// as waited for (`0xFE` appended, lease unchanged), so that its release is announced.
+/// with the same lease. The uncontended path is two commands (`INCR`, `SET NX`) and calls no
+/// helper (`next_token` is written out there; on Redis 7 the `SET` takes `GET` and returns
+/// the value it found, before that a `GET` follows a failed `SET NX`); the lock key is read
+/// only when the `SET NX` fails, and a refused request only burns a token, which keeps tokens
+/// increasing. A refusal marks a modern value as waited for (`0xFE` appended, lease
+/// unchanged), so that its release is announced.
 ///
 /// Mode `n` (`fencing: false`) draws no token: the value is `owner 0xFF`, with nothing after
 /// the separator, and the reply is `'0'`. The store sends it only when a top-level `SET NX`
@@ -121,21 +145,29 @@ fn with_helpers(body: &str) -> String {
 /// Returns the token (a string), or false when held by another owner.
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(ACQUIRE_LUA)));
 const ACQUIRE_LUA: &str = r#"
-local mode = ARGV[3] or ''
+local owner, ttl, mode = ARGV[1], ARGV[2], ARGV[3] or ''
 local token, value
 if mode == 'n' then
-  token, value = '0', ARGV[1] .. '\255'
+  token, value = '0', owner .. '\255'
 else
-  token, value = next_token(KEYS[2]), ARGV[1]
-  if not string.find(mode, 'p', 1, true) then value = value .. '\255' .. token end
+  local n = redis.call('INCR', KEYS[2])
+  token = n < 9007199254740992 and string.format('%d', n) or redis.call('GET', KEYS[2])
+  value = owner
+  if mode == '' or not string.find(mode, 'p', 1, true) then value = value .. '\255' .. token end
 end
-local v = set_nx(KEYS[1], value, ARGV[2])
+local v
+if (redis.REDIS_VERSION_NUM or 0) >= 0x070000 then
+  v = redis.call('SET', KEYS[1], value, 'NX', 'PX', ttl, 'GET')
+elseif not redis.call('SET', KEYS[1], value, 'NX', 'PX', ttl) then
+  v = redis.call('GET', KEYS[1])
+end
 if v then
-  if owns(v, ARGV[1]) then
+  --@ owns waited
+  if owns(v, owner) then
     local t = string.match(v, '\255(%d*)\254?$')
     if t then
-      redis.call('PEXPIRE', KEYS[1], ARGV[2])
-      if ARGV[4] then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
+      redis.call('PEXPIRE', KEYS[1], ttl)
+      if ARGV[4] then redis.call('PEXPIRE', KEYS[3], ttl) end
       if t == '' then return '0' end
       return t
     end
@@ -146,22 +178,23 @@ if v then
   end
   return false
 end
-if string.find(mode, 'l', 1, true) then
+if mode ~= '' and string.find(mode, 'l', 1, true) then
   local old = KEYS[#KEYS]
   local legacy = redis.call('GET', old)
   if legacy and string.match(legacy, '^%d+$') and redis.call('PTTL', old) == -1 then
+    --@ next_token
     if #legacy > #token or (#legacy == #token and legacy >= token) then
       redis.call('SET', KEYS[2], legacy)
       token = next_token(KEYS[2])
-      if value ~= ARGV[1] then
-        redis.call('SET', KEYS[1], ARGV[1] .. '\255' .. token, 'PX', ARGV[2])
+      if value ~= owner then
+        redis.call('SET', KEYS[1], owner .. '\255' .. token, 'PX', ttl)
       end
     end
     redis.call('DEL', old)
   end
 end
 if ARGV[4] then
-  redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2])
+  redis.call('SET', KEYS[3], ARGV[4], 'PX', ttl)
 end
 return token
 "#;
@@ -183,19 +216,24 @@ return 0
 
 /// Release: compare the owner, delete lock and data, and announce the release to waiters if
 /// someone was refused the lock meanwhile (the value's mark) or it is a bare owner (no mark
-/// is ever put there). The channel is made here from the slot's tag, only when it is
-/// needed: sending it with every release cost ~0.3 µs of Redis CPU, and the data key another
-/// ~0.4, so that goes only when the holder stored a payload, and the sharding flag rides in
-/// front of the tag in one argument (~0.2 µs less than two). KEYS: lock, [data]. ARGV: owner,
-/// the sharding flag ("1": `SPUBLISH`, on a cluster) followed by the slot's tag. Returns 0 if
-/// not owned, otherwise 1 + the number of subscribers the announcement reached, none when
-/// there was none (so the caller knows whether others wait).
+/// is ever put there). Every release runs this, so the comparison (`owns`) and the mark's test
+/// (`waited`) are written out instead of called, and `announce` is defined only where a
+/// release is announced: no closure is made on the common path. The channel is made here
+/// from the slot's tag, only when it is needed: sending it with every release cost ~0.3 µs of
+/// Redis CPU, and the data key another ~0.4, so that goes only when the holder stored a
+/// payload, and the sharding flag rides in front of the tag in one argument (~0.2 µs less
+/// than two). KEYS: lock, [data]. ARGV: owner, the sharding flag ("1": `SPUBLISH`, on a
+/// cluster) followed by the slot's tag. Returns 0 if not owned, otherwise 1 + the number of
+/// subscribers the announcement reached, none when there was none (so the caller knows
+/// whether others wait).
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(RELEASE_LUA)));
 const RELEASE_LUA: &str = r#"
-local v = redis.call('GET', KEYS[1])
-if owns(v, ARGV[1]) then
+local v, owner = redis.call('GET', KEYS[1]), ARGV[1]
+if v == owner or (v and #v > #owner and string.byte(v, #owner + 1) == 255
+    and string.sub(v, 1, #owner) == owner) then
   redis.call('DEL', unpack(KEYS))
-  if v == ARGV[1] or waited(v) then
+  if v == owner or string.byte(v, -1) == 254 then
+    --@ announce
     local spec = ARGV[2]
     return 1 + announce('deadbolt:released:{' .. string.sub(spec, 2) .. '}' .. KEYS[1],
       string.sub(spec, 1, 1))
@@ -321,21 +359,50 @@ pub fn load_all() -> Vec<redis::Cmd> {
 mod tests {
     use super::*;
 
+    /// Every script's body, by name.
+    const BODIES: [(&str, &str); 8] = [
+        ("acquire", ACQUIRE_LUA),
+        ("extend", EXTEND_LUA),
+        ("release", RELEASE_LUA),
+        ("force release", FORCE_RELEASE_LUA),
+        ("inspect", INSPECT_LUA),
+        ("handoff", HANDOFF_LUA),
+        ("raise", RAISE_LUA),
+        ("permits", PERMITS_LUA),
+    ];
+
     #[test]
     fn a_script_carries_the_helpers_it_calls_and_no_other() {
-        let release = with_helpers(RELEASE_LUA);
-        for name in ["owns", "waited", "announce"] {
+        for (script, body) in BODIES {
+            let source = with_helpers(body);
             assert!(
-                release.contains(&format!("local function {name}(")),
-                "{name}"
+                !source.contains("--@"),
+                "{script}: a placement line is left"
             );
+            for (name, _) in HELPERS {
+                let calls = body.contains(&format!("{name}("));
+                let defines = source.matches(&format!("local function {name}(")).count();
+                assert_eq!(defines, usize::from(calls), "{script}: {name}");
+            }
         }
-        for name in ["set_nx", "next_token"] {
-            assert!(
-                !release.contains(&format!("local function {name}(")),
-                "{name}"
-            );
+    }
+
+    #[test]
+    fn the_common_paths_of_acquire_and_release_make_no_closure() {
+        // Placed helpers are defined inside the blocks that call them, never at the top level
+        // the common path runs through.
+        for body in [ACQUIRE_LUA, RELEASE_LUA] {
+            let source = with_helpers(body);
+            assert!(source.contains("local function"));
+            for line in source.lines().filter(|l| l.contains("local function")) {
+                assert!(line.starts_with(' '), "{line}");
+            }
         }
-        assert!(!with_helpers(INSPECT_LUA).contains("local function"));
+    }
+
+    #[test]
+    #[should_panic(expected = "no Lua helper named ownz")]
+    fn a_placement_line_naming_no_helper_fails_at_once() {
+        with_helpers("if x then\n  --@ ownz\nend");
     }
 }

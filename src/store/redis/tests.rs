@@ -126,6 +126,56 @@ async fn a_release_by_a_holder_without_a_payload_frees_the_lock_and_one_with_a_p
 }
 
 #[tokio::test]
+async fn a_release_frees_every_shape_of_the_holders_value_and_no_near_miss_of_its_owner() {
+    // The release script compares owners written out (not through `owns`): every value a lock
+    // key can hold must be released by its owner alone, never by an owner that is a prefix of
+    // it or that it is a prefix of.
+    let Some(s) = open() else { return };
+    let mut conn = raw().await;
+    let shapes: [&[u8]; 6] = [
+        b"",
+        b"\xff",
+        b"\xff\xfe",
+        b"\xff17",
+        b"\xff17\xfe",
+        b"\xff9007199254740993",
+    ];
+    for shape in shapes {
+        let k = name();
+        let mut value = b"holder".to_vec();
+        value.extend_from_slice(shape);
+        let _: () = redis::cmd("SET")
+            .arg(&k)
+            .arg(&value)
+            .arg("PX")
+            .arg(10_000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for stranger in ["holde", "holderr", "holder\u{fffd}", "Holder"] {
+            let outcome = LockStore::release_held(&*s, &k, stranger, false).await;
+            assert!(
+                !outcome.unwrap().released,
+                "{stranger:?} released {value:?}"
+            );
+        }
+        assert!(
+            LockStore::release_held(&*s, &k, "holder", false)
+                .await
+                .unwrap()
+                .released,
+            "{value:?}"
+        );
+        let left: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(&k)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(left, None, "{value:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_killed_connection_is_replaced_within_the_same_call() {
     // A server of its own: killing every client of the shared one would break the
     // connections of tests running beside this one.
