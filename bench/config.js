@@ -48,6 +48,8 @@ function config(env = process.env) {
     s5SettleMs: int(env.BENCH_S5_SETTLE_MS, 1500),
     s5AcquireTimeoutMs: int(env.BENCH_S5_TIMEOUT_MS, 60000),
     mysqlConnMargin: int(env.BENCH_MYSQL_CONN_MARGIN, 20),
+    // module load (bench/load.js): interleaved rounds of a fresh `node` requiring each library
+    loadRounds: int(env.BENCH_LOAD_ROUNDS, 15),
   }
 }
 

@@ -14,6 +14,7 @@ const { spawn, execFileSync } = require('node:child_process')
 const { config } = require('./config')
 const { LIBS, SETTINGS, deadboltFingerprint, dynamoTarget } = require('./adapters')
 const { median, fmt, spread, sleep } = require('./util')
+const { measureLoad, loadTable } = require('./load')
 
 const ROOT = path.join(__dirname, '..')
 const cfg = config(process.env)
@@ -586,6 +587,14 @@ async function main() {
   log(`addon: ${addonStart}`)
   log(`runs ${cfg.runs}, scenarios ${cfg.scenarios.join(',')}, libraries ${libs.join(', ')}`)
 
+  // Module load: a full run measures it (BENCH_LOAD_ROUNDS=0 skips it), a partial one when asked.
+  let load = null
+  if (cfg.loadRounds > 0 && (full || process.env.BENCH_LOAD_ROUNDS)) {
+    log(`\n## Module load (${cfg.loadRounds} interleaved rounds)`)
+    load = measureLoad(cfg.loadRounds)
+    log(loadTable(load))
+  }
+
   const results = {}
   const addonsSeen = new Set([addonStart])
   for (const s of cfg.scenarios) {
@@ -643,6 +652,14 @@ async function main() {
   if (backends.includes('sqlite')) md.push(`- SQLite / local files (one host, no server): deadbolt on \`sqlite://<tmp>/locks.db\` with the same settings as on the servers; proper-lockfile 4.1.2: \`lock(<tmp>/proper-lockfile/<key>, {stale: ${SETTINGS.ttl}, realpath: false, retries: {forever: true, minTimeout: ${SETTINGS.retryDelay}, maxTimeout: ${SETTINGS.retryDelay}, factor: 1}})\`, a lock directory per key made with mkdir, its mtime refreshed every ${SETTINGS.ttl / 2} ms.`)
   md.push(`- 1: ${cfg.s1Warmup} warm-up pairs, then up to ${cfg.s1Pairs} pairs or ${cfg.s1MaxSeconds} s. 2: ${cfg.s2Workers} async workers, ${cfg.s2WarmupMs} ms ramp-up, ${cfg.s2Seconds} s measured, each worker cycling over ${cfg.s2KeyCycle} keys of its own. 3: ${cfg.s3Workers} workers, hold ${cfg.s3HoldMs} ms with setTimeout, ${cfg.s3Sections} sections (cap ${cfg.s3MaxSeconds} s). 4: ${cfg.s4Locks} locks, ${cfg.s4Concurrency} acquisitions in flight; "stalled" = no acquisition completed for ${cfg.stallMs / 1000} s. 5: ${cfg.s5Locks} locks, ttl ${SETTINGS.autoTtl} ms, extended every ${SETTINGS.autoEvery} ms, ${cfg.s5SettleMs} ms settle, ${cfg.s5Seconds} s measured; a tick = ${SETTINGS.autoEvery} ms.`)
   md.push(`- Environment: BENCH_RUNS=${cfg.runs} BENCH_SECONDS=${cfg.s2Seconds}${cfg.only ? ` BENCH_ONLY=${cfg.only.join(',')}` : ''} BENCH_SCENARIOS=${cfg.scenarios.join(',')}`)
+  if (load) {
+    md.push('')
+    md.push('## Module load')
+    md.push('')
+    md.push(`What \`require()\` of each library (with the client it runs on) costs a fresh \`node\` process: ${cfg.loadRounds} interleaved rounds, each sample a new child (\`bench/load.js\`). deadbolt's includes loading its native addon.`)
+    md.push('')
+    md.push(loadTable(load))
+  }
   for (const b of backends) {
     const bl = libs.filter((l) => LIBS[l].backend === b)
     md.push('')
@@ -667,7 +684,7 @@ async function main() {
   }
   md.push('')
   fs.writeFileSync(resultsPath, md.join('\n'))
-  fs.writeFileSync(path.join(__dirname, full ? 'results.json' : 'results-partial.json'), JSON.stringify({ date: new Date().toISOString(), machine: m, servers, addon: [...addonsSeen], config: { ...cfg, urls }, results }, null, 1))
+  fs.writeFileSync(path.join(__dirname, full ? 'results.json' : 'results-partial.json'), JSON.stringify({ date: new Date().toISOString(), machine: m, servers, addon: [...addonsSeen], config: { ...cfg, urls }, load, results }, null, 1))
 
   log('')
   for (const b of backends) {
