@@ -522,6 +522,13 @@ export interface RedislockOptions {
   retries?: number
   /** Delay between attempts in ms. Default 50. */
   delay?: number
+  /**
+   * deadbolt's own: false draws no fencing token (`fencingToken` stays null) and stores the
+   * lock's `_id` followed by one 0xFF byte instead of the bare `_id`, so that an uncontended
+   * acquisition is one top-level `SET NX PX`, as redislock's. Redislock processes still
+   * exclude it and it them. Default true.
+   */
+  fencing?: boolean
 }
 
 /** A promise that also supports bluebird's filtered catch and nodeify, as redislock's did. */
@@ -543,7 +550,9 @@ export interface RedisLock {
   timeout: number
   retries: number
   delay: number
-  /** Fencing token of the current acquisition, or null. */
+  /** Whether acquisitions draw a fencing token (deadbolt's option, default true). */
+  fencing: boolean
+  /** Fencing token of the current acquisition, or null (always null with `fencing: false`). */
   readonly fencingToken: bigint | null
   acquire(key: string, cb?: (err: Error | null) => void): CompatPromise<void>
   release(cb?: (err: Error | null) => void): CompatPromise<void>

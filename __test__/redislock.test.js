@@ -7,6 +7,7 @@ const { spawn } = require('node:child_process')
 const path = require('node:path')
 const deadbolt = require('..')
 const { REDIS_URL, needRedis, prefix, redisRaw, closeRaw, sleep, blackhole } = require('./helpers')
+const { startRedis } = require('./fixtures/redis-server')
 
 const { createLock, setDefaults, getAcquiredLocks, LockAcquisitionError, LockReleaseError, LockExtendError } = deadbolt
 
@@ -261,6 +262,65 @@ test('every acquisition gets a fencing token that increases per key', async (t) 
   assert.equal(await redisRaw().exists(`{${key}}:fence`), 0)
 })
 
+test('with fencing: false the key holds the id and one 0xFF byte and the lock has no token', async (t) => {
+  if (!(await needRedis(t))) return
+  const key = prefix('rl') + 'k'
+  const lock = createLock(REDIS_URL, { timeout: 3000, fencing: false })
+  assert.equal(lock.fencing, false)
+  await lock.acquire(key)
+  assert.equal(lock.fencingToken, null)
+  assert.deepEqual(await redisRaw().getBuffer(key), Buffer.concat([Buffer.from(lock._id), Buffer.from([0xff])]))
+  const pttl = await redisRaw().pttl(key)
+  assert.ok(pttl > 2000 && pttl <= 3000, `pttl ${pttl}`)
+  // Held: another lock object is refused; extend and release still find it.
+  await assert.rejects(createLock(REDIS_URL).acquire(key), LockAcquisitionError)
+  await lock.extend(5000)
+  assert.ok((await redisRaw().pttl(key)) > 4000)
+  await lock.release()
+  assert.equal(await redisRaw().exists(key), 0)
+})
+
+test('with fencing: false an uncontended acquisition is one top-level SET NX PX and draws no token', async (t) => {
+  if (!(await needRedis(t))) return
+  // A server of its own, so that its command counts are this test's alone.
+  const server = await startRedis()
+  const IORedis = require('ioredis')
+  const raw = new IORedis(server.port)
+  t.after(async () => {
+    raw.disconnect()
+    await server.kill()
+  })
+  const calls = async () => {
+    const stats = await raw.info('commandstats')
+    const of = (cmd) => Number((new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats) || [0, 0])[1])
+    return { set: of('set'), evalsha: of('evalsha'), incr: of('incr') }
+  }
+  const lock = createLock(server.url, { fencing: false })
+  const before = await calls()
+  await lock.acquire(prefix('rl') + 'k')
+  const after = await calls()
+  assert.deepEqual([after.set - before.set, after.evalsha - before.evalsha, after.incr - before.incr], [1, 0, 0])
+  await lock.release()
+})
+
+test('setDefaults({ fencing: false }) makes later locks tokenless and refuses a non-boolean', async (t) => {
+  if (!(await needRedis(t))) return
+  setDefaults({ fencing: false })
+  let lock
+  try {
+    lock = createLock(REDIS_URL)
+  } finally {
+    setDefaults({ fencing: true })
+  }
+  assert.equal(lock.fencing, false)
+  await lock.acquire(prefix('rl') + 'k')
+  assert.equal(lock.fencingToken, null)
+  await lock.release()
+  assert.throws(() => setDefaults({ fencing: 'false', timeout: 1234 }), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_TYPE' && err.message.includes('"fencing"'))
+  const after = createLock(REDIS_URL)
+  assert.deepEqual([after.fencing, after.timeout], [true, 10000], 'a refused setDefaults changes nothing')
+})
+
 test('bad keys are refused with a TypeError or RangeError before any I/O', async () => {
   // The client points at a port nothing listens on: an attempt at I/O would fail differently.
   const lock = createLock('redis://127.0.0.1:1')
@@ -276,6 +336,7 @@ test('bad options are refused with a RangeError or TypeError naming the option',
     assert.throws(() => createLock(REDIS_URL, opts), (err) => err instanceof RangeError && err.code === 'ERR_OUT_OF_RANGE' && err.message.includes(`"${name}"`))
   }
   assert.throws(() => createLock(REDIS_URL, { timeout: '100' }), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })
+  assert.throws(() => createLock(REDIS_URL, { fencing: 0 }), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_TYPE' && err.message.includes('"fencing"'))
   const lock = createLock(REDIS_URL)
   await assert.rejects(lock.extend(NaN), RangeError)
   await assert.rejects(lock.extend(2.5), RangeError)
@@ -346,35 +407,37 @@ test('every supported client kind locks the same server and database', async (t)
   }
 })
 
-test('a redislock process and a deadbolt process exclude each other on one key', async (t) => {
-  if (!(await needRedis(t))) return
-  const key = prefix('interop') + 'k'
-  // The child runs the real redislock 1.3.0 on node_redis v3 and reports each step.
-  const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'redislock-holder.js'), key], { stdio: ['pipe', 'pipe', 'inherit'] })
-  const lines = []
-  let wake = null
-  child.stdout.setEncoding('utf8')
-  child.stdout.on('data', (d) => { lines.push(...d.trim().split('\n')); if (wake) wake() })
-  const next = async (expected) => {
-    while (!lines.includes(expected)) await new Promise((r) => { wake = r })
-  }
-  try {
-    await next('acquired')
-    const lock = createLock(REDIS_URL)
-    await assert.rejects(lock.acquire(key), LockAcquisitionError)
-    child.stdin.write('release\n')
-    await next('released')
-    await lock.acquire(key)
-    child.stdin.write('try\n')
-    await next('refused')
-    await lock.release()
-    child.stdin.write('try\n')
-    await next('acquired-again')
-  } finally {
-    child.stdin.end()
-    await new Promise((r) => child.once('exit', r))
-  }
-})
+for (const fencing of [true, false]) {
+  test(`a redislock process and a deadbolt process exclude each other on one key${fencing ? '' : ' with fencing: false'}`, async (t) => {
+    if (!(await needRedis(t))) return
+    const key = prefix('interop') + 'k'
+    // The child runs the real redislock 1.3.0 on node_redis v3 and reports each step.
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'redislock-holder.js'), key], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const lines = []
+    let wake = null
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (d) => { lines.push(...d.trim().split('\n')); if (wake) wake() })
+    const next = async (expected) => {
+      while (!lines.includes(expected)) await new Promise((r) => { wake = r })
+    }
+    try {
+      await next('acquired')
+      const lock = createLock(REDIS_URL, { fencing })
+      await assert.rejects(lock.acquire(key), LockAcquisitionError)
+      child.stdin.write('release\n')
+      await next('released')
+      await lock.acquire(key)
+      child.stdin.write('try\n')
+      await next('refused')
+      await lock.release()
+      child.stdin.write('try\n')
+      await next('acquired-again')
+    } finally {
+      child.stdin.end()
+      await new Promise((r) => child.once('exit', r))
+    }
+  })
+}
 
 test('20 lock objects retrying forever on one key never overlap', async (t) => {
   if (!(await needRedis(t))) return

@@ -140,9 +140,9 @@ function deadbolt(url, extra = {}) {
 
 // ───────────────────────────── deadbolt's redislock face ─────────────────────────────
 
-function deadboltRedislock(url) {
+function deadboltRedislock(url, extra = {}) {
   const { createLock } = loadDeadbolt()
-  const opts = { timeout: SETTINGS.ttl, retries: -1, delay: SETTINGS.retryDelay }
+  const opts = { timeout: SETTINGS.ttl, retries: -1, delay: SETTINGS.retryDelay, ...extra }
   return {
     async open() {},
     newLocker() {
@@ -626,6 +626,7 @@ const LIBS = {
   // The same without fencing tokens, the like-for-like of the peers, none of which has them.
   'deadbolt-unfenced': { label: 'deadbolt, fencing: false', backend: 'redis', make: (u) => deadbolt(u.redis, { fencing: false }), scenarios: [1, 2, 3, 4], deadbolt: true },
   'deadbolt-redislock': { label: 'deadbolt (redislock face)', backend: 'redis', make: (u) => deadboltRedislock(u.redis), scenarios: [1, 2], compareTo: 'redislock' },
+  'deadbolt-redislock-unfenced': { label: 'deadbolt (redislock face), fencing: false', backend: 'redis', make: (u) => deadboltRedislock(u.redis, { fencing: false }), scenarios: [1, 2], compareTo: 'redislock', deadbolt: true },
   redislock: { label: 'redislock 1.3 (redis@3)', backend: 'redis', make: (u) => redislock(u.redis), scenarios: [1, 2, 3, 4] },
   redlock: { label: 'redlock 4 (ioredis)', backend: 'redis', make: (u) => redlock(u.redis), scenarios: [1, 2, 3, 4] },
   'redis-semaphore': { label: 'redis-semaphore 5 (ioredis)', backend: 'redis', make: (u) => redisSemaphore(u.redis), scenarios: [1, 2, 3, 4, 5] },

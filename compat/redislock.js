@@ -3,6 +3,9 @@
 // and Lock objects with acquire/release/extend taking a callback or returning a promise.
 // Wire compatible: the lock key holds the lock's `_id` (SET key id PX timeout NX, compare-then-
 // DEL/PEXPIRE), so redislock and deadbolt processes exclude each other during a migration.
+// With `fencing: false` (deadbolt's own option) the value is the `_id` and one 0xFF byte, the
+// modern API's tokenless value: a lone top-level SET NX PX per uncontended acquisition, as
+// redislock's, where a token costs Redis a script call; the two still exclude each other.
 
 const { randomUUID } = require('crypto')
 const { LockClient } = require('../lib/client')
@@ -13,7 +16,7 @@ const { LockAcquisitionError, LockReleaseError, LockExtendError } = require('../
 const v = require('../lib/validate')
 const { IdMap } = require('../lib/id-map')
 
-const defaults = { timeout: 10000, retries: 0, delay: 50 }
+const defaults = { timeout: 10000, retries: 0, delay: 50, fencing: true }
 // Keyed by each lock's sequence number, not a Set of locks: see lib/id-map.js.
 const acquiredLocks = new IdMap()
 let lockSeq = 0
@@ -36,7 +39,10 @@ function clientFor({ url, tls }) {
   return client
 }
 
-/** timeout and delay are ms (at most MAX_MS); retries is a count, -1 for "forever". */
+/**
+ * timeout and delay are ms (at most MAX_MS); retries is a count, -1 for "forever"; fencing
+ * (deadbolt's) a boolean.
+ */
 function checkOptions(lock) {
   v.checkInt(lock.timeout, 'timeout')
   if (typeof lock.retries !== 'number') throw v.typeError('retries', 'of type number', lock.retries)
@@ -44,6 +50,7 @@ function checkOptions(lock) {
     throw v.rangeError('retries', `an integer >= -1 (-1 retries forever) and <= ${Number.MAX_SAFE_INTEGER}`, lock.retries)
   }
   v.checkInt(lock.delay, 'delay', 0)
+  v.checkBoolean(lock.fencing, 'fencing')
 }
 
 /** redislock ignored a falsy options argument; anything else must be an object. */
@@ -112,8 +119,10 @@ class Lock {
         ttl: this.timeout,
         maxAttempts: this.retries === -1 ? -1 : this.retries + 1,
         retryDelay: this.delay,
-        // The value is the bare `_id`, redislock's wire format.
-        plain: true,
+        // The value is the bare `_id`, redislock's wire format; without a token, the `_id`
+        // and 0xFF (see the top of this file).
+        plain: this.fencing,
+        fencing: this.fencing,
         // The lease ran out without a release: the lock leaves getAcquiredLocks(), and
         // release() then rejects "had expired".
         onLost: () => acquiredLocks.delete(this._seq),
@@ -179,7 +188,7 @@ function createLock(client, options) {
   return new Lock(client, options)
 }
 
-/** Sets the defaults used by locks created afterwards (timeout, retries, delay). */
+/** Sets the defaults used by locks created afterwards (timeout, retries, delay, fencing). */
 function setDefaults(options) {
   options = checkOptionsArg(options)
   if (options === null) return
@@ -187,6 +196,11 @@ function setDefaults(options) {
   for (const key of Object.keys(defaults)) {
     const raw = v.own(options, key)
     if (raw === null || raw === undefined) continue
+    // deadbolt's own option takes a boolean as it is (checkOptions refuses anything else).
+    if (key === 'fencing') {
+      next.fencing = raw
+      continue
+    }
     // redislock parsed each value with parseInt, so '100' and 100.7 still mean 100. A number
     // whose decimal form parseInt misreads (1e21 → 1, 5e-7 → 5, Infinity) is refused instead.
     if (typeof raw !== 'number' && typeof raw !== 'string') throw v.typeError(key, 'of type number or string', raw)

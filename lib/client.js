@@ -146,7 +146,8 @@ class LockClient {
   /**
    * @internal One acquisition with the semantics of a drop-in face: an explicit `owner`
    * (the value stored under the key) and `spec` = { ttl, maxAttempts (-1: unlimited),
-   * retryDelay, plain (store the bare owner, the redislock wire format), onLost }. No wait
+   * retryDelay, plain (store the bare owner, the redislock wire format), fencing (false: no
+   * token; default true), onLost }. No wait
    * deadline: the attempts bound it. Resolves with a Lock, or null when still busy.
    */
   _claim(key, owner, spec) {
@@ -172,7 +173,7 @@ class LockClient {
         data: undefined,
         extendEvery: 0,
         maxHold: -1,
-        flags: spec.plain ? FLAGS.watchExpiry | FLAGS.plain : FLAGS.watchExpiry,
+        flags: FLAGS.watchExpiry | (spec.plain ? FLAGS.plain : 0) | (spec.fencing === false ? FLAGS.unfenced : 0),
         permits: 0,
         limit: 0,
       })

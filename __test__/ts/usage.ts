@@ -100,6 +100,11 @@ async function main(): Promise<void> {
   const legacy = deadbolt.createLock('redis://127.0.0.1:6379', { timeout: 1_000, retries: -1, delay: 10 })
   const id: string = legacy._id
   assert.equal(typeof id, 'string')
+  const tokenless = deadbolt.createLock('redis://127.0.0.1:6379', { fencing: false })
+  const fencing: boolean = tokenless.fencing
+  assert.equal(fencing, false)
+  // @ts-expect-error fencing is a boolean
+  assert.throws(() => deadbolt.createLock('redis://127.0.0.1:6379', { fencing: 'no' }))
 
   // @ts-expect-error the key must be a string
   await locks.acquire(42).catch(() => {})
