@@ -38,6 +38,18 @@ pub async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
+/// The next owner of a handoff: `owner`, with a lease of `ttl_ms` in `format`, no payload,
+/// after a holder that stored none.
+pub fn next_owner(owner: &str, ttl_ms: u64, format: ValueFormat) -> NextOwner<'_> {
+    NextOwner {
+        owner,
+        ttl_ms,
+        data: None,
+        previous_had_data: false,
+        format,
+    }
+}
+
 /// A free name is granted; a held one is refused to everyone else. The holder asking again
 /// is refused too, or given its own token back where the store makes a repeated request safe
 /// to retry (Redis), never a new grant.
@@ -105,13 +117,7 @@ pub async fn tokens_strictly_increase_across_releases_expiries_and_handoffs(s: S
             assert!(s.release(&k, &a).await.unwrap().released);
         } else {
             let b = owner();
-            let next = NextOwner {
-                owner: &b,
-                ttl_ms: 60,
-                data: None,
-                previous_had_data: false,
-                format: ValueFormat::Fenced,
-            };
+            let next = next_owner(&b, 60, ValueFormat::Fenced);
             let handed = s.handoff(&k, &a, &next).await.unwrap().unwrap();
             assert!(handed > last);
             last = handed;
@@ -163,13 +169,7 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
     assert!(!s.release(&k, &c).await.unwrap().released);
     // Handed on to another owner that needs no token.
     let d = owner();
-    let next = NextOwner {
-        owner: &d,
-        ttl_ms: 10_000,
-        data: None,
-        previous_had_data: false,
-        format: ValueFormat::Unfenced,
-    };
+    let next = next_owner(&d, 10_000, ValueFormat::Unfenced);
     let handed = s
         .handoff(&k, &b, &next)
         .await
@@ -243,11 +243,8 @@ pub async fn a_handoff_moves_the_lock_with_a_new_token(s: SharedStore) {
         .unwrap()
         .unwrap();
     let next = NextOwner {
-        owner: &b,
-        ttl_ms: 10_000,
-        data: None,
         previous_had_data: true,
-        format: ValueFormat::Fenced,
+        ..next_owner(&b, 10_000, ValueFormat::Fenced)
     };
     let stranger = NextOwner { owner: &c, ..next };
     assert_eq!(s.handoff(&k, &c, &stranger).await.unwrap(), None);

@@ -1,4 +1,5 @@
 use super::*;
+use crate::store::conformance::next_owner;
 use crate::store::ValueFormat;
 
 #[test]
@@ -31,11 +32,8 @@ fn a_handoff_moves_the_lock_to_the_next_owner_with_a_new_token() {
     let s = MemoryStore::default();
     s.try_acquire("k", "a", 1000, Some(b"x"));
     let next = crate::store::NextOwner {
-        owner: "b",
-        ttl_ms: 500,
-        data: None,
         previous_had_data: true,
-        format: ValueFormat::Fenced,
+        ..next_owner("b", 500, ValueFormat::Fenced)
     };
     assert_eq!(s.handoff("k", "a", &next), Some(2));
     let info = s.inspect("k").unwrap();

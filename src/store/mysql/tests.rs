@@ -1,7 +1,7 @@
 //! These run against the MariaDB at `TEST_URL` and fail, not skip, when it is down.
 
 use super::*;
-use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::conformance::{name, next_owner, owner, sleep_ms};
 use crate::store::ValueFormat;
 use std::time::Instant;
 
@@ -202,11 +202,8 @@ async fn a_handoff_gives_the_lock_to_the_next_owner_with_the_next_token() {
         .unwrap()
         .unwrap();
     let next = crate::store::NextOwner {
-        owner: &b,
-        ttl_ms: 30_000,
-        data: None,
         previous_had_data: true,
-        format: ValueFormat::Fenced,
+        ..next_owner(&b, 30_000, ValueFormat::Fenced)
     };
     let token = store.handoff(&key, &a, &next).await.unwrap();
     assert_eq!(token, Some(first + 1));

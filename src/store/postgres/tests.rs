@@ -2,7 +2,7 @@
 
 use super::notify::decode_hex;
 use super::*;
-use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::conformance::{name, next_owner, owner, sleep_ms};
 use crate::store::ErrorKind;
 use crate::store::ValueFormat;
 use tokio::sync::broadcast::error::TryRecvError;
@@ -27,14 +27,8 @@ pub(super) fn store() -> PostgresStore {
     PostgresStore::connect(TEST_URL, options(4)).unwrap()
 }
 
-fn next_for<'a>(owner: &'a str) -> NextOwner<'a> {
-    NextOwner {
-        owner,
-        ttl_ms: 10_000,
-        data: None,
-        previous_had_data: false,
-        format: ValueFormat::Fenced,
-    }
+fn next_for(owner: &str) -> NextOwner<'_> {
+    next_owner(owner, 10_000, ValueFormat::Fenced)
 }
 
 /// A plain connection to the test database, for looking at or disturbing what the store does.

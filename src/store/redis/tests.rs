@@ -3,8 +3,8 @@
 //! server can forget, pub/sub connections that can drop).
 
 use super::{RedisOptions, RedisStore};
-use crate::store::conformance::{name, server_or_skip};
-use crate::store::{LockStore, NextOwner, ReleaseNotifications, ValueFormat};
+use crate::store::conformance::{name, next_owner, server_or_skip};
+use crate::store::{LockStore, ReleaseNotifications, ValueFormat};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -321,13 +321,7 @@ async fn an_unfenced_grant_or_handoff_draws_no_token_and_a_refusal_still_gets_th
     assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
     assert_eq!(calls_of(&raw, "publish").await, 0);
     // Handed on to a local waiter that needs no token: none is drawn, and the mark stays.
-    let next = NextOwner {
-        owner: "c",
-        ttl_ms: 10_000,
-        data: None,
-        previous_had_data: false,
-        format: ValueFormat::Unfenced,
-    };
+    let next = next_owner("c", 10_000, ValueFormat::Unfenced);
     assert_eq!(s.handoff(&k, "a", &next).await.unwrap(), Some(0));
     assert_eq!(value_of(&k).await, b"c\xff\xfe");
     assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
@@ -485,7 +479,7 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
 mod cluster {
     use super::super::keys::{hash_slot, SLOTS};
     use super::super::{RedisOptions, RedisStore};
-    use crate::store::conformance::name;
+    use crate::store::conformance::{name, next_owner};
     use crate::store::test_servers::{redis_server_or_skip, TestCluster};
     use crate::store::{ExtendItem, LockStore, ReleaseNotifications, ValueFormat};
     use std::collections::HashSet;
@@ -547,11 +541,8 @@ mod cluster {
         assert!(s.extend_many(&items).await.into_iter().all(|r| r.unwrap()));
         for k in &keys {
             let next = crate::store::NextOwner {
-                owner: "b",
-                ttl_ms: 10_000,
-                data: None,
                 previous_had_data: true,
-                format: ValueFormat::Fenced,
+                ..next_owner("b", 10_000, ValueFormat::Fenced)
             };
             assert!(s.handoff(k, "a", &next).await.unwrap().is_some());
             assert!(LockStore::release(&*s, k, "b").await.unwrap().released);

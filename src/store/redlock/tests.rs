@@ -3,12 +3,12 @@
 //! from counters that disagree, and announcements from any server.
 
 use super::RedlockStore;
-use crate::store::conformance::name;
+use crate::store::conformance::{name, next_owner};
 use crate::store::redis::keys::fence_key;
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::test_servers::{redis_server_or_skip, TestServer};
 use crate::store::ValueFormat;
-use crate::store::{ErrorKind, HandoffOutcome, LockStore, NextOwner, ReleaseNotifications};
+use crate::store::{ErrorKind, HandoffOutcome, LockStore, ReleaseNotifications};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -241,13 +241,7 @@ async fn a_handoff_without_a_quorum_gives_back_what_the_next_owner_got() {
     // "a" is left with server 0 only: it lost the lock.
     set(&s[1], k.as_bytes(), b"other").await;
     set(&s[2], k.as_bytes(), b"other").await;
-    let next = NextOwner {
-        owner: "b",
-        ttl_ms: 10_000,
-        data: None,
-        previous_had_data: false,
-        format: ValueFormat::Fenced,
-    };
+    let next = next_owner("b", 10_000, ValueFormat::Fenced);
     let outcome = redlock.handoff_or_release(&k, "a", &next).await.unwrap();
     assert!(
         matches!(outcome, HandoffOutcome::Released(r) if !r.released),

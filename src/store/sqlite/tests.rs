@@ -3,7 +3,7 @@
 //! shared with the semaphore tests (`permits/tests.rs`).
 
 use super::*;
-use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::conformance::{name, next_owner, owner, sleep_ms};
 use crate::store::ReleaseNotifications;
 use crate::store::ValueFormat;
 use sqlx::sqlite::SqlitePool;
@@ -237,13 +237,7 @@ async fn a_lease_taken_over_after_expiry_raises_the_counter_for_every_name() {
         .unwrap()
         .unwrap();
     assert_eq!(other, second + 1);
-    let next = NextOwner {
-        owner: &a,
-        ttl_ms: 10_000,
-        data: None,
-        previous_had_data: false,
-        format: ValueFormat::Fenced,
-    };
+    let next = next_owner(&a, 10_000, ValueFormat::Fenced);
     assert_eq!(s.handoff(&k, &b, &next).await.unwrap(), Some(other + 1));
     assert_eq!(
         s.try_acquire(&name(), &a, 10_000, None).await.unwrap(),
