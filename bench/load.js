@@ -8,7 +8,8 @@
 
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { median, spread, fmt } = require('./util')
+const { median, spread, fmt, rotated } = require('./util')
+const { config } = require('./config')
 
 const ROOT = path.join(__dirname, '..')
 
@@ -44,8 +45,7 @@ function measureLoad(rounds = 15, loads = LOADS) {
   // One unmeasured round first: the page cache holds every file afterwards, for everyone.
   for (const load of loads) sample(load)
   for (let round = 0; round < rounds; round++) {
-    const k = round % loads.length
-    for (const load of [...loads.slice(k), ...loads.slice(0, k)]) (samples[load.id] ||= []).push(sample(load))
+    for (const load of rotated(loads, round)) (samples[load.id] ||= []).push(sample(load))
   }
   return samples
 }
@@ -70,6 +70,6 @@ function loadTable(samples, loads = LOADS) {
 module.exports = { measureLoad, loadTable, LOADS }
 
 if (require.main === module) {
-  const rounds = Number(process.env.BENCH_LOAD_ROUNDS || 15)
+  const rounds = config(process.env).loadRounds || 15
   process.stdout.write(`Module load, ${rounds} interleaved rounds (median (min–max)):\n\n${loadTable(measureLoad(rounds))}\n`)
 }

@@ -13,7 +13,7 @@ const crypto = require('node:crypto')
 const { spawn, execFileSync } = require('node:child_process')
 const { config } = require('./config')
 const { LIBS, SETTINGS, deadboltFingerprint, dynamoTarget } = require('./adapters')
-const { median, fmt, spread, sleep } = require('./util')
+const { median, fmt, spread, sleep, which, rotated } = require('./util')
 const { measureLoad, loadTable } = require('./load')
 
 const ROOT = path.join(__dirname, '..')
@@ -22,17 +22,6 @@ const started = Date.now()
 const log = (s = '') => process.stdout.write(`${s}\n`)
 
 // ───────────────────────────── servers ─────────────────────────────
-
-function which(bin, extra = []) {
-  for (const dir of [...(process.env.PATH || '').split(':'), ...extra]) {
-    const p = path.join(dir, bin)
-    try {
-      fs.accessSync(p, fs.constants.X_OK)
-      return p
-    } catch {}
-  }
-  return null
-}
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -602,10 +591,7 @@ async function main() {
     if (cellLibs.length === 0) continue
     log(`\n## ${SCENARIO_TITLES[s]}`)
     for (let run = 1; run <= cfg.runs; run++) {
-      // Rotate the order each round, so no library always runs first (or right after another).
-      const k = (run - 1) % cellLibs.length
-      const order = [...cellLibs.slice(k), ...cellLibs.slice(0, k)]
-      for (const lib of order) {
+      for (const lib of rotated(cellLibs, run - 1)) {
         const b = LIBS[lib].backend
         let r
         if (servers[b].down) r = { lib, scenario: s, error: `${b} server unreachable at ${urls[b]}` }

@@ -1,5 +1,9 @@
 'use strict'
-// Small helpers shared by bench/run.js and bench/worker.js: statistics, formatting, timing.
+// Small helpers shared by the bench's scripts: statistics, formatting, timing, binaries and the
+// order of interleaved rounds.
+
+const fs = require('node:fs')
+const path = require('node:path')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -69,4 +73,25 @@ function cpuMicros() {
   return u.user + u.system
 }
 
-module.exports = { sleep, percentile, mean, median, fmt, spread, parallel, withTimeout, cpuMicros }
+/** The path of executable `bin` on PATH or in one of `extra`, or null. */
+function which(bin, extra = []) {
+  for (const dir of [...(process.env.PATH || '').split(':'), ...extra]) {
+    const p = path.join(dir, bin)
+    try {
+      fs.accessSync(p, fs.constants.X_OK)
+      return p
+    } catch {}
+  }
+  return null
+}
+
+/**
+ * `list` rotated left by `round` places: interleaved rounds take it in this order, so that no
+ * entry always runs first (or right after another).
+ */
+function rotated(list, round) {
+  const k = round % list.length
+  return [...list.slice(k), ...list.slice(0, k)]
+}
+
+module.exports = { sleep, percentile, mean, median, fmt, spread, parallel, withTimeout, cpuMicros, which, rotated }
