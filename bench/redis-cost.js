@@ -4,7 +4,8 @@
 // scenario 1 (sequential pairs on distinct keys, bench/worker.js) against a private
 // redis-server under valgrind's callgrind, twice: with FEW and with MANY pairs. The difference
 // of the server's instruction counts over the difference of the pairs is its cost per pair,
-// with the connection, the script loads and the warm-up cancelled out.
+// with the connection, the script loads and the warm-up cancelled out; an unmeasured run
+// before both leaves the server as each of them finds it (scripts compiled once).
 //   node bench/redis-cost.js                  # every Redis library of scenario 1
 //   BENCH_ONLY=deadbolt,redislock node bench/redis-cost.js
 // BENCH_RUNS (3) interleaved rounds. Needs valgrind (Debian: apt-get install valgrind); writes
@@ -16,7 +17,7 @@ const path = require('node:path')
 const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const { LIBS } = require('./adapters')
 const { config } = require('./config')
-const { fmt, sleep, median, spread } = require('./util')
+const { fmt, sleep, median, spread, which, rotated } = require('./util')
 
 const cfg = config(process.env)
 const FEW = Number(process.env.BENCH_COST_FEW || 200)
@@ -25,16 +26,13 @@ const libs = Object.keys(LIBS).filter((l) => LIBS[l].backend === 'redis' && LIBS
 
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130))
 
-function which(bin) {
-  const r = spawnSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' })
-  return r.status === 0 ? r.stdout.trim() : null
-}
+const REDIS_SERVER = which('redis-server', ['/usr/sbin', '/usr/local/bin'])
 
 /** A private redis-server under callgrind, with counters that can be zeroed and read. */
 async function countedRedis(dir) {
   const port = 20000 + Math.floor(Math.random() * 20000)
   const out = path.join(dir, 'callgrind.out')
-  const child = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${out}`, which('redis-server'), '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const child = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${out}`, REDIS_SERVER, '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
   const kill = () => child.kill('SIGKILL')
   process.on('exit', kill)
   const ping = () => spawnSync('redis-cli', ['-p', String(port), 'PING'], { encoding: 'utf8' }).stdout.trim() === 'PONG'
@@ -71,15 +69,14 @@ function worker(lib, url, pairs) {
 }
 
 async function main() {
-  if (!which('valgrind') || !which('callgrind_control')) {
-    console.error('bench/redis-cost.js needs valgrind (Debian: apt-get install valgrind)')
+  if (!which('valgrind') || !which('callgrind_control') || !REDIS_SERVER) {
+    console.error('bench/redis-cost.js needs valgrind and redis-server (Debian: apt-get install valgrind redis-server)')
     process.exit(1)
   }
   const perPair = {}
   for (let run = 0; run < cfg.runs; run++) {
     // Interleaved rounds, the order rotating, as in run.js.
-    const k = run % libs.length
-    for (const lib of [...libs.slice(k), ...libs.slice(0, k)]) {
+    for (const lib of rotated(libs, run)) {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dbcost-'))
       const redis = await countedRedis(dir)
       try {
@@ -88,6 +85,9 @@ async function main() {
           worker(lib, redis.url, pairs)
           return redis.read()
         }
+        // One unmeasured run first: the server compiles the library's scripts (and grows its
+        // tables) on the first one only, which would otherwise land in FEW's count alone.
+        worker(lib, redis.url, FEW)
         const few = await count(FEW)
         const many = await count(MANY)
         const x = (many - few) / (MANY - FEW)
@@ -104,7 +104,7 @@ async function main() {
   const md = [
     '# Redis instructions per acquire+release pair — `node bench/redis-cost.js`',
     '',
-    `Generated on ${new Date().toISOString()}; median (min–max) of ${cfg.runs} interleaved runs. Scenario 1 (sequential pairs on distinct keys, bench/worker.js) against a private redis-server (${execFileSync(which('redis-server'), ['--version'], { encoding: 'utf8' }).trim().split(' ').slice(0, 3).join(' ')}) under callgrind: instructions Redis executed for ${MANY} pairs minus those for ${FEW}, divided by ${MANY - FEW}. Instructions, not seconds: the count does not depend on the load on the machine (a pipelined load costs Redis fewer instructions per command than this sequential one, for every library alike).`,
+    `Generated on ${new Date().toISOString()}; median (min–max) of ${cfg.runs} interleaved runs. Scenario 1 (sequential pairs on distinct keys, bench/worker.js) against a private redis-server (${execFileSync(REDIS_SERVER, ['--version'], { encoding: 'utf8' }).trim().split(' ').slice(0, 3).join(' ')}) under callgrind: instructions Redis executed for ${MANY} pairs minus those for ${FEW}, divided by ${MANY - FEW}. Instructions, not seconds: the count does not depend on the load on the machine (a pipelined load costs Redis fewer instructions per command than this sequential one, for every library alike).`,
     '',
     '| library | Redis instructions per pair | ÷ redislock |',
     '| --- | --- | --- |',
