@@ -523,10 +523,11 @@ export interface RedislockOptions {
   /** Delay between attempts in ms. Default 50. */
   delay?: number
   /**
-   * deadbolt's own: false draws no fencing token (`fencingToken` stays null) and stores the
-   * lock's `_id` followed by one 0xFF byte instead of the bare `_id`, so that an uncontended
-   * acquisition is one top-level `SET NX PX`, as redislock's. Redislock processes still
-   * exclude it and it them. Default true.
+   * deadbolt's own. Default false: no fencing token (`fencingToken` stays null), as redislock
+   * has none; the key holds the lock's `_id` followed by one 0xFF byte, and an uncontended
+   * acquisition is one top-level `SET NX PX`, as redislock's. true: each acquisition draws a
+   * token (`fencingToken`, a bigint) in a script call, and the key holds the bare `_id`,
+   * redislock's own value. Either way redislock processes exclude it and it them.
    */
   fencing?: boolean
 }
@@ -550,9 +551,9 @@ export interface RedisLock {
   timeout: number
   retries: number
   delay: number
-  /** Whether acquisitions draw a fencing token (deadbolt's option, default true). */
+  /** Whether acquisitions draw a fencing token (deadbolt's option, default false). */
   fencing: boolean
-  /** Fencing token of the current acquisition, or null (always null with `fencing: false`). */
+  /** Fencing token of the current acquisition, or null (always null without `fencing: true`). */
   readonly fencingToken: bigint | null
   acquire(key: string, cb?: (err: Error | null) => void): CompatPromise<void>
   release(cb?: (err: Error | null) => void): CompatPromise<void>

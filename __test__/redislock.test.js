@@ -13,11 +13,25 @@ const { createLock, setDefaults, getAcquiredLocks, LockAcquisitionError, LockRel
 
 after(closeRaw)
 
-test('a new lock has redislock defaults: timeout 10000, retries 0, delay 50', () => {
+/**
+ * What a held lock stores under its key, read as bytes: its `_id`, followed unless fenced by one
+ * 0xFF byte and, once an acquisition was refused (or a local handoff kept it), the waiters'
+ * mark 0xFE, which is dropped here.
+ */
+async function storedId(lock, redis = redisRaw()) {
+  const value = await redis.getBuffer(lock._key)
+  if (value === null || lock.fencing) return value
+  return value.at(-1) === 0xfe ? value.subarray(0, -1) : value
+}
+const valueOf = (lock) => Buffer.concat([Buffer.from(lock._id), Buffer.from(lock.fencing ? [] : [0xff])])
+
+test('a new lock has redislock defaults: timeout 10000, retries 0, delay 50, and no fencing', () => {
   const lock = createLock(REDIS_URL)
   assert.equal(lock.timeout, 10000)
   assert.equal(lock.retries, 0)
   assert.equal(lock.delay, 50)
+  assert.equal(lock.fencing, false)
+  assert.equal(lock.fencingToken, null)
   assert.equal(lock._locked, false)
   assert.equal(lock._key, null)
   assert.equal(typeof lock._id, 'string')
@@ -40,10 +54,10 @@ test('setDefaults changes the defaults of locks created afterwards only', () => 
   }
 })
 
-test('acquire stores the lock id under the key with the timeout as its ttl', async (t) => {
+test('with fencing: true acquire stores the bare lock id under the key with the timeout as its ttl', async (t) => {
   if (!(await needRedis(t))) return
   const key = prefix('rl') + 'k'
-  const lock = createLock(REDIS_URL, { timeout: 3000 })
+  const lock = createLock(REDIS_URL, { timeout: 3000, fencing: true })
   const result = await lock.acquire(key)
   assert.equal(result, undefined)
   assert.equal(lock._locked, true)
@@ -150,7 +164,7 @@ test('a lock object can be acquired again after release', async (t) => {
   await lock.acquire(key)
   await lock.release()
   await lock.acquire(key)
-  assert.equal(await redisRaw().get(key), lock._id)
+  assert.deepEqual(await storedId(lock), valueOf(lock))
   await lock.release()
 })
 
@@ -165,7 +179,7 @@ test('retries with a delay acquire the lock once the holder releases it', async 
   assert.equal(waiter._locked, false)
   await holder.release()
   await acquired
-  assert.equal(await redisRaw().get(key), waiter._id)
+  assert.deepEqual(await storedId(waiter), valueOf(waiter))
   await waiter.release()
 })
 
@@ -183,7 +197,7 @@ test('retries -1 keeps trying until the lock is free', async (t) => {
   await redisRaw().set(key, 'other', 'PX', 400)
   const lock = createLock(REDIS_URL, { retries: -1, delay: 10 })
   await lock.acquire(key)
-  assert.equal(await redisRaw().get(key), lock._id)
+  assert.deepEqual(await storedId(lock), valueOf(lock))
   await lock.release()
 })
 
@@ -246,10 +260,10 @@ test('the error classes work with new, instanceof, name and a stable code', () =
   }
 })
 
-test('every acquisition gets a fencing token that increases per key', async (t) => {
+test('with fencing: true every acquisition gets a fencing token that increases per key', async (t) => {
   if (!(await needRedis(t))) return
   const key = prefix('rl') + 'k'
-  const lock = createLock(REDIS_URL)
+  const lock = createLock(REDIS_URL, { fencing: true })
   const tokens = []
   for (let i = 0; i < 5; i++) {
     await lock.acquire(key)
@@ -262,10 +276,10 @@ test('every acquisition gets a fencing token that increases per key', async (t) 
   assert.equal(await redisRaw().exists(`{${key}}:fence`), 0)
 })
 
-test('with fencing: false the key holds the id and one 0xFF byte and the lock has no token', async (t) => {
+test('by default the key holds the id and one 0xFF byte and the lock has no token', async (t) => {
   if (!(await needRedis(t))) return
   const key = prefix('rl') + 'k'
-  const lock = createLock(REDIS_URL, { timeout: 3000, fencing: false })
+  const lock = createLock(REDIS_URL, { timeout: 3000 })
   assert.equal(lock.fencing, false)
   await lock.acquire(key)
   assert.equal(lock.fencingToken, null)
@@ -280,7 +294,7 @@ test('with fencing: false the key holds the id and one 0xFF byte and the lock ha
   assert.equal(await redisRaw().exists(key), 0)
 })
 
-test('with fencing: false an uncontended acquisition is one top-level SET NX PX and draws no token', async (t) => {
+test('by default an uncontended acquisition is one top-level SET NX PX and draws no token', async (t) => {
   if (!(await needRedis(t))) return
   // A server of its own, so that its command counts are this test's alone.
   const server = await startRedis()
@@ -295,7 +309,7 @@ test('with fencing: false an uncontended acquisition is one top-level SET NX PX 
     const of = (cmd) => Number((new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats) || [0, 0])[1])
     return { set: of('set'), evalsha: of('evalsha'), incr: of('incr') }
   }
-  const lock = createLock(server.url, { fencing: false })
+  const lock = createLock(server.url)
   const before = await calls()
   await lock.acquire(prefix('rl') + 'k')
   const after = await calls()
@@ -303,22 +317,22 @@ test('with fencing: false an uncontended acquisition is one top-level SET NX PX 
   await lock.release()
 })
 
-test('setDefaults({ fencing: false }) makes later locks tokenless and refuses a non-boolean', async (t) => {
+test('setDefaults({ fencing: true }) makes later locks draw tokens and refuses a non-boolean', async (t) => {
   if (!(await needRedis(t))) return
-  setDefaults({ fencing: false })
+  setDefaults({ fencing: true })
   let lock
   try {
     lock = createLock(REDIS_URL)
   } finally {
-    setDefaults({ fencing: true })
+    setDefaults({ fencing: false })
   }
-  assert.equal(lock.fencing, false)
+  assert.equal(lock.fencing, true)
   await lock.acquire(prefix('rl') + 'k')
-  assert.equal(lock.fencingToken, null)
+  assert.equal(typeof lock.fencingToken, 'bigint')
   await lock.release()
-  assert.throws(() => setDefaults({ fencing: 'false', timeout: 1234 }), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_TYPE' && err.message.includes('"fencing"'))
+  assert.throws(() => setDefaults({ fencing: 'true', timeout: 1234 }), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_TYPE' && err.message.includes('"fencing"'))
   const after = createLock(REDIS_URL)
-  assert.deepEqual([after.fencing, after.timeout], [true, 10000], 'a refused setDefaults changes nothing')
+  assert.deepEqual([after.fencing, after.timeout], [false, 10000], 'a refused setDefaults changes nothing')
 })
 
 test('bad keys are refused with a TypeError or RangeError before any I/O', async () => {
@@ -393,7 +407,7 @@ test('every supported client kind locks the same server and database', async (t)
       const key = prefix('kind') + kind
       const lock = createLock(client)
       await lock.acquire(key)
-      assert.equal(await db3.get(key), lock._id, kind)
+      assert.deepEqual(await storedId(lock, db3), valueOf(lock), kind)
       assert.equal(await redisRaw().get(key), null, `${kind} must not write to db 0`)
       await lock.release()
     }
@@ -407,8 +421,8 @@ test('every supported client kind locks the same server and database', async (t)
   }
 })
 
-for (const fencing of [true, false]) {
-  test(`a redislock process and a deadbolt process exclude each other on one key${fencing ? '' : ' with fencing: false'}`, async (t) => {
+for (const fencing of [false, true]) {
+  test(`a redislock process and a deadbolt process exclude each other on one key${fencing ? ' with fencing: true' : ''}`, async (t) => {
     if (!(await needRedis(t))) return
     const key = prefix('interop') + 'k'
     // The child runs the real redislock 1.3.0 on node_redis v3 and reports each step.

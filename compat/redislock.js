@@ -1,11 +1,13 @@
 'use strict'
 // The redislock 1.3 face: createLock, setDefaults, getAcquiredLocks, the three error classes,
 // and Lock objects with acquire/release/extend taking a callback or returning a promise.
-// Wire compatible: the lock key holds the lock's `_id` (SET key id PX timeout NX, compare-then-
-// DEL/PEXPIRE), so redislock and deadbolt processes exclude each other during a migration.
-// With `fencing: false` (deadbolt's own option) the value is the `_id` and one 0xFF byte, the
-// modern API's tokenless value: a lone top-level SET NX PX per uncontended acquisition, as
-// redislock's, where a token costs Redis a script call; the two still exclude each other.
+// Wire compatible: redislock and deadbolt processes exclude each other on one key during a
+// migration. By default the lock draws no fencing token, as redislock has none: the value is the
+// `_id` and one 0xFF byte (the modern API's tokenless value), and an uncontended acquisition is
+// one top-level SET key value NX PX timeout, what redislock's costs Redis. With `fencing: true`
+// (deadbolt's own option) the value is the bare `_id`, redislock's own (SET key id PX timeout
+// NX, compare-then-DEL/PEXPIRE), and each acquisition draws a token in a script call. A redislock
+// process compares the whole value with its own id, so it never takes either for its own.
 
 const { randomUUID } = require('crypto')
 const { LockClient } = require('../lib/client')
@@ -16,7 +18,8 @@ const { LockAcquisitionError, LockReleaseError, LockExtendError } = require('../
 const v = require('../lib/validate')
 const { IdMap } = require('../lib/id-map')
 
-const defaults = { timeout: 10000, retries: 0, delay: 50, fencing: true }
+// fencing: deadbolt's own, off unless asked for (redislock has no tokens; see the top).
+const defaults = { timeout: 10000, retries: 0, delay: 50, fencing: false }
 // Keyed by each lock's sequence number, not a Set of locks: see lib/id-map.js.
 const acquiredLocks = new IdMap()
 let lockSeq = 0
@@ -70,7 +73,7 @@ class Lock {
   /**
    * @param {unknown} client node_redis v3, node-redis v4/v5, ioredis, an ioredis Cluster, a
    *   node-redis cluster, a URL or options
-   * @param {{timeout?: number, retries?: number, delay?: number}} [options]
+   * @param {{timeout?: number, retries?: number, delay?: number, fencing?: boolean}} [options]
    */
   constructor(client, options) {
     const target = toRedisTarget(client)
@@ -78,7 +81,7 @@ class Lock {
     this._seq = ++lockSeq
     this._locked = false
     this._key = null
-    /** Fencing token of the current acquisition (a bigint), or null. */
+    /** Fencing token of the current acquisition (a bigint), or null (always, unless `fencing`). */
     this.fencingToken = null
     Object.defineProperty(this, '_client', { value: clientFor(target), enumerable: false })
     // The modern lock of the current acquisition, or null.
@@ -119,8 +122,8 @@ class Lock {
         ttl: this.timeout,
         maxAttempts: this.retries === -1 ? -1 : this.retries + 1,
         retryDelay: this.delay,
-        // The value is the bare `_id`, redislock's wire format; without a token, the `_id`
-        // and 0xFF (see the top of this file).
+        // Without a token (the default), the `_id` and 0xFF; with one, the bare `_id`,
+        // redislock's own value (see the top of this file).
         plain: this.fencing,
         fencing: this.fencing,
         // The lease ran out without a release: the lock leaves getAcquiredLocks(), and
