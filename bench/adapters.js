@@ -140,6 +140,7 @@ function deadbolt(url, extra = {}) {
 
 // ───────────────────────────── deadbolt's redislock face ─────────────────────────────
 
+/** `extra`: more createLock options for every lock (`{ fencing: true }`). */
 function deadboltRedislock(url, extra = {}) {
   const { createLock } = loadDeadbolt()
   const opts = { timeout: SETTINGS.ttl, retries: -1, delay: SETTINGS.retryDelay, ...extra }
@@ -625,8 +626,10 @@ const LIBS = {
   deadbolt: { label: 'deadbolt', backend: 'redis', make: (u) => deadbolt(u.redis), scenarios: [1, 2, 3, 4, 5] },
   // The same without fencing tokens, the like-for-like of the peers, none of which has them.
   'deadbolt-unfenced': { label: 'deadbolt, fencing: false', backend: 'redis', make: (u) => deadbolt(u.redis, { fencing: false }), scenarios: [1, 2, 3, 4], deadbolt: true },
+  // The redislock face as a migrating user gets it (no token, as redislock), and with deadbolt's
+  // opt-in `fencing: true` (a token drawn in a script call per acquisition).
   'deadbolt-redislock': { label: 'deadbolt (redislock face)', backend: 'redis', make: (u) => deadboltRedislock(u.redis), scenarios: [1, 2], compareTo: 'redislock' },
-  'deadbolt-redislock-unfenced': { label: 'deadbolt (redislock face), fencing: false', backend: 'redis', make: (u) => deadboltRedislock(u.redis, { fencing: false }), scenarios: [1, 2], compareTo: 'redislock', deadbolt: true },
+  'deadbolt-redislock-fenced': { label: 'deadbolt (redislock face), fencing: true', backend: 'redis', make: (u) => deadboltRedislock(u.redis, { fencing: true }), scenarios: [1, 2], compareTo: 'redislock', deadbolt: true },
   redislock: { label: 'redislock 1.3 (redis@3)', backend: 'redis', make: (u) => redislock(u.redis), scenarios: [1, 2, 3, 4] },
   redlock: { label: 'redlock 4 (ioredis)', backend: 'redis', make: (u) => redlock(u.redis), scenarios: [1, 2, 3, 4] },
   'redis-semaphore': { label: 'redis-semaphore 5 (ioredis)', backend: 'redis', make: (u) => redisSemaphore(u.redis), scenarios: [1, 2, 3, 4, 5] },
