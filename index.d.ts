@@ -31,6 +31,18 @@ export declare class LockLostError extends LockError {
   readonly reason: LostReason
   readonly key: string
   readonly fencingToken: bigint
+  /** What `JSON.stringify` shows: the token as a decimal string. */
+  toJSON(): LockLostErrorJSON
+}
+/** `JSON.stringify` of a LockLostError, parsed back. */
+export interface LockLostErrorJSON {
+  name: 'LockLostError'
+  code: 'ERR_LOCK_LOST'
+  message: string
+  reason: LostReason
+  key: string
+  /** The lost lock's fencing token as a decimal string (null for a lock taken without one). */
+  fencingToken: string | null
 }
 /** What kind of store failure a LockBackendError's `cause` reports. */
 export type StoreErrorCode =
@@ -204,7 +216,10 @@ export interface AcquireOptions {
 /** `AcquireOptions` with `fencing: false`: the lock comes without a fencing token. */
 export type UnfencedOptions = AcquireOptions & { fencing: false }
 
-/** Who holds a lock. */
+/**
+ * Who holds a lock. `JSON.stringify` works on it (its `toJSON`, not enumerable, writes the
+ * token as a decimal string: JSON has no bigint).
+ */
 export interface LockInfo {
   key: string
   /** Owner token of the holder (the value stored in the store). */
@@ -218,7 +233,39 @@ export interface LockInfo {
   remainingMs: number
   /** The payload stored with the lock, or null. */
   data: string | Buffer | null
+  toJSON(): LockInfoJSON
 }
+
+/** `JSON.stringify` of a LockInfo, parsed back. */
+export interface LockInfoJSON {
+  key: string
+  owner: string
+  /** The holder's fencing token as a decimal string (exact beyond 2^53: `BigInt(s)`), or null. */
+  fencingToken: string | null
+  remainingMs: number
+  /** A string payload as it is; a Buffer as Node writes one (`{ type: 'Buffer', data: [...] }`). */
+  data: string | { type: 'Buffer'; data: number[] } | null
+}
+
+/** `JSON.stringify` of a Lock, parsed back: no client, no handle, the token as a string. */
+export interface LockJSON {
+  key: string
+  owner: string
+  /** The fencing token as a decimal string, or null for a lock taken with `fencing: false`. */
+  fencingToken: string | null
+  ttl: number
+  held: boolean
+}
+/** `JSON.stringify` of a Permit, parsed back. */
+export interface PermitJSON extends LockJSON {
+  permits: number
+}
+/** `JSON.stringify` of a RwHold, parsed back (its mode instead of a count of permits). */
+export interface RwHoldJSON extends LockJSON {
+  mode: 'read' | 'write'
+}
+/** What `toJSON()` of a Lock, a Permit or a RwHold returns. */
+export type HeldJSON<T> = T extends RwHold ? RwHoldJSON : T extends Permit ? PermitJSON : LockJSON
 
 /** A held lock. */
 export declare class Lock implements AsyncDisposable {
@@ -250,6 +297,8 @@ export declare class Lock implements AsyncDisposable {
   release(): Promise<boolean>
   /** Releases the lock (`await using`). */
   [Symbol.asyncDispose](): Promise<void>
+  /** What `JSON.stringify` shows (the token as a decimal string: JSON has no bigint). */
+  toJSON(): HeldJSON<this>
 }
 
 /** A lock taken with `fencing: false`: a Lock whose `fencingToken` is null. */
@@ -273,6 +322,15 @@ export declare class MultiLock<L extends Lock | UnfencedLock = Lock> implements 
   release(): Promise<boolean>
   /** Releases every lock (`await using`). */
   [Symbol.asyncDispose](): Promise<void>
+  /** What `JSON.stringify` shows: the keys, whether all are held, and each lock's JSON. */
+  toJSON(): MultiLockJSON
+}
+
+/** `JSON.stringify` of a MultiLock, parsed back. */
+export interface MultiLockJSON {
+  keys: string[]
+  held: boolean
+  locks: LockJSON[]
 }
 
 /** Options of `Semaphore#acquire` / `tryAcquire` / `withPermit`: those of `acquire` but `data` and `reentrant`. */
@@ -302,6 +360,17 @@ export interface PermitHolder {
   fencingToken: bigint
   /** Remaining lease in ms, by the store's clock. */
   remainingMs: number
+  /** What `JSON.stringify` shows (not enumerable): the token as a decimal string. */
+  toJSON(): PermitHolderJSON
+}
+
+/** `JSON.stringify` of a PermitHolder, parsed back. */
+export interface PermitHolderJSON {
+  owner: string
+  permits: number
+  /** The fencing token as a decimal string. */
+  fencingToken: string
+  remainingMs: number
 }
 
 /**
@@ -323,6 +392,7 @@ export declare class Semaphore {
   permits(): Promise<number>
   /** The live holders, read from the store. */
   holders(): Promise<PermitHolder[]>
+  toJSON(): { name: string; limit: number }
 }
 
 /** A read or the write hold of a read-write lock. */
@@ -336,6 +406,17 @@ export interface RwHolder {
   mode: 'read' | 'write'
   fencingToken: bigint
   remainingMs: number
+  /** What `JSON.stringify` shows (not enumerable): the token as a decimal string. */
+  toJSON(): RwHolderJSON
+}
+
+/** `JSON.stringify` of a RwHolder, parsed back. */
+export interface RwHolderJSON {
+  owner: string
+  /** The fencing token as a decimal string. */
+  fencingToken: string
+  remainingMs: number
+  mode: 'read' | 'write'
 }
 
 /**
@@ -359,6 +440,7 @@ export declare class ReadWriteLock {
   withWrite<T>(options: RwOptions, fn: (hold: RwHold) => T | Promise<T>): Promise<T>
   /** The live holders, read from the store. */
   holders(): Promise<RwHolder[]>
+  toJSON(): { name: string }
 }
 
 export interface ElectOptions {
@@ -385,6 +467,16 @@ export declare class Election implements AsyncDisposable {
   /** Stops campaigning and gives up leadership. */
   resign(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
+  /** What `JSON.stringify` shows: no client, no callback, the term as a decimal string. */
+  toJSON(): ElectionJSON
+}
+
+/** `JSON.stringify` of an Election, parsed back. */
+export interface ElectionJSON {
+  name: string
+  isLeader: boolean
+  /** The term as a decimal string, or null when not leader. */
+  term: string | null
 }
 
 /** Counters from `LockClient#stats()`. */
@@ -558,6 +650,21 @@ export interface RedisLock {
   acquire(key: string, cb?: (err: Error | null) => void): CompatPromise<void>
   release(cb?: (err: Error | null) => void): CompatPromise<void>
   extend(time?: number, cb?: (err: Error | null) => void): CompatPromise<void>
+  /** What `JSON.stringify` shows: redislock's fields (no client handle), fencing, the token. */
+  toJSON(): RedisLockJSON
+}
+
+/** `JSON.stringify` of a redislock-face lock, parsed back: redislock's own lock's fields first. */
+export interface RedisLockJSON {
+  _id: string
+  _locked: boolean
+  _key: string | null
+  timeout: number
+  retries: number
+  delay: number
+  fencing: boolean
+  /** The current acquisition's fencing token as a decimal string, or null. */
+  fencingToken: string | null
 }
 
 export declare function createLock(client: RedisClientLike, options?: RedislockOptions): RedisLock
@@ -613,6 +720,8 @@ export interface LockReleaser {
   (): Promise<void>
   /** The acquisition's fencing token: strictly increases per key. */
   readonly fencingToken: bigint
+  /** What `JSON.stringify` shows (not enumerable): the token as a decimal string. */
+  toJSON(): { fencingToken: string }
 }
 
 /**

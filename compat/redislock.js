@@ -17,6 +17,7 @@ const { compat } = require('../lib/compat-promise')
 const { LockAcquisitionError, LockReleaseError, LockExtendError } = require('../lib/errors')
 const v = require('../lib/validate')
 const { IdMap } = require('../lib/id-map')
+const { tokenJSON } = require('../lib/json')
 
 // fencing: deadbolt's own, off unless asked for (redislock has no tokens; see the top).
 const defaults = { timeout: 10000, retries: 0, delay: 50, fencing: false }
@@ -182,6 +183,24 @@ class Lock {
         throw new LockExtendError(`Lock on "${key}" had expired`)
       }
       throw new LockExtendError(err.cause?.message ?? err.message, { cause: err })
+    }
+  }
+
+  /**
+   * What `JSON.stringify` shows: the fields of redislock's own lock, in its order, without its
+   * client handles (redislock's JSON carried its node_redis client and script cache), then
+   * deadbolt's `fencing` and the token as a string (a bigint would make JSON.stringify throw).
+   */
+  toJSON() {
+    return {
+      _id: this._id,
+      _locked: this._locked,
+      _key: this._key,
+      timeout: this.timeout,
+      retries: this.retries,
+      delay: this.delay,
+      fencing: this.fencing,
+      fencingToken: tokenJSON(this.fencingToken),
     }
   }
 }

@@ -13,6 +13,7 @@
 const { connect } = require('../lib/client')
 const { LockClosedError } = require('../lib/errors')
 const v = require('../lib/validate')
+const { tokenJSON } = require('../lib/json')
 
 /** sql-lock's `DLMErrorTypes`, typo included (`INVALID_PARAMTERS`), plus the right spelling. */
 const DLMErrorTypes = Object.freeze({
@@ -206,6 +207,11 @@ async function initialize(mysqlUri, options) {
   }
 }
 
+/** toJSON of a releaser: its token, as a string (JSON has no bigint). */
+function releaserToJSON() {
+  return { fencingToken: tokenJSON(this.fencingToken) }
+}
+
 /**
  * Takes the lock `key` for `ttl` ms (default: initialize's locking_ttl), waiting as long as
  * it takes for the holder to release it or for its lease to run out. Resolves a releaser:
@@ -243,6 +249,8 @@ async function getLock(key, ttl) {
     return releasing
   }
   releaser.fencingToken = lock.fencingToken
+  // JSON.stringify skips a bare function; a releaser shows its token, as a string.
+  Object.defineProperty(releaser, 'toJSON', { value: releaserToJSON, writable: true, configurable: true })
   return releaser
 }
 

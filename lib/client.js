@@ -19,6 +19,7 @@ const { acquireAll } = require('./multilock')
 const { Semaphore, checkSemaphore } = require('./semaphore')
 const { ReadWriteLock } = require('./rwlock')
 const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
+const { withToJSON } = require('./json')
 
 const { own } = v
 const { LIMITS } = v
@@ -29,18 +30,18 @@ const LIST_OPTIONS = new Set(['limit'])
 const CONNECT_OPTIONS = new Set(['ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'table', 'poolSize', 'lazy', 'tls', ...DYNAMODB_OPTIONS])
 const TABLE_NAME = new RegExp(`^[A-Za-z0-9_]{1,${LIMITS.maxTableNameBytes}}$`)
 
-/** Decodes a native lock info into the public shape. */
+/** Decodes a native lock info into the public shape (its JSON: the token as a string). */
 function toInfo(key, raw) {
   if (!raw) return null
   const token = BigInt(raw.fencingToken)
-  return {
+  return withToJSON({
     key,
     owner: raw.owner,
     // 0 means the store cannot tell (a lock taken in the redislock wire format).
     fencingToken: token === 0n ? null : token,
     remainingMs: Number(raw.remainingMs),
     data: v.decodeData(raw.data),
-  }
+  })
 }
 
 /** A connection to one lock store. Create with `connect(url)`. */

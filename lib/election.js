@@ -5,6 +5,7 @@ const { LockLostError } = require('./errors')
 const { ELECTION_TTL, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 const v = require('./validate')
 const { newAbortController } = require('./abort')
+const { tokenJSON } = require('./json')
 // Node's timers: the global `setTimeout` may be jsdom's or a fake one under jest.
 const timers = require('timers')
 
@@ -97,6 +98,11 @@ class Election {
 
   [Symbol.asyncDispose]() {
     return this.resign()
+  }
+
+  /** What `JSON.stringify` shows: the name and the current term, never the client behind it. */
+  toJSON() {
+    return { name: this.name, isLeader: this.isLeader, term: tokenJSON(this.term) }
   }
 }
 

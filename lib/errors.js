@@ -2,6 +2,7 @@
 // Every error a caller can receive carries a stable `code`; nobody should match on messages.
 
 const { scrub } = require('./redact')
+const { tokenJSON } = require('./json')
 
 /** Base class of deadbolt's lock errors. */
 class LockError extends Error {
@@ -27,6 +28,14 @@ class LockLostError extends LockError {
   constructor(message, options) {
     super(message, options)
     this.reason = options?.reason
+  }
+
+  /**
+   * What `JSON.stringify` shows (an Error's own JSON has no message, and this one's token, a
+   * bigint, would make it throw): what was lost, why, and the token as a string.
+   */
+  toJSON() {
+    return { name: this.name, code: this.code, message: this.message, reason: this.reason, key: this.key, fencingToken: tokenJSON(this.fencingToken) }
   }
 }
 /** The store failed or could not be reached; `cause` says why. */

@@ -8,6 +8,7 @@
 const { inspect } = require('util')
 const { Permit, Semaphore, MAX_PERMITS } = require('./semaphore')
 const v = require('./validate')
+const { withToJSON } = require('./json')
 const { own } = v
 
 /** A read or write hold of a read-write lock. */
@@ -97,7 +98,7 @@ class ReadWriteLock {
   /** The live holders, read from the store: `[{ owner, mode, fencingToken, remainingMs }]`. */
   async holders() {
     const holders = await this._sem.holders()
-    return holders.map(({ permits, ...h }) => ({ ...h, mode: permits === MAX_PERMITS ? 'write' : 'read' }))
+    return holders.map(({ permits, ...h }) => withToJSON({ ...h, mode: permits === MAX_PERMITS ? 'write' : 'read' }))
   }
 
   toJSON() {

@@ -7,4 +7,4 @@ export {
   LockReleaseError,
   LockExtendError,
 } from '../index.js'
-export type { RedisClientLike, RedislockOptions, RedisLock, CompatPromise } from '../index.js'
+export type { RedisClientLike, RedislockOptions, RedisLock, RedisLockJSON, CompatPromise } from '../index.js'

@@ -92,6 +92,26 @@ async function main(): Promise<void> {
     const rw = locks.readWriteLock(`${key}:rw`)
     const mode: 'read' | 'write' = await rw.withRead(async (h) => h.mode)
     assert.equal(mode, 'read')
+    // Every returned shape has a typed toJSON, tokens as decimal strings.
+    const permitJson: deadbolt.PermitJSON = permit.toJSON()
+    assert.equal(permitJson.fencingToken, String(permit.fencingToken))
+    const holders: deadbolt.PermitHolderJSON[] = (await sem.holders()).map((h) => h.toJSON())
+    assert.equal(holders[0]?.fencingToken, String(permit.fencingToken))
+    const holdMode: 'read' | 'write' = await rw.withRead(async (h) => h.toJSON().mode)
+    assert.equal(holdMode, 'read')
+    // @ts-expect-error a read-write hold's JSON has its mode, not a count of permits
+    await rw.withRead(async (h) => h.toJSON().permits)
+  }
+  {
+    await using held = await locks.acquire(`${key}:json`)
+    const json: deadbolt.LockJSON = held.toJSON()
+    const token: string | null = json.fencingToken
+    assert.equal(token, String(held.fencingToken))
+    const info: deadbolt.LockInfoJSON | undefined = (await locks.inspect(`${key}:json`))?.toJSON()
+    assert.equal(info?.fencingToken, token)
+    // @ts-expect-error the JSON's token is a string, not a bigint
+    const big: bigint = json.fencingToken
+    void big
   }
   // @ts-expect-error a semaphore needs a limit
   assert.throws(() => locks.semaphore(`${key}:sem2`))
@@ -100,6 +120,8 @@ async function main(): Promise<void> {
   const legacy = deadbolt.createLock('redis://127.0.0.1:6379', { timeout: 1_000, retries: -1, delay: 10 })
   const id: string = legacy._id
   assert.equal(typeof id, 'string')
+  const legacyJson: deadbolt.RedisLockJSON = legacy.toJSON()
+  assert.deepEqual([legacyJson._id, legacyJson.fencingToken], [id, null])
   const tokenless = deadbolt.createLock('redis://127.0.0.1:6379', { fencing: false })
   const fencing: boolean = tokenless.fencing
   assert.equal(fencing, false)
