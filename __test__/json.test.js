@@ -74,7 +74,8 @@ test("a semaphore's holders and permits serialize with their tokens as decimal s
   const locks = await memory(t)
   const sem = locks.semaphore('s', { limit: 3 })
   const permit = await sem.acquire({ permits: 2 })
-  assert.deepEqual(roundTrip(await sem.holders()), [{ owner: permit.owner, permits: 2, fencingToken: String(permit.fencingToken), remainingMs: (await sem.holders())[0].remainingMs }])
+  const holders = await sem.holders()
+  assert.deepEqual(roundTrip(holders), [{ owner: permit.owner, permits: 2, fencingToken: String(permit.fencingToken), remainingMs: holders[0].remainingMs }])
   assert.deepEqual(roundTrip(permit), { key: 's', owner: permit.owner, fencingToken: String(permit.fencingToken), ttl: 10_000, held: true, permits: 2 })
   assert.deepEqual(roundTrip(sem), { name: 's', limit: 3 })
 })
@@ -165,7 +166,7 @@ test('a redislock-face lock without a token serializes its token as null', async
   assert.deepEqual([roundTrip(lock)._locked, roundTrip(lock).fencing, roundTrip(lock).fencingToken], [true, false, null])
 })
 
-test("a sql-lock releaser serializes as its token, a decimal string", async (t) => {
+test('a sql-lock releaser serializes as its token, a decimal string', async (t) => {
   if (!(await needMysql(t))) return
   await initialize(MYSQL_URL)
   const release = await getLock(prefix('json-sql') + 'k')
