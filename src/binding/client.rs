@@ -3,15 +3,15 @@
 use super::completions::{Completions, DrainFn, Kind};
 use super::direct_drain::DirectDrain;
 use super::env_sessions;
-use super::first_step;
 use super::protocol::{
     ACQUIRE_LEN, EXTEND_LEN, FLAG_CANCELLABLE, FLAG_PLAIN, FLAG_UNFENCED, FLAG_WATCH_EXPIRY,
     OP_ACQUIRE, OP_EXTEND, OP_RELEASE, RELEASE_LEN,
 };
-use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::options::{AcquireSpec, AutoExtend, PermitSpec};
 use crate::core::session::Session;
+use crate::runtime::clock;
+use crate::runtime::first_step;
 use crate::store::dynamodb::{AwsCredentials, DynamoOptions, SortKey};
 use crate::store::open::ConnectOptions;
 use crate::store::tls::TlsOptions;
@@ -486,15 +486,13 @@ impl NativeClient {
             i += need;
         }
         // Each operation takes its first step here, and the commands of the whole batch are
-        // written from this thread at the end of the scope (see `first_step`, `store::flush`).
-        napi::bindgen_prelude::within_runtime_if_available(|| {
-            crate::store::flush::scope(|| {
-                for op in batch {
-                    let req = op.req();
-                    let run = op.run(self.session.clone(), self.completions.clone());
-                    first_step::start(Box::pin(guarded(req, self.completions.clone(), run)));
-                }
-            })
+        // written from this thread at the end of the scope (see `runtime::first_step`, `runtime::flush`).
+        super::js_thread::run(super::js_thread::Step::Submit, || {
+            for op in batch {
+                let req = op.req();
+                let run = op.run(self.session.clone(), self.completions.clone());
+                first_step::start(Box::pin(guarded(req, self.completions.clone(), run)));
+            }
         });
         Ok(())
     }

@@ -9,7 +9,7 @@ mod client;
 mod completions;
 mod direct_drain;
 mod env_sessions;
-mod first_step;
+mod js_thread;
 mod protocol;
 mod runtime;
 #[cfg(unix)]
