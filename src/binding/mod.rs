@@ -12,6 +12,7 @@ mod env_sessions;
 mod js_thread;
 mod protocol;
 mod runtime;
+mod submit;
 #[cfg(unix)]
 mod uv;
 
