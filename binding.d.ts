@@ -13,7 +13,9 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class NativeClient {
   /**
    * Opens a client for `url`; `drain` is called (with no arguments) whenever completions
-   * are waiting to be taken. No I/O happens here.
+   * are waiting to be taken. No I/O happens here. A bad URL or option throws an error
+   * whose `code` is deadbolt's (`ERR_INVALID_ARG_VALUE`, …): napi makes an error's status
+   * its `code`, so the code travels as data and nobody reads it from the message.
    */
   constructor(url: string, options: NativeConnectOptions | undefined | null, drain: () => void)
   /**
@@ -26,16 +28,8 @@ export declare class NativeClient {
    * one crossing and at most one wake-up of the runtime instead of one each.
    *
    * The first `len` numbers of `ops` (a buffer JavaScript reuses from batch to batch) are a
-   * sequence of records (see `protocol.rs`); strings and payloads come in order from
-   * `strings` and `data`:
-   * - acquire: `[OP_ACQUIRE, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery,
-   *   maxHold, flags, dataIndex, permits, limit, ownerSeq]` with `key` from `strings`;
-   *   `req` becomes the lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited;
-   *   `extendEvery` <= 0: no auto-extension; `maxHold` < 0: none; `flags`: the `FLAG_*`
-   *   constants; `dataIndex` < 0: no payload; `ownerSeq` >= 0: the owner is the owner
-   *   prefix and `ownerSeq` in base 36, < 0: the next string of `strings`.
-   * - release: `[OP_RELEASE, req, id]`: succeeded (released now) or refused.
-   * - extend: `[OP_EXTEND, req, id, ttl]`: succeeded (extended) or refused.
+   * sequence of records laid out as `protocol.rs` defines; strings and payloads come in
+   * order from `strings` and `data` (decoded by `submit::decode`).
    */
   submit(ops: Float64Array, len: number, strings: Array<string>, data: Array<Buffer>): void
   /** Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`). */
@@ -255,6 +249,8 @@ export interface NativeProtocol {
   opExtend: number
   /** Length of an acquire record. */
   acquireLen: number
+  /** Where the fields of a record sit. */
+  fields: NativeRecordFields
   /** Flag: report the lease's end as a loss. */
   flagWatchExpiry: number
   /** Flag: cancellable through `cancel(req)`. */
@@ -281,6 +277,40 @@ export interface NativeProtocol {
   kindPermitList: number
   /** Why a lock was lost, by the value of a `lost` completion. */
   lostReasons: Array<string>
+}
+
+/** Offsets of the fields of the submitted records (see [`acquire`] and [`held`]). */
+export interface NativeRecordFields {
+  /** Every record: the request id. */
+  req: number
+  /** Acquire: the lease. */
+  ttl: number
+  /** Acquire: the wait. */
+  wait: number
+  /** Acquire: most attempts. */
+  maxAttempts: number
+  /** Acquire: poll delay. */
+  retryDelay: number
+  /** Acquire: jitter. */
+  jitter: number
+  /** Acquire: heartbeat period. */
+  extendEvery: number
+  /** Acquire: longest hold. */
+  maxHold: number
+  /** Acquire: flags. */
+  flags: number
+  /** Acquire: payload index. */
+  dataIndex: number
+  /** Acquire: permits. */
+  permits: number
+  /** Acquire: the semaphore's limit. */
+  limit: number
+  /** Acquire: owner sequence number. */
+  ownerSeq: number
+  /** Release and extend: the held lock's handle. */
+  id: number
+  /** Extend: the new lease. */
+  heldTtl: number
 }
 
 /** The sort key of a DynamoDB lock table and the value this client's locks use. */

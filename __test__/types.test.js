@@ -33,3 +33,15 @@ test('the generated binding.d.ts compiles under tsc --strict', () => {
     assert.fail(`${err.stdout ?? ''}${err.stderr ?? ''}`)
   }
 })
+
+test('lib/native.js type-checks against the generated binding.d.ts', () => {
+  // The record layout and the completion kinds come from the addon (protocol()); a field
+  // JavaScript writes that binding.d.ts does not declare fails here.
+  const tsc = require.resolve('typescript/bin/tsc')
+  const args = ['--noEmit', '--allowJs', '--target', 'es2024', '--module', 'commonjs', '--moduleResolution', 'node', '--types', 'node', '--resolveJsonModule']
+  try {
+    execFileSync(process.execPath, [tsc, ...args, path.join(__dirname, '..', 'lib', 'native.js')], { encoding: 'utf8' })
+  } catch (err) {
+    assert.fail(`${err.stdout ?? ''}${err.stderr ?? ''}`)
+  }
+})

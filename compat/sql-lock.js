@@ -10,7 +10,7 @@
 // stalled event loop cannot keep it past its ttl, and nothing keeps the process alive.
 // docs/sql-lock.md lists every difference.
 
-const { connect } = require('../lib/client')
+const { connect, checkConnectOptions } = require('../lib/client')
 const { LockClosedError } = require('../lib/errors')
 const v = require('../lib/validate')
 const { tokenJSON } = require('../lib/json')
@@ -173,16 +173,17 @@ async function initialize(mysqlUri, options) {
   const connectTimeout = v.own(options, 'connectTimeout')
   const retryDelay = v.own(options, 'retryDelay')
 
+  const connectOptions = { ttl, poolSize, table, connectTimeout, retryDelay }
+  // The options are checked here, so what connect() refuses before any I/O is the URI.
+  check(INVALID_OPTIONS, () => checkConnectOptions(connectOptions))
+
   const mine = ++generation
   let client
   const attempt = (async () => {
     try {
-      client = await connect(mysqlUri, { ttl, poolSize, table, connectTimeout, retryDelay })
+      client = await connect(mysqlUri, connectOptions)
     } catch (err) {
-      // connect() checks its options, and the native side the URL, before any I/O.
-      if (err instanceof TypeError || err instanceof RangeError) {
-        throw invalid(err.message.includes('options.') ? INVALID_OPTIONS : INVALID_URI, err)
-      }
+      if (err instanceof TypeError || err instanceof RangeError) throw invalid(INVALID_URI, err)
       throw new DLMError(
         { err_type: DLMErrorTypes.INITIALIZATION_FAILED, err_message: INITIALIZATION_FAILED },
         { message: `${INITIALIZATION_FAILED}: ${err.cause?.message ?? err.message}`, cause: err },

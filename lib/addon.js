@@ -54,6 +54,7 @@ function missingBinary(loadError) {
   return err
 }
 
+/** @type {typeof import('../binding')} The generated loader, typed by binding.d.ts. */
 let binding
 try {
   binding = require('../binding.js')

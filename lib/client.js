@@ -409,20 +409,7 @@ async function connect(url, options = {}) {
     err.code = 'ERR_INVALID_ARG_VALUE'
     throw err
   }
-  v.checkObject(options, 'options')
-  v.checkKnownKeys(options, CONNECT_OPTIONS, 'options')
-  // Own properties only, and no prototype for the native side to look up either.
-  const o = stripUndefined(options)
-  if (o.ttl !== undefined) v.checkInt(o.ttl, 'options.ttl')
-  if (o.retryDelay !== undefined) v.checkInt(o.retryDelay, 'options.retryDelay')
-  if (o.jitter !== undefined) v.checkNumber(o.jitter, 'options.jitter', 0, 1)
-  if (o.connectTimeout !== undefined) v.checkInt(o.connectTimeout, 'options.connectTimeout')
-  if (o.responseTimeout !== undefined) v.checkInt(o.responseTimeout, 'options.responseTimeout')
-  if (o.poolSize !== undefined) v.checkInt(o.poolSize, 'options.poolSize', 1, LIMITS.maxPoolSize)
-  if (o.lazy !== undefined) v.checkBoolean(o.lazy, 'options.lazy')
-  if (o.table !== undefined && (typeof o.table !== 'string' || !TABLE_NAME.test(o.table))) {
-    throw v.valueError('options.table', `must be 1 to ${LIMITS.maxTableNameBytes} letters, digits or underscores`, o.table)
-  }
+  const o = checkConnectOptions(options)
   const dynamo = dynamoOptions(url, o)
   if (o.tls !== undefined) o.tls = normalizeTls(o.tls, 'options.tls')
   const client = new LockClient(url, { ...o, dynamodb: dynamo.native, secrets: dynamo.secrets })
@@ -437,4 +424,26 @@ async function connect(url, options = {}) {
   return client
 }
 
-module.exports = { connect, LockClient }
+/**
+ * Checks `connect()`'s options that do not depend on the URL, before any I/O; returns their
+ * own properties, without a prototype for the native side to look up either. Exported for
+ * the drop-in faces, which check the options they pass before the URL is looked at.
+ */
+function checkConnectOptions(options) {
+  v.checkObject(options, 'options')
+  v.checkKnownKeys(options, CONNECT_OPTIONS, 'options')
+  const o = stripUndefined(options)
+  if (o.ttl !== undefined) v.checkInt(o.ttl, 'options.ttl')
+  if (o.retryDelay !== undefined) v.checkInt(o.retryDelay, 'options.retryDelay')
+  if (o.jitter !== undefined) v.checkNumber(o.jitter, 'options.jitter', 0, 1)
+  if (o.connectTimeout !== undefined) v.checkInt(o.connectTimeout, 'options.connectTimeout')
+  if (o.responseTimeout !== undefined) v.checkInt(o.responseTimeout, 'options.responseTimeout')
+  if (o.poolSize !== undefined) v.checkInt(o.poolSize, 'options.poolSize', 1, LIMITS.maxPoolSize)
+  if (o.lazy !== undefined) v.checkBoolean(o.lazy, 'options.lazy')
+  if (o.table !== undefined && (typeof o.table !== 'string' || !TABLE_NAME.test(o.table))) {
+    throw v.valueError('options.table', `must be 1 to ${LIMITS.maxTableNameBytes} letters, digits or underscores`, o.table)
+  }
+  return o
+}
+
+module.exports = { connect, checkConnectOptions, LockClient }

@@ -1,5 +1,5 @@
 'use strict'
-// Debug logging, as the native side does it (src/core/debug.rs): `DEBUG=deadbolt` (or
+// Debug logging, as the native side does it (src/runtime/debug.rs): `DEBUG=deadbolt` (or
 // `deadbolt:*`, or `*`) or `NODE_DEBUG=deadbolt` prints `DEADBOLT <pid>: …` lines on stderr.
 // Off by default, and then a no-op. Lines never carry a URL, a password or a driver message.
 

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict'
 // The bridge to the addon. Each operation is one synchronous native call carrying a request
 // id; completions come back in batches through one wake-up per batch (see src/binding), and
@@ -21,6 +22,10 @@ const GRANTED = P.kindGranted
 const SUCCEEDED = P.kindSucceeded
 const REFUSED = P.kindRefused
 const ACQUIRE_LEN = P.acquireLen
+// Where each field of a record goes (src/binding/protocol.rs defines the layout once).
+const F = P.fields
+const RELEASE_LEN = F.id + 1
+const EXTEND_LEN = F.heldTtl + 1
 const LOST = P.kindLost
 const INFO = P.kindInfo
 const LIST = P.kindList
@@ -92,12 +97,10 @@ class Native {
     try {
       this.addon = new NativeClient(url, options, () => this.drain())
     } catch (err) {
-      // The constructor reports "CODE: message" (a bad URL, an unknown scheme).
-      const message = scrub(err.message, this.secrets)
-      const m = /^(ERR_[A-Z_]+): ([\s\S]*)$/.exec(message)
-      const e = new TypeError(m ? m[2] : message)
-      e.code = m ? m[1] : 'ERR_INVALID_ARG_VALUE'
-      throw e
+      // A bad URL or an unknown scheme: the constructor's error carries deadbolt's code as
+      // its `code` (napi's status); anything else napi itself refused is an invalid argument.
+      const code = typeof err.code === 'string' && err.code.startsWith('ERR_') ? err.code : 'ERR_INVALID_ARG_VALUE'
+      throw Object.assign(new TypeError(scrub(err.message, this.secrets)), { code })
     }
   }
 
@@ -180,31 +183,31 @@ class Native {
    * the prefix given to `setOwnerPrefix` (one string fewer to cross). `a`: { ttl, wait (-1: forever), maxAttempts (-1: unlimited), retryDelay, jitter,
    * data (Buffer or undefined), extendEvery (0: no heartbeat), maxHold (-1: none), flags
    * (FLAGS), permits (0: a lock), limit (the semaphore's, with permits) }. The record layout
-   * is NativeClient#submit's.
+   * is src/binding/protocol.rs's, through `F`.
    */
   acquireOp(req, key, owner, a) {
     const dataIndex = a.data === undefined ? -1 : this.data.push(a.data) - 1
     const o = this.room(ACQUIRE_LEN)
     const ops = this.ops
     ops[o] = P.opAcquire
-    ops[o + 1] = req
-    ops[o + 2] = a.ttl
-    ops[o + 3] = a.wait
-    ops[o + 4] = a.maxAttempts
-    ops[o + 5] = a.retryDelay
-    ops[o + 6] = a.jitter
-    ops[o + 7] = a.extendEvery
-    ops[o + 8] = a.maxHold
-    ops[o + 9] = a.flags
-    ops[o + 10] = dataIndex
-    ops[o + 11] = a.permits
-    ops[o + 12] = a.limit
+    ops[o + F.req] = req
+    ops[o + F.ttl] = a.ttl
+    ops[o + F.wait] = a.wait
+    ops[o + F.maxAttempts] = a.maxAttempts
+    ops[o + F.retryDelay] = a.retryDelay
+    ops[o + F.jitter] = a.jitter
+    ops[o + F.extendEvery] = a.extendEvery
+    ops[o + F.maxHold] = a.maxHold
+    ops[o + F.flags] = a.flags
+    ops[o + F.dataIndex] = dataIndex
+    ops[o + F.permits] = a.permits
+    ops[o + F.limit] = a.limit
     if (typeof owner === 'number') {
       // The owner prefix (`setOwnerPrefix`) and this number in base 36, made natively.
-      ops[o + 13] = owner
+      ops[o + F.ownerSeq] = owner
       this.strings.push(key)
     } else {
-      ops[o + 13] = -1
+      ops[o + F.ownerSeq] = -1
       this.strings.push(key, owner)
     }
     this.opRequests.push(req)
@@ -212,20 +215,20 @@ class Native {
   }
 
   releaseOp(req, id) {
-    const o = this.room(3)
+    const o = this.room(RELEASE_LEN)
     this.ops[o] = P.opRelease
-    this.ops[o + 1] = req
-    this.ops[o + 2] = id
+    this.ops[o + F.req] = req
+    this.ops[o + F.id] = id
     this.opRequests.push(req)
     this.queueOps()
   }
 
   extendOp(req, id, ttl) {
-    const o = this.room(4)
+    const o = this.room(EXTEND_LEN)
     this.ops[o] = P.opExtend
-    this.ops[o + 1] = req
-    this.ops[o + 2] = id
-    this.ops[o + 3] = ttl
+    this.ops[o + F.req] = req
+    this.ops[o + F.id] = id
+    this.ops[o + F.heldTtl] = ttl
     this.opRequests.push(req)
     this.queueOps()
   }

@@ -5,6 +5,7 @@
 mod binding;
 pub mod core;
 pub mod limits;
+pub mod runtime;
 pub mod store;
 
 pub use binding::{limits, protocol, NativeClient};

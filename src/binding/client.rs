@@ -3,25 +3,17 @@
 use super::completions::{Completions, DrainFn, Kind};
 use super::direct_drain::DirectDrain;
 use super::env_sessions;
-use super::first_step;
-use super::protocol::{
-    ACQUIRE_LEN, EXTEND_LEN, FLAG_CANCELLABLE, FLAG_PLAIN, FLAG_UNFENCED, FLAG_WATCH_EXPIRY,
-    OP_ACQUIRE, OP_EXTEND, OP_RELEASE, RELEASE_LEN,
-};
-use crate::core::clock;
+use super::submit;
 use crate::core::error::LockError;
-use crate::core::options::{AcquireSpec, AutoExtend, PermitSpec};
 use crate::core::session::Session;
+use crate::runtime::first_step;
 use crate::store::dynamodb::{AwsCredentials, DynamoOptions, SortKey};
 use crate::store::open::ConnectOptions;
 use crate::store::tls::TlsOptions;
 use crate::store::topology::{SentinelTarget, Topology};
-use crate::store::ValueFormat;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// Connection settings of a native client. Validated by `index.js`.
 #[napi(object)]
@@ -66,9 +58,9 @@ pub struct NativeTopology {
 }
 
 impl TryFrom<NativeTopology> for Topology {
-    type Error = Error;
+    type Error = Error<String>;
 
-    fn try_from(t: NativeTopology) -> Result<Self> {
+    fn try_from(t: NativeTopology) -> Result<Self, String> {
         match t.kind.as_str() {
             "redlock" => Ok(Topology::Redlock(t.servers)),
             "cluster" => Ok(Topology::Cluster(t.servers)),
@@ -83,8 +75,8 @@ impl TryFrom<NativeTopology> for Topology {
                     .map_or(crate::limits::DEFAULT_WAIT_TIMEOUT_MS, u64::from),
             })),
             other => Err(Error::new(
-                Status::InvalidArg,
-                format!("ERR_INVALID_ARG_VALUE: unknown topology {other:?}"),
+                "ERR_INVALID_ARG_VALUE".to_string(),
+                format!("unknown topology {other:?}"),
             )),
         }
     }
@@ -175,9 +167,9 @@ impl From<NativeTlsOptions> for TlsOptions {
 }
 
 impl TryFrom<NativeConnectOptions> for ConnectOptions {
-    type Error = Error;
+    type Error = Error<String>;
 
-    fn try_from(o: NativeConnectOptions) -> Result<Self> {
+    fn try_from(o: NativeConnectOptions) -> Result<Self, String> {
         let d = ConnectOptions::default();
         Ok(ConnectOptions {
             connect_timeout_ms: o.connect_timeout.map_or(d.connect_timeout_ms, u64::from),
@@ -283,60 +275,31 @@ pub struct NativeClient {
     owner_prefix: std::sync::OnceLock<String>,
 }
 
-/// `n` in base 36 with lowercase digits, as JavaScript's `n.toString(36)` writes an integer.
-fn base36(mut n: u64, out: &mut String) {
-    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut buf = [0u8; 13];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = DIGITS[(n % 36) as usize];
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(buf[i..].iter().map(|&b| char::from(b)));
-}
-
-/// Largest `ownerSeq` (JavaScript's largest exact integer).
-const MAX_OWNER_SEQ: f64 = 9_007_199_254_740_991.0;
-
-/// The owner of sequence number `seq` of a client whose owners start with `prefix`.
-fn owner_of(prefix: &str, seq: u64) -> String {
-    let mut owner = String::with_capacity(prefix.len() + 13);
-    owner.push_str(prefix);
-    base36(seq, &mut owner);
-    owner
-}
-
-fn ms(v: f64) -> Duration {
-    clock::from_ms(v)
-}
-
-/// A whole number of milliseconds from a JavaScript number (NaN and negatives give 0; `as`
-/// saturates the rest).
-fn whole_ms(v: f64) -> u64 {
-    v as u64
+/// A napi call's own error, with its status name as the code.
+fn napi_status(e: Error) -> Error<String> {
+    Error::new(e.status.as_ref().to_string(), e.reason.clone())
 }
 
 #[napi]
 impl NativeClient {
     /// Opens a client for `url`; `drain` is called (with no arguments) whenever completions
-    /// are waiting to be taken. No I/O happens here.
+    /// are waiting to be taken. No I/O happens here. A bad URL or option throws an error
+    /// whose `code` is deadbolt's (`ERR_INVALID_ARG_VALUE`, …): napi makes an error's status
+    /// its `code`, so the code travels as data and nobody reads it from the message.
     #[napi(constructor, catch_unwind)]
     pub fn new(
         env: Env,
         url: String,
         options: Option<NativeConnectOptions>,
         drain: Function<(), ()>,
-    ) -> Result<Self> {
+    ) -> Result<Self, String> {
         let direct = DirectDrain::new(env.raw(), drain.raw());
         let drain: DrainFn = drain
             .build_threadsafe_function::<()>()
             .weak::<true>()
             .callee_handled::<false>()
-            .build_callback(|_| Ok(()))?;
+            .build_callback(|_| Ok(()))
+            .map_err(napi_status)?;
         let completions = Completions::new(drain, direct);
         let opts: ConnectOptions = options
             .map(TryInto::try_into)
@@ -345,10 +308,10 @@ impl NativeClient {
         let sink = completions.clone();
         let session =
             napi::bindgen_prelude::within_runtime_if_available(|| Session::open(&url, &opts, sink))
-                .map_err(|e| Error::new(Status::InvalidArg, format!("{}: {e}", e.code())))?;
-        env_sessions::track(&env, &session)?;
+                .map_err(|e| Error::new(e.code().to_string(), e.to_string()))?;
+        env_sessions::track(&env, &session).map_err(napi_status)?;
         #[cfg(unix)]
-        super::uv::install(&env)?;
+        super::uv::install(&env).map_err(napi_status)?;
         Ok(NativeClient {
             session,
             completions,
@@ -369,16 +332,8 @@ impl NativeClient {
     /// one crossing and at most one wake-up of the runtime instead of one each.
     ///
     /// The first `len` numbers of `ops` (a buffer JavaScript reuses from batch to batch) are a
-    /// sequence of records (see `protocol.rs`); strings and payloads come in order from
-    /// `strings` and `data`:
-    /// - acquire: `[OP_ACQUIRE, req, ttl, wait, maxAttempts, retryDelay, jitter, extendEvery,
-    ///   maxHold, flags, dataIndex, permits, limit, ownerSeq]` with `key` from `strings`;
-    ///   `req` becomes the lock's handle. `wait` < 0: forever; `maxAttempts` < 0: unlimited;
-    ///   `extendEvery` <= 0: no auto-extension; `maxHold` < 0: none; `flags`: the `FLAG_*`
-    ///   constants; `dataIndex` < 0: no payload; `ownerSeq` >= 0: the owner is the owner
-    ///   prefix and `ownerSeq` in base 36, < 0: the next string of `strings`.
-    /// - release: `[OP_RELEASE, req, id]`: succeeded (released now) or refused.
-    /// - extend: `[OP_EXTEND, req, id, ttl]`: succeeded (extended) or refused.
+    /// sequence of records laid out as `protocol.rs` defines; strings and payloads come in
+    /// order from `strings` and `data` (decoded by `submit::decode`).
     #[napi(catch_unwind)]
     pub fn submit(
         &self,
@@ -387,114 +342,21 @@ impl NativeClient {
         strings: Vec<String>,
         data: Vec<Buffer>,
     ) -> Result<()> {
-        let ops: &[f64] = &ops;
-        let ops = ops.get(..len as usize).ok_or_else(|| {
-            Error::new(Status::InvalidArg, "len beyond the ops buffer".to_string())
-        })?;
-        let mut strings = strings.into_iter();
-        let mut batch = Vec::new();
-        let mut i = 0;
-        while i < ops.len() {
-            let op = ops[i] as u32;
-            let need = match op {
-                OP_ACQUIRE => ACQUIRE_LEN,
-                OP_RELEASE => RELEASE_LEN,
-                OP_EXTEND => EXTEND_LEN,
-                _ => return Err(Error::new(Status::InvalidArg, format!("unknown op {op}"))),
-            };
-            let r = ops
-                .get(i..i + need)
-                .ok_or_else(|| Error::new(Status::InvalidArg, "truncated op record".to_string()))?;
-            batch.push(match op {
-                OP_ACQUIRE => {
-                    let Some(key) = strings.next() else {
-                        return Err(Error::new(Status::InvalidArg, "missing key"));
-                    };
-                    let seq = r[13];
-                    let owner = if seq >= 0.0 {
-                        let Some(prefix) = self.owner_prefix.get() else {
-                            return Err(Error::new(Status::InvalidArg, "no owner prefix set"));
-                        };
-                        if seq.fract() != 0.0 || seq > MAX_OWNER_SEQ {
-                            return Err(Error::new(Status::InvalidArg, "bad ownerSeq"));
-                        }
-                        owner_of(prefix, seq as u64)
-                    } else {
-                        let Some(owner) = strings.next() else {
-                            return Err(Error::new(Status::InvalidArg, "missing owner"));
-                        };
-                        owner
-                    };
-                    let payload = (r[10] >= 0.0)
-                        .then(|| data.get(r[10] as usize).map(|b| b.to_vec()))
-                        .flatten();
-                    let flags = r[9] as u32;
-                    // Permits within 1..=limit<=MAX_PERMITS, or none (a lock): the store's
-                    // rules count on it, whatever JavaScript sent.
-                    if r[11] >= 1.0
-                        && !(r[11] <= r[12] && r[12] <= f64::from(crate::limits::MAX_PERMITS))
-                    {
-                        return Err(Error::new(
-                            Status::InvalidArg,
-                            "permits must be from 1 to the semaphore's limit".to_string(),
-                        ));
-                    }
-                    Op::Acquire {
-                        req: r[1],
-                        spec: AcquireSpec {
-                            key,
-                            owner,
-                            ttl_ms: whole_ms(r[2]),
-                            wait: (r[3] >= 0.0).then(|| ms(r[3])),
-                            max_attempts: (r[4] >= 0.0).then_some(r[4] as u64),
-                            retry_delay: ms(r[5]),
-                            jitter: r[6].clamp(0.0, 1.0),
-                            data: payload,
-                            auto_extend: (r[7] > 0.0).then(|| AutoExtend {
-                                every: ms(r[7]),
-                                max_hold: (r[8] >= 0.0).then(|| ms(r[8])),
-                            }),
-                            watch_expiry: flags & FLAG_WATCH_EXPIRY != 0,
-                            format: if flags & FLAG_PLAIN != 0 {
-                                ValueFormat::Plain
-                            } else if flags & FLAG_UNFENCED != 0 {
-                                ValueFormat::Unfenced
-                            } else {
-                                ValueFormat::Fenced
-                            },
-                            permits: (r[11] >= 1.0).then(|| PermitSpec {
-                                count: r[11] as u32,
-                                limit: r[12] as u32,
-                            }),
-                        },
-                        // Registered now, on this thread: a cancel that follows this
-                        // submission finds it even if the task has not started yet.
-                        cancel: (flags & FLAG_CANCELLABLE != 0)
-                            .then(|| self.session.cancellable(r[1] as u64)),
-                    }
-                }
-                OP_RELEASE => Op::Release {
-                    req: r[1],
-                    id: r[2],
-                },
-                _ => Op::Extend {
-                    req: r[1],
-                    id: r[2],
-                    ttl: r[3],
-                },
-            });
-            i += need;
-        }
+        let owner_prefix = self.owner_prefix.get().map(String::as_str);
+        let batch = submit::decode(&ops, len, strings, &data, owner_prefix, &self.session)
+            .map_err(|e| Error::new(Status::InvalidArg, e))?;
         // Each operation takes its first step here, and the commands of the whole batch are
-        // written from this thread at the end of the scope (see `first_step`, `store::flush`).
-        napi::bindgen_prelude::within_runtime_if_available(|| {
-            crate::store::flush::scope(|| {
-                for op in batch {
-                    let req = op.req();
-                    let run = op.run(self.session.clone(), self.completions.clone());
-                    first_step::start(Box::pin(guarded(req, self.completions.clone(), run)));
-                }
-            })
+        // written from this thread at the end of the scope (see `runtime::first_step`, `runtime::flush`).
+        super::js_thread::run(super::js_thread::Step::Submit, || {
+            for op in batch {
+                let req = op.req();
+                let run = op.run(self.session.clone(), self.completions.clone());
+                first_step::start(Box::pin(submit::guarded(
+                    req,
+                    self.completions.clone(),
+                    run,
+                )));
+            }
         });
         Ok(())
     }
@@ -526,17 +388,11 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn inspect(&self, req: f64, key: String) {
         let session = self.session.clone();
-        let completions = self.completions.clone();
-        let run = {
-            let completions = completions.clone();
-            async move {
-                match session.inspect(&key).await {
-                    Ok(info) => completions.info(req, info),
-                    Err(e) => completions.error(req, e),
-                }
-            }
-        };
-        napi::bindgen_prelude::spawn(guarded(req, completions, run));
+        self.spawn(
+            req,
+            async move { session.inspect(&key).await },
+            Completions::info,
+        );
     }
 
     /// Frees `key` whoever holds it (an operator's tool); completes with true (a live lock was
@@ -544,7 +400,11 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn force_release(&self, req: f64, key: String) {
         let session = self.session.clone();
-        self.run(req, async move { session.force_release(&key).await });
+        self.spawn(
+            req,
+            async move { session.force_release(&key).await },
+            succeeded,
+        );
     }
 
     /// Lists up to `limit` held locks whose names start with `prefix`; completes with a
@@ -552,41 +412,34 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn list(&self, req: f64, prefix: String, limit: f64) {
         let session = self.session.clone();
-        let completions = self.completions.clone();
-        let run = {
-            let completions = completions.clone();
-            async move {
-                match session.list(&prefix, limit.max(0.0) as usize).await {
-                    Ok(locks) => completions.list(req, locks),
-                    Err(e) => completions.error(req, e),
-                }
-            }
-        };
-        napi::bindgen_prelude::spawn(guarded(req, completions, run));
+        let limit = limit.max(0.0) as usize;
+        self.spawn(
+            req,
+            async move { session.list(&prefix, limit).await },
+            Completions::list,
+        );
     }
 
     /// Reads the live holders of semaphore `name`; completes with a permit list.
     #[napi(catch_unwind)]
     pub fn permits(&self, req: f64, name: String) {
         let session = self.session.clone();
-        let completions = self.completions.clone();
-        let run = {
-            let completions = completions.clone();
-            async move {
-                match session.permits(&name).await {
-                    Ok(holders) => completions.permit_list(req, holders),
-                    Err(e) => completions.error(req, e),
-                }
-            }
-        };
-        napi::bindgen_prelude::spawn(guarded(req, completions, run));
+        self.spawn(
+            req,
+            async move { session.permits(&name).await },
+            Completions::permit_list,
+        );
     }
 
     /// Checks that the store answers; completes with true.
     #[napi(catch_unwind)]
     pub fn ping(&self, req: f64) {
         let session = self.session.clone();
-        self.run(req, async move { session.ping().await.map(|_| true) });
+        self.spawn(
+            req,
+            async move { session.ping().await.map(|_| true) },
+            succeeded,
+        );
     }
 
     /// Cancels pending work, stops heartbeats and releases every held lock; completes with
@@ -594,10 +447,14 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn close(&self, req: f64) {
         let session = self.session.clone();
-        self.run(req, async move {
-            session.close().await;
-            Ok(true)
-        });
+        self.spawn(
+            req,
+            async move {
+                session.close().await;
+                Ok(true)
+            },
+            succeeded,
+        );
     }
 
     /// Lets go of the JavaScript wake-up function, which keeps the JavaScript client alive;
@@ -692,114 +549,31 @@ impl NativeClient {
     }
 }
 
-/// One operation of a submitted batch.
-enum Op {
-    Acquire {
-        req: f64,
-        spec: AcquireSpec,
-        cancel: Option<CancellationToken>,
-    },
-    Release {
-        req: f64,
-        id: f64,
-    },
-    Extend {
-        req: f64,
-        id: f64,
-        ttl: f64,
-    },
-}
-
-/// Runs an operation; if it panics (a bug), its request still completes, with an error,
-/// instead of leaving the caller's promise pending forever.
-async fn guarded(
-    req: f64,
-    completions: Arc<Completions>,
-    run: impl std::future::Future<Output = ()>,
-) {
-    use futures_util::FutureExt;
-    if let Err(panic) = std::panic::AssertUnwindSafe(run).catch_unwind().await {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        crate::debug!("an operation panicked: {what}");
-        completions.error(
-            req,
-            LockError::Backend(crate::store::StoreError::internal(
-                "internal error: the operation panicked (a bug in deadbolt, please report it)",
-            )),
-        );
-    }
-}
-
-impl Op {
-    fn req(&self) -> f64 {
-        match self {
-            Op::Acquire { req, .. } | Op::Release { req, .. } | Op::Extend { req, .. } => *req,
-        }
-    }
-
-    async fn run(self, session: Arc<Session>, completions: Arc<Completions>) {
-        match self {
-            Op::Acquire { req, spec, cancel } => {
-                match session.acquire(req as u64, spec, cancel).await {
-                    Ok(Some(grant)) => completions.granted(req, grant.token),
-                    Ok(None) => completions.record(req, Kind::Refused, 0.0),
-                    Err(e) => completions.error(req, e),
-                }
-            }
-            Op::Release { req, id } => {
-                complete(&completions, req, session.release(id as u64).await)
-            }
-            Op::Extend { req, id, ttl } => complete(
-                &completions,
-                req,
-                session.extend(id as u64, whole_ms(ttl)).await,
-            ),
-        }
-    }
-}
-
-fn complete(completions: &Completions, req: f64, result: std::result::Result<bool, LockError>) {
-    match result {
-        Ok(true) => completions.record(req, Kind::Succeeded, 0.0),
-        Ok(false) => completions.record(req, Kind::Refused, 0.0),
-        Err(e) => completions.error(req, e),
-    }
-}
-
 impl NativeClient {
-    fn run(
+    /// Runs `fut` on the runtime for request `req`: its value completes the request through
+    /// `done`, its error as a failure, and a panic as an internal error (see
+    /// [`submit::guarded`]).
+    fn spawn<T: Send + 'static>(
         &self,
         req: f64,
-        fut: impl std::future::Future<Output = std::result::Result<bool, LockError>> + Send + 'static,
+        fut: impl std::future::Future<Output = std::result::Result<T, LockError>> + Send + 'static,
+        done: fn(&Completions, f64, T),
     ) {
         let completions = self.completions.clone();
         let run = {
             let completions = completions.clone();
-            async move { complete(&completions, req, fut.await) }
+            async move {
+                match fut.await {
+                    Ok(value) => done(&completions, req, value),
+                    Err(e) => completions.error(req, e),
+                }
+            }
         };
-        napi::bindgen_prelude::spawn(guarded(req, completions, run));
+        napi::bindgen_prelude::spawn(submit::guarded(req, completions, run));
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::owner_of;
-
-    #[test]
-    fn an_owner_made_from_a_sequence_number_is_what_javascript_writes() {
-        // `n.toString(36)` in JavaScript, which `Lock#owner` shows.
-        for (seq, js) in [
-            (0, "0"),
-            (35, "z"),
-            (36, "10"),
-            (60_466_176, "100000"),
-            (9_007_199_254_740_991, "2gosa7pa2gv"),
-        ] {
-            assert_eq!(owner_of("p.", seq), format!("p.{js}"));
-        }
-    }
+/// Completes a request whose answer is yes or no.
+fn succeeded(completions: &Completions, req: f64, yes: bool) {
+    completions.record(req, if yes { Kind::Succeeded } else { Kind::Refused }, 0.0);
 }

@@ -9,7 +9,7 @@
 //! makes; an exception the drain throws goes to `uncaughtException`, as from the threadsafe
 //! function.
 
-use crate::core::thread_scope::{self, Registry};
+use crate::runtime::thread_scope::{self, Registry};
 use napi::sys;
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};

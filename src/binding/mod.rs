@@ -9,9 +9,10 @@ mod client;
 mod completions;
 mod direct_drain;
 mod env_sessions;
-mod first_step;
+mod js_thread;
 mod protocol;
 mod runtime;
+mod submit;
 #[cfg(unix)]
 mod uv;
 

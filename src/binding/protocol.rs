@@ -8,23 +8,62 @@
 use crate::limits as defaults;
 use napi_derive::napi;
 
-/// Op code: acquire. Record: `[op, req, ttl, wait, maxAttempts, retryDelay, jitter,
-/// extendEvery, maxHold, flags, dataIndex, permits, limit, ownerSeq]`, the key from the
-/// strings; `permits` > 0: that many permits of the semaphore `key` (of `limit`) instead of a
-/// lock. `ownerSeq` ≥ 0: the owner is the client's owner prefix followed by `ownerSeq` in base
-/// 36 (made here, so the common acquisition sends one string, not two); < 0: the owner is the
-/// next string.
+/// Op code: acquire. Record: the fields of [`acquire`] in their order, the key from the
+/// strings.
 pub const OP_ACQUIRE: u32 = 1;
-/// Op code: release held lock `id`. Record: `[op, req, id]`.
+/// Op code: release held lock `id`. Record: `[op, req, id]` ([`held`]).
 pub const OP_RELEASE: u32 = 2;
-/// Op code: extend held lock `id`. Record: `[op, req, id, ttl]`.
+/// Op code: extend held lock `id`. Record: `[op, req, id, ttl]` ([`held`]).
 pub const OP_EXTEND: u32 = 3;
-/// Length of an acquire record.
-pub const ACQUIRE_LEN: usize = 14;
-/// Length of a release record.
-pub const RELEASE_LEN: usize = 3;
-/// Length of an extend record.
-pub const EXTEND_LEN: usize = 4;
+
+/// Where each field of an acquire record sits. Every record starts with its op code (at 0)
+/// and its request id ([`REQ`]). JavaScript writes records through these offsets, read from
+/// [`protocol`] at load time: the layout is written down here only.
+pub mod acquire {
+    /// The lease, in ms.
+    pub const TTL: usize = 2;
+    /// How long to wait, in ms; < 0: forever.
+    pub const WAIT: usize = 3;
+    /// Most attempts; < 0: unlimited.
+    pub const MAX_ATTEMPTS: usize = 4;
+    /// Poll delay, in ms.
+    pub const RETRY_DELAY: usize = 5;
+    /// Jitter of the poll delay, 0 to 1.
+    pub const JITTER: usize = 6;
+    /// Heartbeat period, in ms; <= 0: no auto-extension.
+    pub const EXTEND_EVERY: usize = 7;
+    /// Longest hold with auto-extension, in ms; < 0: none.
+    pub const MAX_HOLD: usize = 8;
+    /// The `FLAG_*` constants.
+    pub const FLAGS: usize = 9;
+    /// Index of the payload in the submission's buffers; < 0: none.
+    pub const DATA_INDEX: usize = 10;
+    /// Permits of the semaphore `key` (of `LIMIT`) instead of a lock when > 0.
+    pub const PERMITS: usize = 11;
+    /// The semaphore's limit.
+    pub const LIMIT: usize = 12;
+    /// ≥ 0: the owner is the client's owner prefix followed by this number in base 36 (made
+    /// natively, so the common acquisition sends one string, not two); < 0: the owner is the
+    /// next string.
+    pub const OWNER_SEQ: usize = 13;
+    /// Length of an acquire record.
+    pub const LEN: usize = OWNER_SEQ + 1;
+}
+
+/// Where the fields of release and extend records sit (after the op code and [`REQ`]).
+pub mod held {
+    /// The held lock's handle (the `req` of the acquisition that granted it).
+    pub const ID: usize = 2;
+    /// Extend only: the new lease, in ms.
+    pub const TTL: usize = 3;
+    /// Length of a release record.
+    pub const RELEASE_LEN: usize = ID + 1;
+    /// Length of an extend record.
+    pub const EXTEND_LEN: usize = TTL + 1;
+}
+
+/// Where every record keeps its request id (after the op code at 0).
+pub const REQ: usize = 1;
 
 /// Acquire flag: report the end of a lease nobody extends as a loss.
 pub const FLAG_WATCH_EXPIRY: u32 = 1;
@@ -46,6 +85,8 @@ pub struct NativeProtocol {
     pub op_extend: u32,
     /// Length of an acquire record.
     pub acquire_len: u32,
+    /// Where the fields of a record sit.
+    pub fields: NativeRecordFields,
     /// Flag: report the lease's end as a loss.
     pub flag_watch_expiry: u32,
     /// Flag: cancellable through `cancel(req)`.
@@ -74,6 +115,41 @@ pub struct NativeProtocol {
     pub lost_reasons: Vec<String>,
 }
 
+/// Offsets of the fields of the submitted records (see [`acquire`] and [`held`]).
+#[napi(object)]
+pub struct NativeRecordFields {
+    /// Every record: the request id.
+    pub req: u32,
+    /// Acquire: the lease.
+    pub ttl: u32,
+    /// Acquire: the wait.
+    pub wait: u32,
+    /// Acquire: most attempts.
+    pub max_attempts: u32,
+    /// Acquire: poll delay.
+    pub retry_delay: u32,
+    /// Acquire: jitter.
+    pub jitter: u32,
+    /// Acquire: heartbeat period.
+    pub extend_every: u32,
+    /// Acquire: longest hold.
+    pub max_hold: u32,
+    /// Acquire: flags.
+    pub flags: u32,
+    /// Acquire: payload index.
+    pub data_index: u32,
+    /// Acquire: permits.
+    pub permits: u32,
+    /// Acquire: the semaphore's limit.
+    pub limit: u32,
+    /// Acquire: owner sequence number.
+    pub owner_seq: u32,
+    /// Release and extend: the held lock's handle.
+    pub id: u32,
+    /// Extend: the new lease.
+    pub held_ttl: u32,
+}
+
 /// The protocol's numbers.
 #[napi(catch_unwind)]
 pub fn protocol() -> NativeProtocol {
@@ -82,7 +158,24 @@ pub fn protocol() -> NativeProtocol {
         op_acquire: OP_ACQUIRE,
         op_release: OP_RELEASE,
         op_extend: OP_EXTEND,
-        acquire_len: ACQUIRE_LEN as u32,
+        acquire_len: acquire::LEN as u32,
+        fields: NativeRecordFields {
+            req: REQ as u32,
+            ttl: acquire::TTL as u32,
+            wait: acquire::WAIT as u32,
+            max_attempts: acquire::MAX_ATTEMPTS as u32,
+            retry_delay: acquire::RETRY_DELAY as u32,
+            jitter: acquire::JITTER as u32,
+            extend_every: acquire::EXTEND_EVERY as u32,
+            max_hold: acquire::MAX_HOLD as u32,
+            flags: acquire::FLAGS as u32,
+            data_index: acquire::DATA_INDEX as u32,
+            permits: acquire::PERMITS as u32,
+            limit: acquire::LIMIT as u32,
+            owner_seq: acquire::OWNER_SEQ as u32,
+            id: held::ID as u32,
+            held_ttl: held::TTL as u32,
+        },
         flag_watch_expiry: FLAG_WATCH_EXPIRY,
         flag_cancellable: FLAG_CANCELLABLE,
         flag_plain: FLAG_PLAIN,

@@ -5,25 +5,26 @@
 //! them); where they cannot be found, no reactor is installed and every operation uses the
 //! runtime's connections, as on Windows.
 
-use crate::store::foreground::{self, Interest, Reactor, Watch};
+use crate::runtime::foreground::{self, Interest, Reactor, Watch};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
 use std::rc::Rc;
 use std::sync::OnceLock;
 
-type PollCb = extern "C" fn(*mut c_void, c_int, c_int);
-type CloseCb = extern "C" fn(*mut c_void);
+type PollCb = unsafe extern "C" fn(*mut c_void, c_int, c_int);
+type CloseCb = unsafe extern "C" fn(*mut c_void);
 
-/// libuv's entry points this reactor needs.
+/// libuv's entry points this reactor needs. Each is a C function taking raw pointers, so
+/// each is `unsafe` to call: the caller vouches for the handle it passes.
 struct Uv {
-    handle_size: extern "C" fn(c_int) -> usize,
-    poll_init: extern "C" fn(*mut c_void, *mut c_void, c_int) -> c_int,
-    poll_start: extern "C" fn(*mut c_void, c_int, PollCb) -> c_int,
-    poll_stop: extern "C" fn(*mut c_void) -> c_int,
-    close: extern "C" fn(*mut c_void, Option<CloseCb>),
-    unref: extern "C" fn(*mut c_void),
-    get_data: extern "C" fn(*const c_void) -> *mut c_void,
-    set_data: extern "C" fn(*mut c_void, *mut c_void),
+    handle_size: unsafe extern "C" fn(c_int) -> usize,
+    poll_init: unsafe extern "C" fn(*mut c_void, *mut c_void, c_int) -> c_int,
+    poll_start: unsafe extern "C" fn(*mut c_void, c_int, PollCb) -> c_int,
+    poll_stop: unsafe extern "C" fn(*mut c_void) -> c_int,
+    close: unsafe extern "C" fn(*mut c_void, Option<CloseCb>),
+    unref: unsafe extern "C" fn(*mut c_void),
+    get_data: unsafe extern "C" fn(*const c_void) -> *mut c_void,
+    set_data: unsafe extern "C" fn(*mut c_void, *mut c_void),
 }
 
 /// `UV_POLL` in `uv_handle_type`; `UV_READABLE`, `UV_WRITABLE` in `uv_poll_event`.
@@ -82,12 +83,20 @@ struct Watched {
 
 /// A handle's memory, in words (libuv handles are pointer-aligned).
 fn handle_words(uv: &Uv) -> usize {
-    (uv.handle_size)(UV_POLL).div_ceil(std::mem::size_of::<u64>())
+    // SAFETY: `uv_handle_size` reads no memory; UV_POLL is a valid handle type.
+    let bytes = unsafe { (uv.handle_size)(UV_POLL) };
+    bytes.div_ceil(std::mem::size_of::<u64>())
 }
 
-extern "C" fn on_poll(handle: *mut c_void, _status: c_int, _events: c_int) {
+/// libuv's poll callback.
+///
+/// # Safety
+/// `handle` must be a poll handle initialised by [`UvReactor::watch`] and not yet closed
+/// (libuv calls this only for such a handle, on the loop's thread).
+unsafe extern "C" fn on_poll(handle: *mut c_void, _status: c_int, _events: c_int) {
     let Some(uv) = uv() else { return };
-    let data = (uv.get_data)(handle) as *mut Watched;
+    // SAFETY: `handle` is a live poll handle (this function's contract).
+    let data = unsafe { (uv.get_data)(handle) } as *mut Watched;
     if data.is_null() {
         return;
     }
@@ -95,24 +104,24 @@ extern "C" fn on_poll(handle: *mut c_void, _status: c_int, _events: c_int) {
     // operations involved fail by their response timeouts).
     // The completions it makes reach JavaScript at the end, by a direct call of the drain.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        super::direct_drain::deferring(|| {
-            napi::bindgen_prelude::within_runtime_if_available(|| {
-                crate::store::flush::scope(|| {
-                    super::first_step::draining(|| {
-                        // SAFETY: `data` lives until the close callback, which libuv calls
-                        // only after this callback returned.
-                        let watched = unsafe { &mut *data };
-                        (watched.ready)();
-                    })
-                })
-            })
+        super::js_thread::run(super::js_thread::Step::Replies, || {
+            // SAFETY: `data` lives until the close callback, which libuv calls only after
+            // this callback returned.
+            let watched = unsafe { &mut *data };
+            (watched.ready)();
         })
     }));
 }
 
-extern "C" fn on_close(handle: *mut c_void) {
+/// libuv's close callback: frees the handle and what it points to.
+///
+/// # Safety
+/// `handle` must be a poll handle made by [`UvReactor::watch`] whose close libuv has just
+/// completed; it is freed here and must not be used again.
+unsafe extern "C" fn on_close(handle: *mut c_void) {
     let Some(uv) = uv() else { return };
-    let data = (uv.get_data)(handle) as *mut Watched;
+    // SAFETY: libuv calls this with the handle it closed, whose memory is still ours.
+    let data = unsafe { (uv.get_data)(handle) } as *mut Watched;
     if !data.is_null() {
         // SAFETY: made by `Box::into_raw` in `watch`; freed once, here.
         drop(unsafe { Box::from_raw(data) });
@@ -139,14 +148,19 @@ fn events(interest: Interest) -> c_int {
 
 impl Watch for UvWatch {
     fn set(&self, interest: Interest) {
-        (self.uv.poll_start)(self.handle, events(interest), on_poll);
+        // SAFETY: `handle` was initialised in `watch` and is closed only by this watch's drop.
+        unsafe { (self.uv.poll_start)(self.handle, events(interest), on_poll) };
     }
 }
 
 impl Drop for UvWatch {
     fn drop(&mut self) {
-        (self.uv.poll_stop)(self.handle);
-        (self.uv.close)(self.handle, Some(on_close));
+        // SAFETY: `handle` is live until this close; libuv frees nothing itself and calls
+        // `on_close` (which frees it) once the loop let go of it.
+        unsafe {
+            (self.uv.poll_stop)(self.handle);
+            (self.uv.close)(self.handle, Some(on_close));
+        }
     }
 }
 
@@ -160,7 +174,9 @@ impl Reactor for UvReactor {
         let uv = self.uv;
         let words = handle_words(uv);
         let handle = Box::into_raw(vec![0u64; words].into_boxed_slice()) as *mut c_void;
-        if (uv.poll_init)(self.uv_loop, handle, fd) != 0 {
+        // SAFETY: `handle` is zeroed memory of the size libuv asked for, pointer-aligned;
+        // `uv_loop` is this thread's loop (from napi); `fd` is the caller's open socket.
+        if unsafe { (uv.poll_init)(self.uv_loop, handle, fd) } != 0 {
             // Never initialised: libuv knows nothing of it.
             // SAFETY: made just above from a boxed slice of `words` words.
             drop(unsafe {
@@ -172,11 +188,14 @@ impl Reactor for UvReactor {
             return None;
         }
         let data = Box::into_raw(Box::new(Watched { ready }));
-        (uv.set_data)(handle, data as *mut c_void);
+        // SAFETY: `handle` was initialised just above; `data` stays valid until `on_close`.
+        unsafe { (uv.set_data)(handle, data as *mut c_void) };
         // Never keeps the process alive: pending requests do, through the completion wake-up.
-        (uv.unref)(handle);
+        // SAFETY: as above, an initialised handle.
+        unsafe { (uv.unref)(handle) };
         let watch = UvWatch { uv, handle };
-        if (uv.poll_start)(handle, events(interest), on_poll) != 0 {
+        // SAFETY: as above; on failure `watch`'s drop closes the handle, which frees it.
+        if unsafe { (uv.poll_start)(handle, events(interest), on_poll) } != 0 {
             return None;
         }
         Some(Box::new(watch))

@@ -14,11 +14,12 @@
 //! handoff reported no room for it), and a release of permits wakes the head. Permits are never handed over locally: the store
 //! decides who fits.
 
-use crate::core::clock;
 use crate::core::error::LockError;
 use crate::core::heartbeat::Scheduler;
 use crate::core::held::Held;
+use crate::core::kind::Kind;
 use crate::core::options::{AcquireSpec, PermitSpec};
+use crate::runtime::clock;
 use crate::store::open::{open_store, ConnectOptions};
 use crate::store::permits::watch_key;
 use crate::store::{
@@ -122,26 +123,6 @@ const MAX_LOCAL_HANDOFFS: u32 = 16;
 /// After such a real release, how long waiters here hold back when other processes are known
 /// to wait: long enough for them to hear the announcement and ask.
 const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
-
-/// What a local queue waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A lock.
-    Lock = 0,
-    /// Permits of a counting semaphore.
-    Permits = 1,
-}
-
-impl Kind {
-    /// What `spec` asks for.
-    pub fn of(spec: &AcquireSpec) -> Kind {
-        if spec.permits.is_some() {
-            Kind::Permits
-        } else {
-            Kind::Lock
-        }
-    }
-}
 
 /// The local queues: one map per [`Kind`], so a lock and a semaphore of one name never share
 /// a queue.

@@ -15,10 +15,10 @@
 //! Time arithmetic saturates and each lock's tick runs under `catch_unwind`, so one bad entry
 //! can never stop the task that serves every other lock.
 
-use crate::core::clock;
-use crate::core::engine::Kind;
 use crate::core::error::LostReason;
 use crate::core::held::{guard, Held};
+use crate::core::kind::Kind;
+use crate::runtime::clock;
 use crate::store::{ExtendItem, SharedStore, StoreError, StoreResult};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -310,7 +310,7 @@ async fn extend_batch(
         .collect();
     let results = extend_all(&store, &batch, &items).await;
     let done = Instant::now();
-    if crate::core::debug::enabled() {
+    if crate::runtime::debug::enabled() {
         let extended = results.iter().filter(|r| matches!(r, Ok(true))).count();
         let failed = results.iter().filter(|r| r.is_err()).count();
         crate::debug!(

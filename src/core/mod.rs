@@ -1,12 +1,10 @@
 //! The backend-agnostic engine: acquire loop (deadline, attempts, jittered backoff, wake-ups,
 //! a fair local queue per key), heartbeats, the registry of held locks. No napi here.
 
-pub mod clock;
-pub mod debug;
 pub mod engine;
 pub mod error;
 pub mod heartbeat;
 pub mod held;
+pub mod kind;
 pub mod options;
 pub mod session;
-pub mod thread_scope;

@@ -57,7 +57,7 @@ impl AcquireSpec {
     pub fn next_delay(&self) -> Duration {
         let base_ms = self.retry_delay.as_secs_f64() * 1000.0;
         let factor = 1.0 + self.jitter * (fastrand::f64() * 2.0 - 1.0);
-        crate::core::clock::from_ms(base_ms * factor).max(Duration::from_millis(1))
+        crate::runtime::clock::from_ms(base_ms * factor).max(Duration::from_millis(1))
     }
 }
 

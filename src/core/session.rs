@@ -4,9 +4,10 @@
 //! lets go of its engine, so the connection closes with the last session that uses it, even
 //! while the JavaScript object that owned the session is still referenced.
 
-use crate::core::engine::{Engine, Grant, Kind};
+use crate::core::engine::{Engine, Grant};
 use crate::core::error::{LockError, LostReason};
 use crate::core::held::{guard, Held};
+use crate::core::kind::Kind;
 use crate::core::options::AcquireSpec;
 use crate::store::open::ConnectOptions;
 use crate::store::{HeldLock, LockInfo, PermitHolder};

@@ -5,8 +5,6 @@
 
 pub mod dynamodb;
 pub mod error;
-pub mod flush;
-pub mod foreground;
 pub mod memory;
 pub mod mysql;
 pub mod open;

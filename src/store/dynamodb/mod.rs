@@ -167,7 +167,7 @@ impl DynamoStore {
 
     /// The deadline of a call starting now (retries stop before it).
     fn deadline(&self) -> Instant {
-        crate::core::clock::after(Instant::now(), self.call_timeout)
+        crate::runtime::clock::after(Instant::now(), self.call_timeout)
     }
 
     /// The client, once the region and credentials are known and the table exists.

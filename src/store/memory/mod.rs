@@ -60,7 +60,7 @@ fn clock_ms(now: Instant) -> u64 {
 
 /// `now + ttl`, saturating far in the future instead of overflowing.
 fn expiry(now: Instant, ttl_ms: u64) -> Instant {
-    crate::core::clock::after(now, Duration::from_millis(ttl_ms))
+    crate::runtime::clock::after(now, Duration::from_millis(ttl_ms))
 }
 
 /// An in-process lock table with the same contract as the server-backed stores.

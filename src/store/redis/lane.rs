@@ -1,5 +1,5 @@
 //! A foreground lane: a connection to a server of its own, read on the calling thread by its
-//! event loop (see [`crate::store::foreground`]), for the requests that thread issues in a
+//! event loop (see [`crate::runtime::foreground`]), for the requests that thread issues in a
 //! flush scope. Its replies then wake nobody but that thread, once, as a JavaScript client's
 //! would. Everything else (heartbeats, waits, announcements, requests made on the runtime)
 //! uses the server's [`Pipe`](super::pipe::Pipe), which keeps working while the event loop is
@@ -18,8 +18,8 @@ use super::pipe::{
     answer_front, connect, deliver, Answered, Deliveries, Pending, PipeConfig, PipeHandle, Stream,
 };
 use super::scripts::load_all;
-use crate::store::flush::{self, Flush};
-use crate::store::foreground::{self, Interest, Orphan};
+use crate::runtime::flush::{self, Flush};
+use crate::runtime::foreground::{self, Interest, Orphan};
 use bytes::BytesMut;
 use redis::{RedisResult, Value};
 use std::collections::VecDeque;

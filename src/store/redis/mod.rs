@@ -319,8 +319,8 @@ impl Node {
         #[cfg(unix)]
         if !*ordered
             && !cmds.is_empty()
-            && crate::store::flush::in_scope()
-            && crate::store::foreground::available()
+            && crate::runtime::flush::in_scope()
+            && crate::runtime::foreground::available()
         {
             let (pending, rx) = pipe::Pending::new(cmds, pipe.config().response_timeout);
             let mut left = Some(pending);

@@ -1,7 +1,7 @@
 //! A connection of deadbolt's own to one Redis server over plain TCP or a unix socket: one
 //! socket, commands written in the order they were issued, replies matched to them in that
 //! order. It exists so that the thread that issues a command can also write it: inside a
-//! [`flush`](crate::store::flush) scope (the JavaScript thread submitting one tick's
+//! [`flush`](crate::runtime::flush) scope (the JavaScript thread submitting one tick's
 //! operations) the commands of the whole batch go out in one non-blocking `write` from that
 //! thread, at the end of the scope, with no wake-up of the runtime on the way out. Replies
 //! are read by a driver task on the runtime, which also writes whatever a caller outside a
@@ -23,7 +23,7 @@
 //!   new connection (every script is safe to repeat), the others fail as unreachable.
 
 use super::scripts::load_all;
-use crate::store::flush::{self, Flush};
+use crate::runtime::flush::{self, Flush};
 use bytes::BytesMut;
 use redis::{RedisError, RedisResult, ServerErrorKind, Value};
 use std::collections::VecDeque;

@@ -7,7 +7,7 @@
 //!   outcome is decided as soon as a quorum (⌊N/2⌋ + 1) granted, or too many refused or failed
 //!   for one to. A grant is reported only while it is still valid: `ttl − elapsed − drift`
 //!   with drift = ttl × 1 % + 2 ms, which is exactly the engine's local deadline reckoned from
-//!   this request's send time ([`crate::core::held::lease_end`]): one clock, not two. Without a
+//!   this request's send time ([`crate::runtime::lease::lease_end`]): one clock, not two. Without a
 //!   quorum or validity, every partial grant is released at once (awaited, bounded by the same
 //!   timeout) and the attempt reports busy, so the engine retries after its jittered delay; if
 //!   so many servers *failed* that no quorum could have formed, it reports that failure.
@@ -43,8 +43,8 @@ use super::{
     PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
     ValueFormat,
 };
-use crate::core::held::lease_end;
 use crate::limits;
+use crate::runtime::lease::lease_end;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use notifications::Subscriptions;

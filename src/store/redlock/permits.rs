@@ -12,7 +12,7 @@
 //!   releases and listings use the limit the servers report (the last one asked).
 //! - **Acquire.** Asks every server at once, each awaited at most the lock's per-server
 //!   timeout; the grant must be valid by the lock's drift rule
-//!   ([`lease_end`](crate::core::held::lease_end)) and its token is
+//!   ([`lease_end`](crate::runtime::lease::lease_end)) and its token is
 //!   settled like a lock's: the largest a quorum drew, after lifting the counters of the
 //!   granting servers that drew less (the `raise` operation, conditional on still holding
 //!   there). Without a quorum or validity, what was taken is given back on every server that
@@ -57,7 +57,7 @@ impl Tickets {
     /// `queue_ttl_ms` more.
     fn take(&self, name: &str, owner: &str, queue_ttl_ms: u64) -> u64 {
         let now = Instant::now();
-        let until = crate::core::clock::after(now, Duration::from_millis(queue_ttl_ms));
+        let until = crate::runtime::clock::after(now, Duration::from_millis(queue_ttl_ms));
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         // Tickets of waiters that stopped asking without releasing are swept now and then
         // (amortised O(1) per ticket made).

@@ -1,7 +1,7 @@
 //! Runs the first step of each submitted operation on the submitting (JavaScript) thread:
 //! the operation is polled once right there, which takes it as far as its first I/O (a
 //! command queued on a connection, written at the end of the submission by the same thread:
-//! see `store::flush`). Only when it is woken again (its reply arrived, a timer fired) does it
+//! see `runtime::flush`). Only when it is woken again (its reply arrived, a timer fired) does it
 //! move onto the runtime, where it goes on as an ordinary task. A lock operation then costs no
 //! wake-up of the runtime on its way to the server, and nothing at all when it completes in
 //! its first step (the memory store).

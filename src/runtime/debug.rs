@@ -56,8 +56,8 @@ pub fn write(args: std::fmt::Arguments<'_>) {
 #[macro_export]
 macro_rules! debug {
     ($($arg:tt)*) => {
-        if $crate::core::debug::enabled() {
-            $crate::core::debug::write(format_args!($($arg)*));
+        if $crate::runtime::debug::enabled() {
+            $crate::runtime::debug::write(format_args!($($arg)*));
         }
     };
 }

@@ -6,7 +6,7 @@
 //!
 //! Outside a scope [`defer`] returns false and the connection's own driver writes, as usual.
 
-use crate::core::thread_scope::{self, Registry};
+use crate::runtime::thread_scope::{self, Registry};
 use std::sync::Arc;
 
 /// Something that writes what was queued on it, without blocking.

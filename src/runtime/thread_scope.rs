@@ -1,5 +1,5 @@
 //! A thread's outermost scope that collects what registers with it while it runs and hands
-//! the list over when it ends (even by a panic). The write-behind scope (`store::flush`) and
+//! the list over when it ends (even by a panic). The write-behind scope (`runtime::flush`) and
 //! the direct drain of completions (`binding::direct_drain`) are two such scopes.
 
 use std::cell::RefCell;

@@ -1,0 +1,260 @@
+//! The decoding of a submitted batch (records laid out as `protocol.rs` defines) into
+//! operations, and how each operation runs and completes.
+
+use super::completions::{Completions, Kind};
+use super::protocol::{
+    acquire, held, FLAG_CANCELLABLE, FLAG_PLAIN, FLAG_UNFENCED, FLAG_WATCH_EXPIRY, OP_ACQUIRE,
+    OP_EXTEND, OP_RELEASE, REQ,
+};
+use crate::core::error::LockError;
+use crate::core::options::{AcquireSpec, AutoExtend, PermitSpec};
+use crate::core::session::Session;
+use crate::runtime::clock;
+use crate::store::ValueFormat;
+use napi::bindgen_prelude::Buffer;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// One operation of a submitted batch.
+pub(super) enum Op {
+    Acquire {
+        req: f64,
+        spec: AcquireSpec,
+        cancel: Option<CancellationToken>,
+    },
+    Release {
+        req: f64,
+        id: f64,
+    },
+    Extend {
+        req: f64,
+        id: f64,
+        ttl: f64,
+    },
+}
+
+/// Decodes the first `len` numbers of `ops`, taking keys and owners from `strings` and
+/// payloads from `data`, in order. `owner_prefix`: what owners made from an `ownerSeq` start
+/// with. A cancellable acquisition is registered with `session` here, on the submitting
+/// thread, so a cancel that follows the submission finds it even before its task starts.
+/// Nothing runs unless the whole batch decodes; the error says what was malformed.
+pub(super) fn decode(
+    ops: &[f64],
+    len: u32,
+    strings: Vec<String>,
+    data: &[Buffer],
+    owner_prefix: Option<&str>,
+    session: &Session,
+) -> Result<Vec<Op>, String> {
+    let ops = ops.get(..len as usize).ok_or("len beyond the ops buffer")?;
+    let mut strings = strings.into_iter();
+    let mut batch = Vec::new();
+    let mut i = 0;
+    while i < ops.len() {
+        let op = ops[i] as u32;
+        let need = match op {
+            OP_ACQUIRE => acquire::LEN,
+            OP_RELEASE => held::RELEASE_LEN,
+            OP_EXTEND => held::EXTEND_LEN,
+            _ => return Err(format!("unknown op {op}")),
+        };
+        let r = ops.get(i..i + need).ok_or("truncated op record")?;
+        batch.push(match op {
+            OP_ACQUIRE => {
+                let key = strings.next().ok_or("missing key")?;
+                let seq = r[acquire::OWNER_SEQ];
+                let owner = if seq >= 0.0 {
+                    let prefix = owner_prefix.ok_or("no owner prefix set")?;
+                    if seq.fract() != 0.0 || seq > MAX_OWNER_SEQ {
+                        return Err("bad ownerSeq".into());
+                    }
+                    owner_of(prefix, seq as u64)
+                } else {
+                    strings.next().ok_or("missing owner")?
+                };
+                let flags = r[acquire::FLAGS] as u32;
+                Op::Acquire {
+                    req: r[REQ],
+                    spec: acquire_spec(r, key, owner, data, flags)?,
+                    cancel: (flags & FLAG_CANCELLABLE != 0)
+                        .then(|| session.cancellable(r[REQ] as u64)),
+                }
+            }
+            OP_RELEASE => Op::Release {
+                req: r[REQ],
+                id: r[held::ID],
+            },
+            _ => Op::Extend {
+                req: r[REQ],
+                id: r[held::ID],
+                ttl: r[held::TTL],
+            },
+        });
+        i += need;
+    }
+    Ok(batch)
+}
+
+/// The acquisition an acquire record `r` asks for.
+fn acquire_spec(
+    r: &[f64],
+    key: String,
+    owner: String,
+    data: &[Buffer],
+    flags: u32,
+) -> Result<AcquireSpec, String> {
+    use acquire::*;
+    let (permits, limit) = (r[PERMITS], r[LIMIT]);
+    // Permits within 1..=limit<=MAX_PERMITS, or none (a lock): the store's rules count on it,
+    // whatever JavaScript sent.
+    if permits >= 1.0 && !(permits <= limit && limit <= f64::from(crate::limits::MAX_PERMITS)) {
+        return Err("permits must be from 1 to the semaphore's limit".into());
+    }
+    Ok(AcquireSpec {
+        key,
+        owner,
+        ttl_ms: whole_ms(r[TTL]),
+        wait: (r[WAIT] >= 0.0).then(|| ms(r[WAIT])),
+        max_attempts: (r[MAX_ATTEMPTS] >= 0.0).then_some(r[MAX_ATTEMPTS] as u64),
+        retry_delay: ms(r[RETRY_DELAY]),
+        jitter: r[JITTER].clamp(0.0, 1.0),
+        data: (r[DATA_INDEX] >= 0.0)
+            .then(|| data.get(r[DATA_INDEX] as usize).map(|b| b.to_vec()))
+            .flatten(),
+        auto_extend: (r[EXTEND_EVERY] > 0.0).then(|| AutoExtend {
+            every: ms(r[EXTEND_EVERY]),
+            max_hold: (r[MAX_HOLD] >= 0.0).then(|| ms(r[MAX_HOLD])),
+        }),
+        watch_expiry: flags & FLAG_WATCH_EXPIRY != 0,
+        format: if flags & FLAG_PLAIN != 0 {
+            ValueFormat::Plain
+        } else if flags & FLAG_UNFENCED != 0 {
+            ValueFormat::Unfenced
+        } else {
+            ValueFormat::Fenced
+        },
+        permits: (permits >= 1.0).then_some(PermitSpec {
+            count: permits as u32,
+            limit: limit as u32,
+        }),
+    })
+}
+
+/// `n` in base 36 with lowercase digits, as JavaScript's `n.toString(36)` writes an integer.
+fn base36(mut n: u64, out: &mut String) {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut buf = [0u8; 13];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = DIGITS[(n % 36) as usize];
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(buf[i..].iter().map(|&b| char::from(b)));
+}
+
+/// Largest `ownerSeq` (JavaScript's largest exact integer).
+const MAX_OWNER_SEQ: f64 = 9_007_199_254_740_991.0;
+
+/// The owner of sequence number `seq` of a client whose owners start with `prefix`.
+fn owner_of(prefix: &str, seq: u64) -> String {
+    let mut owner = String::with_capacity(prefix.len() + 13);
+    owner.push_str(prefix);
+    base36(seq, &mut owner);
+    owner
+}
+
+fn ms(v: f64) -> Duration {
+    clock::from_ms(v)
+}
+
+/// A whole number of milliseconds from a JavaScript number (NaN and negatives give 0; `as`
+/// saturates the rest).
+fn whole_ms(v: f64) -> u64 {
+    v as u64
+}
+
+/// Runs an operation; if it panics (a bug), its request still completes, with an error,
+/// instead of leaving the caller's promise pending forever.
+pub(super) async fn guarded(
+    req: f64,
+    completions: Arc<Completions>,
+    run: impl std::future::Future<Output = ()>,
+) {
+    use futures_util::FutureExt;
+    if let Err(panic) = std::panic::AssertUnwindSafe(run).catch_unwind().await {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        crate::debug!("an operation panicked: {what}");
+        completions.error(
+            req,
+            LockError::Backend(crate::store::StoreError::internal(
+                "internal error: the operation panicked (a bug in deadbolt, please report it)",
+            )),
+        );
+    }
+}
+
+impl Op {
+    /// The request this operation completes.
+    pub(super) fn req(&self) -> f64 {
+        match self {
+            Op::Acquire { req, .. } | Op::Release { req, .. } | Op::Extend { req, .. } => *req,
+        }
+    }
+
+    /// Runs the operation and completes its request.
+    pub(super) async fn run(self, session: Arc<Session>, completions: Arc<Completions>) {
+        match self {
+            Op::Acquire { req, spec, cancel } => {
+                match session.acquire(req as u64, spec, cancel).await {
+                    Ok(Some(grant)) => completions.granted(req, grant.token),
+                    Ok(None) => completions.record(req, Kind::Refused, 0.0),
+                    Err(e) => completions.error(req, e),
+                }
+            }
+            Op::Release { req, id } => {
+                complete(&completions, req, session.release(id as u64).await)
+            }
+            Op::Extend { req, id, ttl } => complete(
+                &completions,
+                req,
+                session.extend(id as u64, whole_ms(ttl)).await,
+            ),
+        }
+    }
+}
+
+fn complete(completions: &Completions, req: f64, result: Result<bool, LockError>) {
+    match result {
+        Ok(true) => completions.record(req, Kind::Succeeded, 0.0),
+        Ok(false) => completions.record(req, Kind::Refused, 0.0),
+        Err(e) => completions.error(req, e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owner_of;
+
+    #[test]
+    fn an_owner_made_from_a_sequence_number_is_what_javascript_writes() {
+        // `n.toString(36)` in JavaScript, which `Lock#owner` shows.
+        for (seq, js) in [
+            (0, "0"),
+            (35, "z"),
+            (36, "10"),
+            (60_466_176, "100000"),
+            (9_007_199_254_740_991, "2gosa7pa2gv"),
+        ] {
+            assert_eq!(owner_of("p.", seq), format!("p.{js}"));
+        }
+    }
+}
