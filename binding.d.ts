@@ -333,6 +333,20 @@ export interface NativeStats {
   subscriptions: number
 }
 
+/** A store as the registry knows it (see `src/store/registry.rs`). */
+export interface NativeStoreEntry {
+  /** Its name (`redis`, `mysql`, …). */
+  name: string
+  /** The URL schemes that name it, the usual one first. */
+  schemes: Array<string>
+  /** What its URL looks like. */
+  example: string
+  /** The schemes that take `options.tls`. */
+  tls: Array<string>
+  /** The connect options it reads beyond the timeouts. */
+  options: Array<string>
+}
+
 /** TLS settings of a native client: PEM bytes, checked by `lib/tls.js` and again natively. */
 export interface NativeTlsOptions {
   /** CA certificates (PEM) to verify the server with instead of the public roots. */
@@ -367,3 +381,6 @@ export interface NativeTopology {
 
 /** The protocol's numbers. */
 export declare function protocol(): NativeProtocol
+
+/** The registry of stores, for the client's URL check, its messages and the CLI's help. */
+export declare function stores(): Array<NativeStoreEntry>

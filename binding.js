@@ -838,3 +838,4 @@ module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.limits = nativeBinding.limits
 module.exports.protocol = nativeBinding.protocol
+module.exports.stores = nativeBinding.stores

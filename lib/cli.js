@@ -5,7 +5,11 @@
 
 const readline = require('readline')
 const { connect } = require('./client')
+const { stores } = require('./addon')
 const { MAX_PERMITS } = require('./semaphore')
+
+// The stores this build has (src/store/registry.rs).
+const STORES = stores()
 
 const EXIT = Object.freeze({ ok: 0, none: 1, usage: 2, store: 3 })
 
@@ -20,8 +24,8 @@ Commands:
   leader <url> <name>            the current leader of an election
   permits <url> <name>           who holds permits of a semaphore (or a read-write lock)
 
-<url> is a store URL (redis://, rediss://, mysql://, mariadb://, postgres://, sqlite://, dynamodb://<table>?region=…
-with AWS credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --help (help for a command).
+<url> is a store URL (${STORES.map((e) => e.example).join(', ')}; dynamodb:// with AWS
+credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --help (help for a command).
 Exit codes: 0 done, 1 nothing there, 2 usage error, 3 the store failed.`,
   inspect: 'Usage: deadbolt inspect <url> <key> [--json]\nPrints the holder, fencing token, remaining lease and data of <key>; exit 1 if it is free.',
   list: 'Usage: deadbolt list <url> [prefix] [--limit N] [--json]\nPrints the held locks whose names start with prefix (default: all), at most N (default 1000).',

@@ -5,6 +5,7 @@
 const { randomBytes } = require('crypto')
 const { inspect } = require('util')
 const { Native, FLAGS } = require('./native')
+const { stores } = require('./addon')
 const { debug } = require('./debug')
 const { LockClosedError } = require('./errors')
 const v = require('./validate')
@@ -380,7 +381,17 @@ class LockClient {
   }
 }
 
-const SCHEMES = /^(redis|rediss|redis\+unix|unix|mysql|mariadb|postgres|postgresql|sqlite|dynamodb|memory):\/\//i
+// The URL schemes of the stores this build has, from the addon's registry
+// (src/store/registry.rs): the one list of stores.
+const SCHEMES_LIST = stores().flatMap((e) => e.schemes)
+const SCHEMES = new Set(SCHEMES_LIST)
+/** Whether `url` starts with `scheme://` for a scheme of the registry (any case). */
+function knownScheme(url) {
+  const at = url.indexOf('://')
+  return at > 0 && SCHEMES.has(url.slice(0, at).toLowerCase())
+}
+/** `a://, b:// or c://`. */
+const SCHEMES_TEXT = `${SCHEMES_LIST.slice(0, -1).map((s) => `${s}://`).join(', ')} or ${SCHEMES_LIST.at(-1)}://`
 
 /**
  * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://`, `postgres://`,
@@ -396,10 +407,10 @@ async function connect(url, options = {}) {
   // { sentinels, name } a Sentinel-managed primary (lib/topology.js).
   const multi = multiServer(url)
   if (multi === null && typeof url !== 'string') throw v.typeError('url', 'a URL, an array of Redis URLs (Redlock), { cluster: [...] } or { sentinels: [...], name }', url)
-  if (multi === null && !SCHEMES.test(url)) {
+  if (multi === null && !knownScheme(url)) {
     // Named by its scheme only: the rest of a URL may hold a password.
     const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]
-    const err = new TypeError(`The argument 'url' must start with redis://, rediss://, mysql://, mariadb://, postgres://, sqlite://, dynamodb:// or memory://. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
+    const err = new TypeError(`The argument 'url' must start with ${SCHEMES_TEXT}. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
     err.code = 'ERR_INVALID_ARG_VALUE'
     throw err
   }

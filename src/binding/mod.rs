@@ -17,7 +17,7 @@ mod submit;
 mod uv;
 
 pub use client::NativeClient;
-pub use protocol::{limits, protocol};
+pub use protocol::{limits, protocol, stores};
 
 /// mimalloc: the addon allocates on the JS thread and frees on a tokio worker (and back) for
 /// every operation, where glibc's per-thread arenas spent ~10 % of the CPU in a profile.

@@ -254,3 +254,34 @@ pub fn limits() -> NativeLimits {
         max_permits: defaults::MAX_PERMITS,
     }
 }
+
+/// A store as the registry knows it (see `src/store/registry.rs`).
+#[napi(object)]
+pub struct NativeStoreEntry {
+    /// Its name (`redis`, `mysql`, …).
+    pub name: String,
+    /// The URL schemes that name it, the usual one first.
+    pub schemes: Vec<String>,
+    /// What its URL looks like.
+    pub example: String,
+    /// The schemes that take `options.tls`.
+    pub tls: Vec<String>,
+    /// The connect options it reads beyond the timeouts.
+    pub options: Vec<String>,
+}
+
+/// The registry of stores, for the client's URL check, its messages and the CLI's help.
+#[napi(catch_unwind)]
+pub fn stores() -> Vec<NativeStoreEntry> {
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+    crate::store::registry::STORES
+        .iter()
+        .map(|e| NativeStoreEntry {
+            name: e.name.to_string(),
+            schemes: strings(e.schemes),
+            example: e.example.to_string(),
+            tls: strings(e.tls),
+            options: strings(e.options),
+        })
+        .collect()
+}

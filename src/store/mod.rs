@@ -1,7 +1,7 @@
 //! The store contract: [`LockStore`], the operations every store implements, each one round
 //! trip and atomic on the server, plus optional capabilities the engine discovers through the
 //! trait ([`LockStore::release_notifications`]). Nothing here knows about retries,
-//! heartbeats or JavaScript. Adding a store is one module here and one line in [`open`].
+//! heartbeats or JavaScript. Adding a store is its module here and one line in [`registry`].
 
 pub mod dynamodb;
 pub mod error;
@@ -13,6 +13,7 @@ pub mod postgres;
 pub mod redis;
 pub mod redlock;
 pub mod refused;
+pub mod registry;
 pub mod sqlite;
 pub mod tls;
 pub mod topology;

@@ -1,16 +1,12 @@
-//! Turning a connection URL into a store: the one place that names every store.
+//! Turning a connection URL into a store, through the registry of stores (`registry.rs`).
 
-use super::dynamodb::{DynamoOptions, DynamoStore, DynamoStoreOptions};
-use super::memory::MemoryStore;
-use super::mysql::{MysqlOptions, MysqlStore};
-use super::postgres::{PostgresOptions, PostgresStore};
-use super::redis::{RedisOptions, RedisStore};
-use super::sqlite::{SqliteOptions, SqliteStore};
+use super::dynamodb::DynamoOptions;
+use super::redis::RedisOptions;
+use super::registry;
 use super::tls::TlsOptions;
 use super::topology::{self, Topology};
 use super::{SharedStore, StoreError};
 use crate::limits;
-use std::sync::Arc;
 
 /// Connection settings that are not part of the URL.
 ///
@@ -78,18 +74,14 @@ pub fn scheme(url: &str) -> Option<String> {
     url.split_once("://").map(|(s, _)| s.to_ascii_lowercase())
 }
 
-/// Builds the store a URL names: `redis://`, `rediss://`, `redis+unix://`, `unix://`,
-/// `mysql://`, `mariadb://`, `postgres://`, `postgresql://`, `sqlite://path`,
-/// `dynamodb://<table>` or `memory://[name]`. Must run inside a tokio runtime; no I/O.
-/// A URL or option the store cannot use is an [`super::ErrorKind::Invalid`] error, whose
-/// message never repeats the URL (it may hold a password).
+/// Builds the store a URL names (see [`registry::STORES`]): `redis://`, `rediss://`,
+/// `redis+unix://`, `unix://`, `mysql://`, `mariadb://`, `postgres://`, `postgresql://`,
+/// `sqlite://path`, `dynamodb://<table>` or `memory://[name]`, or a multi-server Redis form.
+/// Must run inside a tokio runtime; no I/O. A URL or option the store cannot use is an
+/// [`super::ErrorKind::Invalid`] error, whose message never repeats the URL (it may hold a
+/// password).
 pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
-    let redis_opts = RedisOptions {
-        connect_timeout_ms: opts.connect_timeout_ms,
-        response_timeout_ms: opts.response_timeout_ms,
-        tls: opts.tls.clone(),
-    };
-    if let Some(store) = topology::open(&opts.topology, &redis_opts)? {
+    if let Some(store) = topology::open(&opts.topology, &RedisOptions::of(opts))? {
         return Ok(store);
     }
     let Some(scheme) = scheme(url) else {
@@ -97,91 +89,24 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
             "The \"url\" argument must be a URL such as redis://host:6379, mysql://user@host/db or memory://",
         ));
     };
-    if opts.dynamodb.is_some() && scheme != "dynamodb" {
+    let Some(entry) = registry::find(&scheme) else {
+        return Err(StoreError::invalid(format!(
+            "Unsupported URL scheme \"{scheme}:\"; use {}",
+            registry::listed(|e| e.schemes)
+        )));
+    };
+    if opts.dynamodb.is_some() && !entry.options.contains(&"dynamodb") {
         return Err(StoreError::invalid(
             "the DynamoDB options apply to dynamodb:// URLs only",
         ));
     }
-    match scheme.as_str() {
-        "dynamodb" if opts.tls.is_some() => Err(StoreError::invalid(
-            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not dynamodb:// (an https:// endpoint is verified against the public roots)",
-        )),
-        "dynamodb" => {
-            let store = DynamoStore::connect(
-                url,
-                DynamoStoreOptions {
-                    dynamo: opts.dynamodb.clone().unwrap_or_default(),
-                    connect_timeout_ms: opts.connect_timeout_ms,
-                    response_timeout_ms: opts.response_timeout_ms,
-                },
-            )?;
-            Ok(Arc::new(store))
-        }
-        "redis" | "rediss" | "redis+unix" | "unix" => {
-            // A URL or TLS material the client cannot use is bad input, not a store failure.
-            let store = RedisStore::connect(url, &redis_opts).map_err(|e| {
-                StoreError::invalid(if opts.tls.is_some() {
-                    format!("Invalid Redis URL or options: {e}")
-                } else {
-                    format!("Invalid Redis URL: {e}")
-                })
-            })?;
-            Ok(store)
-        }
-        "mysql" | "mariadb" => {
-            let url = if scheme == "mariadb" {
-                format!("mysql{}", &url["mariadb".len()..])
-            } else {
-                url.to_string()
-            };
-            let mysql_opts = MysqlOptions {
-                table: opts.table.clone(),
-                pool_size: opts.pool_size,
-                connect_timeout_ms: opts.connect_timeout_ms,
-                response_timeout_ms: opts.response_timeout_ms,
-                tls: opts.tls.clone(),
-                ..MysqlOptions::default()
-            };
-            let store = MysqlStore::connect(&url, mysql_opts)
-                .map_err(|e| StoreError::invalid(format!("Invalid MySQL URL or options: {e}")))?;
-            Ok(Arc::new(store))
-        }
-        "postgres" | "postgresql" => {
-            let pg_opts = PostgresOptions {
-                table: opts.table.clone(),
-                pool_size: opts.pool_size,
-                connect_timeout_ms: opts.connect_timeout_ms,
-                response_timeout_ms: opts.response_timeout_ms,
-                tls: opts.tls.clone(),
-                ..PostgresOptions::default()
-            };
-            let store = PostgresStore::connect(url, pg_opts).map_err(|e| {
-                StoreError::invalid(format!("Invalid PostgreSQL URL or options: {e}"))
-            })?;
-            Ok(Arc::new(store))
-        }
-        "sqlite" if opts.tls.is_some() => Err(StoreError::invalid(
-            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not sqlite://",
-        )),
-        "sqlite" => {
-            let sqlite_opts = SqliteOptions {
-                table: opts.table.clone(),
-                connect_timeout_ms: opts.connect_timeout_ms,
-                response_timeout_ms: opts.response_timeout_ms,
-            };
-            Ok(Arc::new(SqliteStore::connect(url, sqlite_opts)?))
-        }
-        "memory" if opts.tls.is_some() => Err(StoreError::invalid(
-            "options.tls applies to rediss://, mysql:// and postgres:// URLs, not memory://",
-        )),
-        "memory" => {
-            let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
-            Ok(MemoryStore::named(name))
-        }
-        other => Err(StoreError::invalid(format!(
-            "Unsupported URL scheme \"{other}:\"; use redis:, rediss:, mysql:, mariadb:, postgres:, postgresql:, sqlite:, dynamodb: or memory:"
-        ))),
+    if opts.tls.is_some() && !entry.tls.contains(&scheme.as_str()) {
+        return Err(StoreError::invalid(format!(
+            "options.tls applies to {} URLs, not {scheme}://",
+            registry::listed(|e| e.tls)
+        )));
     }
+    (entry.open)(url, opts)
 }
 
 #[cfg(test)]
