@@ -192,6 +192,8 @@ class Lock {
     // Not an `async` function: returning the release's own promise from one would cost a
     // second promise and two more microtask turns (resolving with a thenable) per release.
     if (this._state === RELEASED) return Promise.resolve(false)
+    // A loss heard before anyone listened (see _lost) happened before this release: say so now.
+    if (this._state === HELD && this._extra !== null && this._extra.later !== null) this._report(this._extra.later)
     const wasHeld = this._state === HELD
     this._state = RELEASED
     const native = this._client._nativeOrNull()
