@@ -317,14 +317,15 @@ class Native {
       if (kind === LOST) {
         const reason = LOST_REASONS[value] ?? 'not-owned'
         const holder = this.holders.get(req)
+        const acquiring = holder ? undefined : this.pending.get(req)
         if (holder) {
           this.holders.delete(req)
           holder._lost(reason)
-        } else if (this.pending.get(req)?.lostEarly !== undefined) {
+        } else if (acquiring?.lostEarly !== undefined) {
           // The heartbeat scheduler reported a grant lost (its lease had run out on the way)
           // before the acquisition's own completion was queued: the lock it is about to
           // resolve with is lost from the start.
-          this.pending.get(req).lostEarly = reason
+          acquiring.lostEarly = reason
         } else {
           // A lock nobody here was given (an acquisition that had already failed, been
           // aborted or closed): nobody to tell, and not worth a warning.
