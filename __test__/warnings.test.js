@@ -4,8 +4,9 @@
 // out: such a lock is reported lost in the very batch that grants it, before the caller's
 // `await` has returned it. A caller that listens to `signal` as soon as it holds the lock must
 // hear that loss there, never as a process warning; so must every caller across a restart.
-// Each store is stalled (SIGSTOP) and restarted (SIGKILL, then started again) under load of
-// acquire, tryAcquire and withLock, with and without autoExtend, every lock's signal listened to.
+// Each store is stalled (SIGSTOP) and restarted (crashed: SIGKILL, or PostgreSQL's immediate
+// shutdown; then started again) under load of acquire, tryAcquire and withLock, with and
+// without autoExtend, every lock's signal listened to.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
