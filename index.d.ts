@@ -182,7 +182,8 @@ export interface AcquireOptions {
   /**
    * With autoExtend: after this many ms the heartbeat stops and the lock is given up (lost
    * with reason 'max-hold' and released). Bounds how long a stuck event loop can keep a lock
-   * alive through the native heartbeat. 0 to 2^31-1, or Infinity (the default).
+   * alive through the native heartbeat. 0 to 2^31-1, or Infinity (the default); more than 0
+   * with autoExtend.
    */
   maxHold?: number
   /** Payload stored with the lock (at most 1 MiB; a string must have no lone surrogates). */
@@ -444,7 +445,7 @@ export declare class ReadWriteLock {
 }
 
 export interface ElectOptions {
-  /** Leadership lease in ms. Default 5 000. */
+  /** Leadership lease in ms, an integer from 2 to 2^31-1. Default 5 000. */
   ttl?: number
   /** Stored with the leadership lock, e.g. the host name. */
   data?: LockData

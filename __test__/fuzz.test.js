@@ -155,7 +155,10 @@ function polluted(fn) {
   return result
 }
 
-/** An options object: some fields from `fields`, maybe on a prototype full of bad values. */
+/**
+ * An options object: some fields from `fields`, maybe with no prototype, or on a prototype full
+ * of bad values (then not a plain object: refused as a whole).
+ */
 function optionsOf(fields) {
   const record = fc.record(fields, { requiredKeys: [] })
   return fc.tuple(record, fc.constantFrom('plain', 'badProto', 'nullProto')).map(([o, kind]) => {
@@ -170,6 +173,8 @@ function optionsOf(fields) {
 const isInt = (x, min, max) => typeof x === 'number' && Number.isInteger(x) && x >= min && x <= max
 const isDuration = (x) => typeof x === 'number' && ((x >= 0 && x <= MAX_MS) || x === Infinity)
 const own = (o, k) => (Object.prototype.propertyIsEnumerable.call(o, k) ? o[k] : undefined)
+/** Options must be a plain object: an object literal or one with a null prototype. */
+const isPlain = (o) => o !== null && typeof o === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(o))
 
 function keyProblem(key, name = 'key') {
   if (typeof key !== 'string' || key === '' || !key.isWellFormed() || Buffer.byteLength(key) > 1024) return name
@@ -197,7 +202,7 @@ const hasUnknownKey = (options, known) => Object.keys(options).some((k) => !know
 
 function acquireProblems(options, d = { autoExtend: false }) {
   if (options === undefined || options === null) return []
-  if (typeof options !== 'object') return ['options']
+  if (!isPlain(options)) return ['options']
   if (hasUnknownKey(options, ACQUIRE_KEYS)) return ['options']
   const problems = []
   const ttl = own(options, 'ttl') ?? 10_000
@@ -214,7 +219,8 @@ function acquireProblems(options, d = { autoExtend: false }) {
   } else if (autoExtend === true && ttl === 1) {
     problems.push('options.ttl')
   }
-  if (!isDuration(own(options, 'maxHold') ?? Infinity)) problems.push('options.maxHold')
+  const maxHold = own(options, 'maxHold') ?? Infinity
+  if (!isDuration(maxHold) || (maxHold === 0 && autoExtend === true)) problems.push('options.maxHold')
   const data = own(options, 'data')
   if (data !== undefined && dataProblem(data)) problems.push('options.data')
   const signal = own(options, 'signal')
@@ -369,7 +375,7 @@ test('elect options: bad ones throw naming the option, good ones campaign and re
   await check(fc.asyncProperty(electOptions, async (options) => {
     const ttl = own(options, 'ttl') === undefined ? 5000 : options.ttl
     const fnProblem = ['onElected', 'onRevoked'].find((k) => own(options, k) !== undefined && typeof options[k] !== 'function')
-    const problem = !isInt(ttl, 1, MAX_MS) ? 'options.ttl'
+    const problem = !isPlain(options) ? 'options' : !isInt(ttl, 2, MAX_MS) ? 'options.ttl'
       : fnProblem ? `options.${fnProblem}`
         : acquireProblems({ ttl, retryDelay: own(options, 'retryDelay') ?? undefined, data: own(options, 'data'), autoExtend: true })[0]
           ?? (own(options, 'signal') !== undefined && !isSignal(options.signal) ? 'options.signal' : null)
@@ -392,7 +398,7 @@ test('elect options: bad ones throw naming the option, good ones campaign and re
 
 function connectProblem(options) {
   if (options === undefined) return null
-  if (options === null || typeof options !== 'object') return 'options'
+  if (!isPlain(options)) return 'options'
   if (hasUnknownKey(options, CONNECT_KEYS)) return 'options'
   const get = (k) => own(options, k)
   const checks = [
@@ -414,7 +420,7 @@ test('connect options: bad ones are refused naming the option, before any I/O', 
   })
   await check(fc.asyncProperty(fc.oneof({ weight: 9, arbitrary: connectOptions }, { weight: 1, arbitrary: anyValue }), fc.boolean(), async (options, pollute) => {
     const problem = connectProblem(options)
-    const go = () => connect(deadUrl, options === undefined || options === null || typeof options !== 'object' ? options : { ...options, lazy: true })
+    const go = () => connect(deadUrl, !isPlain(options) ? options : { ...options, lazy: true })
     const r = await outcome(() => (pollute ? polluted(go) : go()))
     if (problem !== null && !(problem === 'options.lazy')) {
       assert.ok(!r.ok, `accepted: ${problem}`)
@@ -449,7 +455,7 @@ test('connect URLs: anything that is not a usable URL is a TypeError, and memory
 
 function redislockProblem(options) {
   if (!options) return null
-  if (typeof options !== 'object' && typeof options !== 'function') return 'options'
+  if (typeof options !== 'function' && !isPlain(options)) return 'options'
   const value = (k, d) => { const x = own(options, k); return x === undefined || x === null ? d : x }
   if (!isInt(value('timeout', 10000), 1, MAX_MS)) return 'timeout'
   const retries = value('retries', 0)
@@ -545,7 +551,7 @@ test('sql-lock initialize: bad options are invalid_parameters before any I/O', a
   await check(fc.asyncProperty(fc.oneof({ weight: 9, arbitrary: initOptions }, { weight: 1, arbitrary: anyValue }), async (options) => {
     let problem = null
     if (options !== undefined && options !== null) {
-      if (typeof options !== 'object') problem = 'options'
+      if (!isPlain(options)) problem = 'options'
       else if (!isInt(own(options, 'locking_ttl') ?? 10_000, 1, MAX_MS)) problem = 'options.locking_ttl'
       else problem = connectProblem({ poolSize: own(options, 'poolSize'), connectTimeout: own(options, 'connectTimeout'), retryDelay: own(options, 'retryDelay'), table: own(options, 'table') })
     }

@@ -332,7 +332,6 @@ test('ttl 1 with autoExtend is refused with an error that names ttl, not extendE
   }
   await assert.rejects(dead.acquire(key(), { ttl: 1, autoExtend: true }), check)
   await assert.rejects(dead.withLock(key(), { ttl: 1 }, () => {}), check)
-  assert.throws(() => dead.elect(key(), { ttl: 1 }), check)
 })
 
 test('ttl 2 with autoExtend is accepted (a heartbeat every 1 ms)', async () => {
@@ -436,4 +435,101 @@ test('a misspelt acquire option is a TypeError naming it and the closest known o
 test('a misspelt connect or elect option is a TypeError naming it and the closest known option', async () => {
   await assert.rejects(connect('memory://typo', { responseTimout: 5 }), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: /Did you mean "responseTimeout"\?/ })
   assert.throws(() => mem.elect(key(), { onElect() {} }), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: /Did you mean "onElected"\?/ })
+})
+
+// ───────────── options must be plain objects ─────────────
+
+/** Objects that are not plain: own-property reads would take each as `{}` (or its indices). */
+const NOT_PLAIN = () => [[], ['ttl'], new Date(0), new Map([['ttl', 5]]), new Set(), /ttl/, new (class Options { constructor() { this.ttl = 5 } })(),
+  new Number(5), new String('ttl'), new Boolean(true), Object.create({ ttl: 5 }), new Error('x'), Promise.resolve()]
+
+test('acquire, tryAcquire and withLock refuse options that are not a plain object with a TypeError naming options', async () => {
+  for (const options of NOT_PLAIN()) {
+    const what = Object.prototype.toString.call(options)
+    await assert.rejects(dead.acquire(key(), options), wrongType('"options"'), what)
+    await assert.rejects(dead.tryAcquire(key(), options), wrongType('"options"'), what)
+    await assert.rejects(dead.withLock(key(), options, () => {}), wrongType('"options"'), what)
+  }
+})
+
+test('connect refuses options that are not a plain object with a TypeError naming options', async () => {
+  for (const options of NOT_PLAIN()) {
+    await assert.rejects(connect(deadUrl, options), wrongType('"options"'), Object.prototype.toString.call(options))
+  }
+})
+
+test('semaphores, read-write locks and acquireAll refuse options that are not a plain object', async () => {
+  const sem = mem.semaphore(key(), { limit: 2 })
+  const rw = mem.readWriteLock(key())
+  for (const options of NOT_PLAIN()) {
+    const what = Object.prototype.toString.call(options)
+    assert.throws(() => mem.semaphore(key(), options), wrongType('"options"'), what)
+    await assert.rejects(sem.acquire(options), wrongType('"options"'), what)
+    await assert.rejects(sem.tryAcquire(options), wrongType('"options"'), what)
+    await assert.rejects(sem.withPermit(options, () => {}), wrongType('"options"'), what)
+    await assert.rejects(rw.read(options), wrongType('"options"'), what)
+    await assert.rejects(rw.write(options), wrongType('"options"'), what)
+    await assert.rejects(dead.acquireAll([key()], options), wrongType('"options"'), what)
+  }
+})
+
+test('elect and list refuse options that are not a plain object', async () => {
+  for (const options of NOT_PLAIN()) {
+    const what = Object.prototype.toString.call(options)
+    assert.throws(() => mem.elect(key(), options), wrongType('"options"'), what)
+    await assert.rejects(mem.list('', options), wrongType('"options"'), what)
+  }
+})
+
+test('the redislock face refuses createLock and setDefaults options that are not a plain object', () => {
+  for (const options of NOT_PLAIN()) {
+    const what = Object.prototype.toString.call(options)
+    assert.throws(() => createLock(deadUrl, options), wrongType('"options"'), what)
+    assert.throws(() => setDefaults(options), wrongType('"options"'), what)
+  }
+  assert.deepEqual([createLock(deadUrl).timeout, createLock(deadUrl).retries], [10000, 0])
+})
+
+test('sql-lock initialize refuses options that are not a plain object as invalid parameters', async () => {
+  for (const options of NOT_PLAIN()) {
+    await assert.rejects(initialize('mysql://root@127.0.0.1:1/test', options),
+      (err) => err instanceof DLMError && err.err_type === 'invalid_parameters' && wrongType('"options"')(err), Object.prototype.toString.call(options))
+  }
+})
+
+test('options with a null prototype or from another realm are plain objects and are used', async () => {
+  const vm = require('node:vm')
+  for (const options of [Object.assign(Object.create(null), { ttl: 4321 }), vm.runInNewContext('({ ttl: 4321 })')]) {
+    const lock = await mem.acquire(key(), options)
+    assert.equal(lock.ttl, 4321)
+    await lock.release()
+    assert.equal(createLock(deadUrl, Object.assign(Object.create(null), { timeout: 4321 })).timeout, 4321)
+  }
+})
+
+// ───────────── maxHold and elections' ttl ─────────────
+
+test('maxHold 0 with autoExtend is refused with a RangeError naming maxHold, as it would resolve a lock already given up', async () => {
+  for (const maxHold of [0, -0]) {
+    await assert.rejects(mem.acquire(key(), { autoExtend: true, maxHold }), outOfRange('options.maxHold'))
+    await assert.rejects(mem.tryAcquire(key(), { autoExtend: true, maxHold }), outOfRange('options.maxHold'))
+    // withLock extends automatically by default.
+    await assert.rejects(mem.withLock(key(), { maxHold }, () => {}), outOfRange('options.maxHold'))
+    await assert.rejects(mem.semaphore(key(), { limit: 1 }).acquire({ autoExtend: true, maxHold }), outOfRange('options.maxHold'))
+  }
+})
+
+test('maxHold 0 without autoExtend is accepted (maxHold only bounds a heartbeat)', async () => {
+  const lock = await mem.acquire(key(), { maxHold: 0 })
+  assert.equal(lock.held, true)
+  assert.equal(await lock.release(), true)
+})
+
+test('elect with ttl 1 is refused naming ttl and its minimum of 2, not autoExtend', () => {
+  assert.throws(() => mem.elect(key(), { ttl: 1 }), (err) => {
+    outOfRange('options.ttl')(err)
+    assert.match(err.message, />= 2\b/)
+    assert.ok(!err.message.includes('autoExtend'), err.message)
+    return true
+  })
 })

@@ -57,10 +57,13 @@ function checkOptions(lock) {
   v.checkBoolean(lock.fencing, 'fencing')
 }
 
-/** redislock ignored a falsy options argument; anything else must be an object. */
+/**
+ * redislock ignored a falsy options argument; anything else must be a plain object (or a
+ * function, whose properties redislock read): an Array, Date, Map… would be taken as `{}`.
+ */
 function checkOptionsArg(options) {
-  if (options && typeof options !== 'object' && typeof options !== 'function') {
-    throw v.typeError('options', 'of type object', options)
+  if (options && typeof options !== 'function' && !v.isPlainObject(options)) {
+    throw v.typeError('options', 'a plain object', options)
   }
   return options || null
 }

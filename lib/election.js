@@ -28,7 +28,8 @@ class Election {
     const onElected = own(options, 'onElected')
     const onRevoked = own(options, 'onRevoked')
     const signal = own(options, 'signal')
-    v.checkInt(ttl, 'options.ttl')
+    // Elections are auto-extended: the heartbeat period (ttl / 3, at least 1) must be less than ttl.
+    v.checkInt(ttl, 'options.ttl', 2)
     if (onElected !== undefined) v.checkFunction(onElected, 'options.onElected')
     if (onRevoked !== undefined) v.checkFunction(onRevoked, 'options.onRevoked')
     this._client = client

@@ -3,6 +3,8 @@
 // the lease's local deadline even before the loss is heard.
 
 const { inspect } = require('util')
+// Node's own timers (see lib/native.js): under jest's fake timers the global would never fire.
+const timers = require('timers')
 const { LockExtendError, LockLostError } = require('./errors')
 const v = require('./validate')
 const { debug } = require('./debug')
@@ -32,8 +34,11 @@ class Lock {
     this._token = token
     this.ttl = ttl
     this._state = HELD
-    /** null, or { onLost, ac, lostError } once a loss callback, signal or loss exists. */
-    this._extra = onLost === undefined ? null : { onLost, ac: null, lostError: null }
+    /**
+     * null, or { onLost, ac, lostError, later } once a loss callback, signal or loss exists
+     * (`later`: the reason of a loss heard before anyone listened, reported at setImmediate).
+     */
+    this._extra = onLost === undefined ? null : { onLost, ac: null, lostError: null, later: null }
   }
 
   /** Owner token (the value stored under the key). */
@@ -54,7 +59,7 @@ class Lock {
   }
 
   _extraState() {
-    if (this._extra === null) this._extra = { onLost: undefined, ac: null, lostError: null }
+    if (this._extra === null) this._extra = { onLost: undefined, ac: null, lostError: null, later: null }
     return this._extra
   }
 
@@ -72,7 +77,7 @@ class Lock {
       const native = this._client._nativeOrNull()
       if (native !== null) {
         native.drain()
-        if (this._state === HELD) this._lost('expired')
+        if (this._state === HELD) this._report(this._extra?.later ?? 'expired')
       }
     }
     return this._lostError
@@ -112,7 +117,30 @@ class Lock {
     return x.ac.signal
   }
 
+  /**
+   * The native side reports the lock lost. With nobody listening yet the report waits for the
+   * current turn of the event loop to end: a grant that comes after its lease ran out (a
+   * stalled store answers late) is reported lost in the very batch that grants it, before the
+   * caller's `await` has even returned the lock, let alone read its `signal`. Promise
+   * continuations all run before `setImmediate`, so a caller that listens as soon as it holds
+   * the lock hears the loss instead of a process warning. `held` is false meanwhile.
+   */
   _lost(reason) {
+    if (this._state !== HELD) return
+    const x = this._extra
+    if (x === null || (x.ac === null && !x.onLost)) {
+      const later = this._extraState()
+      if (later.later === null) {
+        later.later = reason
+        timers.setImmediate(() => this._report(reason))
+      }
+      return
+    }
+    this._report(reason)
+  }
+
+  /** Reports the loss now: aborts `signal`, calls `onLost`, and warns if neither is there. */
+  _report(reason) {
     if (this._state !== HELD) return
     this._state = LOST
     debug(() => `lock ${JSON.stringify(this.key)} lost (${reason}), token ${this._token}`)
@@ -150,7 +178,7 @@ class Lock {
     const native = this._client._native()
     const ok = await native.request((req) => native.extendOp(req, this._id, ttl))
     if (!ok) {
-      this._lost('not-owned')
+      this._report(this._extra?.later ?? 'not-owned')
       throw new LockExtendError(`Lock on "${this.key}" had expired or was taken`, { cause: this._lostError ?? undefined })
     }
     this.ttl = ttl
@@ -164,6 +192,8 @@ class Lock {
     // Not an `async` function: returning the release's own promise from one would cost a
     // second promise and two more microtask turns (resolving with a thenable) per release.
     if (this._state === RELEASED) return Promise.resolve(false)
+    // A loss heard before anyone listened (see _lost) happened before this release: say so now.
+    if (this._state === HELD && this._extra !== null && this._extra.later !== null) this._report(this._extra.later)
     const wasHeld = this._state === HELD
     this._state = RELEASED
     const native = this._client._nativeOrNull()

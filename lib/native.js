@@ -10,6 +10,7 @@ const { fromNative, LockClosedError } = require('./errors')
 const { scrub } = require('./redact')
 const { secretsOfTarget } = require('./topology')
 const { IdMap } = require('./id-map')
+const { debug } = require('./debug')
 const { Requests } = require('./requests')
 // Node's own timers, not the globals: under jsdom (jest's browser-like environment)
 // `setTimeout` is the window's, which returns a number with neither `unref` nor `refresh`,
@@ -317,10 +318,21 @@ class Native {
       const kind = records[i + 1]
       const value = records[i + 2]
       if (kind === LOST) {
+        const reason = LOST_REASONS[value] ?? 'not-owned'
         const holder = this.holders.get(req)
+        const acquiring = holder ? undefined : this.pending.get(req)
         if (holder) {
           this.holders.delete(req)
-          holder._lost(LOST_REASONS[value] ?? 'not-owned')
+          holder._lost(reason)
+        } else if (acquiring?.lostEarly !== undefined) {
+          // The heartbeat scheduler reported a grant lost (its lease had run out on the way)
+          // before the acquisition's own completion was queued: the lock it is about to
+          // resolve with is lost from the start.
+          acquiring.lostEarly = reason
+        } else {
+          // A lock nobody here was given (an acquisition that had already failed, been
+          // aborted or closed): nobody to tell, and not worth a warning.
+          debug(() => `lost report (${reason}) for request ${req}, a lock never handed out`)
         }
         continue
       }

@@ -78,6 +78,8 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
     throw v.rangeError('options.ttl', 'at least 2 with autoExtend (the heartbeat period must be less than ttl)', o.ttl)
   }
   v.checkWait(o.maxHold, 'options.maxHold')
+  // A heartbeat that stops at once would resolve a lock already given up.
+  if (o.maxHold === 0 && o.autoExtend) throw v.rangeError('options.maxHold', `> 0 and <= ${v.MAX_MS}, or Infinity, with autoExtend`, o.maxHold)
   if (data !== undefined) o.encoded = v.encodeData(data, 'options.data')
   if (o.signal !== undefined) v.checkSignal(o.signal, 'options.signal')
   if (o.onLost !== undefined) v.checkFunction(o.onLost, 'options.onLost')

@@ -21,6 +21,8 @@ class PendingAcquire {
     this.req = 0
     this.onAbort = null
     this.permit = permit
+    /** null, or the reason of a loss reported before the grant itself (see Native#settle). */
+    this.lostEarly = null
   }
 
   _detach() {
@@ -58,6 +60,10 @@ class PendingAcquire {
       : new this.permit.Class(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost, this.permit.count)
     this.client._native_.holders.set(this.req, lock)
     this.res(lock)
+    if (this.lostEarly !== null) {
+      this.client._native_.holders.delete(this.req)
+      lock._lost(this.lostEarly)
+    }
   }
 
   reject(err) {

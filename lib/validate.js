@@ -98,8 +98,25 @@ function checkFunction(value, name) {
   return value
 }
 
+/**
+ * Whether `value` is a plain object: an object literal (its prototype is Object.prototype, of
+ * this realm or another: a vm context, jest's environments) or one with a null prototype.
+ * Options are read from own properties, so an Array, Date, Map, RegExp, boxed primitive or
+ * class instance would be taken as `{}` (or as its index keys): it is refused instead, and so
+ * is an object inheriting from another (its inherited options would be ignored silently).
+ */
+function isPlainObject(value) {
+  if (value === null || typeof value !== 'object') return false
+  const proto = Object.getPrototypeOf(value)
+  if (proto === null || proto === Object.prototype) return true
+  if (Object.getPrototypeOf(proto) !== null) return false
+  const ctor = Object.getOwnPropertyDescriptor(proto, 'constructor')?.value
+  return typeof ctor === 'function' && ctor.name === 'Object'
+}
+
+/** An options object: a plain object (see isPlainObject), else a TypeError naming `name`. */
 function checkObject(value, name) {
-  if (value === null || typeof value !== 'object') throw typeError(name, 'of type object', value)
+  if (!isPlainObject(value)) throw typeError(name, 'a plain object', value)
   return value
 }
 
@@ -201,6 +218,7 @@ module.exports = {
   checkBoolean,
   checkFunction,
   checkObject,
+  isPlainObject,
   checkSignal,
   encodeData,
   decodeData,
