@@ -15,16 +15,16 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;
 
-/// Connection settings of a native client. Validated by `index.js`.
+/// Connection settings of a native client. Validated by `lib/client.js` (`connect`).
 #[napi(object)]
 pub struct NativeConnectOptions {
     /// Bound on opening a connection, in ms. Default 5 000.
     pub connect_timeout: Option<u32>,
     /// Bound on one command's reply, in ms (Redis). Default 5 000.
     pub response_timeout: Option<u32>,
-    /// Lease table (MySQL). Default `deadbolt_locks`.
+    /// Lease table (MySQL, PostgreSQL, SQLite). Default `deadbolt_locks`.
     pub table: Option<String>,
-    /// Connection pool size (MySQL). Default 10.
+    /// Connection pool size (MySQL, PostgreSQL). Default 10.
     pub pool_size: Option<u32>,
     /// TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`.
     #[napi(ts_type = "NativeTlsOptions")]
@@ -266,7 +266,7 @@ pub struct NativeStats {
     pub subscriptions: u32,
 }
 
-/// One client's connection to a store; used through `index.js`, never directly.
+/// One client's connection to a store; used through `lib/native.js`, never directly.
 #[napi]
 pub struct NativeClient {
     session: Arc<Session>,
@@ -328,7 +328,7 @@ impl NativeClient {
             .map_err(|_| Error::new(Status::InvalidArg, "the owner prefix is already set"))
     }
 
-    /// Starts a batch of operations queued by `index.js` during one tick, so the batch costs
+    /// Starts a batch of operations queued by `lib/native.js` during one tick, so the batch costs
     /// one crossing and at most one wake-up of the runtime instead of one each.
     ///
     /// The first `len` numbers of `ops` (a buffer JavaScript reuses from batch to batch) are a
@@ -540,7 +540,7 @@ impl NativeClient {
         }
     }
 
-    /// Whether pending work holds the Node event loop open. `index.js` turns it on while any
+    /// Whether pending work holds the Node event loop open. `lib/native.js` turns it on while any
     /// request is pending and off when none is, so idle clients and heartbeats never keep a
     /// process alive.
     #[napi(catch_unwind)]

@@ -24,7 +24,8 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, in the order of [`ErrorKind::code`]'s table (for exporting to JS).
+    /// Every kind, in the order of [`ErrorKind::code`]'s table (Redlock's quorum counts the
+    /// kinds of its servers' errors over it).
     pub const ALL: [ErrorKind; 6] = [
         ErrorKind::Unreachable,
         ErrorKind::Timeout,

@@ -1,8 +1,10 @@
-//! A single Redis server, or a Redis Cluster. All locks on one server share one multiplexed
-//! connection (auto-pipelined by redis-rs, with one write per scheduler tick: see
-//! [`batcher`]), opened lazily and re-opened after a failure; a cluster is reached through
-//! redis-rs's cluster connection (see [`cluster`]). Waiters in other processes are woken by a
-//! pub/sub message published from the release script (see [`pubsub`]). Key layout: [`keys`].
+//! A single Redis server, a Redis Cluster or a Sentinel-managed primary. On one plain server
+//! (TCP or a unix socket) the runtime's calls share one connection read and written by a
+//! driver task ([`pipe`]), and calls made on the JavaScript thread go over its foreground
+//! lanes ([`lane`]: sockets Node's event loop reads); over TLS, one multiplexed connection
+//! ([`batcher`]); a cluster is reached through redis-rs's cluster connection ([`cluster`]),
+//! a Sentinel's primary through [`sentinel`]. Waiters in other processes are woken by a
+//! pub/sub message published from the release script ([`pubsub`]). Key layout: [`keys`].
 
 mod batcher;
 mod cluster;
