@@ -9,7 +9,7 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** One client's connection to a store; used through `index.js`, never directly. */
+/** One client's connection to a store; used through `lib/native.js`, never directly. */
 export declare class NativeClient {
   /**
    * Opens a client for `url`; `drain` is called (with no arguments) whenever completions
@@ -24,7 +24,7 @@ export declare class NativeClient {
    */
   setOwnerPrefix(prefix: string): void
   /**
-   * Starts a batch of operations queued by `index.js` during one tick, so the batch costs
+   * Starts a batch of operations queued by `lib/native.js` during one tick, so the batch costs
    * one crossing and at most one wake-up of the runtime instead of one each.
    *
    * The first `len` numbers of `ops` (a buffer JavaScript reuses from batch to batch) are a
@@ -85,7 +85,7 @@ export declare class NativeClient {
   /** Takes every completion queued so far. */
   take(): NativeBatch
   /**
-   * Whether pending work holds the Node event loop open. `index.js` turns it on while any
+   * Whether pending work holds the Node event loop open. `lib/native.js` turns it on while any
    * request is pending and off when none is, so idle clients and heartbeats never keep a
    * process alive.
    */
@@ -131,15 +131,15 @@ export interface NativeBatch {
   permitLists: Array<Array<NativePermitHolder>>
 }
 
-/** Connection settings of a native client. Validated by `index.js`. */
+/** Connection settings of a native client. Validated by `lib/client.js` (`connect`). */
 export interface NativeConnectOptions {
   /** Bound on opening a connection, in ms. Default 5 000. */
   connectTimeout?: number
   /** Bound on one command's reply, in ms (Redis). Default 5 000. */
   responseTimeout?: number
-  /** Lease table (MySQL). Default `deadbolt_locks`. */
+  /** Lease table (MySQL, PostgreSQL, SQLite). Default `deadbolt_locks`. */
   table?: string
-  /** Connection pool size (MySQL). Default 10. */
+  /** Connection pool size (MySQL, PostgreSQL). Default 10. */
   poolSize?: number
   /** TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`. */
   tls?: NativeTlsOptions

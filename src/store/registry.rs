@@ -1,11 +1,22 @@
-//! The one table of stores: which URL schemes name each, how to open it, whether it takes
-//! TLS options and which connect options it reads. [`super::open::open_store`], the
-//! JavaScript client's URL check, its error messages and the CLI's help all read it
-//! (JavaScript through the binding's `stores()`). Adding a store is its folder (with its
-//! `open`), one line here, and its test suites.
+//! The one table of stores: which URL schemes name each, how to open it from a client's
+//! connect options, whether it takes TLS options and which connect options it reads.
+//! [`super::open::open_store`], the JavaScript client's URL check, its error messages and the
+//! CLI's help all read it (JavaScript through the binding's `stores()`). Adding a store is its
+//! folder, its entry and constructor here, and its test suites (see docs/design.md).
+//!
+//! The constructors live here, not in the stores' folders: they turn [`ConnectOptions`]
+//! (which names every store's options) into each store's own, so a store never imports the
+//! table that imports it.
 
-use super::open::ConnectOptions;
-use super::{dynamodb, memory, mysql, postgres, redis, sqlite, SharedStore, StoreResult};
+use super::connect::ConnectOptions;
+use super::dynamodb::{DynamoStore, DynamoStoreOptions};
+use super::memory::MemoryStore;
+use super::mysql::{MysqlOptions, MysqlStore};
+use super::postgres::{PostgresOptions, PostgresStore};
+use super::redis::{RedisOptions, RedisStore};
+use super::sqlite::{SqliteOptions, SqliteStore};
+use super::{SharedStore, StoreError, StoreResult};
+use std::sync::Arc;
 
 /// A kind of store, as the registry knows it.
 pub struct StoreEntry {
@@ -32,7 +43,7 @@ pub const STORES: &[StoreEntry] = &[
         example: "redis://host:6379",
         tls: &["rediss"],
         options: &["tls"],
-        open: redis::open,
+        open: open_redis,
     },
     StoreEntry {
         name: "mysql",
@@ -40,7 +51,7 @@ pub const STORES: &[StoreEntry] = &[
         example: "mysql://user@host/db",
         tls: &["mysql", "mariadb"],
         options: &["table", "poolSize", "tls"],
-        open: mysql::open,
+        open: open_mysql,
     },
     StoreEntry {
         name: "postgres",
@@ -48,7 +59,7 @@ pub const STORES: &[StoreEntry] = &[
         example: "postgres://user@host/db",
         tls: &["postgres", "postgresql"],
         options: &["table", "poolSize", "tls"],
-        open: postgres::open,
+        open: open_postgres,
     },
     StoreEntry {
         name: "sqlite",
@@ -56,7 +67,7 @@ pub const STORES: &[StoreEntry] = &[
         example: "sqlite:///path/locks.db",
         tls: &[],
         options: &["table"],
-        open: sqlite::open,
+        open: open_sqlite,
     },
     StoreEntry {
         name: "dynamodb",
@@ -64,7 +75,7 @@ pub const STORES: &[StoreEntry] = &[
         example: "dynamodb://<table>?region=…",
         tls: &[],
         options: &["dynamodb"],
-        open: dynamodb::open,
+        open: open_dynamodb,
     },
     StoreEntry {
         name: "memory",
@@ -72,7 +83,7 @@ pub const STORES: &[StoreEntry] = &[
         example: "memory://[name]",
         tls: &[],
         options: &[],
-        open: memory::open,
+        open: open_memory,
     },
 ];
 
@@ -97,6 +108,87 @@ pub fn listed(pick: impl Fn(&StoreEntry) -> &'static [&'static str]) -> String {
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
     }
+}
+
+/// The Redis settings among a client's connect options.
+pub fn redis_options(opts: &ConnectOptions) -> RedisOptions {
+    RedisOptions {
+        connect_timeout_ms: opts.connect_timeout_ms,
+        response_timeout_ms: opts.response_timeout_ms,
+        tls: opts.tls.clone(),
+    }
+}
+
+fn open_redis(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
+    // A URL or TLS material the client cannot use is bad input, not a store failure.
+    let store = RedisStore::connect(url, &redis_options(opts)).map_err(|e| {
+        StoreError::invalid(if opts.tls.is_some() {
+            format!("Invalid Redis URL or options: {e}")
+        } else {
+            format!("Invalid Redis URL: {e}")
+        })
+    })?;
+    Ok(store)
+}
+
+fn open_mysql(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
+    // `mariadb://` is MySQL's protocol under another name.
+    let url = match url.get(..10) {
+        Some(s) if s.eq_ignore_ascii_case("mariadb://") => format!("mysql://{}", &url[10..]),
+        _ => url.to_string(),
+    };
+    let mysql_opts = MysqlOptions {
+        table: opts.table.clone(),
+        pool_size: opts.pool_size,
+        connect_timeout_ms: opts.connect_timeout_ms,
+        response_timeout_ms: opts.response_timeout_ms,
+        tls: opts.tls.clone(),
+        ..MysqlOptions::default()
+    };
+    let store = MysqlStore::connect(&url, mysql_opts)
+        .map_err(|e| StoreError::invalid(format!("Invalid MySQL URL or options: {e}")))?;
+    Ok(Arc::new(store))
+}
+
+fn open_postgres(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
+    let pg_opts = PostgresOptions {
+        table: opts.table.clone(),
+        pool_size: opts.pool_size,
+        connect_timeout_ms: opts.connect_timeout_ms,
+        response_timeout_ms: opts.response_timeout_ms,
+        tls: opts.tls.clone(),
+        ..PostgresOptions::default()
+    };
+    let store = PostgresStore::connect(url, pg_opts)
+        .map_err(|e| StoreError::invalid(format!("Invalid PostgreSQL URL or options: {e}")))?;
+    Ok(Arc::new(store))
+}
+
+fn open_sqlite(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
+    let sqlite_opts = SqliteOptions {
+        table: opts.table.clone(),
+        connect_timeout_ms: opts.connect_timeout_ms,
+        response_timeout_ms: opts.response_timeout_ms,
+    };
+    Ok(Arc::new(SqliteStore::connect(url, sqlite_opts)?))
+}
+
+fn open_dynamodb(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
+    let store = DynamoStore::connect(
+        url,
+        DynamoStoreOptions {
+            dynamo: opts.dynamodb.clone().unwrap_or_default(),
+            connect_timeout_ms: opts.connect_timeout_ms,
+            response_timeout_ms: opts.response_timeout_ms,
+        },
+    )?;
+    Ok(Arc::new(store))
+}
+
+/// `memory://[name]`: the process's store of that name.
+fn open_memory(url: &str, _opts: &ConnectOptions) -> StoreResult<SharedStore> {
+    let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
+    Ok(MemoryStore::named(name))
 }
 
 #[cfg(test)]

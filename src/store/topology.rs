@@ -82,9 +82,14 @@ impl fmt::Debug for Topology {
 
 /// Checks that every URL of a multi-server form is a Redis URL over TCP, naming it by its
 /// position only (a URL may hold a password).
+/// The scheme part of `url`, lower-cased, if it has one.
+pub fn scheme(url: &str) -> Option<String> {
+    url.split_once("://").map(|(s, _)| s.to_ascii_lowercase())
+}
+
 fn check_urls(form: &str, urls: &[String]) -> Result<(), StoreError> {
     for (i, url) in urls.iter().enumerate() {
-        let scheme = super::open::scheme(url).unwrap_or_default();
+        let scheme = scheme(url).unwrap_or_default();
         if scheme != "redis" && scheme != "rediss" {
             return Err(StoreError::invalid(format!(
                 "{form}: server {} must be a redis:// or rediss:// URL",

@@ -798,21 +798,5 @@ impl OperatorTools for DynamoStore {
     }
 }
 
-/// Opens the store a `dynamodb://<table>` URL names (the registry's constructor).
-pub fn open(
-    url: &str,
-    opts: &crate::store::open::ConnectOptions,
-) -> crate::store::StoreResult<crate::store::SharedStore> {
-    let store = DynamoStore::connect(
-        url,
-        DynamoStoreOptions {
-            dynamo: opts.dynamodb.clone().unwrap_or_default(),
-            connect_timeout_ms: opts.connect_timeout_ms,
-            response_timeout_ms: opts.response_timeout_ms,
-        },
-    )?;
-    Ok(std::sync::Arc::new(store))
-}
-
 #[cfg(test)]
 mod tests;

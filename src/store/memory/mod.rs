@@ -360,15 +360,5 @@ impl OperatorTools for MemoryStore {
     }
 }
 
-/// Opens the store a `memory://[name]` URL names (the registry's constructor): the
-/// process's store of that name.
-pub fn open(
-    url: &str,
-    _opts: &crate::store::open::ConnectOptions,
-) -> crate::store::StoreResult<crate::store::SharedStore> {
-    let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
-    Ok(MemoryStore::named(name))
-}
-
 #[cfg(test)]
 mod tests;

@@ -1369,29 +1369,5 @@ impl OperatorTools for MysqlStore {
     }
 }
 
-/// Opens the store a `mysql://` or `mariadb://` URL names (the registry's constructor).
-pub fn open(
-    url: &str,
-    opts: &crate::store::open::ConnectOptions,
-) -> crate::store::StoreResult<crate::store::SharedStore> {
-    // `mariadb://` is MySQL's protocol under another name.
-    let url = match url.get(..10) {
-        Some(s) if s.eq_ignore_ascii_case("mariadb://") => format!("mysql://{}", &url[10..]),
-        _ => url.to_string(),
-    };
-    let mysql_opts = MysqlOptions {
-        table: opts.table.clone(),
-        pool_size: opts.pool_size,
-        connect_timeout_ms: opts.connect_timeout_ms,
-        response_timeout_ms: opts.response_timeout_ms,
-        tls: opts.tls.clone(),
-        ..MysqlOptions::default()
-    };
-    let store = MysqlStore::connect(&url, mysql_opts).map_err(|e| {
-        crate::store::StoreError::invalid(format!("Invalid MySQL URL or options: {e}"))
-    })?;
-    Ok(std::sync::Arc::new(store))
-}
-
 #[cfg(test)]
 mod tests;

@@ -949,24 +949,5 @@ impl OperatorTools for PostgresStore {
     }
 }
 
-/// Opens the store a `postgres://` or `postgresql://` URL names (the registry's constructor).
-pub fn open(
-    url: &str,
-    opts: &crate::store::open::ConnectOptions,
-) -> crate::store::StoreResult<crate::store::SharedStore> {
-    let pg_opts = PostgresOptions {
-        table: opts.table.clone(),
-        pool_size: opts.pool_size,
-        connect_timeout_ms: opts.connect_timeout_ms,
-        response_timeout_ms: opts.response_timeout_ms,
-        tls: opts.tls.clone(),
-        ..PostgresOptions::default()
-    };
-    let store = PostgresStore::connect(url, pg_opts).map_err(|e| {
-        crate::store::StoreError::invalid(format!("Invalid PostgreSQL URL or options: {e}"))
-    })?;
-    Ok(std::sync::Arc::new(store))
-}
-
 #[cfg(test)]
 mod tests;

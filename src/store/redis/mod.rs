@@ -1177,33 +1177,5 @@ impl RedisStore {
     }
 }
 
-impl RedisOptions {
-    /// The Redis settings among a client's connect options.
-    pub fn of(opts: &crate::store::open::ConnectOptions) -> RedisOptions {
-        RedisOptions {
-            connect_timeout_ms: opts.connect_timeout_ms,
-            response_timeout_ms: opts.response_timeout_ms,
-            tls: opts.tls.clone(),
-        }
-    }
-}
-
-/// Opens the store a `redis://`, `rediss://`, `redis+unix://` or `unix://` URL names (the
-/// registry's constructor).
-pub fn open(
-    url: &str,
-    opts: &crate::store::open::ConnectOptions,
-) -> crate::store::StoreResult<crate::store::SharedStore> {
-    // A URL or TLS material the client cannot use is bad input, not a store failure.
-    let store = RedisStore::connect(url, &RedisOptions::of(opts)).map_err(|e| {
-        crate::store::StoreError::invalid(if opts.tls.is_some() {
-            format!("Invalid Redis URL or options: {e}")
-        } else {
-            format!("Invalid Redis URL: {e}")
-        })
-    })?;
-    Ok(store)
-}
-
 #[cfg(test)]
 mod tests;

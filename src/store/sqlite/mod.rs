@@ -898,18 +898,5 @@ impl OperatorTools for SqliteStore {
     }
 }
 
-/// Opens the store a `sqlite://path` URL names (the registry's constructor).
-pub fn open(
-    url: &str,
-    opts: &crate::store::open::ConnectOptions,
-) -> crate::store::StoreResult<crate::store::SharedStore> {
-    let sqlite_opts = SqliteOptions {
-        table: opts.table.clone(),
-        connect_timeout_ms: opts.connect_timeout_ms,
-        response_timeout_ms: opts.response_timeout_ms,
-    };
-    Ok(std::sync::Arc::new(SqliteStore::connect(url, sqlite_opts)?))
-}
-
 #[cfg(test)]
 mod tests;
