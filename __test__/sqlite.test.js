@@ -95,3 +95,63 @@ test('URL parameters and in-memory SQLite databases are refused before any I/O',
     await assert.rejects(connect(url), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_VALUE', url)
   }
 })
+
+// A file deleted or replaced while a lock is held in it: SQLite keeps using the old file, so
+// without the check the holder's heartbeats would keep succeeding there, unseen by anyone.
+
+/** The database files (main, -wal, -shm) in `dir`, sorted. */
+function dbFiles(dir) {
+  return fs.readdirSync(dir).filter((f) => f.startsWith('locks.db')).sort()
+}
+
+/** Resolves with the signal's reason once it aborts (keeping the event loop alive: a heartbeat does not). */
+function aborted(signal) {
+  const alive = setInterval(() => {}, 1000)
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }))
+    .finally(() => clearInterval(alive))
+}
+
+/** A closed database made at `dir/new.db` by a client of its own. */
+async function newDatabase(dir) {
+  const file = path.join(dir, 'new.db')
+  const maker = await connect(`sqlite://${file}`, { responseTimeout: 4999 })
+  await (await maker.acquire(`${prefix('sqlite')}maker`)).release()
+  await maker.close()
+  return file
+}
+
+for (const [how, replace] of [
+  ['deleted with its -wal and -shm files', async (dir) => {
+    for (const f of dbFiles(dir)) fs.rmSync(path.join(dir, f))
+  }],
+  ['replaced by another file renamed over it', async (dir) => {
+    fs.renameSync(await newDatabase(dir), path.join(dir, 'locks.db'))
+  }],
+]) {
+  test(`a file ${how} while a lock is held makes the lock lost with ERR_LOCK_STORE_REPLACED, and the next calls use the new file`, { timeout: 30_000 }, async (t) => {
+    const dir = tempDir(t)
+    const url = `sqlite://${path.join(dir, 'locks.db')}`
+    const key = `${prefix('sqlite')}replaced`
+    const locks = await connect(url)
+    t.after(() => locks.close())
+    const lock = await locks.acquire(key, { ttl: 1000, autoExtend: true, extendEvery: 100 })
+    const lost = aborted(lock.signal)
+    await replace(dir)
+    // Without the check the heartbeat keeps the lock in the old file and this never settles.
+    const err = await lost
+    assert.equal(err.code, 'ERR_LOCK_LOST')
+    assert.equal(err.reason, 'not-owned')
+    assert.equal(err.cause?.code, 'ERR_LOCK_STORE_REPLACED')
+    assert.equal(lock.held, false)
+    // Another process takes the key in the file now at the path, with a higher token.
+    const other = child(['fence', url, key, '1'])
+    assert.equal(await other.exited, 0)
+    const token = BigInt(other.out.trim())
+    assert.ok(token > lock.fencingToken, `${token} after ${lock.fencingToken}`)
+    // The old client works on the new file: its next grant comes after the other's.
+    const again = await locks.acquire(key, { wait: 5000 })
+    assert.ok(again.fencingToken > token, `${again.fencingToken} after ${token}`)
+    assert.equal((await locks.inspect(key)).owner, again.owner)
+    await again.release()
+  })
+}

@@ -9,7 +9,7 @@ use crate::core::error::{LockError, LostReason};
 use crate::core::held::{guard, Held};
 use crate::core::options::AcquireSpec;
 use crate::store::open::ConnectOptions;
-use crate::store::{HeldLock, LockInfo, PermitHolder};
+use crate::store::{ErrorKind, HeldLock, LockInfo, PermitHolder};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -195,7 +195,15 @@ impl Session {
             return Ok(false);
         }
         let engine = self.engine()?;
-        let owned = engine.extend(&held, ttl_ms).await?;
+        let owned = match engine.extend(&held, ttl_ms).await {
+            // The lease was in a file since replaced: lost, as a heartbeat would find it.
+            Err(e) if e.kind == ErrorKind::Replaced => {
+                engine.scheduler().remove(&held);
+                held.lose(LostReason::StoreReplaced);
+                return Ok(false);
+            }
+            owned => owned?,
+        };
         if !owned {
             engine.scheduler().remove(&held);
             held.lose(LostReason::NotOwned);
