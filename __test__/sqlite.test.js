@@ -155,3 +155,24 @@ for (const [how, replace] of [
     await again.release()
   })
 }
+
+test('closing the last client of a file removes its -wal and -shm files before close resolves', async (t) => {
+  const dir = tempDir(t)
+  const locks = await connect(`sqlite://${path.join(dir, 'locks.db')}`)
+  await (await locks.acquire(`${prefix('sqlite')}wal`)).release()
+  assert.deepEqual(dbFiles(dir), ['locks.db', 'locks.db-shm', 'locks.db-wal'])
+  await locks.close()
+  assert.deepEqual(dbFiles(dir), ['locks.db'])
+})
+
+test('a client closed while another client of the same file is open leaves the files to the last one', async (t) => {
+  const dir = tempDir(t)
+  const url = `sqlite://${path.join(dir, 'locks.db')}`
+  const [a, b] = [await connect(url), await connect(url)]
+  await (await a.acquire(`${prefix('sqlite')}wal`)).release()
+  await a.close()
+  assert.deepEqual(dbFiles(dir), ['locks.db', 'locks.db-shm', 'locks.db-wal'])
+  await (await b.acquire(`${prefix('sqlite')}wal`)).release()
+  await b.close()
+  assert.deepEqual(dbFiles(dir), ['locks.db'])
+})

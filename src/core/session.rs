@@ -312,7 +312,8 @@ impl Session {
     }
 
     /// Cancels pending acquisitions, stops heartbeats and releases every held lock, then
-    /// lets go of the engine. Returns how many locks it released.
+    /// lets go of the engine, closing its store if no other client uses it. Returns how many
+    /// locks it released.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the locks are taken out of the registry first, so a close dropped
@@ -324,10 +325,12 @@ impl Session {
         let futures = held
             .iter()
             .map(|h| engine.release_as(h.kind, &h.key, &h.owner, h.has_data));
-        futures_util::future::join_all(futures)
+        let released = futures_util::future::join_all(futures)
             .await
             .into_iter()
             .filter(|r| matches!(r, Ok(true)))
-            .count()
+            .count();
+        Engine::close_if_last(engine).await;
+        released
     }
 }
