@@ -22,6 +22,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, MutexGuard};
 
+/// The names this process waits for (the wake-up side channel's).
+pub type WatchedFn = Box<dyn Fn() -> Vec<String> + Send + Sync>;
+
+/// This process's wake-up registrations, made again in a new file (the old file had them).
+pub struct Rewatch {
+    /// Registers ?1 (a name) for ?2 (the address).
+    pub sql: String,
+    /// This store's address.
+    pub addr: String,
+    /// The names waited for now.
+    pub names: WatchedFn,
+}
+
 /// The statements that read a replaced file's live leases and carry its fencing counter over.
 #[derive(Debug, Clone, Default)]
 pub struct Takeover {
@@ -60,6 +73,7 @@ pub struct SharedConnection {
     carried: std::sync::Mutex<i64>,
     /// How many times the file at the path was found deleted or replaced.
     replacements: AtomicU64,
+    rewatch: Rewatch,
 }
 
 /// The connection, held: the store's other statements wait until it is dropped.
@@ -107,6 +121,7 @@ impl SharedConnection {
         path: PathBuf,
         schema: Vec<String>,
         takeover: Takeover,
+        rewatch: Rewatch,
         open_timeout: Duration,
     ) -> Self {
         SharedConnection {
@@ -122,6 +137,7 @@ impl SharedConnection {
             ghosts: Default::default(),
             carried: std::sync::Mutex::new(0),
             replacements: AtomicU64::new(0),
+            rewatch,
         }
     }
 
@@ -286,6 +302,15 @@ impl SharedConnection {
             if carried > 0 {
                 sqlx::query(AssertSqlSafe(self.takeover.carry.as_str()))
                     .bind(carried)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db_error("creating the lock tables", e))?;
+            }
+            // After a replaced file: this process's waiters are told of releases in this one.
+            for name in (self.rewatch.names)() {
+                sqlx::query(AssertSqlSafe(self.rewatch.sql.as_str()))
+                    .bind(name.into_bytes())
+                    .bind(self.rewatch.addr.as_str())
                     .execute(&mut *tx)
                     .await
                     .map_err(|e| db_error("creating the lock tables", e))?;

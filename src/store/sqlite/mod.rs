@@ -37,7 +37,7 @@ use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
-use connection::SharedConnection;
+use connection::{Rewatch, SharedConnection};
 pub use path::database_path;
 use replaced::Lease;
 use sql::{Statements, EXTEND_BATCH_MAX};
@@ -129,11 +129,18 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .thread_name(|id| format!("deadbolt-sqlite-{id}"));
         let sql = Arc::new(Statements::new(&opts.table));
+        let wake = Wake::new();
+        let rewatch = Rewatch {
+            sql: sql.watch.clone(),
+            addr: wake.addr().to_string(),
+            names: wake.watched(),
+        };
         let conn = SharedConnection::new(
             connect_options,
             path.clone(),
             sql.schema.clone(),
             sql.takeover.clone(),
+            rewatch,
             Duration::from_millis(opts.connect_timeout_ms),
         );
         Ok(SqliteStore {
@@ -147,7 +154,7 @@ impl SqliteStore {
             closed: AtomicBool::new(false),
             last_purge: Mutex::new(None),
             swept: AtomicBool::new(false),
-            wake: Wake::new(),
+            wake,
         })
     }
 

@@ -278,3 +278,27 @@ async fn closing_the_last_store_on_a_file_removes_its_wal_and_shm_files() {
     s2.close().await;
     assert_eq!(files(&path), vec![path.display().to_string()]);
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_process_waiting_for_a_name_is_registered_again_in_the_new_file() {
+    use crate::store::ReleaseNotifications;
+    let dir = TempDir::new();
+    let path = db(&dir);
+    let waiter = open(&dir.url());
+    let k = name();
+    waiter.watch(&k).await;
+    assert_eq!(
+        super::super::tests::rows(&dir.url(), "deadbolt_locks_waiters").await,
+        1
+    );
+    delete(&path);
+    waiter.ping().await.unwrap();
+    // A release in the new file finds the waiter's address there.
+    assert_eq!(
+        super::super::tests::rows(&dir.url(), "deadbolt_locks_waiters").await,
+        1
+    );
+    waiter.unwatch(&k).await;
+    waiter.close().await;
+}
