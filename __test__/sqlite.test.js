@@ -176,3 +176,15 @@ test('a client closed while another client of the same file is open leaves the f
   await b.close()
   assert.deepEqual(dbFiles(dir), ['locks.db'])
 })
+
+test('extend() of a lock whose file was replaced rejects with the loss, whose cause has ERR_LOCK_STORE_REPLACED', async (t) => {
+  const dir = tempDir(t)
+  const locks = await connect(`sqlite://${path.join(dir, 'locks.db')}`)
+  t.after(() => locks.close())
+  const lock = await locks.acquire(`${prefix('sqlite')}extend`, { ttl: 10_000 })
+  for (const f of dbFiles(dir)) fs.rmSync(path.join(dir, f))
+  await assert.rejects(lock.extend(), (err) =>
+    err.code === 'ERR_LOCK_EXTEND' && err.cause?.code === 'ERR_LOCK_LOST' && err.cause.cause?.code === 'ERR_LOCK_STORE_REPLACED')
+  assert.equal(lock.held, false)
+  assert.equal(lock.signal.reason.cause.code, 'ERR_LOCK_STORE_REPLACED')
+})
