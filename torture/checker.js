@@ -117,10 +117,7 @@ function check(h, leftover) {
     refused: h.resource.log.filter((r) => !r.accepted).length,
   }
   const violations = []
-  // A scenario whose fault no holder can see before its next call says so (h.overlapsExpected,
-  // the reason): its overlaps are a figure, and fencing (stale writes) is the invariant.
-  if (ov.count > 0 && !h.overlapsExpected) violations.push(`${ov.count} overlap(s), up to ${ov.maxMs.toFixed(0)} ms: ${ov.examples.join('; ')}`)
-  if (ov.count > 0 && h.overlapsExpected) h.notes.push(`${ov.count} overlap(s), up to ${ov.maxMs.toFixed(0)} ms (${h.overlapsExpected})`)
+  if (ov.count > 0) violations.push(`${ov.count} overlap(s), up to ${ov.maxMs.toFixed(0)} ms: ${ov.examples.join('; ')}`)
   if (st.stale > 0) violations.push(`${st.stale} stale write(s) accepted: ${st.examples.join('; ')}`)
   if (tv.violations > 0) violations.push(`${tv.violations} token violation(s): ${tv.examples.join('; ')}`)
   // A grant is a lock the caller holds: one that arrives with held === false is no grant.

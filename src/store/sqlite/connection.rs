@@ -148,6 +148,12 @@ impl SharedConnection {
         lock(&self.ghosts).contains(lease, name, owner)
     }
 
+    /// Whether another owner than `owner` held the lock `name` in a file replaced since, and
+    /// its lease there has not ended: the name stays busy for `owner` until then.
+    pub fn ghost_of_another(&self, name: &[u8], owner: &[u8]) -> bool {
+        lock(&self.ghosts).held_by_another(Lease::Lock, name, owner)
+    }
+
     /// Forgets a ghost taken again in the file now at the path.
     pub fn forget_ghost(&self, lease: Lease, name: &[u8], owner: &[u8]) {
         lock(&self.ghosts).forget(lease, name, owner)

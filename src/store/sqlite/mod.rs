@@ -181,6 +181,11 @@ impl SqliteStore {
         check_owner(owner)?;
         let ttl = check_ttl(ttl_ms)?;
         let mut w = self.conn.lock().await?;
+        // Held by another owner in a file replaced since, whose holder has not heard yet.
+        if self.conn.ghost_of_another(key.as_bytes(), owner.as_bytes()) {
+            w.finish(Ok(())).ok();
+            return Ok(None);
+        }
         let row = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())

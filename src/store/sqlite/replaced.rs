@@ -67,11 +67,14 @@ pub enum Lease {
     Permits,
 }
 
+/// An owner of a ghost, and the end of its lease in the old file.
+type Owner = (Vec<u8>, Instant);
+
 /// The leases that were live in files replaced under this store, until their lease ends:
-/// (kind, name, owner) → the end of its lease there.
+/// (kind, name) → each owner with the end of its lease there.
 #[derive(Debug, Default)]
 pub struct Ghosts {
-    leases: HashMap<(Lease, Vec<u8>, Vec<u8>), Instant>,
+    leases: HashMap<(Lease, Vec<u8>), Vec<Owner>>,
 }
 
 impl Ghosts {
@@ -79,42 +82,68 @@ impl Ghosts {
     /// those of earlier files whose lease ended, so they stay as many as the live leases of
     /// the last files replaced.
     pub fn add(&mut self, now: Instant, leases: Vec<(Lease, Vec<u8>, Vec<u8>, i64)>) {
-        self.leases.retain(|_, until| *until > now);
+        self.leases.retain(|_, owners| {
+            owners.retain(|(_, until)| *until > now);
+            !owners.is_empty()
+        });
         for (lease, name, owner, remaining_ms) in leases {
             let remaining = Duration::from_millis(u64::try_from(remaining_ms).unwrap_or(0));
-            self.leases.insert((lease, name, owner), now + remaining);
+            let owners = self.leases.entry((lease, name)).or_default();
+            owners.retain(|(o, _)| *o != owner);
+            owners.push((owner, now + remaining));
         }
+    }
+
+    /// The owners of `name`'s ghosts whose lease has not ended (those that ended go).
+    fn live(&mut self, lease: Lease, name: &[u8]) -> Option<&[Owner]> {
+        if self.leases.is_empty() {
+            return None;
+        }
+        let key = (lease, name.to_vec());
+        let owners = self.leases.get_mut(&key)?;
+        let now = Instant::now();
+        owners.retain(|(_, until)| *until > now);
+        if owners.is_empty() {
+            self.leases.remove(&key);
+            return None;
+        }
+        self.leases.get(&key).map(Vec::as_slice)
     }
 
     /// Whether (`lease`, `name`, `owner`) was live in a replaced file and still would be
     /// there: until then every extension of it fails, also where the file now at the path
     /// shows the lease (another file renamed over this one reads its old `-wal` file).
     pub fn contains(&mut self, lease: Lease, name: &[u8], owner: &[u8]) -> bool {
-        if self.leases.is_empty() {
-            return false;
-        }
-        let key = (lease, name.to_vec(), owner.to_vec());
-        match self.leases.get(&key) {
-            Some(until) if *until > Instant::now() => true,
-            Some(_) => {
-                self.leases.remove(&key);
-                false
-            }
-            None => false,
-        }
+        self.live(lease, name)
+            .is_some_and(|owners| owners.iter().any(|(o, _)| o == owner))
+    }
+
+    /// Whether another owner than `owner` held `name` in a replaced file, and still would:
+    /// this process keeps the name busy in the new file until then, as the old file would
+    /// have, since that holder believes it holds until its next call.
+    pub fn held_by_another(&mut self, lease: Lease, name: &[u8], owner: &[u8]) -> bool {
+        self.live(lease, name)
+            .is_some_and(|owners| owners.iter().any(|(o, _)| o != owner))
     }
 
     /// Forgets (`lease`, `name`, `owner`): it was taken again, in the file now at the path.
     pub fn forget(&mut self, lease: Lease, name: &[u8], owner: &[u8]) {
-        if !self.leases.is_empty() {
-            self.leases.remove(&(lease, name.to_vec(), owner.to_vec()));
+        if self.leases.is_empty() {
+            return;
+        }
+        let key = (lease, name.to_vec());
+        if let Some(owners) = self.leases.get_mut(&key) {
+            owners.retain(|(o, _)| o != owner);
+            if owners.is_empty() {
+                self.leases.remove(&key);
+            }
         }
     }
 
     /// How many ghosts are remembered (for tests).
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.leases.len()
+        self.leases.values().map(Vec::len).sum()
     }
 }
 
