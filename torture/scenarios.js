@@ -636,7 +636,6 @@ const sqliteReplaced = {
     const ttl = 1000
     const every = 250
     h.maxTtl = ttl
-    h.overlapsExpected = 'a holder learns of the new file at its next heartbeat; fencing refuses its writes meanwhile'
     const holder = await connected(h, 'holder', url)
     const waiter = await connected(h, 'waiter', url)
     const ways = {
@@ -658,7 +657,9 @@ const sqliteReplaced = {
       const key = h.key(`${how}${i}`)
       const name = key.slice(h.prefix.length)
       // The holder keeps writing after the loss (stale: true): the resource must refuse those
-      // writes once the waiter, granted in the new file, has written.
+      // writes once the waiter, granted in the new file, has written. The waiter read the
+      // holder's lease from the old file, so it must not be granted before the holder stops
+      // reading held === true (no overlap), although the new file is empty after a delete.
       await holder.cmd('hold', { key, ttl, autoExtend: true, extendEvery: every, stale: true, writeEvery: 20 })
       waiter.cmd('hold', { key, ttl, autoExtend: true, wait: 20000, retryDelay: 50, writeEvery: 20 }).catch(() => {})
       await queued(waiter)
@@ -680,7 +681,7 @@ const sqliteReplaced = {
       await waiter.cmd('release', { as: key })
     }
     const span = (xs) => (xs.length ? `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)} ms` : '-')
-    h.note(`loss heard ${span(heard)} after the file changed (heartbeat every ${every} ms); the waiter granted ${span(takeovers.delete)} after a delete, ${span(takeovers.rename)} after a rename (the old -wal shows the lease until it lapses)`)
+    h.note(`loss heard ${span(heard)} after the file changed (heartbeat every ${every} ms); the waiter granted ${span(takeovers.delete)} after a delete, ${span(takeovers.rename)} after a rename (the old lease kept busy until it ends)`)
   },
 }
 
