@@ -31,6 +31,8 @@ export declare class LockLostError extends LockError {
   readonly reason: LostReason
   readonly key: string
   readonly fencingToken: bigint
+  /** Set when the loss has a cause of its own: the SQLite file was deleted or replaced. */
+  readonly cause?: Error & { code: 'ERR_LOCK_STORE_REPLACED' }
   /** What `JSON.stringify` shows: the token as a decimal string. */
   toJSON(): LockLostErrorJSON
 }

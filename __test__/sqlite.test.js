@@ -95,3 +95,96 @@ test('URL parameters and in-memory SQLite databases are refused before any I/O',
     await assert.rejects(connect(url), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_VALUE', url)
   }
 })
+
+// A file deleted or replaced while a lock is held in it: SQLite keeps using the old file, so
+// without the check the holder's heartbeats would keep succeeding there, unseen by anyone.
+
+/** The database files (main, -wal, -shm) in `dir`, sorted. */
+function dbFiles(dir) {
+  return fs.readdirSync(dir).filter((f) => f.startsWith('locks.db')).sort()
+}
+
+/** Resolves with the signal's reason once it aborts (keeping the event loop alive: a heartbeat does not). */
+function aborted(signal) {
+  const alive = setInterval(() => {}, 1000)
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }))
+    .finally(() => clearInterval(alive))
+}
+
+/** A closed database made at `dir/new.db` by a client of its own. */
+async function newDatabase(dir) {
+  const file = path.join(dir, 'new.db')
+  const maker = await connect(`sqlite://${file}`, { responseTimeout: 4999 })
+  await (await maker.acquire(`${prefix('sqlite')}maker`)).release()
+  await maker.close()
+  return file
+}
+
+for (const [how, replace] of [
+  ['deleted with its -wal and -shm files', async (dir) => {
+    for (const f of dbFiles(dir)) fs.rmSync(path.join(dir, f))
+  }],
+  ['replaced by another file renamed over it', async (dir) => {
+    fs.renameSync(await newDatabase(dir), path.join(dir, 'locks.db'))
+  }],
+]) {
+  test(`a file ${how} while a lock is held makes the lock lost with ERR_LOCK_STORE_REPLACED, and the next calls use the new file`, { timeout: 30_000 }, async (t) => {
+    const dir = tempDir(t)
+    const url = `sqlite://${path.join(dir, 'locks.db')}`
+    const key = `${prefix('sqlite')}replaced`
+    const locks = await connect(url)
+    t.after(() => locks.close())
+    const lock = await locks.acquire(key, { ttl: 1000, autoExtend: true, extendEvery: 100 })
+    const lost = aborted(lock.signal)
+    await replace(dir)
+    // Without the check the heartbeat keeps the lock in the old file and this never settles.
+    const err = await lost
+    assert.equal(err.code, 'ERR_LOCK_LOST')
+    assert.equal(err.reason, 'not-owned')
+    assert.equal(err.cause?.code, 'ERR_LOCK_STORE_REPLACED')
+    assert.equal(lock.held, false)
+    // Another process takes the key in the file now at the path, with a higher token.
+    const other = child(['fence', url, key, '1'])
+    assert.equal(await other.exited, 0)
+    const token = BigInt(other.out.trim())
+    assert.ok(token > lock.fencingToken, `${token} after ${lock.fencingToken}`)
+    // The old client works on the new file: its next grant comes after the other's.
+    const again = await locks.acquire(key, { wait: 5000 })
+    assert.ok(again.fencingToken > token, `${again.fencingToken} after ${token}`)
+    assert.equal((await locks.inspect(key)).owner, again.owner)
+    await again.release()
+  })
+}
+
+test('closing the last client of a file removes its -wal and -shm files before close resolves', async (t) => {
+  const dir = tempDir(t)
+  const locks = await connect(`sqlite://${path.join(dir, 'locks.db')}`)
+  await (await locks.acquire(`${prefix('sqlite')}wal`)).release()
+  assert.deepEqual(dbFiles(dir), ['locks.db', 'locks.db-shm', 'locks.db-wal'])
+  await locks.close()
+  assert.deepEqual(dbFiles(dir), ['locks.db'])
+})
+
+test('a client closed while another client of the same file is open leaves the files to the last one', async (t) => {
+  const dir = tempDir(t)
+  const url = `sqlite://${path.join(dir, 'locks.db')}`
+  const [a, b] = [await connect(url), await connect(url)]
+  await (await a.acquire(`${prefix('sqlite')}wal`)).release()
+  await a.close()
+  assert.deepEqual(dbFiles(dir), ['locks.db', 'locks.db-shm', 'locks.db-wal'])
+  await (await b.acquire(`${prefix('sqlite')}wal`)).release()
+  await b.close()
+  assert.deepEqual(dbFiles(dir), ['locks.db'])
+})
+
+test('extend() of a lock whose file was replaced rejects with the loss, whose cause has ERR_LOCK_STORE_REPLACED', async (t) => {
+  const dir = tempDir(t)
+  const locks = await connect(`sqlite://${path.join(dir, 'locks.db')}`)
+  t.after(() => locks.close())
+  const lock = await locks.acquire(`${prefix('sqlite')}extend`, { ttl: 10_000 })
+  for (const f of dbFiles(dir)) fs.rmSync(path.join(dir, f))
+  await assert.rejects(lock.extend(), (err) =>
+    err.code === 'ERR_LOCK_EXTEND' && err.cause?.code === 'ERR_LOCK_LOST' && err.cause.cause?.code === 'ERR_LOCK_STORE_REPLACED')
+  assert.equal(lock.held, false)
+  assert.equal(lock.signal.reason.cause.code, 'ERR_LOCK_STORE_REPLACED')
+})

@@ -5,14 +5,14 @@
 
 const { test, after } = require('node:test')
 const { STORES } = require('../torture/stores')
-const { SCENARIOS } = require('../torture/scenarios')
+const { SCENARIOS, applies } = require('../torture/scenarios')
 const { runScenario, disposeReusable, line } = require('../torture/run')
 
 after(disposeReusable)
 
 for (const store of STORES) {
   for (const sc of SCENARIOS) {
-    if (sc.applies && !sc.applies(store)) continue
+    if (!applies(sc, store)) continue
     test(`${store.name}: ${sc.title}`, { timeout: 180_000 }, async (t) => {
       const r = await runScenario(store, sc, { short: true })
       t.diagnostic(line(r))

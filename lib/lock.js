@@ -21,6 +21,19 @@ const LOST_MESSAGES = {
   'max-hold': 'was given up because maxHold was reached',
 }
 
+/**
+ * Losses the native side reports with a reason of its own that JavaScript shows as another
+ * one plus a `cause` with a code: a lease left in a SQLite file that was deleted or replaced
+ * is not owned in the file now at the path.
+ */
+const LOST_CAUSES = {
+  'store-replaced': {
+    reason: 'not-owned',
+    code: 'ERR_LOCK_STORE_REPLACED',
+    message: 'the SQLite database file was deleted or replaced while the lock was held in it',
+  },
+}
+
 /** A held lock. Obtain one from `LockClient#acquire`, `tryAcquire` or `withLock`. */
 class Lock {
   // Kept small: a process may hold tens of thousands. The owner string and the bigint token
@@ -144,7 +157,15 @@ class Lock {
     if (this._state !== HELD) return
     this._state = LOST
     debug(() => `lock ${JSON.stringify(this.key)} lost (${reason}), token ${this._token}`)
-    const err = new LockLostError(`Lock on "${this.key}" ${LOST_MESSAGES[reason] ?? 'was lost'}`, { reason })
+    const known = LOST_CAUSES[reason]
+    let err
+    if (known === undefined) {
+      err = new LockLostError(`Lock on "${this.key}" ${LOST_MESSAGES[reason] ?? 'was lost'}`, { reason })
+    } else {
+      const cause = new Error(known.message)
+      cause.code = known.code
+      err = new LockLostError(`Lock on "${this.key}" was lost: ${known.message}`, { reason: known.reason, cause })
+    }
     err.key = this.key
     err.fencingToken = this.fencingToken
     const x = this._extraState()

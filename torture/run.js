@@ -2,12 +2,12 @@
 // The torture orchestrator: runs every scenario against every store of the table, prints one
 // line of figures per scenario and `N passed, N failed`, and exits non-zero if any failed.
 //
-//   node torture/run.js [--short] [--store redis|mysql] [--only name,name] [--json file]
+//   node torture/run.js [--short] [--store redis|mysql|sqlite] [--only name,name] [--json file]
 //   npm run torture [-- --short]        (TORTURE_SHORT=1 also selects the short form)
 
 const { randomBytes } = require('node:crypto')
 const { STORES, sharedUp } = require('./stores')
-const { SCENARIOS } = require('./scenarios')
+const { SCENARIOS, applies } = require('./scenarios')
 const { Harness, sleep } = require('./harness')
 const { check } = require('./checker')
 
@@ -147,7 +147,7 @@ async function main(argv) {
     for (const store of stores) {
       for (const sc of scenarios) {
         if (stop) break
-        if (sc.applies && !sc.applies(store)) continue
+        if (!applies(sc, store)) continue
         const r = await runScenario(store, sc, { short })
         results.push(r)
         console.log(line(r))

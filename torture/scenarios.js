@@ -618,11 +618,83 @@ const namespace = {
   },
 }
 
+const sqliteReplaced = {
+  name: '14-sqlite-file-replaced',
+  title: 'a SQLite file deleted or renamed over under a holder: the loss is heard with its cause, the key is taken in the new file, the old holder is fenced off',
+  server: 'own',
+  applies: (store) => store.name === 'sqlite',
+  async run(ctx) {
+    const { h, short } = ctx
+    const fs = require('node:fs')
+    const os = require('node:os')
+    const path = require('node:path')
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-torture-sqlite-'))
+    h.onDispose(() => fs.rmSync(dir, { recursive: true, force: true }))
+    const file = path.join(dir, 'locks.db')
+    const url = `sqlite://${file}`
+    ctx.raw = ctx.store.raw(url)
+    const ttl = 1000
+    const every = 250
+    h.maxTtl = ttl
+    const holder = await connected(h, 'holder', url)
+    const waiter = await connected(h, 'waiter', url)
+    const ways = {
+      // rm locks.db*: the next process to open the path creates a new file.
+      delete: () => { for (const f of ['', '-wal', '-shm']) fs.rmSync(`${file}${f}`, { force: true }) },
+      // mv new.db locks.db: a database made and closed elsewhere takes the name.
+      rename: async () => {
+        const made = path.join(dir, 'new.db')
+        const maker = await require('..').connect(`sqlite://${made}`)
+        await maker.ping()
+        await maker.close()
+        fs.renameSync(made, file)
+      },
+    }
+    const rounds = pick(short, ['delete', 'rename'], ['delete', 'rename', 'delete', 'rename', 'delete', 'rename'])
+    const heard = []
+    const takeovers = { delete: [], rename: [] }
+    for (const [i, how] of rounds.entries()) {
+      const key = h.key(`${how}${i}`)
+      const name = key.slice(h.prefix.length)
+      // The holder keeps writing after the loss (stale: true): the resource must refuse those
+      // writes once the waiter, granted in the new file, has written. The waiter read the
+      // holder's lease from the old file, so it must not be granted before the holder stops
+      // reading held === true (no overlap), although the new file is empty after a delete.
+      await holder.cmd('hold', { key, ttl, autoExtend: true, extendEvery: every, stale: true, writeEvery: 20 })
+      waiter.cmd('hold', { key, ttl, autoExtend: true, wait: 20000, retryDelay: 50, writeEvery: 20 }).catch(() => {})
+      await queued(waiter)
+      await ways[how]()
+      const f = h.fault(`${how} the database file`, { w: holder.id })
+      const lost = await lostOf(h, (e) => e.key === key && e.w === holder.id, every + LOSS_SLACK + SLACK)
+      h.check(lost !== null, `${name}: the holder never heard that its lock was lost`)
+      if (lost) {
+        heard.push(lost.t - f.t)
+        h.check(lost.cause === 'ERR_LOCK_STORE_REPLACED', `${name}: the loss came with cause ${lost.cause} (reason ${lost.reason}), not ERR_LOCK_STORE_REPLACED`)
+      }
+      const g = await grantOf(h, (e) => e.key === key && e.w === waiter.id, 3 * ttl + SLACK, `the waiter's grant of ${name}`)
+      ;(h.figures.takeover ??= []).push(g.t - f.t)
+      takeovers[how].push(g.t - f.t)
+      await until(() => h.resource.log.some((r) => r.key === key && r.w === waiter.id && r.accepted), 5000, 10)
+      const p = await holder.cmd('probe', { as: key })
+      h.check(p.held === false && p.aborted === true, `${name}: the holder still reads held ${p.held}, signal aborted ${p.aborted}`)
+      await holder.cmd('release', { as: key })
+      await waiter.cmd('release', { as: key })
+    }
+    const span = (xs) => (xs.length ? `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)} ms` : '-')
+    h.note(`loss heard ${span(heard)} after the file changed (heartbeat every ${every} ms); the waiter granted ${span(takeovers.delete)} after a delete, ${span(takeovers.rename)} after a rename (the old lease kept busy until it ends)`)
+  },
+}
+
 const SCENARIOS = [
   baseline, holderKill, holderStop, jsBlocked, lateGrant, frozen, connKill,
   restartScenario('no-persistence'), restartScenario('persistent'),
-  stalled, cancelStorm, threads, election, namespace,
+  stalled, cancelStorm, threads, election, namespace, sqliteReplaced,
 ]
 
+/** Whether scenario `sc` runs on `store`: its own rule, and the store's list if it has one. */
+function applies(sc, store) {
+  return (!sc.applies || sc.applies(store)) && (!store.only || store.only.includes(sc.name))
+}
 
-module.exports = { SCENARIOS }
+
+module.exports = { SCENARIOS, applies }

@@ -170,6 +170,31 @@ class MysqlRaw {
   async close() { await this.pool.end().catch(() => {}) }
 }
 
+/**
+ * A SQLite file seen through a deadbolt client of the orchestrator's own (`list`: the live
+ * leases under a prefix; a release deletes its row, so that is all a name can leave).
+ */
+class SqliteRaw {
+  constructor(url) {
+    this.url = url
+    this.client = null
+  }
+
+  async locks() {
+    this.client ??= await require('..').connect(this.url)
+    return this.client
+  }
+
+  async leftover(prefix) {
+    const held = await (await this.locks()).list(prefix, { limit: 1000 })
+    return { extra: held.map((l) => l.key) }
+  }
+
+  async cleanup() {}
+
+  async close() { await this.client?.close() }
+}
+
 const STORES = [
   {
     name: 'redis',
@@ -220,6 +245,15 @@ const STORES = [
     reuseServer: true,
     /** "Pooled connections that the server closed are replaced inside the same call." */
     replacesConnectionsInCall: true,
+  },
+  {
+    name: 'sqlite',
+    /** No server: each scenario makes its file in a temporary directory of its own. */
+    Server: { available: () => true },
+    raw: (url) => new SqliteRaw(url),
+    restarts: [],
+    /** Only the scenarios about the file itself; the server scenarios have no SQLite form. */
+    only: ['14-sqlite-file-replaced'],
   },
 ]
 

@@ -46,12 +46,12 @@ function client(name = 'c') {
 function watch(lock, key, extra = {}) {
   // The signal is read up front so an abort is heard even without onLost.
   lock.signal.addEventListener('abort', () => {
-    log({ ev: 'abort', key, token: String(lock.fencingToken), reason: lock.signal.reason?.reason, held: lock.held, ...extra })
+    log({ ev: 'abort', key, token: String(lock.fencingToken), reason: lock.signal.reason?.reason, cause: lock.signal.reason?.cause?.code, held: lock.held, ...extra })
   }, { once: true })
 }
 
 function onLostFor(key, extra = {}) {
-  return (err) => log({ ev: 'lost', key, token: String(err.fencingToken), reason: err.reason, ...extra })
+  return (err) => log({ ev: 'lost', key, token: String(err.fencingToken), reason: err.reason, cause: err.cause?.code, ...extra })
 }
 
 function busy(ms) {

@@ -74,7 +74,13 @@ pub struct Completions {
 
 /// Why a lock was lost, as JavaScript names it: the value of a `Kind::Lost` record indexes
 /// this table (exported by `protocol()`).
-pub const LOST_REASONS: [&str; 4] = ["not-owned", "expired", "unreachable", "max-hold"];
+pub const LOST_REASONS: [&str; 5] = [
+    "not-owned",
+    "expired",
+    "unreachable",
+    "max-hold",
+    "store-replaced",
+];
 
 /// The value of a `Kind::Lost` record for `reason`.
 pub fn lost_code(reason: LostReason) -> f64 {
@@ -83,6 +89,7 @@ pub fn lost_code(reason: LostReason) -> f64 {
         LostReason::Expired => 1.0,
         LostReason::Unreachable => 2.0,
         LostReason::MaxHold => 3.0,
+        LostReason::StoreReplaced => 4.0,
     }
 }
 

@@ -250,6 +250,22 @@ impl Engine {
         engine
     }
 
+    /// Closes the store of an engine nothing else holds any more (its last client closed),
+    /// so that its connections are closed when that client's `close` returns rather than
+    /// whenever the last clone is dropped: a SQLite file's `-wal` and `-shm` files then go
+    /// before the process may exit. An engine still held elsewhere (another client, an
+    /// operation on its way) closes its connections when the last of them lets go.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the store closes or is dropped either way.
+    pub async fn close_if_last(engine: Arc<Engine>) {
+        if let Some(engine) = Arc::into_inner(engine) {
+            // Stops the heartbeat task first: it holds the store too.
+            drop(engine.scheduler);
+            engine.store.close().await;
+        }
+    }
+
     /// The store this engine talks to.
     pub fn store(&self) -> &SharedStore {
         &self.store

@@ -69,4 +69,6 @@ pub enum LostReason {
     Unreachable,
     /// `maxHold` passed, so auto-extension stopped and the lock was given up.
     MaxHold,
+    /// The store's file was deleted or replaced while the lock was held in it (SQLite).
+    StoreReplaced,
 }

@@ -19,7 +19,7 @@ use crate::core::error::LostReason;
 use crate::core::held::{guard, Held};
 use crate::core::kind::Kind;
 use crate::runtime::clock;
-use crate::store::{ExtendItem, SharedStore, StoreError, StoreResult};
+use crate::store::{ErrorKind, ExtendItem, SharedStore, StoreError, StoreResult};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -338,6 +338,8 @@ async fn extend_batch(
                 schedule(&t, held, done);
             }
             Ok(false) => lose(&t, &held, LostReason::NotOwned),
+            // The lease was in a file since replaced: retrying cannot bring it back.
+            Err(e) if e.kind == ErrorKind::Replaced => lose(&t, &held, LostReason::StoreReplaced),
             Err(_) => {
                 if clock::after(done, RETRY_AFTER_ERROR) >= deadline {
                     lose(&t, &held, LostReason::Unreachable);

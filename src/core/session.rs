@@ -10,7 +10,7 @@ use crate::core::held::{guard, Held};
 use crate::core::kind::Kind;
 use crate::core::options::AcquireSpec;
 use crate::store::open::ConnectOptions;
-use crate::store::{HeldLock, LockInfo, PermitHolder};
+use crate::store::{ErrorKind, HeldLock, LockInfo, PermitHolder};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -196,7 +196,15 @@ impl Session {
             return Ok(false);
         }
         let engine = self.engine()?;
-        let owned = engine.extend(&held, ttl_ms).await?;
+        let owned = match engine.extend(&held, ttl_ms).await {
+            // The lease was in a file since replaced: lost, as a heartbeat would find it.
+            Err(e) if e.kind == ErrorKind::Replaced => {
+                engine.scheduler().remove(&held);
+                held.lose(LostReason::StoreReplaced);
+                return Ok(false);
+            }
+            owned => owned?,
+        };
         if !owned {
             engine.scheduler().remove(&held);
             held.lose(LostReason::NotOwned);
@@ -305,7 +313,8 @@ impl Session {
     }
 
     /// Cancels pending acquisitions, stops heartbeats and releases every held lock, then
-    /// lets go of the engine. Returns how many locks it released.
+    /// lets go of the engine, closing its store if no other client uses it. Returns how many
+    /// locks it released.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the locks are taken out of the registry first, so a close dropped
@@ -317,10 +326,12 @@ impl Session {
         let futures = held
             .iter()
             .map(|h| engine.release_as(h.kind, &h.key, &h.owner, h.has_data));
-        futures_util::future::join_all(futures)
+        let released = futures_util::future::join_all(futures)
             .await
             .into_iter()
             .filter(|r| matches!(r, Ok(true)))
-            .count()
+            .count();
+        Engine::close_if_last(engine).await;
+        released
     }
 }

@@ -21,18 +21,22 @@ pub enum ErrorKind {
     Invalid,
     /// A bug in deadbolt (a panic, a reply it did not expect).
     Internal,
+    /// The store's file was deleted or replaced while a lease was held in it (SQLite): the
+    /// lease is gone with the old file.
+    Replaced,
 }
 
 impl ErrorKind {
     /// Every kind, in the order of [`ErrorKind::code`]'s table (Redlock's quorum counts the
     /// kinds of its servers' errors over it).
-    pub const ALL: [ErrorKind; 6] = [
+    pub const ALL: [ErrorKind; 7] = [
         ErrorKind::Unreachable,
         ErrorKind::Timeout,
         ErrorKind::Closed,
         ErrorKind::Server,
         ErrorKind::Invalid,
         ErrorKind::Internal,
+        ErrorKind::Replaced,
     ];
 
     /// The stable code JavaScript puts on the error's `cause`.
@@ -44,6 +48,7 @@ impl ErrorKind {
             ErrorKind::Server => "ERR_LOCK_STORE_SERVER",
             ErrorKind::Invalid => "ERR_LOCK_STORE_INVALID",
             ErrorKind::Internal => "ERR_LOCK_STORE_INTERNAL",
+            ErrorKind::Replaced => "ERR_LOCK_STORE_REPLACED",
         }
     }
 }

@@ -8,16 +8,50 @@
 //! statement, and a read through a pool of readers slowed the next write here (measured:
 //! a few ms, against none through this one connection).
 //!
-//! Opening it the first time also sets the file up: WAL mode and the tables.
+//! Opening it the first time also sets the file up: WAL mode and the tables. Before every
+//! statement it checks that the file at the path is still the one it opened, and leaves a
+//! file that was deleted or replaced for the one now there (see `replaced`).
 
+use super::replaced::{file_id, moved, FileId, Ghosts, Lease};
 use super::{closed_error, db_error, is_busy};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
-use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, MutexGuard};
+
+/// The names this process waits for (the wake-up side channel's).
+pub type WatchedFn = Box<dyn Fn() -> Vec<String> + Send + Sync>;
+
+/// This process's wake-up registrations, made again in a new file (the old file had them).
+pub struct Rewatch {
+    /// Registers ?1 (a name) for ?2 (the address).
+    pub sql: String,
+    /// This store's address.
+    pub addr: String,
+    /// The names waited for now.
+    pub names: WatchedFn,
+}
+
+/// The statements that read a replaced file's live leases and carry its fencing counter over.
+#[derive(Debug, Clone, Default)]
+pub struct Takeover {
+    /// Live locks: name, owner, remaining ms.
+    pub locks: String,
+    /// Live permits of semaphore holders: name, owner, remaining ms.
+    pub permits: String,
+    /// The fencing counter.
+    pub counter: String,
+    /// Raises the new file's counter to ?1.
+    pub carry: String,
+}
+
+/// Locks a std mutex, ignoring poisoning (its data is a plain value).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The connection, opened on first use and again after it broke.
 pub struct SharedConnection {
@@ -30,6 +64,16 @@ pub struct SharedConnection {
     /// Whether this process set the file up (WAL mode, tables) yet.
     set_up: AtomicBool,
     closed: AtomicBool,
+    /// The identity of the file the connection opened last.
+    opened: std::sync::Mutex<Option<FileId>>,
+    takeover: Takeover,
+    /// Leases live in the files replaced under this store.
+    ghosts: std::sync::Mutex<Ghosts>,
+    /// The highest fencing counter read from a replaced file, carried into the next one.
+    carried: std::sync::Mutex<i64>,
+    /// How many times the file at the path was found deleted or replaced.
+    replacements: AtomicU64,
+    rewatch: Rewatch,
 }
 
 /// The connection, held: the store's other statements wait until it is dropped.
@@ -76,6 +120,8 @@ impl SharedConnection {
         options: SqliteConnectOptions,
         path: PathBuf,
         schema: Vec<String>,
+        takeover: Takeover,
+        rewatch: Rewatch,
         open_timeout: Duration,
     ) -> Self {
         SharedConnection {
@@ -86,7 +132,92 @@ impl SharedConnection {
             slot: Mutex::new(None),
             set_up: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            opened: std::sync::Mutex::new(None),
+            takeover,
+            ghosts: Default::default(),
+            carried: std::sync::Mutex::new(0),
+            replacements: AtomicU64::new(0),
+            rewatch,
         }
+    }
+
+    /// Whether (`lease`, `name`, `owner`) was live in a file replaced since, and its lease
+    /// there has not ended: its extension must fail. Ask with the connection held, so that
+    /// the file was checked first.
+    pub fn is_ghost(&self, lease: Lease, name: &[u8], owner: &[u8]) -> bool {
+        lock(&self.ghosts).contains(lease, name, owner)
+    }
+
+    /// Whether another owner than `owner` held the lock `name` in a file replaced since, and
+    /// its lease there has not ended: the name stays busy for `owner` until then.
+    pub fn ghost_of_another(&self, name: &[u8], owner: &[u8]) -> bool {
+        lock(&self.ghosts).held_by_another(Lease::Lock, name, owner)
+    }
+
+    /// Forgets a ghost taken again in the file now at the path.
+    pub fn forget_ghost(&self, lease: Lease, name: &[u8], owner: &[u8]) {
+        lock(&self.ghosts).forget(lease, name, owner)
+    }
+
+    /// How many times the file at the path was found deleted or replaced (for tests).
+    #[cfg(test)]
+    pub fn replacements(&self) -> u64 {
+        self.replacements.load(Ordering::Relaxed)
+    }
+
+    /// Ghosts remembered (for tests).
+    #[cfg(test)]
+    pub fn ghosts(&self) -> usize {
+        lock(&self.ghosts).len()
+    }
+
+    /// Whether the file at the path is no longer the one the connection opened.
+    fn file_moved(&self) -> bool {
+        let opened = *lock(&self.opened);
+        opened.is_some_and(|id| moved(&self.path, id))
+    }
+
+    /// Leaves the connection's file, which was deleted or replaced: its live leases become
+    /// ghosts and its fencing counter is carried to the next file, then the connection is
+    /// closed (SQLite neither checkpoints nor deletes the `-wal` and `-shm` files of a
+    /// database that moved, which may now be the new file's). Best effort within the open
+    /// timeout: a file that cannot be read leaves no ghosts, and its holders then hear
+    /// `not-owned` from the new file.
+    async fn leave(&self, mut old: SqliteConnection) {
+        self.replacements.fetch_add(1, Ordering::Relaxed);
+        self.set_up.store(false, Ordering::Release);
+        crate::debug!("sqlite: the database file was deleted or replaced: reopening it");
+        let read = tokio::time::timeout(self.open_timeout, self.read_leases(&mut old)).await;
+        if let Ok(Ok((leases, counter))) = read {
+            lock(&self.ghosts).add(Instant::now(), leases);
+            let mut carried = lock(&self.carried);
+            *carried = (*carried).max(counter);
+        }
+        let _ = tokio::time::timeout(self.open_timeout, old.close()).await;
+    }
+
+    /// The live leases of the connection's file and its fencing counter.
+    async fn read_leases(
+        &self,
+        conn: &mut SqliteConnection,
+    ) -> sqlx::Result<(Vec<(Lease, Vec<u8>, Vec<u8>, i64)>, i64)> {
+        let mut leases = Vec::new();
+        for (lease, sql) in [
+            (Lease::Lock, &self.takeover.locks),
+            (Lease::Permits, &self.takeover.permits),
+        ] {
+            for row in sqlx::query(AssertSqlSafe(sql.as_str()))
+                .fetch_all(&mut *conn)
+                .await?
+            {
+                leases.push((lease, row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
+            }
+        }
+        let counter: Option<i64> =
+            sqlx::query_scalar(AssertSqlSafe(self.takeover.counter.as_str()))
+                .fetch_optional(&mut *conn)
+                .await?;
+        Ok((leases, counter.unwrap_or(0)))
     }
 
     /// The connection, once the store's earlier statements are done; opened if needed.
@@ -100,6 +231,11 @@ impl SharedConnection {
         let mut guard = self.slot.lock().await;
         if self.closed.load(Ordering::SeqCst) {
             return Err(closed_error());
+        }
+        if guard.is_some() && self.file_moved() {
+            if let Some(old) = guard.take() {
+                self.leave(old).await;
+            }
         }
         if guard.is_none() {
             *guard = Some(self.open().await?);
@@ -117,6 +253,10 @@ impl SharedConnection {
     pub async fn lock_if_open(&self) -> Option<Guard<'_>> {
         let guard = self.slot.lock().await;
         guard.as_ref()?;
+        // Not on a file that was deleted or replaced: the next call leaves it.
+        if self.file_moved() {
+            return None;
+        }
         Some(Guard {
             guard,
             finished: false,
@@ -150,16 +290,7 @@ impl SharedConnection {
                 ));
             }
         }
-        let mut conn = match tokio::time::timeout(self.open_timeout, self.options.connect()).await {
-            Ok(conn) => conn.map_err(|e| db_error("open", e))?,
-            Err(_) => {
-                return Err(StoreError::timeout(format!(
-                    "sqlite: opening {} took longer than {} ms",
-                    self.path.display(),
-                    self.open_timeout.as_millis()
-                )))
-            }
-        };
+        let mut conn = self.connect().await?;
         if !self.set_up.load(Ordering::Acquire) {
             self.wal_mode(&mut conn).await?;
             let mut tx = conn
@@ -172,12 +303,68 @@ impl SharedConnection {
                     .await
                     .map_err(|e| db_error("creating the lock tables", e))?;
             }
+            // After a replaced file: tokens continue above the old file's counter.
+            let carried = *lock(&self.carried);
+            if carried > 0 {
+                sqlx::query(AssertSqlSafe(self.takeover.carry.as_str()))
+                    .bind(carried)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db_error("creating the lock tables", e))?;
+            }
+            // After a replaced file: this process's waiters are told of releases in this one.
+            for name in (self.rewatch.names)() {
+                sqlx::query(AssertSqlSafe(self.rewatch.sql.as_str()))
+                    .bind(name.into_bytes())
+                    .bind(self.rewatch.addr.as_str())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db_error("creating the lock tables", e))?;
+            }
             tx.commit()
                 .await
                 .map_err(|e| db_error("creating the lock tables", e))?;
             self.set_up.store(true, Ordering::Release);
         }
         Ok(conn)
+    }
+
+    /// Connects to the file at the path and records its identity. A file replaced between
+    /// the two is found by comparing its identity before and after, and connected to again.
+    async fn connect(&self) -> StoreResult<SqliteConnection> {
+        for _ in 0..3 {
+            let before = file_id(&self.path).ok();
+            let connect = tokio::time::timeout(self.open_timeout, self.options.connect());
+            let conn = match connect.await {
+                Ok(conn) => conn.map_err(|e| db_error("open", e))?,
+                Err(_) => {
+                    return Err(StoreError::timeout(format!(
+                        "sqlite: opening {} took longer than {} ms",
+                        self.path.display(),
+                        self.open_timeout.as_millis()
+                    )))
+                }
+            };
+            // `None` before: the connection created the file.
+            let after = file_id(&self.path).ok();
+            if after.is_some() && (before.is_none() || before == after) {
+                let mut opened = lock(&self.opened);
+                if opened.is_some() && *opened != after {
+                    // Another file than last time (the connection broke meanwhile): set it up.
+                    self.set_up.store(false, Ordering::Release);
+                }
+                *opened = after;
+                return Ok(conn);
+            }
+            let _ = conn.close().await;
+        }
+        Err(StoreError::new(
+            ErrorKind::Unreachable,
+            format!(
+                "sqlite: {} was replaced or deleted each time it was opened",
+                self.path.display()
+            ),
+        ))
     }
 
     /// Puts the file in WAL mode (a lasting property of the file: usually it already is).

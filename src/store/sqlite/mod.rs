@@ -17,6 +17,7 @@
 mod connection;
 mod path;
 mod permits;
+mod replaced;
 mod sql;
 #[cfg_attr(not(unix), path = "wake_none.rs")]
 mod wake;
@@ -36,8 +37,9 @@ use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
-use connection::SharedConnection;
+use connection::{Rewatch, SharedConnection};
 pub use path::database_path;
+use replaced::Lease;
 use sql::{Statements, EXTEND_BATCH_MAX};
 use wake::{alive, Wake};
 
@@ -127,10 +129,18 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .thread_name(|id| format!("deadbolt-sqlite-{id}"));
         let sql = Arc::new(Statements::new(&opts.table));
+        let wake = Wake::new();
+        let rewatch = Rewatch {
+            sql: sql.watch.clone(),
+            addr: wake.addr().to_string(),
+            names: wake.watched(),
+        };
         let conn = SharedConnection::new(
             connect_options,
             path.clone(),
             sql.schema.clone(),
+            sql.takeover.clone(),
+            rewatch,
             Duration::from_millis(opts.connect_timeout_ms),
         );
         Ok(SqliteStore {
@@ -144,7 +154,7 @@ impl SqliteStore {
             closed: AtomicBool::new(false),
             last_purge: Mutex::new(None),
             swept: AtomicBool::new(false),
-            wake: Wake::new(),
+            wake,
         })
     }
 
@@ -171,6 +181,11 @@ impl SqliteStore {
         check_owner(owner)?;
         let ttl = check_ttl(ttl_ms)?;
         let mut w = self.conn.lock().await?;
+        // Held by another owner in a file replaced since, whose holder has not heard yet.
+        if self.conn.ghost_of_another(key.as_bytes(), owner.as_bytes()) {
+            w.finish(Ok(())).ok();
+            return Ok(None);
+        }
         let row = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
@@ -179,6 +194,10 @@ impl SqliteStore {
             .fetch_optional(w.conn())
             .await;
         let row = w.finish(row).map_err(|e| db_error("try_acquire", e))?;
+        if row.is_some() {
+            self.conn
+                .forget_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes());
+        }
         row.map(|row| token(&row, "try_acquire")).transpose()
     }
 
@@ -192,6 +211,13 @@ impl SqliteStore {
         check_owner(owner)?;
         let ttl = check_ttl(ttl_ms)?;
         let mut w = self.conn.lock().await?;
+        if self
+            .conn
+            .is_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes())
+        {
+            w.finish(Ok(())).ok();
+            return Err(self.replaced_error("extend"));
+        }
         let done = sqlx::query(AssertSqlSafe(self.sql.extend.as_str()))
             .bind(key.as_bytes())
             .bind(owner.as_bytes())
@@ -245,7 +271,10 @@ impl SqliteStore {
             for &(index, _) in batch {
                 let item = &items[index];
                 out[index] = Some(match &result {
-                    Ok(extended) => Ok(extended
+                    Ok((_, ghosts)) if ghosts.contains(&index) => {
+                        Err(self.replaced_error(leases.operation()))
+                    }
+                    Ok((extended, _)) => Ok(extended
                         .iter()
                         .any(|(k, o)| k == item.key.as_bytes() && o == item.owner.as_bytes())),
                     Err(e) => Err(e.clone()),
@@ -257,19 +286,40 @@ impl SqliteStore {
             .collect()
     }
 
-    /// One batched extension: the (name, owner) of every lease extended. The batch is padded
-    /// to a power of two by repeating its last item, which cannot change any outcome.
+    /// One batched extension: the (name, owner) of every lease extended, and the indexes of
+    /// the items that were leases of a replaced file (ghosts, left out of the statement). The
+    /// batch is padded to a power of two by repeating its last item, which cannot change any
+    /// outcome.
     async fn extend_batch(
         &self,
         items: &[ExtendItem],
         batch: &[(usize, i64)],
         leases: Leases,
-    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    ) -> StoreResult<(Vec<(Vec<u8>, Vec<u8>)>, Vec<usize>)> {
         let operation = leases.operation();
         let texts = match leases {
             Leases::Locks => &self.sql.extend_many,
             Leases::Permits => &self.sql.extend_permits_many,
         };
+        let mut w = self.conn.lock().await?;
+        let mut ghosts = Vec::new();
+        let mut live = Vec::with_capacity(batch.len());
+        for &(index, ttl) in batch {
+            let item = &items[index];
+            if self
+                .conn
+                .is_ghost(leases.lease(), item.key.as_bytes(), item.owner.as_bytes())
+            {
+                ghosts.push(index);
+            } else {
+                live.push((index, ttl));
+            }
+        }
+        let batch = live;
+        if batch.is_empty() {
+            w.finish(Ok(())).ok();
+            return Ok((Vec::new(), ghosts));
+        }
         let padded = batch.len().max(2).next_power_of_two();
         let text = &texts[padded.trailing_zeros() as usize - 1];
         let mut query = sqlx::query(AssertSqlSafe(text.as_str()));
@@ -281,16 +331,28 @@ impl SqliteStore {
                 .bind(item.owner.as_bytes())
                 .bind(ttl);
         }
-        let mut w = self.conn.lock().await?;
         let rows = query.fetch_all(w.conn()).await;
         let rows = w.finish(rows).map_err(|e| db_error(operation, e))?;
-        rows.iter()
+        let extended = rows
+            .iter()
             .map(|row| {
                 let name: Vec<u8> = row.try_get(0).map_err(|e| db_error(operation, e))?;
                 let owner: Vec<u8> = row.try_get(1).map_err(|e| db_error(operation, e))?;
                 Ok((name, owner))
             })
-            .collect()
+            .collect::<StoreResult<_>>()?;
+        Ok((extended, ghosts))
+    }
+
+    /// The error of an extension of a lease that was live in a file since deleted or replaced.
+    fn replaced_error(&self, operation: &str) -> StoreError {
+        StoreError::new(
+            ErrorKind::Replaced,
+            format!(
+                "sqlite: {operation}: {} was deleted or replaced while the lease was held; the lease was in the old file",
+                self.path.display()
+            ),
+        )
     }
 
     /// Frees `key` if `owner` holds it (its row goes, live or not) and tells the processes
@@ -368,6 +430,10 @@ impl SqliteStore {
             .fetch_optional(w.conn())
             .await;
         let row = w.finish(row).map_err(|e| db_error("handoff", e))?;
+        if row.is_some() {
+            self.conn
+                .forget_ghost(Lease::Lock, key.as_bytes(), next.owner.as_bytes());
+        }
         row.map(|row| token(&row, "handoff")).transpose()
     }
 
@@ -570,6 +636,14 @@ impl Leases {
         match self {
             Leases::Locks => "extend",
             Leases::Permits => "extend_permits",
+        }
+    }
+
+    /// The kind of lease, as ghosts are kept.
+    fn lease(self) -> Lease {
+        match self {
+            Leases::Locks => Lease::Lock,
+            Leases::Permits => Lease::Permits,
         }
     }
 

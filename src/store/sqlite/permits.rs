@@ -9,6 +9,7 @@
 //! the engine passes on to its local waiters itself, a semaphore's release is announced to
 //! every watcher, as Redis's publish reaches its own subscriber.
 
+use super::replaced::Lease;
 use super::{check_owner, check_ttl, db_error, Leases, SqliteStore, MAX_KEY_BYTES};
 use crate::store::permits::watch_key;
 use crate::store::{
@@ -66,6 +67,10 @@ impl SqliteStore {
         // No row: a refused try; a NULL token: refused and queued.
         let Some(row) = row else { return Ok(None) };
         let fence: Option<i64> = row.try_get(0).map_err(|e| db_error("acquire_permits", e))?;
+        if fence.is_some() {
+            self.conn
+                .forget_ghost(Lease::Permits, req.name.as_bytes(), req.owner.as_bytes());
+        }
         fence
             .map(|fence| {
                 u64::try_from(fence).ok().filter(|&t| t > 0).ok_or_else(|| {
@@ -85,6 +90,13 @@ impl SqliteStore {
         check_owner(owner)?;
         let ttl = check_ttl(ttl_ms)?;
         let mut w = self.conn.lock().await?;
+        if self
+            .conn
+            .is_ghost(Lease::Permits, name.as_bytes(), owner.as_bytes())
+        {
+            w.finish(Ok(())).ok();
+            return Err(self.replaced_error("extend_permits"));
+        }
         let done = sqlx::query(AssertSqlSafe(self.sql.extend_permits.as_str()))
             .bind(name.as_bytes())
             .bind(owner.as_bytes())

@@ -6,6 +6,8 @@
 //! (`busy_timeout`) instead of failing. Names and owners are stored as BLOBs so that every comparison, `length` and
 //! `substr` is bytewise (TEXT functions stop at a NUL, which a JavaScript string may hold).
 
+use super::connection::Takeover;
+
 /// Placeholder for the validated, double-quoted lease table name.
 const TABLE: &str = "{table}";
 /// Placeholder for the fencing counter table (the lease table's name + `_fence`).
@@ -223,6 +225,20 @@ pub const FORGET: &str = "DELETE FROM {waiters} WHERE addr = ?1";
 /// Every registered address (to find those of processes that are gone).
 pub const ADDRESSES: &str = "SELECT DISTINCT addr FROM {waiters}";
 
+/// The live locks of a file (read from one found replaced): name, owner, remaining ms.
+pub const LIVE_LOCKS: &str = "SELECT name, owner, expires_at - {now} FROM {table}
+WHERE expires_at > {now}";
+
+/// The live permits of semaphore holders (not queued places): name, owner, remaining ms.
+pub const LIVE_PERMITS: &str = "SELECT name, owner, expires_at - {now} FROM {permits}
+WHERE place IS NULL AND expires_at > {now}";
+
+/// The fencing counter.
+pub const COUNTER: &str = "SELECT value FROM {fence} WHERE id = 0";
+
+/// Raises the fencing counter to ?1 (a replaced file's), so tokens continue above it.
+pub const CARRY: &str = "UPDATE {fence} SET value = ?1 WHERE id = 0 AND value < ?1";
+
 /// Statement texts for one table.
 #[derive(Debug)]
 pub struct Statements {
@@ -267,6 +283,8 @@ pub struct Statements {
     pub forget: String,
     /// [`ADDRESSES`].
     pub addresses: String,
+    /// [`LIVE_LOCKS`], [`LIVE_PERMITS`], [`COUNTER`] and [`CARRY`].
+    pub takeover: Takeover,
 }
 
 /// Most items in one batched extension: 3 parameters each, far below SQLite's 32 766.
@@ -325,6 +343,12 @@ impl Statements {
             unwatch: sql(UNWATCH),
             forget: sql(FORGET),
             addresses: sql(ADDRESSES),
+            takeover: Takeover {
+                locks: sql(LIVE_LOCKS),
+                permits: sql(LIVE_PERMITS),
+                counter: sql(COUNTER),
+                carry: sql(CARRY),
+            },
         }
     }
 }

@@ -81,6 +81,13 @@ impl Wake {
         &self.addr
     }
 
+    /// The names this process waits for, as a function (for registering them again in a new
+    /// file: see `connection`).
+    pub fn watched(&self) -> super::connection::WatchedFn {
+        let shared = self.shared.clone();
+        Box::new(move || lock(&shared.watched).keys().cloned().collect())
+    }
+
     /// Counts a `watch` of `key`; true when it is the first (the name must be registered).
     fn add(&self, key: &str) -> bool {
         let mut watched = lock(&self.shared.watched);

@@ -24,6 +24,11 @@ impl Wake {
         ""
     }
 
+    /// No names: nobody watches here.
+    pub fn watched(&self) -> super::connection::WatchedFn {
+        Box::new(Vec::new)
+    }
+
     /// Tells nobody.
     pub fn tell(&self, _key: &str, _addrs: &str) -> Told {
         Told::default()
