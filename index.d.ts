@@ -38,6 +38,9 @@ export type StoreErrorCode =
   | 'ERR_LOCK_STORE_TIMEOUT'
   | 'ERR_LOCK_STORE_CLOSED'
   | 'ERR_LOCK_STORE_SERVER'
+  | 'ERR_LOCK_STORE_AUTH'
+  | 'ERR_LOCK_STORE_NO_DATABASE'
+  | 'ERR_LOCK_STORE_UNSUPPORTED'
   | 'ERR_LOCK_STORE_INVALID'
   | 'ERR_LOCK_STORE_INTERNAL'
 /** The store failed or could not be reached; `cause.code` says how, `cause.message` what. */
