@@ -52,8 +52,12 @@ export type StoreErrorCode =
   | 'ERR_LOCK_STORE_TIMEOUT'
   | 'ERR_LOCK_STORE_CLOSED'
   | 'ERR_LOCK_STORE_SERVER'
+  | 'ERR_LOCK_STORE_AUTH'
+  | 'ERR_LOCK_STORE_NO_DATABASE'
+  | 'ERR_LOCK_STORE_UNSUPPORTED'
   | 'ERR_LOCK_STORE_INVALID'
   | 'ERR_LOCK_STORE_INTERNAL'
+  | 'ERR_LOCK_STORE_REPLACED'
 /** The store failed or could not be reached; `cause.code` says how, `cause.message` what. */
 export declare class LockBackendError extends LockError {
   readonly code: 'ERR_LOCK_BACKEND'

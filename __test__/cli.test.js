@@ -150,3 +150,42 @@ test('usage errors exit 2 with help, and an unreachable store exits 3', () => {
   assert.match(help.out, /Usage: deadbolt inspect/)
   assert.equal(cli('inspect', 'redis://127.0.0.1:1', 'k').code, 3)
 })
+
+/** The tables (and, on PostgreSQL, sequences) of the shared server whose names start with `name`. */
+async function relationsNamed(store, name) {
+  if (store === 'mysql') {
+    const conn = await require('mysql2/promise').createConnection(MYSQL_URL)
+    try {
+      const [rows] = await conn.query('SELECT table_name AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?', [`${name}%`])
+      return rows.map((r) => r.n)
+    } finally {
+      await conn.end()
+    }
+  }
+  const { Client } = require('pg')
+  const conn = new Client({ connectionString: PG_URL })
+  await conn.connect()
+  try {
+    const { rows } = await conn.query("SELECT c.relname AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = current_schema() AND c.relname LIKE $1 AND c.relkind IN ('r', 'S')", [`${name}%`])
+    return rows.map((r) => r.n)
+  } finally {
+    await conn.end()
+  }
+}
+
+for (const store of [{ name: 'mysql', url: MYSQL_URL, need: needMysql }, { name: 'postgres', url: PG_URL, need: needPg }]) {
+  test(`on ${store.name}, the commands that only look create no table and find nothing in a table that does not exist`, async (t) => {
+    if (!(await store.need(t))) return
+    const table = `cli_fresh_${prefix('t').split(':')[2]}`
+    const inspect = cli('inspect', store.url, 'k', '--table', table)
+    assert.equal(inspect.code, 1, inspect.err)
+    const list = cli('list', store.url, '--table', table, '--json')
+    assert.equal(list.code, 0, list.err)
+    assert.deepEqual(JSON.parse(list.out), [])
+    const permits = cli('permits', store.url, 'p', '--table', table)
+    assert.equal(permits.code, 1, permits.err)
+    const leader = cli('leader', store.url, 'e', '--table', table)
+    assert.equal(leader.code, 1, leader.err)
+    assert.deepEqual(await relationsNamed(store.name, table), [])
+  })
+}

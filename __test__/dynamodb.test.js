@@ -118,7 +118,7 @@ test('credentials a server echoes back in a refusal are masked in the error', as
     const credentials = { accessKeyId: 'AKIDECHOED0001', secretAccessKey: 'echoed-secret-0001', sessionToken: 'ECHOEDTOKEN0001' }
     await assert.rejects(connect(url, { credentials }), (err) => {
       assert.ok(err instanceof LockBackendError)
-      assert.equal(err.cause.code, 'ERR_LOCK_STORE_SERVER')
+      assert.equal(err.cause.code, 'ERR_LOCK_STORE_AUTH')
       assert.match(err.message + err.cause.message, /UnrecognizedClientException.*credentials were refused/)
       const text = errorText(err)
       assert.ok(!/AKIDECHOED0001|echoed-secret|ECHOEDTOKEN0001/.test(text), text)
@@ -158,7 +158,7 @@ test('a missing table is named in the error, and createTable makes it on first u
   const tbl = table()
   await assert.rejects(connect(dynalite.server.url(tbl), { credentials: TEST_CREDENTIALS }), (err) => {
     assert.ok(err instanceof LockBackendError)
-    assert.equal(err.cause.code, 'ERR_LOCK_STORE_SERVER')
+    assert.equal(err.cause.code, 'ERR_LOCK_STORE_NO_DATABASE')
     assert.match(err.cause.message, new RegExp(`table "${tbl}" was not found.*createTable`))
     return true
   })

@@ -25,7 +25,8 @@ Commands:
   permits <url> <name>           who holds permits of a semaphore (or a read-write lock)
 
 <url> is a store URL (${STORES.map((e) => e.example).join(', ')}; dynamodb:// with AWS
-credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --help (help for a command).
+credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --table NAME (MySQL, PostgreSQL, SQLite: the lock table, default deadbolt_locks), --help (help for a command).
+On MySQL and PostgreSQL, commands that only look (all but release) never create a table: one that does not exist holds no lock.
 Exit codes: 0 done, 1 nothing there, 2 usage error, 3 the store failed.`,
   inspect: 'Usage: deadbolt inspect <url> <key> [--json]\nPrints the holder, fencing token, remaining lease and data of <key>; exit 1 if it is free.',
   list: 'Usage: deadbolt list <url> [prefix] [--limit N] [--json]\nPrints the held locks whose names start with prefix (default: all), at most N (default 1000).',
@@ -49,6 +50,10 @@ function parse(argv) {
       const v = Number(argv[++i])
       if (!Number.isInteger(v) || v < 1) throw new UsageError(`${a} needs a positive whole number`)
       flags[a.slice(2)] = v
+    } else if (a === '--table') {
+      const v = argv[++i]
+      if (v === undefined || v.startsWith('--')) throw new UsageError('--table needs a table name')
+      flags.table = v
     } else if (a.startsWith('--')) {
       throw new UsageError(`unknown option ${a}`)
     } else {
@@ -198,7 +203,11 @@ async function main(argv, io) {
   }
   let locks
   try {
-    locks = await connect(url, { connectTimeout: 5000 })
+    // Lazy: connecting checks the store with a ping, which on the SQL stores creates the lock
+    // table. The commands' own reads create nothing (a missing table holds no lock), so a
+    // command that only looks never runs DDL; a store that cannot be reached fails the
+    // command's first call instead, with the same error.
+    locks = await connect(url, { connectTimeout: 5000, lazy: true, ...(flags.table === undefined ? {} : { table: flags.table }) })
   } catch (err) {
     io.err(`deadbolt: ${err.message}`)
     return err.code === 'ERR_LOCK_BACKEND' ? EXIT.store : EXIT.usage

@@ -62,7 +62,7 @@ function fromNative([code, causeCode, raw], secrets) {
   switch (code) {
     case 'ERR_LOCK_BACKEND': {
       // The cause says what kind of failure it was, as data: ERR_LOCK_STORE_UNREACHABLE,
-      // _TIMEOUT, _CLOSED, _SERVER, _INVALID or _INTERNAL.
+      // _TIMEOUT, _CLOSED, _SERVER, _AUTH, _NO_DATABASE, _UNSUPPORTED, _INVALID or _INTERNAL.
       const cause = new Error(message)
       cause.code = causeCode || 'ERR_LOCK_STORE_INTERNAL'
       return new LockBackendError(`The lock store failed: ${message}`, { cause })

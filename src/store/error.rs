@@ -17,6 +17,16 @@ pub enum ErrorKind {
     Closed,
     /// The server answered with an error (permissions, a script error, an SQL error…).
     Server,
+    /// The server refused the credentials: a wrong password or user name, an unknown access
+    /// key, a bad request signature. Trying again does not help; the configuration must change.
+    Auth,
+    /// The server has no such database (an unknown PostgreSQL or MySQL database, a Redis
+    /// database index beyond the server's `databases`).
+    NoDatabase,
+    /// The server, or what stands between it and the client, cannot give what the store
+    /// needs: a connection pooler that shares server sessions between clients (PgBouncer in
+    /// transaction mode) or drops the session's settings.
+    Unsupported,
     /// The request was refused before it was sent: an argument the store cannot take.
     Invalid,
     /// A bug in deadbolt (a panic, a reply it did not expect).
@@ -29,11 +39,14 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// Every kind, in the order of [`ErrorKind::code`]'s table (Redlock's quorum counts the
     /// kinds of its servers' errors over it).
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Unreachable,
         ErrorKind::Timeout,
         ErrorKind::Closed,
         ErrorKind::Server,
+        ErrorKind::Auth,
+        ErrorKind::NoDatabase,
+        ErrorKind::Unsupported,
         ErrorKind::Invalid,
         ErrorKind::Internal,
         ErrorKind::Replaced,
@@ -46,6 +59,9 @@ impl ErrorKind {
             ErrorKind::Timeout => "ERR_LOCK_STORE_TIMEOUT",
             ErrorKind::Closed => "ERR_LOCK_STORE_CLOSED",
             ErrorKind::Server => "ERR_LOCK_STORE_SERVER",
+            ErrorKind::Auth => "ERR_LOCK_STORE_AUTH",
+            ErrorKind::NoDatabase => "ERR_LOCK_STORE_NO_DATABASE",
+            ErrorKind::Unsupported => "ERR_LOCK_STORE_UNSUPPORTED",
             ErrorKind::Invalid => "ERR_LOCK_STORE_INVALID",
             ErrorKind::Internal => "ERR_LOCK_STORE_INTERNAL",
             ErrorKind::Replaced => "ERR_LOCK_STORE_REPLACED",

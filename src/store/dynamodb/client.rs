@@ -325,7 +325,7 @@ fn classify(code: &str) -> (ErrorKind, &'static str) {
         | "InvalidClientTokenId"
         | "SignatureDoesNotMatch"
         | "ExpiredTokenException" => (
-            ErrorKind::Server,
+            ErrorKind::Auth,
             " (the credentials were refused: check the access key, the secret and the session token)",
         ),
         "AccessDeniedException" => (
@@ -398,7 +398,13 @@ mod tests {
             else {
                 panic!("{code} is final");
             };
-            assert_eq!(e.error.kind, ErrorKind::Server);
+            // Refused credentials are an authentication failure; a refused permission is not.
+            let kind = if code == "AccessDeniedException" {
+                ErrorKind::Server
+            } else {
+                ErrorKind::Auth
+            };
+            assert_eq!(e.error.kind, kind, "{code}");
             let m = e.error.message;
             assert!(m.contains(code) && m.contains("GetItem"), "{m}");
             assert!(m.contains("credentials") || m.contains("IAM policy"), "{m}");

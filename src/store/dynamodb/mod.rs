@@ -250,8 +250,9 @@ impl DynamoStore {
                 code: Some(code), ..
             }) if code == "ResourceNotFoundException" => {
                 let region = self.ready.get().map_or("", |r| r.region.as_str());
+                // The URL's table is the store's database: as an unknown database elsewhere.
                 StoreError::new(
-                    ErrorKind::Server,
+                    ErrorKind::NoDatabase,
                     format!(
                         "dynamodb: {operation}: table {:?} was not found in region {region} \
                          (create it, or connect with createTable: true)",

@@ -444,7 +444,7 @@ async fn a_missing_table_is_named_in_the_error_and_created_when_asked() {
     )
     .unwrap();
     let err = plain.ping().await.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Server);
+    assert_eq!(err.kind, ErrorKind::NoDatabase);
     assert!(
         err.message.contains(&table) && err.message.contains("createTable"),
         "{err}"

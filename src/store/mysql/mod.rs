@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow, MySqlSslMode};
+use sqlx::mysql::{
+    MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions, MySqlRow, MySqlSslMode,
+};
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
@@ -368,6 +370,9 @@ pub struct MysqlStore {
     /// maintenance task, which needs to run inside a tokio runtime.
     pool: OnceLock<MySqlPool>,
     closed: AtomicBool,
+    /// Set once a first connection logged in (see [`MysqlStore::connected`]); left empty when
+    /// that failed, so the next operation tries again.
+    connected: OnceCell<()>,
     /// Left empty when creating the table failed, so the next operation tries again.
     table_ready: OnceCell<()>,
     /// Statements of the semaphore tables (see `permits`).
@@ -433,6 +438,7 @@ impl MysqlStore {
             sql: Statements::new(&format!("`{}`", opts.table)),
             pool: OnceLock::new(),
             closed: AtomicBool::new(false),
+            connected: OnceCell::new(),
             table_ready: OnceCell::new(),
             permit_sql: PermitStatements::new(&opts.table),
             permit_tables_ready: OnceCell::new(),
@@ -729,11 +735,13 @@ impl MysqlStore {
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
         check_key(key)?;
-        let pool = self.ready().await?;
+        // A read creates nothing: a table that does not exist holds no lock.
+        let pool = self.connected().await?;
         let row: Option<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.inspect.clone()))
             .bind(key.as_bytes())
             .fetch_optional(pool)
             .await
+            .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
             .map_err(|e| db_error("inspect", e))?;
         let Some(row) = row else {
             return Ok(None);
@@ -822,19 +830,43 @@ impl MysqlStore {
 
     /// The pool, built on first use, once the table exists.
     async fn ready(&self) -> StoreResult<&MySqlPool> {
+        let pool = self.connected().await?;
+        self.table_ready
+            .get_or_try_init(|| self.ensure_table(pool))
+            .await?;
+        Ok(pool)
+    }
+
+    /// The pool, built on first use, once a first connection logged in; creates nothing
+    /// (read-only operations use it, so that looking never runs DDL).
+    pub(super) async fn connected(&self) -> StoreResult<&MySqlPool> {
         let pool = self.pool()?;
         // A `close` that ran between `pool()` and now may have missed this pool.
         if self.closed.load(Ordering::SeqCst) {
             pool.close().await;
             return Err(closed_error());
         }
-        self.table_ready
+        self.connected
             .get_or_try_init(|| async {
                 self.probe().await?;
-                self.ensure_table(pool).await
+                self.log_in(pool).await
             })
             .await?;
         Ok(pool)
+    }
+
+    /// Opens a first pooled connection (kept in the pool for the next statement), so that a
+    /// failure to connect or log in (a wrong password, an unknown database) is reported as
+    /// connecting to the server, naming it, and not as the step that needed the connection.
+    async fn log_in(&self, pool: &MySqlPool) -> StoreResult<()> {
+        pool.acquire().await.map(drop).map_err(|e| {
+            let opts = &self.connect_options;
+            let server = match opts.get_socket() {
+                Some(path) => path.display().to_string(),
+                None => format!("{}:{}", opts.get_host(), opts.get_port()),
+            };
+            db_error(&format!("connecting to {server}"), e)
+        })
     }
 
     /// Before the first use of the pool, one plain TCP connection to the server: sqlx's pool
@@ -1112,6 +1144,13 @@ fn is_broken_connection(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Io(_) | sqlx::Error::Protocol(_))
 }
 
+/// Whether `e` is ER_NO_SUCH_TABLE (1146): a read of a table nobody created yet.
+pub(super) fn no_such_table(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|m| m.number() == 1146)
+}
+
 fn is_conflict(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .and_then(|d| d.code())
@@ -1126,7 +1165,14 @@ fn kind_of(e: &sqlx::Error) -> ErrorKind {
         sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => {
             ErrorKind::Unreachable
         }
-        sqlx::Error::Database(_) => ErrorKind::Server,
+        sqlx::Error::Database(d) => match d.try_downcast_ref::<MySqlDatabaseError>() {
+            // ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
+            // ER_ACCESS_DENIED_NO_PASSWORD_ERROR: the server refused the account.
+            Some(m) if matches!(m.number(), 1044 | 1045 | 1698) => ErrorKind::Auth,
+            // ER_BAD_DB_ERROR: the URL's database does not exist.
+            Some(m) if m.number() == 1049 => ErrorKind::NoDatabase,
+            _ => ErrorKind::Server,
+        },
         sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => ErrorKind::Closed,
         sqlx::Error::Configuration(_) => ErrorKind::Invalid,
         _ => ErrorKind::Internal,
@@ -1330,7 +1376,8 @@ impl OperatorTools for MysqlStore {
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
         self.bounded("list", async move {
-            let pool = self.ready().await?;
+            // A read creates nothing: a table that does not exist holds no lock.
+            let pool = self.connected().await?;
             let mut pattern = Vec::with_capacity(prefix.len() + 1);
             for &b in prefix.as_bytes() {
                 if matches!(b, b'!' | b'%' | b'_') {
@@ -1344,6 +1391,13 @@ impl OperatorTools for MysqlStore {
                 .bind(u64::try_from(limit).unwrap_or(u64::MAX))
                 .fetch_all(pool)
                 .await
+                .or_else(|e| {
+                    if no_such_table(&e) {
+                        Ok(Vec::new())
+                    } else {
+                        Err(e)
+                    }
+                })
                 .map_err(|e| db_error("list", e))?;
             let decode = |e: sqlx::Error| db_error("list", e);
             rows.into_iter()

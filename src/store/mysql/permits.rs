@@ -20,7 +20,9 @@ use std::sync::Arc;
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, MySqlConnection, Row};
 
-use super::{check_key, check_owner, db_error, retry_on_conflict, ttl_micros, MysqlStore};
+use super::{
+    check_key, check_owner, db_error, no_such_table, retry_on_conflict, ttl_micros, MysqlStore,
+};
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
 use crate::store::{PermitHolder, PermitRequest, StoreError, StoreResult};
 
@@ -567,11 +569,19 @@ impl MysqlStore {
     /// Cancel safe: read only.
     pub async fn permits(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
         check_key(name)?;
-        let pool = self.permits_ready().await?;
+        // A read creates nothing: tables that do not exist hold no permits.
+        let pool = self.connected().await?;
         let rows: Vec<MySqlRow> = sqlx::query(AssertSqlSafe(self.permit_sql.holders.clone()))
             .bind(name.as_bytes())
             .fetch_all(pool)
             .await
+            .or_else(|e| {
+                if no_such_table(&e) {
+                    Ok(Vec::new())
+                } else {
+                    Err(e)
+                }
+            })
             .map_err(|e| db_error("permits", e))?;
         let decode = |e: sqlx::Error| db_error("permits", e);
         rows.into_iter()

@@ -35,6 +35,11 @@ pub fn kind_of(e: &sqlx::Error) -> ErrorKind {
             Some("53300") => ErrorKind::Unreachable,
             // query_canceled: `statement_timeout` (the response bound) ran out on the server.
             Some("57014") => ErrorKind::Timeout,
+            // invalid_password, invalid_authorization_specification (no such role, a
+            // pg_hba.conf rejection).
+            Some("28P01" | "28000") => ErrorKind::Auth,
+            // invalid_catalog_name: the URL's database does not exist.
+            Some("3D000") => ErrorKind::NoDatabase,
             _ => ErrorKind::Server,
         },
         sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => ErrorKind::Closed,
@@ -47,6 +52,18 @@ pub fn kind_of(e: &sqlx::Error) -> ErrorKind {
 /// connection options, so no password reaches the message.
 pub fn db_error(operation: &str, e: sqlx::Error) -> StoreError {
     StoreError::new(kind_of(&e), format!("postgres: {operation}: {e}"))
+}
+
+/// Whether `e` is undefined_table (42P01): a read of a table nobody created yet.
+pub fn no_such_table(e: &sqlx::Error) -> bool {
+    sqlstate(e).as_deref() == Some("42P01")
+}
+
+/// Whether the server (or what answers in its place) refused the connection as a protocol
+/// violation (08P01): what PgBouncer answers to startup parameters it does not support, such
+/// as the `options` that carry the store's `statement_timeout`.
+pub fn is_protocol_violation(e: &sqlx::Error) -> bool {
+    sqlstate(e).as_deref() == Some("08P01")
 }
 
 /// The store was closed.

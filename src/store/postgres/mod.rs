@@ -27,13 +27,13 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
-use self::errors::{closed_error, db_error, retry};
+use self::errors::{closed_error, db_error, is_protocol_violation, no_such_table, retry};
 use self::notify::Notifier;
 use self::permit_sql::PermitStatements;
 use self::sql::Statements;
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 
@@ -108,6 +108,11 @@ impl Default for PostgresOptions {
 /// Any number of locks can be held at once: each costs one row, no connection.
 pub struct PostgresStore {
     connect_options: PgConnectOptions,
+    /// [`Self::connect_options`] without the startup parameters the store adds.
+    plain_options: PgConnectOptions,
+    /// The `statement_timeout` the sessions are opened with, in milliseconds, as the server
+    /// reports it in `pg_settings` (see [`PostgresStore::log_in`]).
+    statement_timeout_ms: String,
     pool_size: u32,
     acquire_timeout: Duration,
     /// Bound on a whole call (see [`PostgresStore::bounded`]).
@@ -129,6 +134,9 @@ pub struct PostgresStore {
     /// maintenance task, which needs to run inside a tokio runtime.
     pool: OnceLock<PgPool>,
     closed: AtomicBool,
+    /// Set once a first session was opened and checked (see [`PostgresStore::connected`]);
+    /// left empty when that failed, so the next operation tries again.
+    connected: OnceCell<()>,
     /// Left empty when creating the table failed, so the next operation tries again.
     table_ready: OnceCell<()>,
     /// The same for the semaphore tables, created on the first semaphore operation.
@@ -190,10 +198,11 @@ impl PostgresStore {
         // The server ends any statement of ours that runs past the response bound, so one
         // abandoned by the caller's bound does not take effect later, and no statement runs
         // longer than the purge delay (see `sql::ACQUIRE`).
-        connect_options = connect_options.options([(
-            "statement_timeout",
-            opts.response_timeout_ms.max(1).to_string(),
-        )]);
+        // The same login without the startup parameters the store adds (see `log_in`).
+        let plain_options = connect_options.clone().extra_float_digits(None);
+        let statement_timeout_ms = opts.response_timeout_ms.max(1).to_string();
+        connect_options =
+            connect_options.options([("statement_timeout", statement_timeout_ms.as_str())]);
         if connect_options.get_application_name().is_none() {
             connect_options = connect_options.application_name("deadbolt");
         }
@@ -201,6 +210,8 @@ impl PostgresStore {
         Ok(PostgresStore {
             notifier: Notifier::new(&opts.table, connect_options.clone(), connect_timeout),
             connect_options,
+            plain_options,
+            statement_timeout_ms,
             pool_size: opts.pool_size,
             acquire_timeout: connect_timeout,
             call_timeout: Duration::from_millis(
@@ -218,6 +229,7 @@ impl PostgresStore {
             channel: opts.table.clone(),
             pool: OnceLock::new(),
             closed: AtomicBool::new(false),
+            connected: OnceCell::new(),
             table_ready: OnceCell::new(),
             permits_ready: OnceCell::new(),
         })
@@ -474,7 +486,8 @@ impl PostgresStore {
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
         check_key(key)?;
-        let pool = self.ready().await?;
+        // A read creates nothing: a table that does not exist holds no lock.
+        let pool = self.connected().await?;
         let sql = &self.sql.inspect;
         let row: Option<PgRow> = retry(|| {
             sqlx::query(AssertSqlSafe(sql.clone()))
@@ -482,6 +495,7 @@ impl PostgresStore {
                 .fetch_optional(pool)
         })
         .await
+        .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
         .map_err(|e| db_error("inspect", e))?;
         row.map(|row| lock_info(&row, 0).map_err(|e| db_error("inspect", e)))
             .transpose()
@@ -533,25 +547,112 @@ impl PostgresStore {
 
     /// The pool, built on first use, once the table exists.
     async fn ready(&self) -> StoreResult<&PgPool> {
-        let pool = self.pool()?;
-        // A `close` that ran between `pool()` and now may have missed this pool.
-        if self.closed.load(Ordering::SeqCst) {
-            pool.close().await;
-            return Err(closed_error());
-        }
+        let pool = self.connected().await?;
         self.table_ready
-            .get_or_try_init(|| async {
-                self.probe().await?;
+            .get_or_try_init(|| {
                 self.ensure_schema(
                     pool,
                     &self.sql.create,
                     &self.sql.probe,
                     "creating the lock table",
                 )
-                .await
             })
             .await?;
         Ok(pool)
+    }
+
+    /// The pool, built on first use, once a first session was opened and checked (see
+    /// [`Self::log_in`]); creates nothing (read-only operations use it, so that looking never
+    /// runs DDL).
+    pub(super) async fn connected(&self) -> StoreResult<&PgPool> {
+        let pool = self.pool()?;
+        // A `close` that ran between `pool()` and now may have missed this pool.
+        if self.closed.load(Ordering::SeqCst) {
+            pool.close().await;
+            return Err(closed_error());
+        }
+        self.connected
+            .get_or_try_init(|| async {
+                self.probe().await?;
+                self.log_in(pool).await
+            })
+            .await?;
+        Ok(pool)
+    }
+
+    /// The server as messages name it: `host:port`, or the socket's path.
+    fn server(&self) -> String {
+        let opts = &self.connect_options;
+        match opts.get_socket() {
+            Some(path) => path.display().to_string(),
+            None => format!("{}:{}", opts.get_host(), opts.get_port()),
+        }
+    }
+
+    /// Opens a first pooled session (kept in the pool for the next statement), so that a
+    /// failure to connect or log in (a wrong password, an unknown database) is reported as
+    /// connecting to the server, naming it, and checks that the session is the store's own.
+    ///
+    /// The store needs sessions that are its own from connection to close: `statement_timeout`
+    /// travels in the startup packet, statements are prepared once per connection, and
+    /// release announcements need a session that stays `LISTEN`ing. A pooler that hands one
+    /// server session to several clients (PgBouncer in transaction or statement mode) breaks
+    /// all three, and PgBouncer either refuses the `options` startup parameter or drops it
+    /// (`ignore_startup_parameters`) whatever its mode. So both are refused here, with
+    /// [`ErrorKind::Unsupported`]: a refused startup parameter (08P01, when the same login
+    /// without it is accepted) and a session whose `statement_timeout` is not the one asked for.
+    ///
+    /// [`ErrorKind::Unsupported`]: crate::store::ErrorKind::Unsupported
+    async fn log_in(&self, pool: &PgPool) -> StoreResult<()> {
+        let connecting = format!("connecting to {}", self.server());
+        let mut conn = match pool.acquire().await {
+            Ok(conn) => conn,
+            Err(e) if is_protocol_violation(&e) && self.accepted_without_options().await => {
+                return Err(StoreError::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "postgres: {connecting}: the server refused the startup parameters \
+                         that set the session's statement_timeout and extra_float_digits (what \
+                         PgBouncer does unless told to ignore them), and accepts the same login \
+                         without them: {UNSUPPORTED_POOLER}"
+                    ),
+                ))
+            }
+            Err(e) => return Err(db_error(&connecting, e)),
+        };
+        // A simple query: no prepared statement, whatever stands in front of the server.
+        let setting: Option<String> =
+            sqlx::raw_sql("SELECT setting FROM pg_settings WHERE name = 'statement_timeout'")
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(|e| db_error(&connecting, e))?
+                .map(|row| row.try_get(0))
+                .transpose()
+                .map_err(|e| db_error(&connecting, e))?;
+        if setting.as_deref() != Some(self.statement_timeout_ms.as_str()) {
+            return Err(StoreError::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "postgres: {connecting}: the session runs with statement_timeout {} ms \
+                     instead of the {} ms it was opened with, so something between the client \
+                     and PostgreSQL dropped the `options` startup parameter (PgBouncer's \
+                     ignore_startup_parameters): {UNSUPPORTED_POOLER}",
+                    setting.as_deref().unwrap_or("unknown"),
+                    self.statement_timeout_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the server accepts a login without the startup parameters the store adds
+    /// (`options`, `extra_float_digits`): then it was those it refused.
+    async fn accepted_without_options(&self) -> bool {
+        let attempt = tokio::time::timeout(self.acquire_timeout, async {
+            let conn = sqlx::PgConnection::connect_with(&self.plain_options).await?;
+            conn.close().await
+        });
+        matches!(attempt.await, Ok(Ok(())))
     }
 
     /// Before the first use of the pool, one plain TCP connection to the server: sqlx's pool
@@ -623,6 +724,11 @@ impl PostgresStore {
         }))
     }
 }
+
+/// What a refused pooler's message ends with.
+const UNSUPPORTED_POOLER: &str = "deadbolt needs server sessions of its own (a pooler in \
+     transaction or statement mode, such as PgBouncer's pool_mode = transaction, is not \
+     supported): connect to PostgreSQL directly";
 
 /// One valid item of an `extend_many` call, owned so that its batch can run in a spawned task.
 struct Job {
@@ -921,7 +1027,8 @@ impl OperatorTools for PostgresStore {
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
         self.bounded("list", async move {
-            let pool = self.ready().await?;
+            // A read creates nothing: a table that does not exist holds no lock.
+            let pool = self.connected().await?;
             let upper = prefix_upper_bound(prefix.as_bytes());
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let sql = &self.sql.list;
@@ -933,6 +1040,13 @@ impl OperatorTools for PostgresStore {
                     .fetch_all(pool)
             })
             .await
+            .or_else(|e| {
+                if no_such_table(&e) {
+                    Ok(Vec::new())
+                } else {
+                    Err(e)
+                }
+            })
             .map_err(|e| db_error("list", e))?;
             rows.iter()
                 .map(|row| {

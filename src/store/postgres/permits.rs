@@ -6,7 +6,7 @@
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 
-use super::errors::{db_error, retry};
+use super::errors::{db_error, no_such_table, retry};
 use super::{check_owner, token_of, ttl_millis, PostgresStore, MAX_KEY_BYTES};
 use crate::store::permits::watch_key;
 use crate::store::{
@@ -191,7 +191,8 @@ impl PostgresStore {
     /// Cancel safe: read only.
     pub async fn permits(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
         check_name(name)?;
-        let pool = self.permits_ready().await?;
+        // A read creates nothing: tables that do not exist hold no permits.
+        let pool = self.connected().await?;
         let sql = &self.permit_sql.holders;
         let rows: Vec<PgRow> = retry(|| {
             sqlx::query(AssertSqlSafe(sql.clone()))
@@ -199,6 +200,13 @@ impl PostgresStore {
                 .fetch_all(pool)
         })
         .await
+        .or_else(|e| {
+            if no_such_table(&e) {
+                Ok(Vec::new())
+            } else {
+                Err(e)
+            }
+        })
         .map_err(|e| db_error("permits", e))?;
         rows.iter()
             .map(|row| {

@@ -41,7 +41,13 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// The kind of a redis-rs error, from redis-rs's own predicates.
 fn kind_of(e: &RedisError) -> ErrorKind {
-    if e.is_timeout() {
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+    {
+        ErrorKind::Auth
+    } else if pipe::is_no_such_database(e) {
+        ErrorKind::NoDatabase
+    } else if e.is_timeout() {
         ErrorKind::Timeout
     } else if e.is_connection_refusal() || e.is_connection_dropped() || e.is_io_error() {
         ErrorKind::Unreachable
@@ -50,8 +56,8 @@ fn kind_of(e: &RedisError) -> ErrorKind {
     } else if matches!(e.kind(), redis::ErrorKind::Parse) {
         ErrorKind::Internal
     } else {
-        // Authentication, a refused TLS handshake, a client-side protocol error: the store
-        // cannot be used, as if it could not be reached.
+        // A refused TLS handshake, a client-side protocol error: the store cannot be used,
+        // as if it could not be reached.
         ErrorKind::Unreachable
     }
 }
@@ -117,6 +123,8 @@ impl Default for RedisOptions {
 /// (TLS state cannot be written from two threads).
 struct Node {
     client: Client,
+    /// The server as messages name it: host:port, or the socket's path.
+    server: String,
     transport: Transport,
     /// For `rediss://`: that the server speaks TLS, checked before the first connection.
     handshake: Option<tls_client::HandshakeCheck>,
@@ -162,6 +170,13 @@ impl Node {
     fn open(client: Client, opts: &RedisOptions, ordered: bool) -> StoreResult<Node> {
         let info = client.get_connection_info();
         let redis_info = info.redis_settings();
+        let server = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port}"),
+            #[cfg(unix)]
+            redis::ConnectionAddr::Unix(path) => path.display().to_string(),
+            other => other.to_string(),
+        };
         let addr = match info.addr() {
             redis::ConnectionAddr::Tcp(host, port) => Some(pipe::Addr::Tcp(host.clone(), *port)),
             #[cfg(unix)]
@@ -180,6 +195,7 @@ impl Node {
             });
             return Ok(Node {
                 client,
+                server,
                 transport: Transport::Pipe {
                     pipe,
                     #[cfg(unix)]
@@ -202,9 +218,26 @@ impl Node {
         let handshake = tls_client::HandshakeCheck::for_client(&client, opts.connect_timeout_ms);
         Ok(Node {
             client,
+            server,
             transport: Transport::Managed { conn, batcher },
             handshake,
         })
+    }
+
+    /// A store error for `e`; one that concerns reaching the server or logging in names it
+    /// (host:port, or the socket's path; never the password).
+    fn err(&self, e: RedisError) -> StoreError {
+        let error = store_err(e);
+        match error.kind {
+            ErrorKind::Unreachable
+            | ErrorKind::Timeout
+            | ErrorKind::Auth
+            | ErrorKind::NoDatabase => StoreError::new(
+                error.kind,
+                format!("redis {}: {}", self.server, error.message),
+            ),
+            _ => error,
+        }
     }
 
     /// Fails fast if a `rediss://` server does not speak TLS (see `tls_client`).
@@ -230,16 +263,16 @@ impl Node {
                     Some(w) => self.request(&[&cmd, w]).await,
                     None => self.request(&[&cmd]).await,
                 }
-                .map_err(store_err)?;
+                .map_err(|e| self.err(e))?;
                 let mut replies = replies.into_iter();
                 let value = match replies.next() {
-                    Some(Value::ServerError(e)) => return Err(store_err(e.into())),
+                    Some(Value::ServerError(e)) => return Err(self.err(e.into())),
                     Some(v) => v,
                     None => return Err(StoreError::internal("a reply is missing")),
                 };
                 match replies.next() {
                     // WAIT refused (a replica: the primary changed) fails the whole request.
-                    Some(Value::ServerError(e)) => Err(store_err(e.into())),
+                    Some(Value::ServerError(e)) => Err(self.err(e.into())),
                     Some(w) => Ok(Value::Array(vec![value, w])),
                     None => Ok(value),
                 }
@@ -255,7 +288,7 @@ impl Node {
                     })
                     .map_err(|_| closed())?;
                 match rx.await {
-                    Ok(result) => result.map_err(store_err),
+                    Ok(result) => result.map_err(|e| self.err(e)),
                     Err(_) => Err(closed()),
                 }
             }
@@ -274,7 +307,7 @@ impl Node {
         match &self.transport {
             Transport::Pipe { .. } => {
                 let refs: Vec<&redis::Cmd> = cmds.iter().collect();
-                self.request(&refs).await.map_err(store_err)
+                self.request(&refs).await.map_err(|e| self.err(e))
             }
             Transport::Managed { conn, .. } => {
                 let mut conn = conn.clone();
@@ -296,11 +329,11 @@ impl Node {
                             .prepare_invoke()
                             .load_async(&mut conn)
                             .await
-                            .map_err(store_err)?;
+                            .map_err(|e| self.err(e))?;
                         first = pipe.query_async::<Vec<Value>>(&mut conn).await;
                     }
                 }
-                first.map_err(store_err)
+                first.map_err(|e| self.err(e))
             }
         }
     }
@@ -374,9 +407,10 @@ impl Node {
         self.check_tls().await?;
         match &self.transport {
             Transport::Pipe { .. } => self.send(cmd, None, None).await,
-            Transport::Managed { conn, .. } => {
-                cmd.query_async(&mut conn.clone()).await.map_err(store_err)
-            }
+            Transport::Managed { conn, .. } => cmd
+                .query_async(&mut conn.clone())
+                .await
+                .map_err(|e| self.err(e)),
         }
     }
 }

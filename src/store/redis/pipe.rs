@@ -513,18 +513,53 @@ pub(super) async fn connect(config: &PipeConfig) -> RedisResult<Stream> {
             .enumerate()
             .find(|(_, v)| matches!(v, Value::ServerError(_)))
         {
+            let e = RedisError::from(e);
             return Err(if i == 0 && config.auth.is_some() {
                 // The server's words may repeat what was sent; say only what failed.
                 RedisError::from((
                     redis::ErrorKind::AuthenticationFailed,
                     "the server refused the login",
                 ))
+            } else if e.code() == Some("NOAUTH") {
+                // SELECT on a server that wants a password, none given.
+                RedisError::from((
+                    redis::ErrorKind::AuthenticationFailed,
+                    "the server requires a password",
+                ))
+            } else if e.kind() == redis::ErrorKind::Server(ServerErrorKind::ResponseError) {
+                // A plain error answering SELECT: an index beyond the server's `databases`.
+                RedisError::from(io::Error::other(NoSuchDatabase(config.db)))
             } else {
-                e.into()
+                e
             });
         }
     }
     Ok(stream)
+}
+
+/// The server refused to `SELECT` the URL's database: carried inside the connection's error
+/// as a type of its own, so that the store reports an unknown database (see
+/// [`is_no_such_database`]) without reading a message.
+#[derive(Debug)]
+pub(super) struct NoSuchDatabase(pub i64);
+
+impl std::fmt::Display for NoSuchDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the server has no database {} (SELECT refused)", self.0)
+    }
+}
+
+impl std::error::Error for NoSuchDatabase {}
+
+/// Whether `e` is a [`NoSuchDatabase`] (redis-rs keeps an I/O error as its source, behind an
+/// `Arc`).
+pub(super) fn is_no_such_database(e: &RedisError) -> bool {
+    use std::error::Error;
+    e.source()
+        .and_then(|s| s.downcast_ref::<Arc<dyn Error + Send + Sync>>())
+        .and_then(|a| a.downcast_ref::<io::Error>())
+        .and_then(|io| io.get_ref())
+        .is_some_and(|inner| inner.is::<NoSuchDatabase>())
 }
 
 /// Writes `cmds` on a connection nobody else uses yet and reads their replies.
