@@ -189,3 +189,19 @@ for (const store of [{ name: 'mysql', url: MYSQL_URL, need: needMysql }, { name:
     assert.deepEqual(await relationsNamed(store.name, table), [])
   })
 }
+
+test('on sqlite, the commands that only look create no file and find nothing where there is none', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-cli-'))
+  try {
+    const url = `sqlite://${path.join(dir, 'locks.db')}`
+    assert.equal(cli('inspect', url, 'k').code, 1)
+    const list = cli('list', url, '--json')
+    assert.equal(list.code, 0, list.err)
+    assert.deepEqual(JSON.parse(list.out), [])
+    assert.equal(cli('permits', url, 'p').code, 1)
+    assert.equal(cli('leader', url, 'e').code, 1)
+    assert.deepEqual(fs.readdirSync(dir), [])
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})

@@ -26,7 +26,7 @@ Commands:
 
 <url> is a store URL (${STORES.map((e) => e.example).join(', ')}; dynamodb:// with AWS
 credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --table NAME (MySQL, PostgreSQL, SQLite: the lock table, default deadbolt_locks), --help (help for a command).
-On MySQL and PostgreSQL, commands that only look (all but release) never create a table: one that does not exist holds no lock.
+On MySQL and PostgreSQL, commands that only look (all but release) never create a table, and on SQLite no file: one that does not exist holds no lock.
 Exit codes: 0 done, 1 nothing there, 2 usage error, 3 the store failed.`,
   inspect: 'Usage: deadbolt inspect <url> <key> [--json]\nPrints the holder, fencing token, remaining lease and data of <key>; exit 1 if it is free.',
   list: 'Usage: deadbolt list <url> [prefix] [--limit N] [--json]\nPrints the held locks whose names start with prefix (default: all), at most N (default 1000).',

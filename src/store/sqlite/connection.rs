@@ -63,6 +63,8 @@ pub struct SharedConnection {
     slot: Mutex<Option<SqliteConnection>>,
     /// Whether this process set the file up (WAL mode, tables) yet.
     set_up: AtomicBool,
+    /// Whether this store ever set a file up (never reset, unlike `set_up`).
+    ever_set_up: AtomicBool,
     closed: AtomicBool,
     /// The identity of the file the connection opened last.
     opened: std::sync::Mutex<Option<FileId>>,
@@ -131,6 +133,7 @@ impl SharedConnection {
             open_timeout,
             slot: Mutex::new(None),
             set_up: AtomicBool::new(false),
+            ever_set_up: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             opened: std::sync::Mutex::new(None),
             takeover,
@@ -275,6 +278,14 @@ impl SharedConnection {
         }
     }
 
+    /// Whether a read can answer "nothing held" without opening anything: this store never
+    /// set a file up and there is no file at the path. Reads (`inspect`, `list`, a
+    /// semaphore's holders) then create neither the file nor its tables, as the SQL stores'
+    /// reads create no table.
+    pub fn absent(&self) -> bool {
+        !self.ever_set_up.load(Ordering::Acquire) && !self.path.exists()
+    }
+
     /// Opens the file; the first time, also checks its directory, puts it in WAL mode and
     /// creates the tables in one write transaction (other processes doing the same wait).
     async fn open(&self) -> StoreResult<SqliteConnection> {
@@ -325,6 +336,7 @@ impl SharedConnection {
                 .await
                 .map_err(|e| db_error("creating the lock tables", e))?;
             self.set_up.store(true, Ordering::Release);
+            self.ever_set_up.store(true, Ordering::Release);
         }
         Ok(conn)
     }

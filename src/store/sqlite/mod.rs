@@ -444,6 +444,9 @@ impl SqliteStore {
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
         check_key(key)?;
+        if self.conn.absent() {
+            return Ok(None);
+        }
         let mut w = self.conn.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.inspect.as_str()))
             .bind(key.as_bytes())
@@ -950,6 +953,9 @@ impl OperatorTools for SqliteStore {
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
         self.bounded("list", async move {
+            if self.conn.absent() {
+                return Ok(Vec::new());
+            }
             let mut w = self.conn.lock().await?;
             let rows = sqlx::query(AssertSqlSafe(self.sql.list.as_str()))
                 .bind(prefix.as_bytes())
