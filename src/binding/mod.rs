@@ -7,6 +7,7 @@
 
 mod client;
 mod completions;
+mod connect_options;
 mod direct_drain;
 mod env_sessions;
 mod js_thread;
