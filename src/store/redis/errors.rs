@@ -1,0 +1,38 @@
+//! redis-rs's errors as the store's kinds, mapped once from redis-rs's own classification.
+
+use super::pipe;
+use crate::store::{ErrorKind, StoreError};
+use redis::RedisError;
+
+/// The kind of a redis-rs error, from redis-rs's own predicates.
+pub(super) fn kind_of(e: &RedisError) -> ErrorKind {
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+    {
+        ErrorKind::Auth
+    } else if pipe::is_no_such_database(e) {
+        ErrorKind::NoDatabase
+    } else if e.is_timeout() {
+        ErrorKind::Timeout
+    } else if e.is_connection_refusal() || e.is_connection_dropped() || e.is_io_error() {
+        ErrorKind::Unreachable
+    } else if matches!(e.kind(), redis::ErrorKind::Server(_)) {
+        ErrorKind::Server
+    } else if matches!(e.kind(), redis::ErrorKind::Parse) {
+        ErrorKind::Internal
+    } else {
+        // A refused TLS handshake, a client-side protocol error: the store cannot be used,
+        // as if it could not be reached.
+        ErrorKind::Unreachable
+    }
+}
+
+/// A redis-rs error as the store reports it.
+pub(super) fn store_err(e: RedisError) -> StoreError {
+    StoreError::new(kind_of(&e), e)
+}
+
+/// The error of a call on a closed store.
+pub(super) fn closed() -> StoreError {
+    StoreError::closed("the connection has been closed")
+}
