@@ -761,3 +761,153 @@ async fn a_single_servers_call_future_does_not_carry_the_cluster_and_sentinel_pa
     assert!(acquire <= 2048, "try_acquire's future is {acquire} bytes");
     assert!(release <= 2048, "release's future is {release} bytes");
 }
+
+/// Every path of every script, run behind the key guard that tests put in front of each
+/// (`scripts::declared`): a script touching a key it did not declare in `KEYS` fails the
+/// call, as Redis Cluster and Dragonfly require.
+#[tokio::test]
+async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
+    use super::permits::KeepPlace;
+    use crate::store::permit_conformance::req;
+    use crate::store::{ExtendItem, NextOwner, OperatorTools};
+    let Some(s) = open() else { return };
+    let (k, data) = (name(), Some(&b"payload"[..]));
+    let formats = [
+        ValueFormat::Fenced,
+        ValueFormat::Plain,
+        ValueFormat::Unfenced,
+    ];
+    // Acquire: the first grant of a name (with the 0.1 counter looked for and carried over),
+    // then, for each format with and without a payload, a grant, a retry finding its own
+    // lock, a refusal marking the value as waited for, an extension and a release.
+    raw_command(&["SET", &super::keys::legacy_fence_key(&k), "7"]).await;
+    assert!(s
+        .try_acquire(&k, "a", 10_000, data, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .is_some());
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    for format in formats {
+        for data in [None, data] {
+            let k = name();
+            let got = s.try_acquire(&k, "a", 10_000, data, format).await.unwrap();
+            assert!(got.is_some());
+            // (a bare owner, redislock's value, cannot tell its retry from another owner)
+            s.try_acquire(&k, "a", 10_000, data, format).await.unwrap();
+            assert_eq!(
+                s.try_acquire(&k, "b", 10_000, data, format).await.unwrap(),
+                None
+            );
+            assert!(s.extend(&k, "a", 10_000, data.is_some()).await.unwrap());
+            assert!(!s.extend(&k, "b", 10_000, data.is_some()).await.unwrap());
+            let item = |owner: &str| ExtendItem {
+                key: k.clone(),
+                owner: owner.into(),
+                ttl_ms: 10_000,
+                has_data: data.is_some(),
+            };
+            s.extend_many(&[item("a"), item("b")]).await;
+            assert!(s.inspect(&k).await.unwrap().is_some());
+            assert!(!s.raise_token(&k, "b", 1 << 40).await.unwrap());
+            assert!(s.raise_token(&k, "a", 1 << 40).await.unwrap());
+            // A refused release, then the announced one (someone was refused meanwhile).
+            assert!(
+                !s.release_held(&k, "b", data.is_some())
+                    .await
+                    .unwrap()
+                    .released
+            );
+            assert!(
+                s.release_held(&k, "a", data.is_some())
+                    .await
+                    .unwrap()
+                    .released
+            );
+        }
+    }
+    // Handoff: to each format, with and without payloads on either side, then its retry,
+    // and one refused to a stranger; force release of a held and a free name.
+    for format in formats {
+        for (data, previous_had_data) in [(None, false), (data, false), (data, true)] {
+            let k = name();
+            s.try_acquire(
+                &k,
+                "a",
+                10_000,
+                previous_had_data.then_some(&b"x"[..]),
+                ValueFormat::Fenced,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+            let _ = s
+                .try_acquire(&k, "w", 10_000, None, ValueFormat::Fenced)
+                .await;
+            let next = NextOwner {
+                data,
+                previous_had_data,
+                ..next_owner("b", 10_000, format)
+            };
+            assert!(s.handoff(&k, "a", &next).await.unwrap().is_some());
+            // Its retry (a bare owner cannot tell it from a stranger's: refused then).
+            s.handoff(&k, "a", &next).await.unwrap();
+            assert_eq!(
+                s.handoff(&k, "x", &next_owner("c", 10_000, format))
+                    .await
+                    .unwrap(),
+                None
+            );
+            assert!(s.force_release(&k).await.unwrap());
+            assert!(!s.force_release(&k).await.unwrap());
+        }
+    }
+    // Semaphores: a grant, a queued refusal, extensions, a read, a raise, handoffs that grant
+    // and that only release, and releases keeping a place or not.
+    let n = name();
+    let mut a = req(&n, "a", 2, 3);
+    a.queue_ttl_ms = 5_000;
+    let mut b = req(&n, "b", 2, 3);
+    b.queue_ttl_ms = 5_000;
+    assert!(s.acquire_permits_ticketed(&a, 0).await.unwrap().is_some());
+    assert!(s.acquire_permits_ticketed(&b, 0).await.unwrap().is_none());
+    assert!(s
+        .acquire_permits_ticketed(&req(&n, "c", 1, 3), 9)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(s.extend_permits_limit(&n, "a", 10_000).await.unwrap() > 0);
+    let item = ExtendItem {
+        key: n.clone(),
+        owner: "a".into(),
+        ttl_ms: 10_000,
+        has_data: false,
+    };
+    s.extend_permits_many_limits(&[item]).await;
+    assert_eq!(s.permits_limit(&n).await.unwrap().1.len(), 1);
+    assert!(s.raise_permit_token(&n, "a", 1 << 40).await.unwrap());
+    assert!(s
+        .handoff_permits_once("a", &b)
+        .await
+        .unwrap()
+        .granted
+        .is_some());
+    assert!(s
+        .handoff_permits_once("b", &req(&n, "d", 3, 3))
+        .await
+        .unwrap()
+        .granted
+        .is_some());
+    let keep = KeepPlace {
+        permits: 1,
+        queue_ttl_ms: 5_000,
+        ticket: 3,
+    };
+    assert!(
+        s.release_permits_keeping(&n, "d", Some(keep))
+            .await
+            .unwrap()
+            .0
+            .released
+    );
+    s.release_permits_keeping(&n, "d", None).await.unwrap();
+}
