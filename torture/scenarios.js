@@ -9,6 +9,7 @@
 // Everything else waits on observable state (events, the store, the resource), bounded.
 
 const { sleep } = require('./harness')
+const { FAILOVER_SCENARIOS } = require('./failover')
 /** Where version 0.1 kept a key's side keys (`{key}:fence`): names a user may lock. */
 function legacySideKey(key, suffix) {
   const open = key.indexOf('{')
@@ -622,6 +623,7 @@ const SCENARIOS = [
   baseline, holderKill, holderStop, jsBlocked, lateGrant, frozen, connKill,
   restartScenario('no-persistence'), restartScenario('persistent'),
   stalled, cancelStorm, threads, election, namespace,
+  ...FAILOVER_SCENARIOS,
 ]
 
 

@@ -225,4 +225,4 @@ const STORES = [
 
 async function sharedUp(store) { return answers(store.port) }
 
-module.exports = { STORES, sharedUp }
+module.exports = { STORES, sharedUp, hashSlot, fenceKey }
