@@ -352,6 +352,21 @@ end
 return 1
 "#;
 
+/// New primary (Sentinel, see `super::sentinel`): unless the marker already names this
+/// replication history, lift every slot's fencing counter by a step (creating it at the step)
+/// and mark the history. KEYS: the marker, then every counter. ARGV: the replication id, the
+/// step. Returns 1 if it lifted them, 0 if another client had. Sent with `EVAL`, once per
+/// primary and process.
+pub static NEW_PRIMARY: LazyLock<String> = LazyLock::new(|| source(NEW_PRIMARY_LUA));
+const NEW_PRIMARY_LUA: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
+for i = 2, #KEYS do
+  redis.call('INCRBY', KEYS[i], ARGV[2])
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"#;
+
 /// Counting semaphores: one script for every operation (`permits.lua`, the first argument
 /// names it; see [`super::permits`]).
 pub static PERMITS: LazyLock<Script> = LazyLock::new(|| Script::new(&source(PERMITS_LUA)));
@@ -450,6 +465,7 @@ mod guard_tests {
             ("handoff", HANDOFF_LUA),
             ("raise", RAISE_LUA),
             ("permits", PERMITS_LUA),
+            ("new primary", NEW_PRIMARY_LUA),
         ];
         all.extend(HELPERS);
         all

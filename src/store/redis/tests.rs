@@ -911,3 +911,59 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
     );
     s.release_permits_keeping(&n, "d", None).await.unwrap();
 }
+
+/// What a Sentinel client does before using a primary (`sentinel::enter`): once per
+/// replication history, every slot's counter is lifted by 2^32, so that a promoted replica,
+/// which may lack the old primary's last counter steps, never hands out a token again.
+#[tokio::test]
+async fn a_primary_of_a_new_replication_history_has_every_counter_lifted_once() {
+    let Some((server, s, mut raw)) = own_server().await else {
+        return;
+    };
+    let k = name();
+    let first = s
+        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    let node = super::Node::open(
+        redis::Client::open(server.url()).unwrap(),
+        &RedisOptions::default(),
+        false,
+    )
+    .unwrap();
+    super::sentinel::enter(&node).await.unwrap();
+    super::sentinel::enter(&node).await.unwrap();
+    let token = |owner: &'static str, k: String| {
+        let s = s.clone();
+        async move {
+            let t = s
+                .try_acquire(&k, owner, 10_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(LockStore::release(&*s, &k, owner).await.unwrap().released);
+            t
+        }
+    };
+    assert_eq!(
+        token("b", k.clone()).await,
+        first + (1 << 32) + 1,
+        "lifted once"
+    );
+    let fresh = token("c", name()).await;
+    assert!(
+        fresh > 1 << 32,
+        "a counter never used starts above the step: {fresh}"
+    );
+    // Another history (a promoted replica has a new replication id): lifted again.
+    let _: () = redis::cmd("SET")
+        .arg(b"\xFFdeadbolt:primary")
+        .arg("an older history")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    super::sentinel::enter(&node).await.unwrap();
+    assert_eq!(token("d", k.clone()).await, first + (2 << 32) + 2);
+}

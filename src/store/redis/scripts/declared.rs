@@ -12,8 +12,9 @@
 
 /// Commands the scripts call, with which of their arguments are keys: `first` the first,
 /// `all` every one, `none` none (a channel is not a key).
-pub const KEY_POSITIONS: [(&str, &str); 11] = [
+pub const KEY_POSITIONS: [(&str, &str); 12] = [
     ("GET", "first"),
+    ("INCRBY", "first"),
     ("SET", "first"),
     ("INCR", "first"),
     ("PEXPIRE", "first"),
