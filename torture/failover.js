@@ -261,7 +261,12 @@ const clusterFailover = {
       const raw = new Redis(`redis://127.0.0.1:${primaryPort}`, { maxRetriesPerRequest: 1 })
       raw.on('error', () => {})
       const id = await raw.cluster('MYID')
-      const replicaLine = (await raw.cluster('REPLICAS', id))[0]
+      // After a failover the old primary is listed as the new one's replica once it follows.
+      let replicaLine
+      await until(async () => {
+        replicaLine = (await raw.cluster('REPLICAS', id)).find((l) => !l.includes('fail'))
+        return replicaLine !== undefined && (await raw.info('replication')).includes('state=online')
+      }, 20000, 'a replica in sync')
       raw.disconnect()
       const replicaPort = Number(replicaLine.split(' ')[1].split('@')[0].split(':')[1])
       const replica = new Redis(`redis://127.0.0.1:${replicaPort}`, { maxRetriesPerRequest: 1 })
