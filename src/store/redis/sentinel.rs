@@ -204,15 +204,23 @@ const EPOCH_KEY: &[u8] = b"\xFFdeadbolt:primary";
 /// until the sentinels demote it, seconds later; what it granted meanwhile, counter steps
 /// included, is then lost, and the promoted replica's counters would hand the same tokens out
 /// again: the resource would accept a token it had accepted from another holder. So the first
-/// client of a process to meet a primary of a new replication history (`master_replid`
-/// changes on promotion) lifts every slot's counter by [`EPOCH_STEP`] in one script, which also
-/// marks the history so that it happens once: every token the new primary draws is then above
-/// any the old one drew, and a stale holder's writes are refused. Costs two commands per
-/// look-up, and one script per failover.
+/// client to meet a primary of a new replication history (`master_replid` changes on
+/// promotion) lifts every slot's counter by [`EPOCH_STEP`] in one script, which also marks the
+/// history so that it happens once: every token the new primary draws is then above any the
+/// old one drew, and a stale holder's writes are refused. Costs two commands per look-up, and
+/// one script per failover. A user whose ACL denies `INFO` skips it (and keeps the hazard).
 pub(super) async fn enter(node: &Node) -> StoreResult<()> {
     let mut info = redis::cmd("INFO");
     info.arg("replication");
-    let text: String = super::parse(node.send(info, None, None).await?)?;
+    let text: String = match node.send(info, None, None).await {
+        Ok(v) => super::parse(v)?,
+        // A user whose ACL denies INFO still gets its locks, without the lift.
+        Err(e) if e.kind == ErrorKind::Server => {
+            crate::debug!("sentinel: INFO refused; fencing counters not lifted on this primary");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     let replid = text
         .lines()
         .find_map(|l| l.strip_prefix("master_replid:"))
