@@ -125,6 +125,7 @@ function line(r) {
     `acq=${fmt(f.acquisitions)}`, `faults=${fmt(f.faults)}`, `overlaps=${fmt(f.overlaps)}`,
     `stale=${fmt(f.staleAccepted)}`, `tokenViol=${fmt(f.tokenViolations)}`, `losses=${fmt(f.losses)}`,
     `maxLossLateMs=${fmt(f.maxLossLatenessMs)}`, `takeoverMs=${fmt(f.takeoverMs)}`, `leftover=${fmt(f.leftover)}`,
+    ...(f.failedCalls === null || f.failedCalls === undefined ? [] : [`failed=${f.failedCalls}`, `refused=${f.refused}`]),
     r.status.toUpperCase(),
   ]
   return cols.join(' ')

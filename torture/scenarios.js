@@ -9,6 +9,7 @@
 // Everything else waits on observable state (events, the store, the resource), bounded.
 
 const { sleep } = require('./harness')
+const { FAILOVER_SCENARIOS } = require('./failover')
 /** Where version 0.1 kept a key's side keys (`{key}:fence`): names a user may lock. */
 function legacySideKey(key, suffix) {
   const open = key.indexOf('{')
@@ -689,6 +690,7 @@ const SCENARIOS = [
   baseline, holderKill, holderStop, jsBlocked, lateGrant, frozen, connKill,
   restartScenario('no-persistence'), restartScenario('persistent'),
   stalled, cancelStorm, threads, election, namespace, sqliteReplaced,
+  ...FAILOVER_SCENARIOS,
 ]
 
 /** Whether scenario `sc` runs on `store`: its own rule, and the store's list if it has one. */

@@ -259,4 +259,4 @@ const STORES = [
 
 async function sharedUp(store) { return answers(store.port) }
 
-module.exports = { STORES, sharedUp }
+module.exports = { STORES, sharedUp, hashSlot, fenceKey }

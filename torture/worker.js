@@ -81,7 +81,16 @@ async function writeLoop(h, tokenOf, heldOf, o) {
   }
 }
 
+// Set by `stopContending`: every `contend` loop ends after its current round.
+let contendStopped = false
+
 const commands = {
+  /** Ends every `contend` loop of this worker after its current round. */
+  async stopContending() {
+    contendStopped = true
+    return true
+  },
+
   async connect({ client: name = 'c', url, opts }) {
     const t0 = now()
     clients.set(name, await deadbolt.connect(url, opts))
@@ -94,7 +103,7 @@ const commands = {
     const end = Date.now() + deadlineMs
     let grants = 0
     let errors = 0
-    for (let i = 0; i < rounds && Date.now() < end; i++) {
+    for (let i = 0; i < rounds && Date.now() < end && !contendStopped; i++) {
       const key = keys[Math.floor(Math.random() * keys.length)]
       let lock
       try {

@@ -84,6 +84,18 @@ fn slot_tags() -> &'static [String] {
     })
 }
 
+/// Every fencing counter's key, one per slot (see `super::sentinel`: a primary new to the
+/// clients has them all lifted at once).
+pub fn every_fence_key() -> impl Iterator<Item = Vec<u8>> {
+    slot_tags().iter().map(|tag| {
+        SideKeys {
+            key: "",
+            tag: tag.as_str(),
+        }
+        .fence()
+    })
+}
+
 /// The hash tag (without braces) of the slot `key` is in.
 pub fn slot_tag(key: &str) -> &'static str {
     &slot_tags()[hash_slot(key.as_bytes())]

@@ -115,6 +115,28 @@ fn with_helpers(body: &str) -> String {
     source
 }
 
+/// A script's source as sent: its helpers (see [`with_helpers`]), behind the key guard in
+/// tests.
+fn source(body: &str) -> String {
+    guarded(with_helpers(body))
+}
+
+/// `source` unchanged: the guard is for tests only.
+#[cfg(not(test))]
+fn guarded(source: String) -> String {
+    source
+}
+
+/// `source` behind the guard that fails a script touching a key it did not declare in
+/// `KEYS` (see [`declared`]).
+#[cfg(test)]
+fn guarded(source: String) -> String {
+    declared::guard() + &source
+}
+
+#[cfg(test)]
+mod declared;
+
 /// Acquire: draw a token from the slot's counter and take the lock key if it is absent
 /// (`SET NX`, with the token in the value unless the mode has `p`), then store the payload
 /// with the same lease. The uncontended path is two commands (`INCR`, `SET NX`) and calls no
@@ -143,7 +165,7 @@ fn with_helpers(body: &str) -> String {
 /// costs Redis ~0.15 µs, and a data key and a token flag on every call cost it ~0.3–0.45 µs
 /// per acquisition in a loop of the script alone.
 /// Returns the token (a string), or false when held by another owner.
-pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(ACQUIRE_LUA)));
+pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&source(ACQUIRE_LUA)));
 const ACQUIRE_LUA: &str = r#"
 local owner, ttl, mode = ARGV[1], ARGV[2], ARGV[3] or ''
 local token, value
@@ -202,7 +224,7 @@ return token
 /// Extend: compare the owner, then set the remaining lease of the lock and, if it has one,
 /// its data. KEYS: lock, data. ARGV: owner, ttl ms, has-data flag ("1"/"0"). Returns 1 if
 /// owned, 0 otherwise.
-pub static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(EXTEND_LUA)));
+pub static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(&source(EXTEND_LUA)));
 const EXTEND_LUA: &str = r#"
 if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -226,7 +248,7 @@ return 0
 /// cluster) followed by the slot's tag. Returns 0 if not owned, otherwise 1 + the number of
 /// subscribers the announcement reached, none when there was none (so the caller knows
 /// whether others wait).
-pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(RELEASE_LUA)));
+pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&source(RELEASE_LUA)));
 const RELEASE_LUA: &str = r#"
 local v, owner = redis.call('GET', KEYS[1]), ARGV[1]
 if v == owner or (v and #v > #owner and string.byte(v, #owner + 1) == 255
@@ -247,7 +269,7 @@ return 0
 /// announce it. KEYS: lock, data. ARGV: channel, sharded. Returns 1 if a lock was there,
 /// else 0.
 pub static FORCE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&with_helpers(FORCE_RELEASE_LUA)));
+    LazyLock::new(|| Script::new(&source(FORCE_RELEASE_LUA)));
 const FORCE_RELEASE_LUA: &str = r#"
 if redis.call('DEL', KEYS[1]) == 1 then
   redis.call('DEL', KEYS[2])
@@ -259,7 +281,8 @@ return 0
 
 /// Inspect: the lock key's value, remaining lease and data, read atomically.
 /// KEYS: lock, data. Returns false when free, else {value, pttl, hasData, data}.
-pub static INSPECT: LazyLock<Script> = LazyLock::new(|| Script::new(INSPECT_LUA));
+pub static INSPECT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&guarded(INSPECT_LUA.to_string())));
 const INSPECT_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
@@ -279,7 +302,7 @@ return {v, redis.call('PTTL', KEYS[1]), 0, ''}
 /// previous holder had data ("1"/"0"), next value's format ("1" with a token, "0" the bare
 /// owner, "n" no token: nothing drawn, `owner 0xFF`, reply "0"). Returns the new token (a
 /// string), or false if not owned.
-pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(HANDOFF_LUA)));
+pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(&source(HANDOFF_LUA)));
 const HANDOFF_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if owns(v, ARGV[2]) then
@@ -310,7 +333,7 @@ return token
 /// that this server, like the rest of a quorum, counts past the token the client reported.
 /// Counters are decimal strings without leading zeros: compared by length, then by digits.
 /// KEYS: lock, fence. ARGV: owner, token. Returns 1 if owned, else 0.
-pub static RAISE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(RAISE_LUA)));
+pub static RAISE: LazyLock<Script> = LazyLock::new(|| Script::new(&source(RAISE_LUA)));
 const RAISE_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if not owns(v, ARGV[1]) then return 0 end
@@ -329,22 +352,37 @@ end
 return 1
 "#;
 
+/// New primary (Sentinel, see `super::sentinel`): unless the marker already names this
+/// replication history, lift every slot's fencing counter by a step (creating it at the step)
+/// and mark the history. KEYS: the marker, then every counter. ARGV: the replication id, the
+/// step. Returns 1 if it lifted them, 0 if another client had. Sent with `EVAL`, once per
+/// primary and process.
+pub static NEW_PRIMARY: LazyLock<String> = LazyLock::new(|| source(NEW_PRIMARY_LUA));
+const NEW_PRIMARY_LUA: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
+for i = 2, #KEYS do
+  redis.call('INCRBY', KEYS[i], ARGV[2])
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"#;
+
 /// Counting semaphores: one script for every operation (`permits.lua`, the first argument
 /// names it; see [`super::permits`]).
-pub static PERMITS: LazyLock<Script> = LazyLock::new(|| Script::new(&with_helpers(PERMITS_LUA)));
+pub static PERMITS: LazyLock<Script> = LazyLock::new(|| Script::new(&source(PERMITS_LUA)));
 const PERMITS_LUA: &str = include_str!("permits.lua");
 
 /// `SCRIPT LOAD` of every script, to send ahead of a batch on a server that may not have them.
 pub fn load_all() -> Vec<redis::Cmd> {
     [
-        with_helpers(ACQUIRE_LUA),
-        with_helpers(EXTEND_LUA),
-        with_helpers(RELEASE_LUA),
-        with_helpers(FORCE_RELEASE_LUA),
-        INSPECT_LUA.to_string(),
-        with_helpers(HANDOFF_LUA),
-        with_helpers(RAISE_LUA),
-        with_helpers(PERMITS_LUA),
+        source(ACQUIRE_LUA),
+        source(EXTEND_LUA),
+        source(RELEASE_LUA),
+        source(FORCE_RELEASE_LUA),
+        guarded(INSPECT_LUA.to_string()),
+        source(HANDOFF_LUA),
+        source(RAISE_LUA),
+        source(PERMITS_LUA),
     ]
     .into_iter()
     .map(|source| {
@@ -404,5 +442,105 @@ mod tests {
     #[should_panic(expected = "no Lua helper named ownz")]
     fn a_placement_line_naming_no_helper_fails_at_once() {
         with_helpers("if x then\n  --@ ownz\nend");
+    }
+}
+
+/// The key guard itself (see [`declared`]): that it knows every command the scripts call, and
+/// that it fails a script touching a key it did not declare, so that every other test that
+/// runs a script checks its keys.
+#[cfg(test)]
+mod guard_tests {
+    use super::declared::KEY_POSITIONS;
+    use super::*;
+    use crate::store::conformance::server_or_skip;
+
+    /// Every script's body and every helper, by name.
+    fn sources() -> Vec<(&'static str, &'static str)> {
+        let mut all = vec![
+            ("acquire", ACQUIRE_LUA),
+            ("extend", EXTEND_LUA),
+            ("release", RELEASE_LUA),
+            ("force release", FORCE_RELEASE_LUA),
+            ("inspect", INSPECT_LUA),
+            ("handoff", HANDOFF_LUA),
+            ("raise", RAISE_LUA),
+            ("permits", PERMITS_LUA),
+            ("new primary", NEW_PRIMARY_LUA),
+        ];
+        all.extend(HELPERS);
+        all
+    }
+
+    #[test]
+    fn the_guard_knows_the_key_positions_of_every_command_the_scripts_call() {
+        let mut seen = 0;
+        for (script, body) in sources() {
+            for call in ["redis.call(", "redis.pcall("] {
+                for (at, _) in body.match_indices(call) {
+                    let rest = &body[at + call.len()..];
+                    let command = rest
+                        .strip_prefix('\'')
+                        .and_then(|r| r.split('\'').next())
+                        .unwrap_or_else(|| panic!("{script}: a command not named literally"));
+                    assert!(
+                        KEY_POSITIONS
+                            .iter()
+                            .any(|(c, _)| c.eq_ignore_ascii_case(command)),
+                        "{script}: {command} is missing from the guard's table"
+                    );
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 30, "{seen} calls found");
+    }
+
+    async fn eval(source: &str, keys: &[&str]) -> redis::RedisResult<redis::Value> {
+        let mut conn = redis::Client::open("redis://127.0.0.1:6379")
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(guarded(source.to_string())).arg(keys.len());
+        for k in keys {
+            cmd.arg(*k);
+        }
+        cmd.query_async(&mut conn).await
+    }
+
+    #[tokio::test]
+    async fn the_guard_fails_a_script_that_touches_a_key_it_did_not_declare() {
+        if !server_or_skip("Redis", 6379) {
+            return;
+        }
+        let k = crate::store::conformance::name();
+        let k2 = format!("{k}:2");
+        let undeclared = [
+            "return redis.call('GET', KEYS[1] .. ':other')",
+            "return redis.pcall('INCR', 'deadbolt-guard-test:' .. KEYS[1])",
+            "return redis.call('DEL', KEYS[1], KEYS[1] .. ':other')",
+            "return redis.call('set', KEYS[1] .. ':other', '1', 'PX', 1000)",
+            // A command the table does not know fails too, keys or not.
+            "return redis.call('EXISTS', KEYS[1])",
+        ];
+        for body in undeclared {
+            let err = eval(body, &[&k]).await.unwrap_err();
+            assert!(
+                err.to_string().contains("deadbolt key guard"),
+                "{body}: {err}"
+            );
+        }
+        // Declared keys, channels and key-less commands pass, and the real `redis` is
+        // still reached for the rest.
+        eval(
+            "redis.call('SET', KEYS[2], '1', 'PX', 1000)
+             redis.call('PUBLISH', 'deadbolt-guard-test', '1')
+             redis.call('TIME')
+             return {redis.call('DEL', KEYS[1], KEYS[2]), redis.REDIS_VERSION_NUM ~= nil}",
+            &[&k, &k2],
+        )
+        .await
+        .unwrap();
     }
 }

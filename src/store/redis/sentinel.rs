@@ -151,6 +151,7 @@ impl Sentinel {
         }
         crate::debug!("sentinel: the primary is now another server; switching to it");
         let node = Arc::new(Node::open(primary, &self.opts, false)?);
+        enter(&node).await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some((addr, node.clone()));
         Ok(node)
     }
@@ -189,6 +190,58 @@ impl Sentinel {
             _ => first,
         }
     }
+}
+
+/// How far [`enter`] lifts every fencing counter: more grants than a demoted primary can make
+/// before it follows the new one, and room for ~2^31 failovers below `INCR`'s 2^63.
+const EPOCH_STEP: u64 = 1 << 32;
+
+/// The replication history whose counters were last lifted (a side key: `0xFF` first).
+const EPOCH_KEY: &[u8] = b"\xFFdeadbolt:primary";
+
+/// Readies a primary before any call goes to it. Replication is asynchronous, and after
+/// `SENTINEL FAILOVER` the old primary keeps granting (to clients that have not switched)
+/// until the sentinels demote it, seconds later; what it granted meanwhile, counter steps
+/// included, is then lost, and the promoted replica's counters would hand the same tokens out
+/// again: the resource would accept a token it had accepted from another holder. So the first
+/// client to meet a primary of a new replication history (`master_replid` changes on
+/// promotion) lifts every slot's counter by [`EPOCH_STEP`] in one script, which also marks the
+/// history so that it happens once: every token the new primary draws is then above any the
+/// old one drew, and a stale holder's writes are refused. Costs two commands per look-up, and
+/// one script per failover. A user whose ACL denies `INFO` skips it (and keeps the hazard).
+pub(super) async fn enter(node: &Node) -> StoreResult<()> {
+    let mut info = redis::cmd("INFO");
+    info.arg("replication");
+    let text: String = match node.send(info, None, None).await {
+        Ok(v) => super::parse(v)?,
+        // A user whose ACL denies INFO still gets its locks, without the lift.
+        Err(e) if e.kind == ErrorKind::Server => {
+            crate::debug!("sentinel: INFO refused; fencing counters not lifted on this primary");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let replid = text
+        .lines()
+        .find_map(|l| l.strip_prefix("master_replid:"))
+        .map(str::trim)
+        .ok_or_else(|| StoreError::internal("INFO replication names no master_replid"))?;
+    let mut get = redis::cmd("GET");
+    get.arg(EPOCH_KEY);
+    let seen: Option<Vec<u8>> = super::parse(node.send(get, None, None).await?)?;
+    if seen.as_deref() == Some(replid.as_bytes()) {
+        return Ok(());
+    }
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(super::scripts::NEW_PRIMARY.as_str())
+        .arg(1 + super::keys::SLOTS)
+        .arg(EPOCH_KEY);
+    for key in super::keys::every_fence_key() {
+        eval.arg(key);
+    }
+    eval.arg(replid).arg(EPOCH_STEP);
+    node.send(eval, None, None).await?;
+    Ok(())
 }
 
 /// Whether `e` may mean the primary changed: it cannot be reached or answered in time, or it

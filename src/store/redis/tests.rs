@@ -775,3 +775,209 @@ fn a_refused_login_and_a_refused_database_have_kinds_of_their_own() {
     let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
     assert_eq!(super::errors::kind_of(&refused), ErrorKind::Unreachable);
 }
+
+/// Every path of every script, run behind the key guard that tests put in front of each
+/// (`scripts::declared`): a script touching a key it did not declare in `KEYS` fails the
+/// call, as Redis Cluster and Dragonfly require.
+#[tokio::test]
+async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
+    use super::permits::KeepPlace;
+    use crate::store::permit_conformance::req;
+    use crate::store::{ExtendItem, NextOwner, OperatorTools};
+    let Some(s) = open() else { return };
+    let (k, data) = (name(), Some(&b"payload"[..]));
+    let formats = [
+        ValueFormat::Fenced,
+        ValueFormat::Plain,
+        ValueFormat::Unfenced,
+    ];
+    // Acquire: the first grant of a name (with the 0.1 counter looked for and carried over),
+    // then, for each format with and without a payload, a grant, a retry finding its own
+    // lock, a refusal marking the value as waited for, an extension and a release.
+    raw_command(&["SET", &super::keys::legacy_fence_key(&k), "7"]).await;
+    assert!(s
+        .try_acquire(&k, "a", 10_000, data, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .is_some());
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    for format in formats {
+        for data in [None, data] {
+            let k = name();
+            let got = s.try_acquire(&k, "a", 10_000, data, format).await.unwrap();
+            assert!(got.is_some());
+            // (a bare owner, redislock's value, cannot tell its retry from another owner)
+            s.try_acquire(&k, "a", 10_000, data, format).await.unwrap();
+            assert_eq!(
+                s.try_acquire(&k, "b", 10_000, data, format).await.unwrap(),
+                None
+            );
+            assert!(s.extend(&k, "a", 10_000, data.is_some()).await.unwrap());
+            assert!(!s.extend(&k, "b", 10_000, data.is_some()).await.unwrap());
+            let item = |owner: &str| ExtendItem {
+                key: k.clone(),
+                owner: owner.into(),
+                ttl_ms: 10_000,
+                has_data: data.is_some(),
+            };
+            s.extend_many(&[item("a"), item("b")]).await;
+            assert!(s.inspect(&k).await.unwrap().is_some());
+            assert!(!s.raise_token(&k, "b", 1 << 40).await.unwrap());
+            assert!(s.raise_token(&k, "a", 1 << 40).await.unwrap());
+            // A refused release, then the announced one (someone was refused meanwhile).
+            assert!(
+                !s.release_held(&k, "b", data.is_some())
+                    .await
+                    .unwrap()
+                    .released
+            );
+            assert!(
+                s.release_held(&k, "a", data.is_some())
+                    .await
+                    .unwrap()
+                    .released
+            );
+        }
+    }
+    // Handoff: to each format, with and without payloads on either side, then its retry,
+    // and one refused to a stranger; force release of a held and a free name.
+    for format in formats {
+        for (data, previous_had_data) in [(None, false), (data, false), (data, true)] {
+            let k = name();
+            s.try_acquire(
+                &k,
+                "a",
+                10_000,
+                previous_had_data.then_some(&b"x"[..]),
+                ValueFormat::Fenced,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+            let _ = s
+                .try_acquire(&k, "w", 10_000, None, ValueFormat::Fenced)
+                .await;
+            let next = NextOwner {
+                data,
+                previous_had_data,
+                ..next_owner("b", 10_000, format)
+            };
+            assert!(s.handoff(&k, "a", &next).await.unwrap().is_some());
+            // Its retry (a bare owner cannot tell it from a stranger's: refused then).
+            s.handoff(&k, "a", &next).await.unwrap();
+            assert_eq!(
+                s.handoff(&k, "x", &next_owner("c", 10_000, format))
+                    .await
+                    .unwrap(),
+                None
+            );
+            assert!(s.force_release(&k).await.unwrap());
+            assert!(!s.force_release(&k).await.unwrap());
+        }
+    }
+    // Semaphores: a grant, a queued refusal, extensions, a read, a raise, handoffs that grant
+    // and that only release, and releases keeping a place or not.
+    let n = name();
+    let mut a = req(&n, "a", 2, 3);
+    a.queue_ttl_ms = 5_000;
+    let mut b = req(&n, "b", 2, 3);
+    b.queue_ttl_ms = 5_000;
+    assert!(s.acquire_permits_ticketed(&a, 0).await.unwrap().is_some());
+    assert!(s.acquire_permits_ticketed(&b, 0).await.unwrap().is_none());
+    assert!(s
+        .acquire_permits_ticketed(&req(&n, "c", 1, 3), 9)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(s.extend_permits_limit(&n, "a", 10_000).await.unwrap() > 0);
+    let item = ExtendItem {
+        key: n.clone(),
+        owner: "a".into(),
+        ttl_ms: 10_000,
+        has_data: false,
+    };
+    s.extend_permits_many_limits(&[item]).await;
+    assert_eq!(s.permits_limit(&n).await.unwrap().1.len(), 1);
+    assert!(s.raise_permit_token(&n, "a", 1 << 40).await.unwrap());
+    assert!(s
+        .handoff_permits_once("a", &b)
+        .await
+        .unwrap()
+        .granted
+        .is_some());
+    assert!(s
+        .handoff_permits_once("b", &req(&n, "d", 3, 3))
+        .await
+        .unwrap()
+        .granted
+        .is_some());
+    let keep = KeepPlace {
+        permits: 1,
+        queue_ttl_ms: 5_000,
+        ticket: 3,
+    };
+    assert!(
+        s.release_permits_keeping(&n, "d", Some(keep))
+            .await
+            .unwrap()
+            .0
+            .released
+    );
+    s.release_permits_keeping(&n, "d", None).await.unwrap();
+}
+
+/// What a Sentinel client does before using a primary (`sentinel::enter`): once per
+/// replication history, every slot's counter is lifted by 2^32, so that a promoted replica,
+/// which may lack the old primary's last counter steps, never hands out a token again.
+#[tokio::test]
+async fn a_primary_of_a_new_replication_history_has_every_counter_lifted_once() {
+    let Some((server, s, mut raw)) = own_server().await else {
+        return;
+    };
+    let k = name();
+    let first = s
+        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    let node = super::Node::open(
+        redis::Client::open(server.url()).unwrap(),
+        &RedisOptions::default(),
+        false,
+    )
+    .unwrap();
+    super::sentinel::enter(&node).await.unwrap();
+    super::sentinel::enter(&node).await.unwrap();
+    let token = |owner: &'static str, k: String| {
+        let s = s.clone();
+        async move {
+            let t = s
+                .try_acquire(&k, owner, 10_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(LockStore::release(&*s, &k, owner).await.unwrap().released);
+            t
+        }
+    };
+    assert_eq!(
+        token("b", k.clone()).await,
+        first + (1 << 32) + 1,
+        "lifted once"
+    );
+    let fresh = token("c", name()).await;
+    assert!(
+        fresh > 1 << 32,
+        "a counter never used starts above the step: {fresh}"
+    );
+    // Another history (a promoted replica has a new replication id): lifted again.
+    let _: () = redis::cmd("SET")
+        .arg(b"\xFFdeadbolt:primary")
+        .arg("an older history")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    super::sentinel::enter(&node).await.unwrap();
+    assert_eq!(token("d", k.clone()).await, first + (2 << 32) + 2);
+}

@@ -106,3 +106,12 @@ fn a_semaphores_state_counter_and_channel_share_its_watch_keys_slot() {
         assert_ne!(permits_key(&watch), data_key(name));
     }
 }
+
+#[test]
+fn every_fence_key_names_one_counter_in_each_slot() {
+    let keys: Vec<Vec<u8>> = super::every_fence_key().collect();
+    assert_eq!(keys.len(), super::SLOTS);
+    for (slot, key) in keys.iter().enumerate() {
+        assert_eq!(super::hash_slot(key), slot);
+    }
+}
