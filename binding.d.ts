@@ -301,6 +301,8 @@ export interface NativeStats {
   scheduled: number
   /** Release channels subscribed to (Redis). */
   subscriptions: number
+  /** Background clean-ups of grants whose reply was lost, in progress for this store. */
+  cleanups: number
 }
 
 /** TLS settings of a native client: PEM bytes, checked by `lib/tls.js` and again natively. */
