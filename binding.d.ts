@@ -331,6 +331,8 @@ export interface NativeStats {
   scheduled: number
   /** Release channels subscribed to (Redis). */
   subscriptions: number
+  /** Background clean-ups of grants whose reply was lost, in progress for this store. */
+  cleanups: number
 }
 
 /** A store as the registry knows it (see `src/store/registry.rs`). */

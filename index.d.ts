@@ -496,6 +496,8 @@ export interface LockClientStats {
   scheduled: number
   /** Redis release channels this process listens to. */
   subscriptions: number
+  /** Grants whose reply came too late, being given back in the background (this store). */
+  cleanups: number
 }
 
 /** A connection to one lock store. */

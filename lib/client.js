@@ -331,10 +331,11 @@ class LockClient {
   /**
    * What this client and its store's engine keep right now: `held` (locks this client holds),
    * `waiting` (acquisitions queued in this process for this store), `scheduled` (leases the
-   * heartbeat scheduler looks after), `subscriptions` (Redis release channels listened to).
+   * heartbeat scheduler looks after), `subscriptions` (Redis release channels listened to),
+   * `cleanups` (grants whose reply came too late, being given back in the background).
    */
   stats() {
-    if (this._closed) return { held: 0, waiting: 0, scheduled: 0, subscriptions: 0 }
+    if (this._closed) return { held: 0, waiting: 0, scheduled: 0, subscriptions: 0, cleanups: 0 }
     return this._native_.addon.stats()
   }
 

@@ -51,6 +51,14 @@ pub const LEASE_MARGIN_FRACTION: f64 = 0.01;
 /// The fixed part of the lease margin, in ms.
 pub const LEASE_MARGIN_MS: u64 = 2;
 
+/// Clean-up of a grant whose reply was lost (an acquisition that failed with its outcome
+/// unknown): the pause after its first release, in ms, doubled after each release up to a
+/// quarter of the response timeout (at most 250 ms).
+pub const ORPHAN_FIRST_PAUSE_MS: u64 = 20;
+/// Clean-ups of grants whose reply was lost that one engine runs at once; beyond that a grant
+/// is left to its lease.
+pub const ORPHAN_MAX_CLEANUPS: usize = 4_096;
+
 /// Redlock: the share of the ttl each server is given to answer an acquisition (its reply is
 /// awaited at most `ttl ×` this, at least [`REDLOCK_MIN_SERVER_TIMEOUT_MS`], never longer
 /// than `responseTimeout`), so a server that is down or paused never eats the lease.

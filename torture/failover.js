@@ -173,7 +173,7 @@ async function migrate(from, to, all, slot, { counterFirst, gapMs }) {
 }
 
 const slotMigration = {
-  name: '15-cluster-migration',
+  name: '16-cluster-migration',
   title: 'keys whose slots move between cluster primaries under load keep one holder and increasing tokens',
   server: 'own',
   applies: (store) => store.name === 'redis',
@@ -236,7 +236,7 @@ const slotMigration = {
 // ─────────────────────────────── cluster: CLUSTER FAILOVER ───────────────────────────────
 
 const clusterFailover = {
-  name: '16-cluster-failover',
+  name: '17-cluster-failover',
   title: 'CLUSTER FAILOVER of the primary serving contended keys, under load',
   server: 'own',
   applies: (store) => store.name === 'redis',
@@ -290,7 +290,7 @@ const clusterFailover = {
 function sentinelFailover(variant) {
   const acked = variant === 'wait-replicas'
   return {
-    name: acked ? '18-sentinel-failover-wait' : '17-sentinel-failover',
+    name: acked ? '19-sentinel-failover-wait' : '18-sentinel-failover',
     title: `SENTINEL FAILOVER under load${acked ? ' with waitReplicas: 1' : ''}: fencing refuses every stale holder`,
     server: 'own',
     applies: (store) => store.name === 'redis',

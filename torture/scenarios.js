@@ -686,10 +686,59 @@ const sqliteReplaced = {
   },
 }
 
+const lateReply = {
+  name: '15-late-reply',
+  title: 'an acquisition whose reply comes after its response timeout leaves the key free within the reply delay + one response timeout',
+  server: 'throwaway',
+  async run({ h, url, short, server, raw }) {
+    const { tcpProxy } = require('../__test__/fixtures/tcp-proxy')
+    const responseTimeout = 1000
+    const hold = 1500
+    const ttl = 8000
+    h.maxTtl = ttl
+    // Requests reach the store at once; its replies come back `hold` ms later, after the
+    // late worker's response timeout.
+    const proxy = await tcpProxy(server.port)
+    h.onDispose(() => proxy.close())
+    // A SQL call is bounded by connectTimeout + responseTimeout: below `hold`.
+    const late = await connected(h, 'late', url.replace(`:${server.port}`, `:${proxy.port}`), { connectTimeout: 400, responseTimeout })
+    const direct = await connected(h, 'direct', url)
+    // A few acquisitions at once first, so that a SQL pool has connections open with its
+    // statements prepared: the late request is then the one that takes the lock.
+    const warm = await Promise.all([0, 1, 2, 3].map((i) => late.cmd('call', { op: 'acquire', key: h.key(`warm${i}`), opts: { ttl, wait: 5000 } })))
+    warm.forEach((w, i) => h.check(w.ok, `warm-up ${i}: ${w.code} ${w.msg}`))
+    h.figures.takeover = []
+    const rounds = pick(short, 4, 12)
+    for (let r = 0; r < rounds; r++) {
+      const key = h.key(`k${r}`)
+      const op = r % 2 === 0 ? 'acquire' : 'tryAcquire'
+      proxy.holdReplies(hold)
+      const res = await late.cmd('call', { op, key, opts: { ttl, wait: 0 } })
+      // The rejection: from here the store answers again within `hold`.
+      const f = h.fault('replies held back', { op })
+      proxy.holdReplies(0)
+      h.check(!res.ok && res.code === 'ERR_LOCK_BACKEND', `round ${r}: ${op} with its reply held back gave ${res.ok ? JSON.stringify(res.value) : `${res.code} ${res.msg}`}, not ERR_LOCK_BACKEND`)
+      const free = await until(async () => (await raw.lease(key)) === null, ttl + SLACK, 10)
+      const freeMs = h.now() - f.t
+      h.figures.takeover.push(freeMs)
+      h.check(free, `round ${r}: the key was still taken ${(ttl + SLACK) / 1000} s after ${op} was rejected`)
+      h.check(!free || freeMs <= hold + responseTimeout, `round ${r}: the key was free only ${freeMs.toFixed(0)} ms after ${op} was rejected (promise: ${hold} + ${responseTimeout})`)
+      // Another owner takes it while the clean-up may still be sending releases: it keeps it.
+      await direct.cmd('hold', { key, ttl: 3000, wait: 5000, writeEvery: 50 })
+      await sleep(pick(short, 300, 1000))
+      const p = await direct.cmd('probe', { as: key })
+      const lease = await raw.lease(key)
+      h.check(p?.held === true && lease !== null, `round ${r}: the next owner's lock did not survive the clean-up (held ${p?.held}, in the store: ${lease !== null})`)
+      const rel = await direct.cmd('release', { as: key }).catch((err) => err.message)
+      h.check(rel === true, `round ${r}: the next owner's release gave ${rel}`)
+    }
+  },
+}
+
 const SCENARIOS = [
   baseline, holderKill, holderStop, jsBlocked, lateGrant, frozen, connKill,
   restartScenario('no-persistence'), restartScenario('persistent'),
-  stalled, cancelStorm, threads, election, namespace, sqliteReplaced,
+  stalled, cancelStorm, threads, election, namespace, sqliteReplaced, lateReply,
   ...FAILOVER_SCENARIOS,
 ]
 

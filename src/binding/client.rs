@@ -90,6 +90,8 @@ pub struct NativeStats {
     pub scheduled: u32,
     /// Release channels subscribed to (Redis).
     pub subscriptions: u32,
+    /// Background clean-ups of grants whose reply was lost, in progress for this store.
+    pub cleanups: u32,
 }
 
 /// One client's connection to a store; used through `lib/native.js`, never directly.
@@ -300,6 +302,7 @@ impl NativeClient {
             waiting: n(s.waiting),
             scheduled: n(s.scheduled),
             subscriptions: n(s.subscriptions),
+            cleanups: n(s.cleanups),
         }
     }
 

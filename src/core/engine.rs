@@ -172,6 +172,8 @@ pub struct Engine {
     next_waiter: AtomicU64,
     /// Counts local releases, so a waiter can tell that one happened while it joined a queue.
     releases: AtomicU64,
+    /// Clean-ups of grants whose reply was lost (`engine/orphans.rs`).
+    orphans: orphans::Orphans,
 }
 
 fn registry() -> &'static Mutex<HashMap<String, Weak<Engine>>> {
@@ -191,6 +193,9 @@ impl Engine {
         engines.retain(|_, e| e.strong_count() > 0);
         let store = open_store(url, opts).map_err(|e| LockError::Invalid(e.message))?;
         let engine = Engine::new(store);
+        engine
+            .orphans
+            .set_response_timeout(Duration::from_millis(opts.response_timeout_ms));
         engines.insert(id, Arc::downgrade(&engine));
         Ok(engine)
     }
@@ -221,6 +226,7 @@ impl Engine {
                 queues: Mutex::new(Queues::default()),
                 next_waiter: AtomicU64::new(1),
                 releases: AtomicU64::new(0),
+                orphans: orphans::Orphans::default(),
             }
         });
         if let Some(notifications) = engine.store.release_notifications() {
@@ -287,6 +293,11 @@ impl Engine {
         self.store
             .release_notifications()
             .map_or(0, |n| n.watched())
+    }
+
+    /// Background clean-ups of grants whose reply was lost, in progress.
+    pub fn cleanups(&self) -> usize {
+        self.orphans.len()
     }
 
     /// The heartbeat scheduler of this engine.
@@ -450,13 +461,21 @@ impl Engine {
     }
 
     /// One request to the store (`queue`: a semaphore's waiter takes or keeps a place in the
-    /// store's queue if refused). A grant that raced a cancellation is given back.
+    /// store's queue if refused). A grant that raced a cancellation is given back, and so, in
+    /// the background, is one the store may have made when the call failed with its outcome
+    /// unknown (`engine/orphans.rs`).
     async fn attempt(
         self: &Arc<Self>,
         spec: &AcquireSpec,
         queue: bool,
         cancel: &CancellationToken,
     ) -> Result<Option<Grant>, LockError> {
+        let kind = Kind::of(spec);
+        // An owner asking again (the redislock face's lock objects keep theirs) must not have
+        // its new grant freed by the clean-up of its last failed one.
+        if self.orphans.len() > 0 {
+            self.orphans.supersede(kind, &spec.key, &spec.owner).await;
+        }
         let sent = Instant::now();
         let granted = match spec.permits {
             None => {
@@ -482,14 +501,20 @@ impl Engine {
                 self.store.acquire_permits(&req).await
             }
         }
-        .inspect_err(|e| crate::debug!("acquire {:?}: store error ({:?})", spec.key, e.kind))?;
+        .inspect_err(|e| {
+            crate::debug!("acquire {:?}: store error ({:?})", spec.key, e.kind);
+            if e.kind.outcome_unknown() {
+                let has_data = spec.data.is_some();
+                self.clean_up(kind, &spec.key, &spec.owner, has_data, sent, spec.ttl_ms);
+            }
+        })?;
         match granted {
             Some(token) => crate::debug!("acquire {:?}: granted, token {token}", spec.key),
             None => crate::debug!("acquire {:?}: busy", spec.key),
         }
         if granted.is_some() && cancel.is_cancelled() {
             let _ = self
-                .release_as(Kind::of(spec), &spec.key, &spec.owner, spec.data.is_some())
+                .release_as(kind, &spec.key, &spec.owner, spec.data.is_some())
                 .await;
             return Err(LockError::Aborted);
         }
@@ -842,6 +867,8 @@ impl Drop for Slot {
         }
     }
 }
+
+mod orphans;
 
 #[cfg(test)]
 mod tests;

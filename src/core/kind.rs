@@ -4,7 +4,7 @@
 use crate::core::options::AcquireSpec;
 
 /// What a local queue waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// A lock.
     Lock = 0,

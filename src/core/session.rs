@@ -34,6 +34,8 @@ pub struct Stats {
     pub scheduled: usize,
     /// Release channels subscribed to (Redis; all sessions of this store).
     pub subscriptions: usize,
+    /// Background clean-ups of grants whose reply was lost (all sessions of this store).
+    pub cleanups: usize,
 }
 
 /// One client's view of an engine.
@@ -279,6 +281,7 @@ impl Session {
             waiting: engine.waiting(),
             scheduled: engine.scheduler().len(),
             subscriptions: engine.subscriptions(),
+            cleanups: engine.cleanups(),
         }
     }
 

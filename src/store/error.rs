@@ -52,6 +52,14 @@ impl ErrorKind {
         ErrorKind::Replaced,
     ];
 
+    /// Whether a request that failed this way may still have been carried out by the store
+    /// (or may yet be, when the store reads what it holds): no reply within the bound, or a
+    /// connection that broke while it may have been on its way. Closed, invalid and server
+    /// errors say the store did not act on it.
+    pub fn outcome_unknown(self) -> bool {
+        matches!(self, ErrorKind::Timeout | ErrorKind::Unreachable)
+    }
+
     /// The stable code JavaScript puts on the error's `cause`.
     pub fn code(self) -> &'static str {
         match self {
