@@ -437,11 +437,11 @@ impl Engine {
                 // redislock's `retries` bound the wait the same way with or without a queue.
                 attempts += 1;
             }
-            if spec.max_attempts.is_some_and(|max| attempts >= max) {
-                return Ok(None);
-            }
             let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
+            if spec.max_attempts.is_some_and(|max| attempts >= max)
+                || deadline.is_some_and(|d| now >= d)
+            {
+                slot.leave_store_queue().await;
                 return Ok(None);
             }
             let mut delay = spec.next_delay();
@@ -801,6 +801,29 @@ struct Slot {
     /// A semaphore's waiter asked with a place in the store's queue: leaving without a
     /// grant gives the place up, so it holds nobody back.
     queued_in_store: bool,
+}
+
+impl Slot {
+    /// Gives up a semaphore waiter's place in the store's queue, and waits for that, before
+    /// the acquisition reports that it gave up: whoever asks next (the same caller, right
+    /// after the rejection) must not find a place nobody holds any more ahead of it. Paths
+    /// that cannot wait (a cancellation, a dropped future) leave it to `drop`, which gives the
+    /// place up in the background.
+    async fn leave_store_queue(&mut self) {
+        if self.queued_in_store && !self.acquired {
+            let _ = self
+                .engine
+                .release_as(
+                    self.kind,
+                    &self.key,
+                    &self.waiter.owner,
+                    self.waiter.data.is_some(),
+                )
+                .await;
+            // Only now: if this future is dropped during the release, `drop` sends it again.
+            self.queued_in_store = false;
+        }
+    }
 }
 
 impl Drop for Slot {

@@ -440,3 +440,23 @@ async fn after_a_permit_handoff_that_leaves_room_the_next_waiter_asks_at_once() 
     assert_eq!(probe.permit_asks.load(Ordering::SeqCst), asked + 1);
     waiters[0].abort();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_semaphore_waiter_that_gives_up_leaves_no_place_ahead_of_the_next_request() {
+    // The engine's place in the store's queue is given up before the acquisition returns:
+    // a request made right after (here without letting any spawned task run) is not held
+    // back by a place nobody holds any more.
+    let e = engine();
+    let permits = |owner: &str, wait| AcquireSpec {
+        permits: Some(PermitSpec { count: 1, limit: 1 }),
+        ..spec("s", owner, 60_000, wait)
+    };
+    let none = CancellationToken::new();
+    let a = e.acquire(&permits("a", Some(Duration::ZERO)), &none).await;
+    assert!(a.unwrap().is_some());
+    let b = permits("b", Some(Duration::from_millis(200)));
+    assert!(e.acquire(&b, &none).await.unwrap().is_none());
+    assert!(e.release_permits("s", "a").await.unwrap());
+    let next = e.acquire(&permits("c", Some(Duration::ZERO)), &none).await;
+    assert!(next.unwrap().is_some(), "c was held back by b's place");
+}
