@@ -150,3 +150,24 @@ test('usage errors exit 2 with help, and an unreachable store exits 3', () => {
   assert.match(help.out, /Usage: deadbolt inspect/)
   assert.equal(cli('inspect', 'redis://127.0.0.1:1', 'k').code, 3)
 })
+
+test('--version and -v print the package version and exit 0', () => {
+  const { version } = require('../package.json')
+  for (const flag of ['--version', '-v']) {
+    const r = cli(flag)
+    assert.deepEqual([r.code, r.out, r.err], [0, version, ''], flag)
+  }
+})
+
+test('help <command> prints that command\'s help, the same as <command> --help', () => {
+  for (const command of ['inspect', 'list', 'release', 'watch', 'leader', 'permits']) {
+    const r = cli('help', command)
+    assert.equal(r.code, 0, r.err)
+    assert.match(r.out, new RegExp(`^Usage: deadbolt ${command} `))
+    assert.equal(r.out, cli(command, '--help').out)
+  }
+  const unknown = cli('help', 'frobnicate')
+  assert.equal(unknown.code, 2)
+  assert.match(unknown.err, /unknown command "frobnicate"/)
+  assert.equal(cli('help', 'toString').code, 2, 'an Object.prototype name is not a command')
+})
