@@ -10,6 +10,9 @@ step() { printf '\n== %s\n' "$*"; }
 step "servers"
 bash scripts/services.sh redis mariadb postgres
 
+step "eslint (lib, compat, bin, scripts, __test__)"
+npm run --silent lint
+
 step "cargo fmt --check"
 cargo fmt --check
 
