@@ -403,3 +403,16 @@ test('the typings of the three entry points compile on the oldest supported Type
     sh(process.execPath, [tsc, '--noEmit', '--strict', '--skipLibCheck', 'false', '--target', 'es2022', '--module', module, '--moduleResolution', moduleResolution, '--types', 'node', ...files], dir)
   }
 })
+
+test("the README's platform table lists exactly the targets of napi.targets, each with its npm/ package", () => {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  const rows = [...readme.matchAll(/^\| [^|]+ \| `(deadbolt-[\w-]+)` \| `([\w-]+)` \|$/gm)].map((m) => [m[1], m[2]])
+  const { platformOfTarget } = require('../lib/platform')
+  assert.deepEqual(rows.map(([, triple]) => triple).sort(), [...pkg.napi.targets].sort())
+  for (const [name, triple] of rows) {
+    assert.equal(name, `${pkg.name}-${platformOfTarget(triple)}`)
+    const manifest = require(path.join(ROOT, 'npm', platformOfTarget(triple), 'package.json'))
+    assert.equal(manifest.name, name)
+  }
+  assert.deepEqual(fs.readdirSync(path.join(ROOT, 'npm')).sort(), pkg.napi.targets.map(platformOfTarget).sort())
+})
