@@ -3,7 +3,7 @@
 # dist/ (or <dir>) before they are published. Not part of `npm test`: it needs the release
 # builds of four targets, and qemu. What it proves, per binary:
 #
-#  - it is an ELF shared object for its architecture (x86-64 or AArch64);
+#  - it is an ELF shared object for its architecture (x86-64 or AArch64, as readelf says);
 #  - gnu: every versioned symbol it imports from glibc is GLIBC_2.17 or older, and it needs no
 #    library beyond glibc's own (libc, libm, libdl, libpthread, librt, ld-linux) and libgcc_s:
 #    any glibc from 2.17 on (CentOS 7, Amazon Linux 2, Debian 8+, Ubuntu 14.04+) loads it;
@@ -54,11 +54,11 @@ arm64_node() {
   for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$ROOTFS"; done
 }
 
-check_elf() { # file, expected objdump architecture
-  local arch
-  arch=$(objdump -f "$1" 2>/dev/null | sed -n 's/^architecture: \([^,]*\),.*/\1/p')
-  [ "$arch" = "$2" ] || bad "$(basename "$1"): architecture ${arch:-unreadable}, expected $2"
-  objdump -f "$1" | grep -q DYNAMIC || bad "$(basename "$1"): not a shared object"
+check_elf() { # file, expected machine (readelf reads every architecture; objdump -f only the host's)
+  local machine
+  machine=$(readelf -h "$1" 2>/dev/null | sed -n 's/^ *Machine: *//p')
+  [ "$machine" = "$2" ] || bad "$(basename "$1"): machine ${machine:-unreadable}, expected $2"
+  readelf -h "$1" | grep -q 'Type: *DYN' || bad "$(basename "$1"): not a shared object"
 }
 
 needed() { objdump -p "$1" | awk '$1 == "NEEDED" { print $2 }' | sort -u | tr '\n' ' '; }
@@ -89,7 +89,8 @@ check_musl() {
   say "$name: needs $libs(musl's libc), no glibc symbol"
 }
 
-declare -A ARCH=([linux-x64-gnu]=i386:x86-64 [linux-arm64-gnu]=aarch64 [linux-x64-musl]=i386:x86-64 [linux-arm64-musl]=aarch64)
+X64='Advanced Micro Devices X86-64'
+declare -A ARCH=([linux-x64-gnu]=$X64 [linux-arm64-gnu]=AArch64 [linux-x64-musl]=$X64 [linux-arm64-musl]=AArch64)
 for platform in linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl; do
   f="$dir/deadbolt.$platform.node"
   if [ ! -f "$f" ]; then bad "$f is missing: run npm run build:linux"; continue; fi
