@@ -5,6 +5,20 @@
 // timers), on a SQLite file (the bundled C library zig compiled) and, when REDIS_URL is set,
 // on Redis (sockets, the Lua scripts). Prints one line per store; exits non-zero on failure.
 'use strict'
+// Debian 12's arm64 nodejs, the one qemu runs, is Node 18, and deadbolt's JavaScript needs Node
+// 20 (`engines`) for String.prototype.isWellFormed alone. What this checks is the native
+// binary, not the JavaScript (npm test runs that on Node 20): on an older node, that one
+// method is supplied here, with its specified meaning (no lone UTF-16 surrogate).
+if (typeof String.prototype.isWellFormed !== 'function') {
+  console.log(`release-check: node ${process.version} lacks String.prototype.isWellFormed (Node 20); supplied for this check`)
+  Object.defineProperty(String.prototype, 'isWellFormed', {
+    configurable: true,
+    writable: true,
+    value: function isWellFormed() {
+      return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(String(this))
+    },
+  })
+}
 const fs = require('fs')
 const os = require('os')
 const path = require('path')
