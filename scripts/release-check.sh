@@ -11,7 +11,8 @@
 #    every musl system (node:*-alpine) has;
 #  - linux-x64-gnu: this machine's node loads it and takes and releases a lock on the
 #    in-process store, on a SQLite file and on Redis (REDIS_URL, default the local server);
-#  - linux-arm64-gnu: the same, under qemu-user with Debian's arm64 nodejs, unpacked from its
+#  - linux-arm64-gnu: the same, under qemu-user with Debian's arm64 nodejs (Node 18 on Debian
+#    12: release-smoke.js supplies Node 20's String.prototype.isWellFormed), unpacked from its
 #    .deb files into target/release-check/arm64-root (never installed on this machine);
 #  - the musl binaries are not run: no musl Node.js comes from a registry reachable here.
 #
