@@ -14,7 +14,10 @@
 #  - linux-arm64-gnu: the same, under qemu-user with Debian's arm64 nodejs (Node 18 on Debian
 #    12: release-smoke.js supplies Node 20's String.prototype.isWellFormed), unpacked from its
 #    .deb files into target/release-check/arm64-root (never installed on this machine);
-#  - the musl binaries are not run: no musl Node.js comes from a registry reachable here.
+#  - musl: musl's own dynamic loader (Debian's `musl` 1.2.3, x64 natively, arm64 under qemu)
+#    links it, and every symbol it leaves unresolved is a `napi_*` one, which node provides: all
+#    it takes from the C library, musl has. The musl binaries are not run in a node: no musl
+#    Node.js comes from a registry reachable here.
 #
 # Installs when missing: binutils (objdump) and qemu-user-static (Debian packages), and adds
 # the arm64 architecture to apt for the download of nodejs:arm64 and its libraries.
@@ -33,6 +36,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 need=()
 command -v objdump >/dev/null || need+=(binutils)
 command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
+[ -x /lib/ld-musl-x86_64.so.1 ] || need+=(musl)
 arm64=$(dpkg --print-foreign-architectures | grep -cx arm64 || true)
 if [ ${#need[@]} -gt 0 ] || [ "$arm64" = 0 ]; then
   [ "$arm64" = 0 ] && as_root dpkg --add-architecture arm64
@@ -53,6 +57,30 @@ arm64_node() {
     grep -E ':arm64$|^node-' | grep -vE '^(dpkg|tar|install-info)(:|$)' | sort -u)
   (cd "$debs" && apt-get download $pkgs >/dev/null)
   for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$ROOTFS"; done
+}
+
+# Debian's arm64 musl (its loader), unpacked like the node above.
+arm64_musl() {
+  local root=target/release-check/musl-arm64 debs=target/release-check/musl-debs
+  if [ ! -x "$root/lib/ld-musl-aarch64.so.1" ]; then
+    mkdir -p "$root" "$debs"
+    (cd "$debs" && apt-get download musl:arm64 >/dev/null)
+    dpkg-deb -x "$debs"/musl_*_arm64.deb "$root"
+  fi
+  echo "$root"
+}
+
+# Links `file` with musl's loader (`ld-musl-… --list`, its ldd) and fails on any unresolved
+# symbol that node does not provide (napi_*).
+musl_links() { # file, loader command…
+  local f=$1 name out missing
+  shift
+  name=$(basename "$f")
+  out=$("$@" --list "$f" 2>&1 || true)
+  grep -q 'ld-musl' <<<"$out" || { bad "$name: musl's loader did not run: $out"; return; }
+  missing=$(grep 'symbol not found' <<<"$out" | sed -E 's/.*: ([A-Za-z_0-9.@]+): symbol not found/\1/' | grep -v '^napi_' | sort -u | tr '\n' ' ' || true)
+  if [ -n "$missing" ]; then bad "$name: musl's libc lacks $missing"
+  else say "$name: musl's loader resolves every symbol but node's ($(grep -c 'napi_.*symbol not found' <<<"$out") napi_*)"; fi
 }
 
 check_elf() { # file, expected machine (readelf reads every architecture; objdump -f only the host's)
@@ -82,12 +110,12 @@ check_gnu() {
 }
 
 check_musl() {
-  local f=$1 name libs
+  local f=$1 name libs ok=1
   name=$(basename "$f")
-  if objdump -T "$f" | grep -q 'GLIBC_'; then bad "$name imports glibc-versioned symbols"; fi
+  if objdump -T "$f" | grep -q 'GLIBC_'; then bad "$name imports glibc-versioned symbols"; ok=0; fi
   libs=$(needed "$f")
-  [ "$libs" = "libc.so " ] || bad "$name needs '$libs', expected only musl's libc.so"
-  say "$name: needs $libs(musl's libc), no glibc symbol"
+  [ "$libs" = "libc.so " ] || { bad "$name needs '$libs', expected only musl's libc.so"; ok=0; }
+  [ $ok = 0 ] || say "$name: needs $libs(musl's libc), no glibc symbol"
 }
 
 X64='Advanced Micro Devices X86-64'
@@ -98,6 +126,13 @@ for platform in linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl; d
   say "$(basename "$f"): $(stat -c %s "$f") bytes"
   check_elf "$f" "${ARCH[$platform]}"
   case $platform in *-gnu) check_gnu "$f" ;; *-musl) check_musl "$f" ;; esac
+  case $platform in
+    linux-x64-musl) musl_links "$f" /lib/ld-musl-x86_64.so.1 ;;
+    linux-arm64-musl)
+      root=$(arm64_musl)
+      musl_links "$f" qemu-aarch64-static -L "$root" "$root/lib/ld-musl-aarch64.so.1"
+      ;;
+  esac
 done
 
 if [ -f "$dir/deadbolt.linux-x64-gnu.node" ]; then
