@@ -205,3 +205,24 @@ test('on sqlite, the commands that only look create no file and find nothing whe
     fs.rmSync(dir, { recursive: true, force: true })
   }
 })
+
+test('--version and -v print the package version and exit 0', () => {
+  const { version } = require('../package.json')
+  for (const flag of ['--version', '-v']) {
+    const r = cli(flag)
+    assert.deepEqual([r.code, r.out, r.err], [0, version, ''], flag)
+  }
+})
+
+test('help <command> prints that command\'s help, the same as <command> --help', () => {
+  for (const command of ['inspect', 'list', 'release', 'watch', 'leader', 'permits']) {
+    const r = cli('help', command)
+    assert.equal(r.code, 0, r.err)
+    assert.match(r.out, new RegExp(`^Usage: deadbolt ${command} `))
+    assert.equal(r.out, cli(command, '--help').out)
+  }
+  const unknown = cli('help', 'frobnicate')
+  assert.equal(unknown.code, 2)
+  assert.match(unknown.err, /unknown command "frobnicate"/)
+  assert.equal(cli('help', 'toString').code, 2, 'an Object.prototype name is not a command')
+})

@@ -244,11 +244,6 @@ const acquireOptions = optionsOf({
   onLost: fc.oneof(fc.constant(() => {}), anyValue),
 })
 
-const validKey = fc.oneof(
-  fc.constantFrom('{}', '{x}', 'a{}b', 'k:fence', '{k}:fence', 'k:data', 'k:released', '\0', '😀', '__proto__', ' '),
-  fc.fullUnicodeString({ minLength: 1, maxLength: 40 }),
-).map((s) => `${freshKey()}:${s}`)
-
 // ───────────── modern API ─────────────
 
 test('every key argument of the modern API is either refused before I/O or a working lock', async () => {

@@ -82,7 +82,8 @@ test('npm pack ships the JavaScript, the typings, README and LICENSE, and no Rus
   for (const f of ['package.json', 'LICENSE', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'index.d.mts', 'binding.js', 'binding.d.ts', 'lib/addon.js', 'redislock/index.js', 'sql-lock/index.mjs']) {
     assert.ok(files.includes(f), `${f} is not in the tarball`)
   }
-  const unwanted = files.filter((f) => /^(src|target|npm|__test__|bench|torture|scripts)\/|\.rs$|^Cargo\.|\.node$/.test(f))
+  // scripts/: only the two the manifest's lifecycle scripts run (prepare, prepublishOnly).
+  const unwanted = files.filter((f) => /^(src|target|npm|__test__|bench|torture)\/|^scripts\/(?!prepare\.js$|artifacts\.js$)|\.rs$|^Cargo\.|\.node$/.test(f))
   assert.deepEqual(unwanted, [])
 })
 
@@ -325,4 +326,93 @@ test("every package in the lockfiles (dev dependencies, the jest installs) accep
     }
   }
   assert.deepEqual(offenders, [])
+})
+
+test('every lifecycle script of the packed manifest runs a file the tarball ships', () => {
+  const manifest = JSON.parse(sh('tar', ['xzfO', fixture.main, 'package/package.json'], os.tmpdir()).output)
+  const files = listTarball(fixture.main)
+  const lifecycle = ['preinstall', 'install', 'postinstall', 'prepare', 'prepack', 'postpack', 'prepublishOnly', 'prepublish', 'publish', 'postpublish']
+  const scripts = Object.entries(manifest.scripts ?? {}).filter(([name]) => lifecycle.includes(name))
+  assert.ok(scripts.length > 0, 'the manifest has no lifecycle script to check')
+  for (const [name, command] of scripts) {
+    const m = /^(?:node|bash|sh) (\S+)/.exec(command)
+    assert.ok(m, `${name}: "${command}" does not run a file`)
+    assert.ok(files.includes(m[1]), `${name} runs ${m[1]}, which the tarball does not ship`)
+  }
+})
+
+test('the packed manifest names the repository, the homepage and where to report bugs', () => {
+  const manifest = JSON.parse(sh('tar', ['xzfO', fixture.main, 'package/package.json'], os.tmpdir()).output)
+  assert.match(manifest.repository?.url ?? '', /^git\+https:\/\/\S+\.git$/)
+  const base = manifest.repository.url.replace(/^git\+/, '').replace(/\.git$/, '')
+  assert.equal(manifest.homepage, `${base}#readme`)
+  assert.equal(manifest.bugs?.url, `${base}/issues`)
+})
+
+test("every link of the packed README works on the registry's page: absolute, or an anchor of the README", () => {
+  const readme = sh('tar', ['xzfO', fixture.main, 'package/README.md'], os.tmpdir()).output
+  const base = pkg.repository.url.replace(/^git\+/, '').replace(/\.git$/, '')
+  const anchors = new Set([...readme.matchAll(/^#+ (.+)$/gm)].map((m) => m[1].toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-')))
+  const links = [...readme.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1])
+  assert.ok(links.length > 10)
+  for (const link of links) {
+    if (link.startsWith('#')) assert.ok(anchors.has(link.slice(1)), `${link}: no such heading`)
+    else assert.match(link, /^https:\/\//, `${link} is relative: the registry's page cannot follow it`)
+    // A link into this repository names a file that exists in it.
+    if (link.startsWith(`${base}/blob/main/`)) {
+      const file = link.slice(`${base}/blob/main/`.length).split('#')[0]
+      assert.ok(fs.existsSync(path.join(ROOT, file)), `${link}: ${file} is not in the repository`)
+    }
+  }
+})
+
+test('the typings of the three entry points compile on the oldest supported TypeScript (4.9) with @types/node 20, strict', () => {
+  // A second app: TypeScript 4.9 cannot read the @types/node of the first (26 needs 5.6).
+  const dir = path.join(fixture.tmp, 'ts-min')
+  fs.mkdirSync(path.join(dir, 'node_modules', '@types'), { recursive: true })
+  fs.symlinkSync(fs.realpathSync(path.join(fixture.app, 'node_modules', 'deadbolt')), path.join(dir, 'node_modules', 'deadbolt'))
+  fs.cpSync(path.join(ROOT, 'node_modules', 'types-node-min'), path.join(dir, 'node_modules', '@types', 'node'), { recursive: true, dereference: true })
+  const typesNode = require(path.join(dir, 'node_modules', '@types', 'node', 'package.json'))
+  const tsc = path.join(ROOT, 'node_modules', 'typescript-min', 'bin', 'tsc')
+  assert.equal(require(path.join(ROOT, 'node_modules', 'typescript-min', 'package.json')).version, '4.9.5')
+  assert.match(typesNode.version, /^20\./)
+  fs.writeFileSync(path.join(dir, 'program.mts'), `
+    import { connect, type Lock, type LockInfo, type LockClient } from 'deadbolt'
+    import redislock, { type RedisLock } from 'deadbolt/redislock'
+    import { initialize, getLock, type LockReleaser } from 'deadbolt/sql-lock'
+    export async function run(url: string): Promise<bigint> {
+      const locks: LockClient = await connect(url, { connectTimeout: 2_000 })
+      const lock: Lock = await locks.acquire('k', { ttl: 5_000 })
+      const info: LockInfo | null = await locks.inspect('k')
+      await lock[Symbol.asyncDispose]()
+      const old: RedisLock = redislock.createLock(url, { timeout: 5_000 })
+      const release: (k: string) => Promise<LockReleaser> = getLock
+      void old, release, initialize, info
+      return lock.fencingToken
+    }
+  `)
+  fs.writeFileSync(path.join(dir, 'program.cts'), `
+    import deadbolt = require('deadbolt')
+    import redislock = require('deadbolt/redislock')
+    import sqlLock = require('deadbolt/sql-lock')
+    export const shapes = [typeof deadbolt.connect, typeof redislock.createLock, typeof sqlLock.getLock]
+  `)
+  for (const module of ['nodenext', 'commonjs']) {
+    const files = module === 'commonjs' ? ['program.cts'] : ['program.mts', 'program.cts']
+    const moduleResolution = module === 'commonjs' ? 'node' : 'nodenext'
+    sh(process.execPath, [tsc, '--noEmit', '--strict', '--skipLibCheck', 'false', '--target', 'es2022', '--module', module, '--moduleResolution', moduleResolution, '--types', 'node', ...files], dir)
+  }
+})
+
+test("the README's platform table lists exactly the targets of napi.targets, each with its npm/ package", () => {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  const rows = [...readme.matchAll(/^\| [^|]+ \| `(deadbolt-[\w-]+)` \| `([\w-]+)` \|$/gm)].map((m) => [m[1], m[2]])
+  const { platformOfTarget } = require('../lib/platform')
+  assert.deepEqual(rows.map(([, triple]) => triple).sort(), [...pkg.napi.targets].sort())
+  for (const [name, triple] of rows) {
+    assert.equal(name, `${pkg.name}-${platformOfTarget(triple)}`)
+    const manifest = require(path.join(ROOT, 'npm', platformOfTarget(triple), 'package.json'))
+    assert.equal(manifest.name, name)
+  }
+  assert.deepEqual(fs.readdirSync(path.join(ROOT, 'npm')).sort(), pkg.napi.targets.map(platformOfTarget).sort())
 })

@@ -22,7 +22,7 @@ function attempts(err) {
 /** The error `require('deadbolt')` throws when no binary fits (code ERR_LOCK_NO_BINARY). */
 function missingBinary(loadError) {
   const platform = currentPlatform()
-  const { packageName, fileName, version } = binaryNames(platform)
+  const { packageName, version } = binaryNames(platform)
   const supported = prebuiltPlatforms()
   const tried = attempts(loadError)
   const notFound = tried.every((line) => line.startsWith('Cannot find module'))

@@ -27,6 +27,7 @@ Commands:
 <url> is a store URL (${STORES.map((e) => e.example).join(', ')}; dynamodb:// with AWS
 credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --table NAME (MySQL, PostgreSQL, SQLite: the lock table, default deadbolt_locks), --help (help for a command).
 On MySQL and PostgreSQL, commands that only look (all but release) never create a table, and on SQLite no file: one that does not exist holds no lock.
+deadbolt help <command> prints a command's help; deadbolt --version (-v) prints the version.
 Exit codes: 0 done, 1 nothing there, 2 usage error, 3 the store failed.`,
   inspect: 'Usage: deadbolt inspect <url> <key> [--json]\nPrints the holder, fencing token, remaining lease and data of <key>; exit 1 if it is free.',
   list: 'Usage: deadbolt list <url> [prefix] [--limit N] [--json]\nPrints the held locks whose names start with prefix (default: all), at most N (default 1000).',
@@ -44,8 +45,10 @@ function parse(argv) {
   const flags = {}
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
-    if (a === '--json' || a === '--yes' || a === '--force' || a === '--help' || a === '-h') {
-      flags[a === '-h' ? 'help' : a.slice(2)] = true
+    if (a === '--json' || a === '--yes' || a === '--force' || a === '--help' || a === '--version') {
+      flags[a.slice(2)] = true
+    } else if (a === '-h' || a === '-v') {
+      flags[a === '-h' ? 'help' : 'version'] = true
     } else if (a === '--limit' || a === '--interval') {
       const v = Number(argv[++i])
       if (!Number.isInteger(v) || v < 1) throw new UsageError(`${a} needs a positive whole number`)
@@ -183,11 +186,25 @@ async function main(argv, io) {
   }
   const { positional, flags } = parsed
   const [command, rawUrl, ...args] = positional
+  if (flags.version) {
+    // package.json, not a copy: the version npm installed is the one printed.
+    io.out(require('../package.json').version)
+    return EXIT.ok
+  }
+  if (command === 'help' && rawUrl !== undefined) {
+    // `deadbolt help <command>`: the same text as `deadbolt <command> --help`.
+    if (!Object.hasOwn(COMMANDS, rawUrl)) {
+      io.err(`deadbolt: unknown command "${rawUrl}"\n\n${HELP.main}`)
+      return EXIT.usage
+    }
+    io.out(HELP[rawUrl])
+    return EXIT.ok
+  }
   if (command === undefined || command === 'help') {
     io.out(HELP.main)
     return flags.help || command === 'help' ? EXIT.ok : EXIT.usage
   }
-  const run = COMMANDS[command]
+  const run = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined
   if (run === undefined) {
     io.err(`deadbolt: unknown command "${command}"\n\n${HELP.main}`)
     return EXIT.usage

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite (`npm test`): style and lint gates, Rust unit tests, then the
-# node --test specs against real servers (started by services.sh when they are not up).
+# The whole test suite (`npm test`): style, lint, licence and duplicate-crate gates, Rust unit
+# tests, then the node --test specs against real servers (started by services.sh when they are
+# not up).
 # Expects the addon built by `npm install` (or `npm run build`); it does not rebuild it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,16 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "servers"
 bash scripts/services.sh redis mariadb postgres
+
+step "eslint (lib, compat, bin, scripts, __test__)"
+npm run --silent lint
+
+step "cargo deny check licenses bans (offline)"
+if ! command -v cargo-deny >/dev/null; then
+  echo "cargo-deny is not installed: cargo install cargo-deny --locked" >&2
+  exit 1
+fi
+cargo deny --offline check licenses bans
 
 step "cargo fmt --check"
 cargo fmt --check
