@@ -12,9 +12,9 @@ const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
 const deadbolt = require('..')
 const { connect } = deadbolt
-const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix, redisRaw, closeRaw, sleep } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix, closeRaw, sleep } = require('./helpers')
 const { tcpProxy } = require('./fixtures/tcp-proxy')
-const { startRedis, startRedisServers } = require('./fixtures/redis-server')
+const { startRedisServers } = require('./fixtures/redis-server')
 const { sharedDynalite, TEST_CREDENTIALS } = require('./fixtures/dynalite')
 
 const RT = 1000
