@@ -15,23 +15,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sqlx::mysql::{
-    MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions, MySqlRow, MySqlSslMode,
-};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
+use errors::{closed_error, db_error, no_such_table, retry_on_conflict, retry_transient};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use permits::PermitStatements;
+use sql::{Statements, SQL_PING};
+use tls::apply_tls;
 
+mod errors;
 mod permits;
+mod sql;
+mod tls;
 
 /// Longest lock name accepted, in bytes (the width of the `name` column).
 ///
@@ -56,125 +60,6 @@ const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 /// Most items per multi-row extend statement: 4 placeholders each (5 for permits), far below
 /// the protocol's 65 535, and a statement small enough not to hold many row locks for long.
 const EXTEND_BATCH_MAX: usize = 256;
-
-// Placeholder substituted with the validated, backtick-quoted table name when the store is built.
-const TABLE: &str = "{table}";
-
-// Creates the lease table on first use. `name` and `owner` are binary so comparisons are
-// byte-exact whatever the server's default collation. A free row keeps `fence` until it is
-// purged (see `SQL_PURGE`), and has `expires_at` at the moment it was freed (see
-// `SQL_RELEASE`), which lets the statements below decide "free or expired" from
-// `expires_at` alone.
-const SQL_CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS {table} (
-    name VARBINARY(1024) NOT NULL,
-    owner VARBINARY(255) NULL,
-    fence BIGINT UNSIGNED NOT NULL,
-    expires_at DATETIME(6) NOT NULL,
-    data LONGBLOB NULL,
-    PRIMARY KEY (name)
-) ENGINE=InnoDB";
-
-// Tells whether the lease table exists and is readable, when creating it was refused.
-const SQL_TABLE_PROBE: &str = "SELECT 1 FROM {table} WHERE 1 = 0";
-
-// Takes a lock that is absent, free or expired, and reports the new fencing token through the
-// OK packet's last-insert-id, all in one autocommit statement:
-// - absent row: the VALUES row is inserted with the server's clock in microseconds since the
-//   epoch as its token (the server reports the argument of the last `LAST_INSERT_ID(expr)`
-//   call of a statement). A name's row is only purged long after its last token was issued,
-//   and a row's token grows by one per acquisition, far slower than a microsecond clock, so
-//   a name that comes back after its row was purged still gets a higher token (see
-//   `SQL_PURGE` for the one assumption: the server clock never steps back by more than the
-//   purge delay).
-// - existing row: the VALUES row is still evaluated (so `LAST_INSERT_ID(clock)` ran), then the
-//   UPDATE list runs under the row lock. Its first assignment always calls `LAST_INSERT_ID`
-//   again, overriding that value: with `fence + 1` when the lease is free or expired, with 0
-//   when it is held. The caller reads 0 as "busy"; 0 is never a token.
-// The UPDATE assignments run left to right and see the values already assigned, so every one
-// of them tests only `expires_at`, which is assigned last: each one sees the old expiry and
-// they all take the same branch. `owner` is deliberately not tested: a release sets the epoch
-// expiry (`SQL_RELEASE`), so "free" already reads as "expired". The holder itself calling
-// again gets "busy" too, like Redis `SET NX`.
-// `VALUES(col)` is the only way to name the inserted row that both MariaDB and MySQL 8 accept
-// (MySQL deprecates it for a row alias that MariaDB lacks); binding the payload twice instead
-// would halve the largest `data` that fits in `max_allowed_packet`.
-const SQL_ACQUIRE: &str = "INSERT INTO {table} (name, owner, fence, expires_at, data)
-VALUES (?, ?, LAST_INSERT_ID(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))),
-        UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)
-ON DUPLICATE KEY UPDATE
-    fence = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(fence + 1), fence + LAST_INSERT_ID(0)),
-    owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
-    data = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(data), data),
-    expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)";
-
-// Extends a lease its owner still holds. The driver sets CLIENT_FOUND_ROWS, so the affected
-// count is the matched count: 1 even if the new expiry equals the old one.
-const SQL_EXTEND: &str = "UPDATE {table}
-SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-WHERE name = ? AND owner = ? AND expires_at > UTC_TIMESTAMP(6)";
-
-// Extends many leases in one statement, hence one commit (one log flush) for a whole batch of
-// heartbeats. It is followed by `SQL_EXTEND_MANY_ARM` once per item, `SQL_EXTEND_MANY_MIDDLE`,
-// one `SQL_EXTEND_MANY_PAIR` per item joined by commas, and `SQL_EXTEND_MANY_TAIL`.
-const SQL_EXTEND_MANY_HEAD: &str =
-    "UPDATE {table} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL (CASE name";
-// One item's new lease in microseconds, chosen by name.
-const SQL_EXTEND_MANY_ARM: &str = " WHEN ? THEN ?";
-// Closes the lease expression and opens the list of (name, owner) pairs to match.
-const SQL_EXTEND_MANY_MIDDLE: &str = " END) MICROSECOND WHERE (name, owner) IN (";
-// One item's name and owner.
-const SQL_EXTEND_MANY_PAIR: &str = "(?, ?)";
-// Only leases that have not expired may be extended.
-const SQL_EXTEND_MANY_TAIL: &str = ") AND expires_at > UTC_TIMESTAMP(6)";
-
-// Frees a lease its owner still holds. The counter stays until the row is purged; an expiry of
-// "now" marks the row free for `SQL_ACQUIRE` and dates it for `SQL_PURGE`, and the payload
-// goes so that free rows stay small.
-const SQL_RELEASE: &str = "UPDATE {table}
-SET owner = NULL, data = NULL, expires_at = UTC_TIMESTAMP(6)
-WHERE name = ? AND owner = ? AND expires_at > UTC_TIMESTAMP(6)";
-
-// Deletes the rows of names that have been free or expired for longer than the purge delay,
-// so a name leaves nothing behind once it is no longer used: the table holds the names used
-// within the last purge delay, however many names were ever locked. Safe for fencing because
-// a purged name's last token is at most the server clock (in microseconds) when it was
-// issued, and `SQL_ACQUIRE` gives a returning name the clock at least one purge delay later:
-// tokens keep increasing unless the server clock steps back by more than the delay. A row
-// that an acquisition takes over meanwhile is locked and re-read by this DELETE, and no longer
-// matches. At most 1 000 rows per statement, so it never holds many locks for long.
-const SQL_PURGE: &str = "DELETE FROM {table}
-WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-LIMIT 1000";
-
-// Hands a lease its owner still holds straight to the next owner (a waiter in the same
-// process) with a new expiry and payload. The new token travels back in the OK packet's
-// last-insert-id through LAST_INSERT_ID(expr), as in `SQL_ACQUIRE`; one row matched means
-// handed over.
-const SQL_HANDOFF: &str = "UPDATE {table}
-SET fence = LAST_INSERT_ID(fence + 1), owner = ?, data = ?,
-    expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-WHERE name = ? AND owner = ? AND expires_at > UTC_TIMESTAMP(6)";
-
-// Reads a live lease; the remaining time is computed by the server in microseconds.
-const SQL_INSPECT: &str =
-    "SELECT owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), data
-FROM {table}
-WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)";
-
-// An operator frees a live lease whoever holds it (as a release does).
-const SQL_FORCE_RELEASE: &str = "UPDATE {table}
-SET owner = NULL, data = NULL, expires_at = UTC_TIMESTAMP(6)
-WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)";
-
-// Live leases whose names start with a prefix (escaped for LIKE with `!`), at most `?`.
-const SQL_LIST: &str =
-    "SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), data
-FROM {table}
-WHERE name LIKE ? ESCAPE '!' AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)
-LIMIT ?";
-
-// Liveness check.
-const SQL_PING: &str = "SELECT 1";
 
 /// Options for the MySQL store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,140 +98,6 @@ impl Default for MysqlOptions {
             response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
             purge_after_ms: 300_000,
             tls: None,
-        }
-    }
-}
-
-/// The TLS query parameters of a `mysql://` URL (names as sqlx reads them), by what they set.
-fn url_tls_params(url: &str) -> Vec<(&'static str, String)> {
-    let query = url
-        .split_once('?')
-        .map_or("", |(_, q)| q.split('#').next().unwrap_or(""));
-    query
-        .split('&')
-        .filter_map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let what = match k {
-                "sslmode" | "ssl-mode" => "ssl-mode",
-                "sslca" | "ssl-ca" => "ssl-ca",
-                "sslcert" | "ssl-cert" => "ssl-cert",
-                "sslkey" | "ssl-key" => "ssl-key",
-                _ => return None,
-            };
-            Some((what, v.to_ascii_lowercase()))
-        })
-        .collect()
-}
-
-/// Applies `tls` to options parsed from `url`, refusing combinations with the URL's own TLS
-/// parameters that would silently drop one of them. Messages never quote the material.
-fn apply_tls(
-    mut options: MySqlConnectOptions,
-    url: &str,
-    tls: &TlsOptions,
-) -> Result<MySqlConnectOptions, String> {
-    tls.check()?;
-    tls.check_servername(options.get_host(), "MySQL")
-        .map_err(|e| format!("{e} (or use ?ssl-mode=verify_ca to verify the CA only)"))?;
-    let params = url_tls_params(url);
-    let in_url = |what: &str| params.iter().find(|(w, _)| *w == what).map(|(_, v)| v);
-    for (what, given) in [
-        ("ssl-ca", tls.ca.is_some()),
-        ("ssl-cert", tls.cert.is_some()),
-        ("ssl-key", tls.key.is_some()),
-    ] {
-        let option = &what[4..];
-        if given && in_url(what).is_some() {
-            return Err(format!(
-                "options.tls.{option} and the URL's {what} both name a {option}: give one"
-            ));
-        }
-    }
-    let mode = match (
-        in_url("ssl-mode").map(String::as_str),
-        tls.reject_unauthorized,
-    ) {
-        (None, true) => MySqlSslMode::VerifyIdentity,
-        (None, false) => MySqlSslMode::Required,
-        (Some("verify_identity"), true) => MySqlSslMode::VerifyIdentity,
-        (Some("verify_ca"), true) => MySqlSslMode::VerifyCa,
-        (Some("required"), false) => MySqlSslMode::Required,
-        (Some(mode @ ("verify_identity" | "verify_ca")), false) => {
-            return Err(format!(
-                "options.tls.rejectUnauthorized is false but the URL's ssl-mode={mode} verifies \
-                 the server: drop one of them"
-            ))
-        }
-        (Some(mode @ ("required" | "preferred")), true) => {
-            return Err(format!(
-                "the URL's ssl-mode={mode} does not verify the server's certificate, so \
-                 options.tls would not be checked: drop ssl-mode (options.tls then verifies \
-                 the server), use verify_ca or verify_identity, or set \
-                 options.tls.rejectUnauthorized to false"
-            ))
-        }
-        (Some(mode), _) => {
-            return Err(format!(
-                "the URL's ssl-mode={mode} cannot be combined with options.tls, which \
-                 requires an encrypted connection"
-            ))
-        }
-    };
-    options = options.ssl_mode(mode);
-    if let Some(ca) = &tls.ca {
-        options = options.ssl_ca_from_pem(ca.clone());
-    }
-    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
-        options = options
-            .ssl_client_cert_from_pem(cert)
-            .ssl_client_key_from_pem(key);
-    }
-    Ok(options)
-}
-
-/// Statement texts for one table, shared with spawned tasks without copying.
-struct Statements {
-    create_table: Arc<str>,
-    table_probe: Arc<str>,
-    acquire: Arc<str>,
-    extend: Arc<str>,
-    release: Arc<str>,
-    handoff: Arc<str>,
-    inspect: Arc<str>,
-    purge: Arc<str>,
-    force_release: Arc<str>,
-    list: Arc<str>,
-    /// `extend_many[i]` handles `2 << i` items. Batches are padded to these sizes so a few
-    /// texts, each prepared once per connection, serve every batch size.
-    extend_many: Vec<Arc<str>>,
-}
-
-impl Statements {
-    fn new(quoted_table: &str) -> Self {
-        let sql = |template: &str| -> Arc<str> { template.replace(TABLE, quoted_table).into() };
-        let mut extend_many = Vec::new();
-        let mut size = 2;
-        while size <= EXTEND_BATCH_MAX {
-            let mut text = SQL_EXTEND_MANY_HEAD.replace(TABLE, quoted_table);
-            text.push_str(&SQL_EXTEND_MANY_ARM.repeat(size));
-            text.push_str(SQL_EXTEND_MANY_MIDDLE);
-            text.push_str(&vec![SQL_EXTEND_MANY_PAIR; size].join(", "));
-            text.push_str(SQL_EXTEND_MANY_TAIL);
-            extend_many.push(text.into());
-            size *= 2;
-        }
-        Self {
-            create_table: sql(SQL_CREATE_TABLE),
-            table_probe: sql(SQL_TABLE_PROBE),
-            acquire: sql(SQL_ACQUIRE),
-            extend: sql(SQL_EXTEND),
-            release: sql(SQL_RELEASE),
-            handoff: sql(SQL_HANDOFF),
-            inspect: sql(SQL_INSPECT),
-            purge: sql(SQL_PURGE),
-            force_release: sql(SQL_FORCE_RELEASE),
-            list: sql(SQL_LIST),
-            extend_many,
         }
     }
 }
@@ -1092,99 +843,6 @@ async fn extend_one(
     .await
     .map_err(|e| db_error(operation, e))?;
     Ok(done.rows_affected() > 0)
-}
-
-/// Repeats a statement that the server rolled back as a deadlock victim (SQLSTATE 40001). That
-/// is safe for every statement here: the victim's statement was rolled back whole, and in
-/// autocommit nothing else belonged to its transaction. Rare (stress runs on MariaDB 10.11 saw
-/// none between these statements), but a multi-row extend can meet another client's
-/// transaction in a lock cycle, MySQL's `INSERT ... ON DUPLICATE KEY UPDATE` is known for
-/// gap-lock cycles, and Galera reports certification conflicts with this state.
-///
-/// It also repeats a statement after its connection broke (I/O or protocol error): a pooled
-/// connection the server closed (a restart, a wait_timeout) is only found dead when used, and
-/// after a restart every idle connection in the pool is dead, so it may take several tries.
-/// Each costs next to nothing (a dead socket fails at once; a server that is down fails the
-/// pool's acquire with a timeout instead, which is not retried). Every statement here is safe
-/// to send again, provided the caller of a non-idempotent one checks the outcome (see
-/// [`MysqlStore::try_acquire`]).
-async fn retry_on_conflict<T, F, Fut>(run: F) -> Result<T, sqlx::Error>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, sqlx::Error>>,
-{
-    retry_transient(run).await.0
-}
-
-/// [`retry_on_conflict`], also telling whether a broken connection was retried (so the
-/// statement may have run twice).
-async fn retry_transient<T, F, Fut>(mut run: F) -> (Result<T, sqlx::Error>, bool)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, sqlx::Error>>,
-{
-    const ATTEMPTS: u32 = 5;
-    const RECONNECTS: u32 = 32;
-    let mut attempt = 1;
-    let mut reconnects = 0;
-    loop {
-        match run().await {
-            Err(e) if attempt < ATTEMPTS && is_conflict(&e) => {
-                attempt += 1;
-                // Jitter separates the transactions that collided.
-                tokio::time::sleep(Duration::from_micros(fastrand::u64(0..2000))).await;
-            }
-            Err(e) if reconnects < RECONNECTS && is_broken_connection(&e) => reconnects += 1,
-            other => return (other, reconnects > 0),
-        }
-    }
-}
-
-fn is_broken_connection(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Io(_) | sqlx::Error::Protocol(_))
-}
-
-/// Whether `e` is ER_NO_SUCH_TABLE (1146): a read of a table nobody created yet.
-pub(super) fn no_such_table(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
-        .is_some_and(|m| m.number() == 1146)
-}
-
-fn is_conflict(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.code())
-        .is_some_and(|code| code == "40001")
-}
-
-/// The kind of an sqlx error, from sqlx's own classification.
-fn kind_of(e: &sqlx::Error) -> ErrorKind {
-    match e {
-        sqlx::Error::PoolTimedOut => ErrorKind::Timeout,
-        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
-        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => {
-            ErrorKind::Unreachable
-        }
-        sqlx::Error::Database(d) => match d.try_downcast_ref::<MySqlDatabaseError>() {
-            // ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
-            // ER_ACCESS_DENIED_NO_PASSWORD_ERROR: the server refused the account.
-            Some(m) if matches!(m.number(), 1044 | 1045 | 1698) => ErrorKind::Auth,
-            // ER_BAD_DB_ERROR: the URL's database does not exist.
-            Some(m) if m.number() == 1049 => ErrorKind::NoDatabase,
-            _ => ErrorKind::Server,
-        },
-        sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => ErrorKind::Closed,
-        sqlx::Error::Configuration(_) => ErrorKind::Invalid,
-        _ => ErrorKind::Internal,
-    }
-}
-
-fn db_error(operation: &str, e: sqlx::Error) -> StoreError {
-    StoreError::new(kind_of(&e), format!("mysql: {operation}: {e}"))
-}
-
-fn closed_error() -> StoreError {
-    StoreError::closed("mysql: the store is closed")
 }
 
 fn valid_table_name(name: &str) -> bool {

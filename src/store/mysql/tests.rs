@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
-use crate::store::ValueFormat;
+use crate::store::{ErrorKind, ValueFormat};
 use std::time::Instant;
 
 pub(super) const TEST_URL: &str = "mysql://root@127.0.0.1:3306/test";
