@@ -434,8 +434,23 @@ impl DynamoStore {
             self.origin,
             (seen, Instant::now()),
         );
-        Ok(draft.table.live(draft.now))
+        Ok(holders_of(&stored, &draft))
     }
+}
+
+/// The live holders of `draft`, each lease left at most its stored lease: a lease's start is
+/// rounded up to the ms (it must never end early) and `now` down, so a holder read in the
+/// millisecond it was first seen would otherwise show 1 ms more than it was granted.
+fn holders_of(stored: &Stored, draft: &Draft) -> Vec<PermitHolder> {
+    let mut holders = draft.table.live(draft.now);
+    for h in &mut holders {
+        if let Some(s) = stored.holders.iter().find(|s| s.owner == h.owner) {
+            h.remaining_ms = h
+                .remaining_ms
+                .min(i64::try_from(s.lease).unwrap_or(i64::MAX));
+        }
+    }
+    holders
 }
 
 #[cfg(test)]
@@ -516,6 +531,20 @@ mod tests {
         assert_eq!(d.acquire(&req("b", 1, 0)), None);
         assert!(!d.extend("nobody", 1_000));
         assert_eq!(settle(&before, &d, "new").unwrap(), before);
+    }
+
+    #[test]
+    fn a_holder_read_in_the_millisecond_it_was_first_seen_shows_no_more_than_its_lease() {
+        let (watches, origin) = (PermitWatches::default(), Instant::now());
+        let mut before = stored();
+        before.holders.truncate(1);
+        before.holders[0].lease = 100;
+        // First seen 50.3 ms after the origin: its lease starts at 51 (rounded up), and now
+        // reads 50 (rounded down).
+        let at = origin + Duration::from_micros(50_300);
+        let d = draft(&before, "s", &watches, origin, (at, at));
+        assert_eq!(d.table.live(d.now)[0].remaining_ms, 101);
+        assert_eq!(holders_of(&before, &d)[0].remaining_ms, 100);
     }
 
     #[test]
