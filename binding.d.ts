@@ -249,6 +249,10 @@ export interface NativeProtocol {
   opExtend: number
   /** Length of an acquire record. */
   acquireLen: number
+  /** Length of a release record. */
+  releaseLen: number
+  /** Length of an extend record. */
+  extendLen: number
   /** Where the fields of a record sit. */
   fields: NativeRecordFields
   /** Flag: report the lease's end as a loss. */

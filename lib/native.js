@@ -25,8 +25,8 @@ const REFUSED = P.kindRefused
 const ACQUIRE_LEN = P.acquireLen
 // Where each field of a record goes (src/binding/protocol.rs defines the layout once).
 const F = P.fields
-const RELEASE_LEN = F.id + 1
-const EXTEND_LEN = F.heldTtl + 1
+const RELEASE_LEN = P.releaseLen
+const EXTEND_LEN = P.extendLen
 const LOST = P.kindLost
 const INFO = P.kindInfo
 const LIST = P.kindList

@@ -85,6 +85,10 @@ pub struct NativeProtocol {
     pub op_extend: u32,
     /// Length of an acquire record.
     pub acquire_len: u32,
+    /// Length of a release record.
+    pub release_len: u32,
+    /// Length of an extend record.
+    pub extend_len: u32,
     /// Where the fields of a record sit.
     pub fields: NativeRecordFields,
     /// Flag: report the lease's end as a loss.
@@ -159,6 +163,8 @@ pub fn protocol() -> NativeProtocol {
         op_release: OP_RELEASE,
         op_extend: OP_EXTEND,
         acquire_len: acquire::LEN as u32,
+        release_len: held::RELEASE_LEN as u32,
+        extend_len: held::EXTEND_LEN as u32,
         fields: NativeRecordFields {
             req: REQ as u32,
             ttl: acquire::TTL as u32,
