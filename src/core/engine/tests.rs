@@ -219,14 +219,7 @@ impl crate::store::LockStore for Probe {
                 g.entered.notify_one();
                 g.go.notified().await;
             }
-            let store = &self.inner;
-            if let Some(token) = store.try_acquire(key, owner, ttl_ms, data) {
-                return Ok(Some(token));
-            }
-            Ok(store
-                .inspect(key)
-                .filter(|info| info.owner == owner)
-                .map(|info| info.fencing_token))
+            Ok(self.inner.try_acquire_or_own(key, owner, ttl_ms, data))
         })
     }
     fn extend<'a>(

@@ -64,15 +64,7 @@ impl LockStore for Lossy {
                 }
                 return Err(StoreError::new(kind, "lost reply"));
             }
-            // As Redis: an owner asking again for the lock it holds gets its own token.
-            if let Some(token) = self.inner.try_acquire(key, owner, ttl_ms, data) {
-                return Ok(Some(token));
-            }
-            Ok(self
-                .inner
-                .inspect(key)
-                .filter(|i| i.owner == owner)
-                .map(|i| i.fencing_token))
+            Ok(self.inner.try_acquire_or_own(key, owner, ttl_ms, data))
         })
     }
     fn extend<'a>(
