@@ -98,6 +98,16 @@ export interface ConnectOptions {
   /** Do not check that the store answers before resolving. Default false. */
   lazy?: boolean
   /**
+   * This client's name, shown as the holder of what it holds (`inspect`, `list`, `holders`,
+   * `leader`, the CLI): 1 to 64 letters, digits, `_` or `-`. Default none.
+   */
+  name?: string
+  /**
+   * Write the holder's identity (host name, pid, `name`) into every owner token, so others can
+   * tell who holds a lock. Default true; false writes a bare random owner.
+   */
+  identity?: boolean
+  /**
    * TLS for `rediss://`, `mysql://`/`mariadb://` and `postgres://` (a TypeError for other URLs): trust a
    * private CA, present a client certificate. Checked before any I/O; the material is never
    * printed in errors, `util.inspect` or JSON.
@@ -224,6 +234,20 @@ export interface AcquireOptions {
 export type UnfencedOptions = AcquireOptions & { fencing: false }
 
 /**
+ * Who holds a lock, permit or leadership: written by the holding client into its owner token
+ * (on every store, beside the lock, outside the payload) unless it connected with
+ * `identity: false`.
+ */
+export interface Holder {
+  /** The holding process's host name (`os.hostname()`, at most 80 bytes once encoded). */
+  host: string
+  /** The holding process's pid. */
+  pid: number
+  /** The `name` the holding client connected with, or null. */
+  name: string | null
+}
+
+/**
  * Who holds a lock. `JSON.stringify` works on it (its `toJSON`, not enumerable, writes the
  * token as a decimal string: JSON has no bigint).
  */
@@ -231,6 +255,8 @@ export interface LockInfo {
   key: string
   /** Owner token of the holder (the value stored in the store). */
   owner: string
+  /** Who holds it: host, pid and client name, read from the owner token; null for an owner written without identity (`identity: false`, another library, a drop-in face). */
+  holder: Holder | null
   /**
    * The holder's fencing token; null when the store cannot tell (a Redis lock taken in the
    * redislock wire format, by redislock or deadbolt's redislock face).
@@ -247,6 +273,7 @@ export interface LockInfo {
 export interface LockInfoJSON {
   key: string
   owner: string
+  holder: Holder | null
   /** The holder's fencing token as a decimal string (exact beyond 2^53: `BigInt(s)`), or null. */
   fencingToken: string | null
   remainingMs: number
@@ -361,6 +388,8 @@ export declare class Permit extends Lock {
 export interface PermitHolder {
   /** Owner token of the acquisition. */
   owner: string
+  /** Who holds it: host, pid and client name, read from the owner token; null for an owner written without identity (`identity: false`, another library, a drop-in face). */
+  holder: Holder | null
   /** How many permits it holds. */
   permits: number
   /** Its fencing token. */
@@ -374,6 +403,7 @@ export interface PermitHolder {
 /** `JSON.stringify` of a PermitHolder, parsed back. */
 export interface PermitHolderJSON {
   owner: string
+  holder: Holder | null
   permits: number
   /** The fencing token as a decimal string. */
   fencingToken: string
@@ -410,6 +440,8 @@ export declare class RwHold extends Permit {
 /** A holder of a read-write lock, as the store reports it. */
 export interface RwHolder {
   owner: string
+  /** Who holds it: host, pid and client name, read from the owner token; null for an owner written without identity (`identity: false`, another library, a drop-in face). */
+  holder: Holder | null
   mode: 'read' | 'write'
   fencingToken: bigint
   remainingMs: number
@@ -420,6 +452,7 @@ export interface RwHolder {
 /** `JSON.stringify` of a RwHolder, parsed back. */
 export interface RwHolderJSON {
   owner: string
+  holder: Holder | null
   /** The fencing token as a decimal string. */
   fencingToken: string
   remainingMs: number

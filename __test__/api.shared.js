@@ -9,6 +9,7 @@ const path = require('node:path')
 const deadbolt = require('..')
 const { prefix, sleep, eventually } = require('./helpers')
 const { primitiveTests } = require('./primitives.shared')
+const { identityTests } = require('./identity.shared')
 
 const { connect, LockAcquisitionError, LockExtendError, LockLostError } = deadbolt
 
@@ -733,6 +734,7 @@ function apiSuite(b) {
     }
 
     primitiveTests({ b, locks: () => locks, key, skipUnlessReady, runChild, spawnChild, get target() { return arg(b.url) } })
+    identityTests({ b, locks: () => locks, key, skipUnlessReady, spawnChild, get target() { return arg(b.url) } })
   })
 }
 
@@ -780,6 +782,7 @@ function spawnChild(args) {
     said: (text) => eventually(() => out.includes(text) || child.exitCode !== null, 20000, `the child to print ${text}`).then(() => {
       if (!out.includes(text)) throw new Error(`child ${args[0]} exited with ${child.exitCode} before printing ${text}`)
     }),
+    pid: child.pid,
     kill: () => { if (child.exitCode === null) child.kill('SIGKILL') },
   }
 }

@@ -2,7 +2,6 @@
 // The modern API's client: connect() → LockClient, which acquires (Lock, lock.js), inspects,
 // runs elections (election.js) and closes. One implementation for every store.
 
-const { randomBytes } = require('crypto')
 const { inspect } = require('util')
 const { Native, FLAGS } = require('./native')
 const { stores } = require('./addon')
@@ -21,6 +20,7 @@ const { Semaphore, checkSemaphore } = require('./semaphore')
 const { ReadWriteLock } = require('./rwlock')
 const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 const { withToJSON } = require('./json')
+const { checkName, ownerPrefix, holderOf } = require('./identity')
 
 const { own } = v
 const { LIMITS } = v
@@ -28,7 +28,7 @@ const { LIMITS } = v
 const LIST_OPTIONS = new Set(['limit'])
 
 /** The options `connect` takes. */
-const CONNECT_OPTIONS = new Set(['ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'table', 'poolSize', 'lazy', 'tls', ...DYNAMODB_OPTIONS])
+const CONNECT_OPTIONS = new Set(['name', 'identity', 'ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'table', 'poolSize', 'lazy', 'tls', ...DYNAMODB_OPTIONS])
 const TABLE_NAME = new RegExp(`^[A-Za-z0-9_]{1,${LIMITS.maxTableNameBytes}}$`)
 
 /** Decodes a native lock info into the public shape (its JSON: the token as a string). */
@@ -38,6 +38,8 @@ function toInfo(key, raw) {
   return withToJSON({
     key,
     owner: raw.owner,
+    // Host, pid and client name, read from the owner token (lib/identity.js), or null.
+    holder: holderOf(raw.owner),
     // 0 means the store cannot tell (a lock taken in the redislock wire format).
     fencingToken: token === 0n ? null : token,
     remainingMs: Number(raw.remainingMs),
@@ -51,15 +53,15 @@ class LockClient {
   constructor(url, options = {}) {
     // Own properties only (connect() has checked them; the drop-in faces pass their own).
     // `dynamodb`: the checked DynamoDB options (see lib/dynamodb.js), credentials included.
-    const { ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize, tls, dynamodb, secrets } = stripUndefined(options)
+    const { name, identity, ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize, tls, dynamodb, secrets } = stripUndefined(options)
     this._defaults = { ...DEFAULTS, ...stripUndefined({ ttl, retryDelay, jitter }) }
     // Shown by util.inspect with any password masked; the URL itself is not kept.
     const target = targetOf(url)
     this._where = target.where
     this._resolvedDefaults = new Map()
-    // Owner tokens: a random prefix per client and a counter (unique, and cheaper than a
-    // UUID per acquisition).
-    this._ownerPrefix = randomBytes(12).toString('base64url') + '.'
+    // Owner tokens: a random prefix per client, which also names the holder (host, pid,
+    // `name`; lib/identity.js), and a counter (unique, and cheaper than a UUID per acquisition).
+    this._ownerPrefix = ownerPrefix({ identity, name })
     this._owners = 0
     // The TLS material and credentials go to the native side and are kept nowhere here (nor
     // printed by util.inspect or JSON.stringify of the client).
@@ -452,6 +454,8 @@ function checkConnectOptions(options) {
   if (o.responseTimeout !== undefined) v.checkInt(o.responseTimeout, 'options.responseTimeout')
   if (o.poolSize !== undefined) v.checkInt(o.poolSize, 'options.poolSize', 1, LIMITS.maxPoolSize)
   if (o.lazy !== undefined) v.checkBoolean(o.lazy, 'options.lazy')
+  if (o.name !== undefined) checkName(o.name)
+  if (o.identity !== undefined) v.checkBoolean(o.identity, 'options.identity')
   if (o.table !== undefined && (typeof o.table !== 'string' || !TABLE_NAME.test(o.table))) {
     throw v.valueError('options.table', `must be 1 to ${LIMITS.maxTableNameBytes} letters, digits or underscores`, o.table)
   }

@@ -9,6 +9,7 @@ const { Lock } = require('./lock')
 const v = require('./validate')
 const { abortReason } = require('./pending')
 const { withToJSON } = require('./json')
+const { holderOf } = require('./identity')
 const { own } = v
 
 const MAX_PERMITS = v.LIMITS.maxPermits
@@ -120,7 +121,7 @@ class Semaphore {
   async holders() {
     const native = this._client._native()
     const raw = await native.request((req) => native.addon.permits(req, this.name))
-    return raw.map((h) => withToJSON({ owner: h.owner, permits: h.permits, fencingToken: h.fencingToken, remainingMs: Number(h.remainingMs) }))
+    return raw.map((h) => withToJSON({ owner: h.owner, holder: holderOf(h.owner), permits: h.permits, fencingToken: h.fencingToken, remainingMs: Number(h.remainingMs) }))
   }
 
   toJSON() {
