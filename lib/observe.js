@@ -14,8 +14,8 @@
 // `result` is a word (`granted`, `refused`, …), not the call's return value, and `lock` is the
 // Lock once granted (what a subscriber keys a hold on).
 
-const dc = require('node:diagnostics_channel')
-const { performance } = require('node:perf_hooks')
+const dc = require('diagnostics_channel')
+const { performance } = require('perf_hooks')
 
 const acquireChannel = dc.tracingChannel('deadbolt:acquire')
 const releaseChannel = dc.tracingChannel('deadbolt:release')
