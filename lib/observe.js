@@ -120,7 +120,7 @@ function rejectedResult(err, signal) {
  * listens for releases or losses (their `heldMs`).
  */
 function noteGrant(lock, kind, store) {
-  if (active(releaseChannel) || lostChannel.hasSubscribers || leaderChannel.hasSubscribers) {
+  if (active(releaseChannel) || active(extendChannel) || lostChannel.hasSubscribers || leaderChannel.hasSubscribers) {
     granted.set(lock, { kind, store, at: performance.now() })
   }
 }

@@ -62,8 +62,10 @@ function instrument(options = {}) {
 
   const acquireDuration = meter.createHistogram('deadbolt.lock.acquire.duration', { unit: 's', description: 'How long acquisitions waited, by result' })
   const holdDuration = meter.createHistogram('deadbolt.lock.hold.duration', { unit: 's', description: 'How long locks were held, from the grant to the release or loss' })
-  const heldCount = meter.createUpDownCounter('deadbolt.lock.held', { unit: '{lock}', description: 'Locks held by this process' })
-  const pendingCount = meter.createUpDownCounter('deadbolt.lock.pending', { unit: '{acquisition}', description: 'Acquisitions waiting in this process' })
+  // Asynchronous up-down counters: the counts are kept here and observed at collection, so an
+  // acquisition pays an addition, not four attribute-hashing records of the SDK.
+  const heldCount = meter.createObservableUpDownCounter('deadbolt.lock.held', { unit: '{lock}', description: 'Locks held by this process' })
+  const pendingCount = meter.createObservableUpDownCounter('deadbolt.lock.pending', { unit: '{acquisition}', description: 'Acquisitions waiting in this process' })
   const lostCount = meter.createCounter('deadbolt.lock.lost', { unit: '{lock}', description: 'Held locks lost, by cause (error.type)' })
   const extensions = meter.createCounter('deadbolt.lock.extensions', { unit: '{extension}', description: 'Lease extensions (extend() and heartbeats), by result' })
 
@@ -72,27 +74,51 @@ function instrument(options = {}) {
   /** Holds: Lock → { span, attrs, at } (removed at release or loss). */
   const holds = new Map()
 
-  const attrsOf = (ctx) => ({
-    'deadbolt.store': ctx.store,
-    'deadbolt.lock.kind': ctx.kind,
-    'deadbolt.lock.name': String(lockName(ctx.key)),
-  })
+  /**
+   * One series per store, kind and lock name: its attributes (made once, frozen: the SDK reads
+   * them at every record), those with each result, and the held and pending counts.
+   */
+  const series = new Map()
+  function seriesOf(ctx) {
+    const name = String(lockName(ctx.key))
+    const id = `${ctx.store}\u0000${ctx.kind}\u0000${name}`
+    let s = series.get(id)
+    if (s === undefined) {
+      const attrs = Object.freeze({ 'deadbolt.store': ctx.store, 'deadbolt.lock.kind': ctx.kind, 'deadbolt.lock.name': name })
+      s = { attrs, byResult: new Map(), held: 0, pending: 0 }
+      series.set(id, s)
+    }
+    return s
+  }
+  function withResult(s, result) {
+    let a = s.byResult.get(result)
+    if (a === undefined) {
+      a = Object.freeze({ ...s.attrs, 'deadbolt.result': result })
+      s.byResult.set(result, a)
+    }
+    return a
+  }
+  const observeHeld = (result) => { for (const s of series.values()) result.observe(s.held, s.attrs) }
+  const observePending = (result) => { for (const s of series.values()) result.observe(s.pending, s.attrs) }
+  heldCount.addCallback(observeHeld)
+  pendingCount.addCallback(observePending)
 
   function onAcquireStart(ctx) {
-    const attrs = attrsOf(ctx)
+    const s = seriesOf(ctx)
     const span = tracer.startSpan('lock.acquire', {
       kind: api.SpanKind.INTERNAL,
-      attributes: { ...attrs, 'deadbolt.lock.key': ctx.key, 'deadbolt.lock.ttl_ms': ctx.ttl, 'deadbolt.lock.permits': ctx.permits },
+      attributes: { ...s.attrs, 'deadbolt.lock.key': ctx.key, 'deadbolt.lock.ttl_ms': ctx.ttl, 'deadbolt.lock.permits': ctx.permits },
     })
-    acquiring.set(ctx, { span, attrs })
-    pendingCount.add(1, attrs)
+    acquiring.set(ctx, { span, s })
+    s.pending++
   }
 
   function onAcquireSettled(ctx) {
     const rec = acquiring.get(ctx)
     if (rec === undefined) return
     acquiring.delete(ctx)
-    const { span, attrs } = rec
+    const { span, s } = rec
+    const attrs = s.attrs
     span.setAttribute('deadbolt.result', ctx.result)
     if (ctx.fencingToken != null) span.setAttribute('deadbolt.lock.fencing_token', String(ctx.fencingToken))
     if (ctx.error !== undefined) {
@@ -100,16 +126,16 @@ function instrument(options = {}) {
       if (ctx.error?.code !== undefined) span.setAttribute('error.type', String(ctx.error.code))
     }
     span.end()
-    pendingCount.add(-1, attrs)
-    acquireDuration.record(ctx.waitedMs / 1000, { ...attrs, 'deadbolt.result': ctx.result })
+    s.pending--
+    acquireDuration.record(ctx.waitedMs / 1000, withResult(s, ctx.result))
     if (ctx.result === 'granted' && ctx.lock !== undefined) {
       const hold = tracer.startSpan('lock.hold', {
         kind: api.SpanKind.INTERNAL,
         attributes: { ...attrs, 'deadbolt.lock.key': ctx.key, ...(ctx.fencingToken == null ? {} : { 'deadbolt.lock.fencing_token': String(ctx.fencingToken) }) },
         links: [{ context: span.spanContext() }],
       })
-      holds.set(ctx.lock, { span: hold, attrs, at: performance.now() })
-      heldCount.add(1, attrs)
+      holds.set(ctx.lock, { span: hold, s, at: performance.now() })
+      s.held++
     }
   }
 
@@ -123,8 +149,8 @@ function instrument(options = {}) {
       rec.span.setAttribute('error.type', cause)
     }
     rec.span.end()
-    heldCount.add(-1, rec.attrs)
-    holdDuration.record((performance.now() - rec.at) / 1000, rec.attrs)
+    rec.s.held--
+    holdDuration.record((performance.now() - rec.at) / 1000, rec.s.attrs)
   }
 
   const acquireHandlers = { start: onAcquireStart, asyncEnd: onAcquireSettled }
@@ -136,11 +162,11 @@ function instrument(options = {}) {
   }
   const extendHandlers = {
     asyncEnd(ctx) {
-      extensions.add(1, { ...attrsOf(ctx), 'deadbolt.result': ctx.result })
+      extensions.add(1, withResult(seriesOf(ctx), ctx.result))
     },
   }
   const onLost = (msg) => {
-    lostCount.add(1, { ...attrsOf(msg), 'error.type': msg.cause })
+    lostCount.add(1, { ...seriesOf(msg).attrs, 'error.type': msg.cause })
     endHold(msg.lock, msg.cause)
   }
 
@@ -161,12 +187,14 @@ function instrument(options = {}) {
     extendChannel.unsubscribe(extendHandlers)
     dc.unsubscribe('deadbolt:lost', onLost)
     // What is still open is no longer watched: end it now rather than never.
-    for (const [, { span, attrs }] of acquiring) {
+    for (const [, { span, s }] of acquiring) {
       span.end()
-      pendingCount.add(-1, attrs)
+      s.pending--
     }
     acquiring.clear()
     for (const lock of [...holds.keys()]) endHold(lock)
+    heldCount.removeCallback(observeHeld)
+    pendingCount.removeCallback(observePending)
   }
 }
 
