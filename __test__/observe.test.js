@@ -199,3 +199,25 @@ test('a lost lock is published with its cause and how long it was held', async (
   assert.equal(seen[0].error.code, 'ERR_LOCK_LOST')
   assert.ok(seen[0].heldMs >= 0)
 })
+
+test('a release the store refuses (someone freed the key) is reported not-held', async (t) => {
+  const locks = await client(t)
+  const seen = record(t, 'release')
+  const key = prefix('obs') + 'forced'
+  const lock = await locks.acquire(key, { onLost: () => {} })
+  await locks.forceRelease(key)
+  assert.equal(await lock.release(), false)
+  assert.equal(settled(seen)[0].result, 'not-held')
+})
+
+test('the leader channel says lost when leadership is taken from the leader', async (t) => {
+  const locks = await client(t)
+  const seen = listen(t, 'leader')
+  const name = prefix('obs') + 'taken'
+  const election = locks.elect(name, { ttl: 300 })
+  t.after(() => election.resign())
+  await eventually(() => election.isLeader, 5000, 'leadership')
+  await locks.forceRelease(name)
+  await eventually(() => seen.some((m) => m.leader === false), 5000, 'the loss of leadership')
+  assert.equal(seen.find((m) => m.leader === false).reason, 'lost')
+})

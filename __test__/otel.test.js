@@ -72,6 +72,7 @@ test('a timed-out acquisition is a lock.acquire span with an error status', asyn
   await assert.rejects(locks.acquire(key, { wait: 10 }))
   const span = spans().find((s) => s.name === 'lock.acquire' && s.attributes['deadbolt.result'] === 'timeout')
   assert.equal(span.status.code, SpanStatusCode.ERROR)
+  assert.equal(span.attributes['error.type'], 'ERR_LOCK_ACQUISITION')
   await held.release()
 })
 
@@ -172,4 +173,41 @@ test('instrument without providers uses the global ones (no-ops without an SDK)'
 
 test('instrument rejects a lockName that is not a function', () => {
   assert.throws(() => instrument({ lockName: 'x' }), { code: 'ERR_INVALID_ARG_TYPE' })
+})
+
+test('a lock.hold span is linked to the lock.acquire span of its grant', async (t) => {
+  const { locks, spans } = await setup(t)
+  await (await locks.acquire(prefix('otel') + 'link')).release()
+  const acquire = spans().find((s) => s.name === 'lock.acquire')
+  const hold = spans().find((s) => s.name === 'lock.hold')
+  assert.equal(hold.links.length, 1)
+  assert.equal(hold.links[0].context.spanId, acquire.spanContext().spanId)
+})
+
+test('undoing the instrumentation ends the lock.hold spans still open', async (t) => {
+  const { locks, spans, undo } = await setup(t)
+  const lock = await locks.acquire(prefix('otel') + 'open')
+  assert.equal(spans().some((s) => s.name === 'lock.hold'), false)
+  undo()
+  assert.equal(spans().some((s) => s.name === 'lock.hold'), true)
+  await lock.release()
+})
+
+test('without @opentelemetry/api installed, instrument throws ERR_LOCK_OTEL_API_MISSING', () => {
+  // A child process whose resolver cannot find the package, as in an app that did not install it.
+  const script = `
+    const Module = require('module')
+    const resolve = Module._resolveFilename
+    Module._resolveFilename = function (request, ...rest) {
+      if (request === '@opentelemetry/api') throw Object.assign(new Error('not found'), { code: 'MODULE_NOT_FOUND' })
+      return resolve.call(this, request, ...rest)
+    }
+    try {
+      require('deadbolt/otel').instrument()
+      console.log('no error')
+    } catch (err) {
+      console.log(err.code)
+    }`
+  const out = require('node:child_process').execFileSync(process.execPath, ['-e', script], { cwd: require('node:path').join(__dirname, '..'), encoding: 'utf8' })
+  assert.equal(out.trim(), 'ERR_LOCK_OTEL_API_MISSING')
 })
