@@ -7,7 +7,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const dc = require('node:diagnostics_channel')
 const { connect } = require('..')
-const { prefix, eventually } = require('./helpers')
+const { prefix, eventually, freePort } = require('./helpers')
 
 const EVENTS = ['start', 'end', 'asyncStart', 'asyncEnd', 'error']
 
@@ -220,4 +220,27 @@ test('the leader channel says lost when leadership is taken from the leader', as
   await locks.forceRelease(name)
   await eventually(() => seen.some((m) => m.leader === false), 5000, 'the loss of leadership')
   assert.equal(seen.find((m) => m.leader === false).reason, 'lost')
+})
+
+/** A client of a MariaDB URL whose port nobody listens on: every call fails fast. */
+async function unreachable(t, scheme) {
+  const port = await freePort()
+  const locks = await connect(`${scheme}://root@127.0.0.1:${port}/test`, { lazy: true, connectTimeout: 500 })
+  t.after(() => locks.close())
+  return locks
+}
+
+test('the store is named by what it is, not by the spelling of its scheme', async (t) => {
+  const seen = record(t, 'acquire')
+  const locks = await unreachable(t, 'mariadb')
+  await assert.rejects(locks.acquire(prefix('obs') + 'down', { wait: 0 }))
+  assert.equal(seen[0][1].store, 'mysql')
+})
+
+test('an acquisition the store fails is reported error, on the error event too', async (t) => {
+  const seen = record(t, 'acquire')
+  const locks = await unreachable(t, 'mysql')
+  await assert.rejects(locks.acquire(prefix('obs') + 'down', { wait: 0 }), { code: 'ERR_LOCK_BACKEND' })
+  assert.equal(settled(seen)[0].result, 'error')
+  assert.equal(seen.filter(([e]) => e === 'error')[0][1].error.code, 'ERR_LOCK_BACKEND')
 })
