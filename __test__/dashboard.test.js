@@ -209,3 +209,55 @@ test('bound beyond loopback, the dashboard prints a token and serves only reques
   assert.equal((await request(`http://127.0.0.1:${port}/?token=${token}`)).status, 200)
   assert.equal(new URL(d.url).searchParams.get('token'), token)
 })
+
+/** Reads the dashboard's Server-Sent Events; `messages` fills with each frame's data. */
+function events(t, url) {
+  const http = require('node:http')
+  const messages = []
+  const req = http.get(`${url}events`, (res) => {
+    let buffer = ''
+    res.setEncoding('utf8')
+    res.on('data', (chunk) => {
+      buffer += chunk
+      let at
+      while ((at = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, at)
+        buffer = buffer.slice(at + 2)
+        const data = block.split('\n').find((l) => l.startsWith('data: '))
+        if (data !== undefined && !block.includes('event: ')) messages.push(JSON.parse(data.slice(6)))
+      }
+    })
+  })
+  req.on('error', () => {})
+  t.after(() => req.destroy())
+  return messages
+}
+
+const total = (messages, field) => (messages.at(-1)?.history ?? []).reduce((s, x) => s + x[field], 0)
+
+test("the dashboard's chart counts a holder that appears as a grant, and one whose lease ran out as an expiry", async (t) => {
+  const p = prefix('dash')
+  const d = await dashboard(t, ['--prefix', p, '--interval', '200'])
+  const messages = events(t, d.url)
+  await eventually(() => messages.length > 0, 15_000, 'a first frame')
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  await locks.acquire(`${p}short`, { ttl: 1000, onLost: () => {} })
+  await eventually(() => total(messages, 'grants') === 1, 15_000, 'the grant')
+  await eventually(() => total(messages, 'expiries') === 1, 15_000, 'the expiry')
+  assert.equal(total(messages, 'releases'), 0)
+})
+
+test("the dashboard's chart counts a holder that let go before its lease ended as a release, not an expiry", async (t) => {
+  const p = prefix('dash')
+  const d = await dashboard(t, ['--prefix', p, '--interval', '200'])
+  const messages = events(t, d.url)
+  await eventually(() => messages.length > 0, 15_000, 'a first frame')
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  const lock = await locks.acquire(`${p}brief`, { ttl: 60_000 })
+  await eventually(() => total(messages, 'grants') === 1, 15_000, 'the grant')
+  await lock.release()
+  await eventually(() => total(messages, 'releases') === 1, 15_000, 'the release')
+  assert.equal(total(messages, 'expiries'), 0)
+})

@@ -45,8 +45,8 @@ for), the semaphores and elections named (stores keep no list of them, nor a sem
 filtered by --prefix. What the store cannot tell shows as –; "held for" is what this view saw
 (≥: the lock was already held when it started). --once prints one frame and exits; --json prints
 frames as JSON, one a line. Ctrl-C quits.`,
-  dashboard: `Usage: deadbolt dashboard <url> [--port 4700] [--host 127.0.0.1] [--allow-release] [--prefix P] [--semaphore NAME[=LIMIT]]... [--election NAME]...
-Serves the live view of \`top\` as a web page (Server-Sent Events), with a filter box, a lease bar per
+  dashboard: `Usage: deadbolt dashboard <url> [--port 4700] [--host 127.0.0.1] [--allow-release] [--prefix P] [--semaphore NAME[=LIMIT]]... [--election NAME]... [--interval MS]
+Serves the live view of \`top\` as a web page (Server-Sent Events, a frame every MS ms, default 1000), with a filter box, a lease bar per
 lock and a chart of holds, grants and expiries this process saw. Read-only unless --allow-release,
 which adds force-release buttons (with a confirmation) and prints an audit line per release.
 Bound to loopback; with --host another address it asks for the token it prints at start.`,
