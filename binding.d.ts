@@ -263,6 +263,8 @@ export interface NativeProtocol {
   flagPlain: number
   /** Flag: no fencing token wanted. */
   flagUnfenced: number
+  /** Flag: report heartbeat extensions. */
+  flagReportExtensions: number
   /** Completion kind: granted (value: token, or `-(i + 1)` for `bigTokens[i]`). */
   kindGranted: number
   /** Completion kind: succeeded (released, extended, pinged, closed). */
@@ -279,6 +281,8 @@ export interface NativeProtocol {
   kindList: number
   /** Completion kind: a semaphore's holders (value: index in `permitLists`). */
   kindPermitList: number
+  /** Completion kind: a heartbeat extended held lock `req` (value unused). */
+  kindExtended: number
   /** Why a lock was lost, by the value of a `lost` completion. */
   lostReasons: Array<string>
 }

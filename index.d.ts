@@ -596,6 +596,110 @@ export declare class LockClient implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>
 }
 
+// ───── Diagnostics channels (node:diagnostics_channel) ─────
+// deadbolt publishes nothing unless someone subscribes. Tracing channels `deadbolt:acquire`,
+// `deadbolt:release` and `deadbolt:extend` carry one context object through their `start`,
+// `end`, `asyncStart`, `asyncEnd` (and `error`) events; `deadbolt:lost` and `deadbolt:leader`
+// are plain channels. These are the objects they carry.
+
+/** What a lock is, as the diagnostics channels say: a semaphore's permits, a read-write lock's holds, an election's term. */
+export type LockKind = 'lock' | 'semaphore' | 'read' | 'write' | 'election'
+
+/** The store behind a client: its URL scheme (`rediss` is `redis`, `mariadb` `mysql`, `postgresql` `postgres`), or `redlock`. */
+export type StoreName = 'redis' | 'redlock' | 'mysql' | 'postgres' | 'sqlite' | 'dynamodb' | 'memory' | (string & {})
+
+/** How an acquisition ended. */
+export type AcquireResult =
+  /** It holds the lock. */
+  | 'granted'
+  /** Busy: a `tryAcquire` (or a drop-in face's attempts) gave up and resolved null. */
+  | 'refused'
+  /** Busy until `wait` ran out: rejected with ERR_LOCK_ACQUISITION. */
+  | 'timeout'
+  /** Its signal fired. */
+  | 'aborted'
+  /** Anything else: the store failed, the client closed. */
+  | 'error'
+
+/** The context of `deadbolt:acquire` (one per acquisition; a reentrant re-entry that shares a held lock is none). */
+export interface AcquireContext {
+  key: string
+  store: StoreName
+  kind: LockKind
+  /** Lease asked for, in ms. */
+  ttl: number
+  /** The owner token the lock is taken with. */
+  owner: string
+  /** Permits asked for: 1 for a lock, a read hold or an election; all of them for a write hold. */
+  permits: number
+  /** Set at `asyncStart`. */
+  result?: AcquireResult
+  /** The granted lock's fencing token (null when taken with `fencing: false`); set when granted. */
+  fencingToken?: bigint | null
+  /** From `start` to the settlement, in ms; set at `asyncStart`. */
+  waitedMs?: number
+  /** The lock (a Permit or RwHold for those kinds), when granted: the same object later contexts name. */
+  lock?: Lock
+  /** The rejection, for `timeout`, `aborted` and `error` (also published on `error`). */
+  error?: unknown
+}
+
+/** What `deadbolt:release`, `deadbolt:extend` and `deadbolt:lost` say about a held lock. */
+export interface HeldContext {
+  key: string
+  store: StoreName
+  kind: LockKind
+  owner: string
+  permits: number
+  fencingToken: bigint | null
+  lock: Lock
+  /** ms since the grant; null when nobody listened to deadbolt's channels at the grant. */
+  heldMs: number | null
+}
+
+/** The context of `deadbolt:release`: a release that reached the store, or `close()` releasing it. */
+export interface ReleaseContext extends HeldContext {
+  /** Set at `asyncStart`: `not-held` when the lease had already ended or been taken. */
+  result?: 'released' | 'not-held' | 'error'
+  /** True when `close()` released it (then every event is published at once). */
+  closed?: boolean
+  error?: unknown
+}
+
+/** The context of `deadbolt:extend`: an `extend()` call, or a heartbeat of an auto-extended lock acquired while someone subscribed. */
+export interface ExtendContext extends HeldContext {
+  /** The lease asked for, in ms. */
+  ttl: number
+  /** True for a heartbeat (its events are published together, once it succeeded; a failed one is a `deadbolt:lost`). */
+  heartbeat: boolean
+  result?: 'extended' | 'not-held' | 'error'
+  error?: unknown
+}
+
+/** The message of `deadbolt:lost`. */
+export interface LostMessage extends HeldContext {
+  /** Why: `not-owned`, `expired`, `unreachable`, `max-hold` or `store-replaced`. */
+  cause: LostReason | 'store-replaced'
+  /** The LockLostError the holder is given. */
+  error: LockLostError
+}
+
+/** The message of `deadbolt:leader`. */
+export interface LeaderMessage {
+  /** The election's name. */
+  key: string
+  store: StoreName
+  owner: string
+  /** The leadership lock's fencing token. */
+  term: bigint | null
+  /** True when this candidate became leader, false when it stopped being one. */
+  leader: boolean
+  /** Why it stopped: `lost` (the lease was lost) or `resigned`; null when elected. */
+  reason: 'lost' | 'resigned' | null
+  lock: Lock
+}
+
+
 /**
  * What `connect` takes besides one URL: an array of `redis://`/`rediss://` URLs, one per
  * independent Redis server, locked with the Redlock algorithm (a quorum of ⌊N/2⌋ + 1).

@@ -36,10 +36,11 @@ async function entries(dir) {
     "export * as root from 'deadbolt'",
     "export * as redislock from 'deadbolt/redislock'",
     "export * as sqlLock from 'deadbolt/sql-lock'",
+    "export * as otel from 'deadbolt/otel'",
   ].join('\n'))
   const esm = await import(pathToFileURL(path.join(dir, 'probe.mjs')).href)
   return {
-    cjs: { root: req('deadbolt'), redislock: req('deadbolt/redislock'), sqlLock: req('deadbolt/sql-lock') },
+    cjs: { root: req('deadbolt'), redislock: req('deadbolt/redislock'), sqlLock: req('deadbolt/sql-lock'), otel: req('deadbolt/otel') },
     esm,
   }
 }
@@ -76,6 +77,14 @@ test('the ESM default export is the CommonJS module object, so import and requir
   assert.equal(esm.root.default, cjs.root)
   assert.equal(esm.redislock.default, cjs.redislock)
   assert.equal(esm.sqlLock.default, cjs.sqlLock)
+  assert.equal(esm.otel.default, cjs.otel)
+})
+
+test('deadbolt/otel exports instrument and defaultLockName, by require and by import', async (t) => {
+  const { cjs, esm } = await entries(consumer(t))
+  assert.deepEqual(Object.keys(cjs.otel).sort(), ['defaultLockName', 'instrument'])
+  assert.deepEqual(named(esm.otel), ['defaultLockName', 'instrument'])
+  assert.equal(esm.otel.instrument, cjs.otel.instrument)
 })
 
 test("deadbolt/redislock exports exactly redislock 1.3's names, by require and by import", async (t) => {
@@ -193,6 +202,8 @@ test('a strict TypeScript program compiles and runs under module nodenext, as ES
       import redislock, { createLock as legacyCreateLock, type RedisLock } from 'deadbolt/redislock'
       import * as redislockNs from 'deadbolt/redislock'
       import sqlLock, { getLock as legacyGetLock, type LockReleaser } from 'deadbolt/sql-lock'
+      import otel, { instrument, type InstrumentOptions } from 'deadbolt/otel'
+      import type { AcquireContext, LostMessage } from 'deadbolt'
 
       void [${names.join(', ')}]
       assert.equal(deadbolt.connect, connect)
@@ -204,6 +215,14 @@ test('a strict TypeScript program compiles and runs under module nodenext, as ES
       void releaser
       // @ts-expect-error the redislock subpath has redislock's shape only
       void redislockNs.connect
+      const otelOptions: InstrumentOptions = { lockName: (key) => key.split(':')[0] }
+      assert.equal(otel.instrument, instrument)
+      instrument(otelOptions)()
+      // @ts-expect-error lockName maps a key to a string
+      void ({ lockName: 42 } satisfies InstrumentOptions)
+      const onAcquire = (ctx: AcquireContext): string => \`\${ctx.kind} \${ctx.key} \${ctx.result ?? ''}\`
+      const onLost = (m: LostMessage): string => m.cause + m.error.code
+      void [onAcquire, onLost]
       // @ts-expect-error the default export has no \`default\` of its own
       void deadbolt.default
 

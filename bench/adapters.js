@@ -99,9 +99,12 @@ function redisHostPort(url) {
 
 // ───────────────────────────── deadbolt (modern API) ─────────────────────────────
 
-/** `extra`: more acquire options for every lock (`{ fencing: false }`). */
-function deadbolt(url, extra = {}) {
-  const { connect } = loadDeadbolt()
+/**
+ * `extra`: more acquire options for every lock (`{ fencing: false }`). `load`: where deadbolt
+ * comes from (this checkout by default; another one for the baseline adapter).
+ */
+function deadbolt(url, extra = {}, load = loadDeadbolt) {
+  const { connect } = load()
   const opts = { ttl: SETTINGS.ttl, wait: Infinity, retryDelay: SETTINGS.retryDelay, ...extra }
   let client
   /** One worker's lock slot, acquiring with `o`. */
@@ -136,6 +139,67 @@ function deadbolt(url, extra = {}) {
       await client.close()
     },
   }
+}
+
+// ───────────────────────────── deadbolt, observed ─────────────────────────────
+
+/**
+ * `adapter` with someone listening while it runs. `how`: 'channels', a no-op subscriber on
+ * every event of every deadbolt diagnostics channel (the cost of publishing alone); 'otel',
+ * deadbolt/otel recording into the OpenTelemetry SDK (spans batched to an exporter that drops
+ * them, metrics aggregated in memory, as an application exporting them would pay, minus the
+ * export itself).
+ */
+function observed(adapter, how) {
+  let undo = () => {}
+  return {
+    ...adapter,
+    async open() {
+      loadDeadbolt()
+      if (how === 'channels') undo = subscribeAll()
+      else undo = instrumentOtel()
+      await adapter.open()
+    },
+    async close() {
+      await adapter.close()
+      undo()
+    },
+  }
+}
+
+function subscribeAll() {
+  const dc = require('node:diagnostics_channel')
+  const noop = () => {}
+  const handlers = { start: noop, end: noop, asyncStart: noop, asyncEnd: noop, error: noop }
+  const traced = ['acquire', 'release', 'extend'].map((n) => dc.tracingChannel(`deadbolt:${n}`))
+  for (const tc of traced) tc.subscribe(handlers)
+  dc.subscribe('deadbolt:lost', noop)
+  dc.subscribe('deadbolt:leader', noop)
+  return () => {
+    for (const tc of traced) tc.unsubscribe(handlers)
+    dc.unsubscribe('deadbolt:lost', noop)
+    dc.unsubscribe('deadbolt:leader', noop)
+  }
+}
+
+function instrumentOtel() {
+  const { BasicTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base')
+  const { MeterProvider, MetricReader } = require('@opentelemetry/sdk-metrics')
+  const { instrument } = require(path.join(ROOT, 'otel'))
+  const drop = { export: (spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} }
+  class Idle extends MetricReader {
+    async onForceFlush() {}
+    async onShutdown() {}
+  }
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(drop)] })
+  const meterProvider = new MeterProvider({ readers: [new Idle()] })
+  return instrument({ tracerProvider, meterProvider })
+}
+
+/** deadbolt from the checkout at BENCH_BASELINE (a build of another commit), for A/B runs. */
+function loadBaseline() {
+  if (!process.env.BENCH_BASELINE) throw new Error('deadbolt-baseline needs BENCH_BASELINE=<path of another deadbolt checkout, built>')
+  return require(path.resolve(process.env.BENCH_BASELINE))
 }
 
 // ───────────────────────────── deadbolt's redislock face ─────────────────────────────
@@ -630,6 +694,9 @@ const LIBS = {
   // opt-in `fencing: true` (a token drawn in a script call per acquisition).
   'deadbolt-redislock': { label: 'deadbolt (redislock face)', backend: 'redis', make: (u) => deadboltRedislock(u.redis), scenarios: [1, 2], compareTo: 'redislock' },
   'deadbolt-redislock-fenced': { label: 'deadbolt (redislock face), fencing: true', backend: 'redis', make: (u) => deadboltRedislock(u.redis, { fencing: true }), scenarios: [1, 2], compareTo: 'redislock', deadbolt: true },
+  // The cost of being observed, against plain deadbolt in the same run (bench/README.md).
+  'deadbolt-channels': { label: 'deadbolt, channels subscribed (no-op)', backend: 'redis', make: (u) => observed(deadbolt(u.redis), 'channels'), scenarios: [1, 2], compareTo: 'deadbolt', deadbolt: true },
+  'deadbolt-otel': { label: 'deadbolt, deadbolt/otel on', backend: 'redis', make: (u) => observed(deadbolt(u.redis), 'otel'), scenarios: [1, 2], compareTo: 'deadbolt', deadbolt: true },
   redislock: { label: 'redislock 1.3 (redis@3)', backend: 'redis', make: (u) => redislock(u.redis), scenarios: [1, 2, 3, 4] },
   redlock: { label: 'redlock 4 (ioredis)', backend: 'redis', make: (u) => redlock(u.redis), scenarios: [1, 2, 3, 4] },
   'redis-semaphore': { label: 'redis-semaphore 5 (ioredis)', backend: 'redis', make: (u) => redisSemaphore(u.redis), scenarios: [1, 2, 3, 4, 5] },
@@ -648,6 +715,11 @@ const LIBS = {
   'dynamodb-lock-client-open': { label: 'dynamodb-lock-client 0.7 FailOpen (aws-sdk 2)', backend: 'dynamodb', make: (u) => dynamodbLockClient(u.dynamodb, 'open'), scenarios: [1, 2] },
 }
 LIBS.deadbolt.deadbolt = true
+// Another build (BENCH_BASELINE: the path of another checkout, built), so that a change is
+// measured against what it changes, in the same run. Listed only when given.
+if (process.env.BENCH_BASELINE) {
+  LIBS['deadbolt-baseline'] = { label: 'deadbolt, baseline build (BENCH_BASELINE)', backend: 'redis', make: (u) => deadbolt(u.redis, {}, loadBaseline), scenarios: [1, 2], compareTo: 'deadbolt', deadbolt: true }
+}
 LIBS['deadbolt-redislock'].deadbolt = true
 // bench/multi.js: backends of several servers; `probe` names the one server whose counters
 // the worker's probe reads (only the client-side figures are reported for them).

@@ -494,7 +494,8 @@ function ratios(results, backend, libs) {
   const head = ['deadbolt ÷ peer', ...metrics.map(([s, name]) => `${s}. ${name}`)]
   const rows = [head, head.map(() => '---')]
   for (const me of ours) {
-    const vs = LIBS[me].compareTo ? peers.filter((p) => p === LIBS[me].compareTo) : peers
+    // compareTo may name another deadbolt row (the observed and baseline ones name plain deadbolt).
+    const vs = LIBS[me].compareTo ? libs.filter((p) => p === LIBS[me].compareTo && LIBS[p].backend === backend) : peers
     for (const peer of vs) {
       const row = [`${LIBS[me].label} vs ${LIBS[peer].label}`]
       let any = false

@@ -7,6 +7,8 @@ const readline = require('readline')
 const { connect } = require('./client')
 const { stores } = require('./addon')
 const { MAX_PERMITS } = require('./semaphore')
+const { Sightings, readFrame, renderFrame, parseSemaphore } = require('./view')
+const { serveDashboard } = require('./dashboard')
 
 // The stores this build has (src/store/registry.rs).
 const STORES = stores()
@@ -23,6 +25,8 @@ Commands:
   watch <url> <key>              print every change of holder as it happens (Ctrl-C stops)
   leader <url> <name>            the current leader of an election
   permits <url> <name>           who holds permits of a semaphore (or a read-write lock)
+  top <url>                      a live view of held locks, semaphores and leaders
+  dashboard <url>                the same live view as a web page
 
 <url> is a store URL (${STORES.map((e) => e.example).join(', ')}; dynamodb:// with AWS
 credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --table NAME (MySQL, PostgreSQL, SQLite: the lock table, default deadbolt_locks), --help (help for a command).
@@ -35,6 +39,17 @@ Exit codes: 0 done, 1 nothing there, 2 usage error, 3 the store failed.`,
   watch: 'Usage: deadbolt watch <url> <key> [--interval MS] [--json]\nPrints a line each time the holder of <key> changes (polled every MS ms, default 200).',
   leader: 'Usage: deadbolt leader <url> <name> [--json]\nPrints the current leader of election <name> (its data and term); exit 1 if there is none.',
   permits: 'Usage: deadbolt permits <url> <name> [--json]\nPrints the holders of semaphore (or read-write lock) <name>: owner, permits, fencing token, remaining lease; exit 1 if nobody holds any.',
+  top: `Usage: deadbolt top <url> [--prefix P] [--semaphore NAME[=LIMIT]]... [--election NAME]... [--once] [--json] [--interval MS]
+A live view, redrawn every second (--interval): held locks (key, holder, token, lease left, held
+for), the semaphores and elections named (stores keep no list of them, nor a semaphore's limit),
+filtered by --prefix. What the store cannot tell shows as –; "held for" is what this view saw
+(≥: the lock was already held when it started). --once prints one frame and exits; --json prints
+frames as JSON, one a line. Ctrl-C quits.`,
+  dashboard: `Usage: deadbolt dashboard <url> [--port 4700] [--host 127.0.0.1] [--allow-release] [--prefix P] [--semaphore NAME[=LIMIT]]... [--election NAME]... [--interval MS]
+Serves the live view of \`top\` as a web page (Server-Sent Events, a frame every MS ms, default 1000), with a filter box, a lease bar per
+lock and a chart of holds, grants and expiries this process saw. Read-only unless --allow-release,
+which adds force-release buttons (with a confirmation) and prints an audit line per release.
+Bound to loopback; with --host another address it asks for the token it prints at start.`,
 }
 
 class UsageError extends Error {}
@@ -45,8 +60,23 @@ function parse(argv) {
   const flags = {}
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
-    if (a === '--json' || a === '--yes' || a === '--force' || a === '--help' || a === '--version') {
+    if (a === '--json' || a === '--yes' || a === '--force' || a === '--help' || a === '--version' || a === '--once') {
       flags[a.slice(2)] = true
+    } else if (a === '--allow-release') {
+      flags.allowRelease = true
+    } else if (a === '--port') {
+      const v = Number(argv[++i])
+      if (!Number.isInteger(v) || v < 0 || v > 65535) throw new UsageError('--port needs a port number (0 to 65535)')
+      flags.port = v
+    } else if (a === '--prefix' || a === '--host') {
+      const v = argv[++i]
+      if (v === undefined) throw new UsageError(`${a} needs a value`)
+      flags[a.slice(2)] = v
+    } else if (a === '--semaphore' || a === '--election') {
+      const v = argv[++i]
+      if (v === undefined || v === '') throw new UsageError(`${a} needs a name`)
+      const list = a === '--semaphore' ? 'semaphores' : 'elections'
+      flags[list] = [...(flags[list] ?? []), v]
     } else if (a === '-h' || a === '-v') {
       flags[a === '-h' ? 'help' : 'version'] = true
     } else if (a === '--limit' || a === '--interval') {
@@ -163,6 +193,41 @@ const COMMANDS = {
     }
   },
 
+  async top(locks, args, flags, io) {
+    if (args.length > 0) throw new UsageError(`top takes no arguments after the URL (a prefix is --prefix ${args[0]})`)
+    const what = viewOf(flags)
+    const sightings = new Sightings()
+    const where = locks.toJSON().store
+    for (;;) {
+      const frame = await readFrame(locks, what)
+      frame.locks = sightings.see(frame.locks, frame.at)
+      if (flags.json) io.out(JSON.stringify(frame))
+      else if (flags.once || !io.tty) io.out(renderFrame(frame, where))
+      // Home, draw, then clear what the previous, longer frame left below.
+      else io.write(`\x1b[H${renderFrame(frame, where, io.columns()).replaceAll('\n', '\x1b[K\n')}\x1b[K\x1b[J`)
+      if (flags.once || io.stopped()) return EXIT.ok
+      await io.sleep(flags.interval ?? 1000)
+      if (io.stopped()) return EXIT.ok
+    }
+  },
+
+  async dashboard(locks, args, flags, io) {
+    if (args.length > 0) throw new UsageError(`dashboard takes no arguments after the URL (a prefix is --prefix ${args[0]})`)
+    const server = await serveDashboard(locks, {
+      port: flags.port ?? 4700,
+      host: flags.host ?? '127.0.0.1',
+      allowRelease: flags.allowRelease === true,
+      interval: flags.interval ?? 1000,
+      what: viewOf(flags),
+      audit: (line) => io.out(line),
+    })
+    io.out(`dashboard: ${server.url}`)
+    if (server.token !== null) io.out(`token: ${server.token} (the page asks for it; it is in the address above)`)
+    await io.until()
+    await server.close()
+    return EXIT.ok
+  },
+
   async leader(locks, [name], flags, io) {
     if (name === undefined) throw new UsageError('leader needs a <name>')
     const info = await locks.leader(name)
@@ -172,9 +237,15 @@ const COMMANDS = {
   },
 }
 
+/** What top and the dashboard show, from the flags. */
+function viewOf(flags) {
+  return { prefix: flags.prefix ?? '', limit: flags.limit ?? 1000, semaphores: (flags.semaphores ?? []).map(parseSemaphore), elections: flags.elections ?? [] }
+}
+
 /**
  * Runs the CLI on `argv` (without node and the script). `io`: { out(line), err(line), stdin,
- * env, stopped() }. Resolves with the exit code.
+ * env, stopped(), and for top and dashboard: tty, write(text), columns(), sleep(ms) (cut short
+ * by a stop), until() (resolves at a stop) }. Resolves with the exit code.
  */
 async function main(argv, io) {
   let parsed

@@ -21,6 +21,7 @@ const { ReadWriteLock } = require('./rwlock')
 const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./options')
 const { withToJSON } = require('./json')
 const { checkName, ownerPrefix, holderOf } = require('./identity')
+const observe = require('./observe')
 
 const { own } = v
 const { LIMITS } = v
@@ -58,6 +59,8 @@ class LockClient {
     // Shown by util.inspect with any password masked; the URL itself is not kept.
     const target = targetOf(url)
     this._where = target.where
+    // The store's name as the diagnostics channels report it (lib/observe.js).
+    this._store = observe.storeOf(target.url, target.topology)
     this._resolvedDefaults = new Map()
     // Owner tokens: a random prefix per client, which also names the holder (host, pid,
     // `name`; lib/identity.js), and a counter (unique, and cheaper than a UUID per acquisition).
@@ -98,7 +101,8 @@ class LockClient {
     await native.request((req) => native.addon.ping(req))
   }
 
-  _acquire(key, options, waitDefault, raise) {
+  /** `kind`: what the diagnostics channels call it ('lock', or 'election' for a campaign). */
+  _acquire(key, options, waitDefault, raise, kind = 'lock') {
     let o
     let native
     try {
@@ -110,19 +114,23 @@ class LockClient {
       return Promise.reject(err)
     }
     if (o.reentrant) return acquireReentrant(this, key, o, raise)
-    return this._acquireResolved(native, key, o, raise)
+    return this._acquireResolved(native, key, o, raise, undefined, kind)
   }
 
   /**
    * One acquisition with resolved options `o` (see resolveAcquireOptions). `permit`:
-   * { count, limit } for permits of the semaphore `key` (lib/semaphore.js) instead of a lock.
+   * { count, limit, kind } for permits of the semaphore `key` (lib/semaphore.js) instead of a
+   * lock; `kind`: a lock's kind for the diagnostics channels (default 'lock').
    */
-  _acquireResolved(native, key, o, raise, permit) {
+  _acquireResolved(native, key, o, raise, permit, kind = 'lock') {
     return new Promise((resolve, reject) => {
       const ownerSeq = ++this._owners
       const pending = new PendingAcquire(this, key, ownerSeq, o, raise, resolve, reject, permit)
       const req = native.track(pending)
       pending.req = req
+      pending.trace = permit === undefined
+        ? observe.acquireStart(this, key, kind, o.ttl, ownerSeq, 1)
+        : observe.acquireStart(this, key, permit.kind, o.ttl, ownerSeq, permit.count)
       const wait = o.wait === Infinity ? -1 : o.wait
       const auto = o.autoExtend ? o.extendEvery : 0
       const maxHold = o.maxHold === Infinity ? -1 : o.maxHold
@@ -140,10 +148,12 @@ class LockClient {
         data: o.encoded,
         extendEvery: auto,
         maxHold,
-        flags: (signal === undefined ? FLAGS.watchExpiry : FLAGS.watchExpiry | FLAGS.cancellable) | (o.fencing ? 0 : FLAGS.unfenced),
+        flags: (signal === undefined ? FLAGS.watchExpiry : FLAGS.watchExpiry | FLAGS.cancellable) | (o.fencing ? 0 : FLAGS.unfenced) |
+          (auto !== 0 && observe.extensionsTraced() ? FLAGS.reportExtensions : 0),
         permits: permit === undefined ? 0 : permit.count,
         limit: permit === undefined ? 0 : permit.limit,
       })
+      if (pending.trace !== null) observe.acquireEnd(pending.trace)
     })
   }
 
@@ -168,6 +178,7 @@ class LockClient {
       const pending = new PendingAcquire(this, key, owner, o, false, resolve, reject)
       const req = native.track(pending)
       pending.req = req
+      pending.trace = observe.acquireStart(this, key, 'lock', spec.ttl, owner, 1)
       native.acquireOp(req, key, owner, {
         ttl: spec.ttl,
         wait: -1,
@@ -181,6 +192,7 @@ class LockClient {
         permits: 0,
         limit: 0,
       })
+      if (pending.trace !== null) observe.acquireEnd(pending.trace)
     })
   }
 
@@ -358,7 +370,10 @@ class LockClient {
     native.flushOps()
     const closing = native.request((req) => native.addon.close(req))
     this._closed = true
-    for (const lock of native.holders.values()) lock._state = RELEASED
+    for (const lock of native.holders.values()) {
+      lock._state = RELEASED
+      observe.releasedByClose(lock)
+    }
     native.holders.clear()
     try {
       await closing

@@ -6,6 +6,7 @@ const { ELECTION_TTL, ONCE, resolveAcquireOptions, stripUndefined } = require('.
 const v = require('./validate')
 const { newAbortController } = require('./abort')
 const { tokenJSON } = require('./json')
+const observe = require('./observe')
 // Node's timers: the global `setTimeout` may be jsdom's or a fake one under jest.
 const timers = require('timers')
 
@@ -65,7 +66,7 @@ class Election {
       let lost
       const revoked = new Promise((resolve) => { lost = resolve })
       try {
-        lock = await this._client.acquire(this.name, { ...this._options, signal: this._ac.signal, onLost: lost })
+        lock = await this._client._acquire(this.name, { ...this._options, signal: this._ac.signal, onLost: lost }, Infinity, true, 'election')
       } catch (err) {
         if (this._ac.signal.aborted) return
         if (err.code === 'ERR_LOCK_CLOSED') return
@@ -74,9 +75,11 @@ class Election {
         continue
       }
       this._lock = lock
+      observe.leadership(lock, true)
       if (!this._ac.signal.aborted && this._onElected) safeCall(this._onElected, lock)
       const err = await Promise.race([revoked, this._aborted()])
       this._lock = null
+      observe.leadership(lock, false, err instanceof LockLostError ? 'lost' : 'resigned')
       if (err instanceof LockLostError) {
         if (this._onRevoked) safeCall(this._onRevoked, err)
       } else {

@@ -9,6 +9,7 @@ const { LockExtendError, LockLostError } = require('./errors')
 const v = require('./validate')
 const { debug } = require('./debug')
 const { newAbortController } = require('./abort')
+const observe = require('./observe')
 
 const HELD = 0
 const RELEASED = 1
@@ -170,6 +171,7 @@ class Lock {
     err.fencingToken = this.fencingToken
     const x = this._extraState()
     x.lostError = err
+    observe.lost(this, reason, err)
     let heard = false
     if (x.ac !== null) {
       heard = true
@@ -197,7 +199,7 @@ class Lock {
       throw new LockExtendError(`Lock on "${this.key}" is no longer held`, { cause: this._lostError ?? undefined })
     }
     const native = this._client._native()
-    const ok = await native.request((req) => native.extendOp(req, this._id, ttl))
+    const ok = await observe.traceExtend(this, ttl, () => native.request((req) => native.extendOp(req, this._id, ttl)))
     if (!ok) {
       this._report(this._extra?.later ?? 'not-owned')
       throw new LockExtendError(`Lock on "${this.key}" had expired or was taken`, { cause: this._lostError ?? undefined })
@@ -221,7 +223,7 @@ class Lock {
     if (native === null) return Promise.resolve(false)
     native.holders.delete(this._id)
     if (!wasHeld) return Promise.resolve(false)
-    return native.release(this._id)
+    return observe.traceRelease(this, native)
   }
 
   async [Symbol.asyncDispose]() {

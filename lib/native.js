@@ -12,6 +12,7 @@ const { secretsOfTarget } = require('./topology')
 const { IdMap } = require('./id-map')
 const { debug } = require('./debug')
 const { Requests } = require('./requests')
+const observe = require('./observe')
 // Node's own timers, not the globals: under jsdom (jest's browser-like environment)
 // `setTimeout` is the window's, which returns a number with neither `unref` nor `refresh`,
 // and under jest's fake timers the global one would never fire.
@@ -31,6 +32,7 @@ const LOST = P.kindLost
 const INFO = P.kindInfo
 const LIST = P.kindList
 const PERMIT_LIST = P.kindPermitList
+const EXTENDED = P.kindExtended
 const LOST_REASONS = P.lostReasons
 
 /** Acquire flags: see `acquireOp`. */
@@ -43,6 +45,8 @@ const FLAGS = Object.freeze({
   plain: P.flagPlain,
   /** No fencing token wanted (`fencing: false`). */
   unfenced: P.flagUnfenced,
+  /** Report each heartbeat extension (someone traces `deadbolt:extend`: lib/observe.js). */
+  reportExtensions: P.flagReportExtensions,
 })
 
 const SETTLED = Promise.resolve()
@@ -334,6 +338,12 @@ class Native {
           // aborted or closed): nobody to tell, and not worth a warning.
           debug(() => `lost report (${reason}) for request ${req}, a lock never handed out`)
         }
+        continue
+      }
+      if (kind === EXTENDED) {
+        // A heartbeat extended a lock acquired while someone traced extensions.
+        const holder = this.holders.get(req)
+        if (holder !== undefined) observe.heartbeat(holder, true)
         continue
       }
       const p = this.pending.get(req)

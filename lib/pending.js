@@ -3,6 +3,7 @@
 
 const { LockAcquisitionError, LockClosedError, LockAbortedError } = require('./errors')
 const { Lock } = require('./lock')
+const observe = require('./observe')
 
 /**
  * A pending acquisition: `drain` settles it directly, so the caller's promise resolves with
@@ -23,6 +24,13 @@ class PendingAcquire {
     this.permit = permit
     /** null, or the reason of a loss reported before the grant itself (see Native#settle). */
     this.lostEarly = null
+    /** The diagnostics context of this acquisition (lib/observe.js), or null: nobody listens. */
+    this.trace = null
+  }
+
+  /** Publishes how the acquisition ended, when someone traces it. */
+  _traced(result, lock, err) {
+    if (this.trace !== null) observe.acquireSettled(this.trace, result, lock, err)
   }
 
   _detach() {
@@ -35,9 +43,13 @@ class PendingAcquire {
     if (token === false) {
       if (this.raise) {
         const what = this.permit === undefined ? `lock on "${this.key}"` : this.permit.label
-        this.rej(new LockAcquisitionError(`Could not acquire ${what}`))
+        const err = new LockAcquisitionError(`Could not acquire ${what}`)
+        this._traced('timeout', null, err)
+        this.rej(err)
+      } else {
+        this._traced('refused', null, null)
+        this.res(null)
       }
-      else this.res(null)
       return
     }
     const signal = this.o.signal
@@ -45,13 +57,17 @@ class PendingAcquire {
       // The grant raced the abort (the store answered before the cancellation reached the
       // native side): give the lock back; the caller sees the abort, never a lock.
       this.client._native_.release(this.req).catch(() => {})
-      this.rej(abortReason(signal))
+      const err = abortReason(signal)
+      this._traced('aborted', null, err)
+      this.rej(err)
       return
     }
     if (this.client._closed) {
       // close() was called while the grant was on its way: close releases it, so it is no
       // grant (an acquisition pending at close() rejects, never resolves with a dead lock).
-      this.rej(new LockClosedError('The lock client has been closed'))
+      const err = new LockClosedError('The lock client has been closed')
+      this._traced('error', null, err)
+      this.rej(err)
       return
     }
     const lock = this.permit === undefined
@@ -59,6 +75,8 @@ class PendingAcquire {
       ? new Lock(this.client, this.req, this.key, this.ownerSeq, this.o.fencing === false ? 0 : token, this.o.ttl, this.o.onLost)
       : new this.permit.Class(this.client, this.req, this.key, this.ownerSeq, token, this.o.ttl, this.o.onLost, this.permit.count)
     this.client._native_.holders.set(this.req, lock)
+    if (this.trace !== null) observe.acquireSettled(this.trace, 'granted', lock, null)
+    else observe.noteGrant(lock, this.permit === undefined ? 'lock' : this.permit.kind, this.client._store)
     this.res(lock)
     if (this.lostEarly !== null) {
       this.client._native_.holders.delete(this.req)
@@ -70,6 +88,7 @@ class PendingAcquire {
     this._detach()
     const signal = this.o.signal
     if (err.code === 'ERR_LOCK_ABORTED' && signal?.aborted) err = abortReason(signal)
+    if (this.trace !== null) observe.acquireSettled(this.trace, observe.rejectedResult(err, signal), null, err)
     this.rej(err)
   }
 }

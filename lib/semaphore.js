@@ -81,7 +81,10 @@ class Semaphore {
       return Promise.reject(err)
     }
     const label = `${n} of ${this.limit} permit${this.limit === 1 ? '' : 's'} of semaphore "${this.name}"`
-    return client._acquireResolved(native, this.name, o, raise, { count: n, limit: this.limit, label, Class: this._Permit })
+    // What the diagnostics channels call it (lib/observe.js): a read-write lock's permits are
+    // a read hold (one) or the write hold (all).
+    const kind = this._Permit === Permit ? 'semaphore' : n === MAX_PERMITS ? 'write' : 'read'
+    return client._acquireResolved(native, this.name, o, raise, { count: n, limit: this.limit, label, Class: this._Permit, kind })
   }
 
   /**

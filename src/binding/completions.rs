@@ -33,6 +33,8 @@ pub enum Kind {
     List = 6,
     /// A semaphore's holders: value indexes the batch's permit lists.
     PermitList = 7,
+    /// A heartbeat extended held lock `req`: value is unused.
+    Extended = 8,
 }
 
 /// What one drain hands to JavaScript.
@@ -251,5 +253,9 @@ impl Deferred for Completions {
 impl EventSink for Completions {
     fn lost(&self, id: u64, reason: LostReason) {
         self.record(id as f64, Kind::Lost, lost_code(reason));
+    }
+
+    fn extended(&self, id: u64) {
+        self.record(id as f64, Kind::Extended, 0.0);
     }
 }

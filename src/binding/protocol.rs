@@ -73,6 +73,8 @@ pub const FLAG_CANCELLABLE: u32 = 2;
 pub const FLAG_PLAIN: u32 = 4;
 /// Acquire flag: no fencing token is wanted (`fencing: false`).
 pub const FLAG_UNFENCED: u32 = 8;
+/// Acquire flag: report each successful heartbeat extension (an `extended` completion).
+pub const FLAG_REPORT_EXTENSIONS: u32 = 16;
 
 /// The protocol's numbers, for `lib/native.js`.
 #[napi(object)]
@@ -99,6 +101,8 @@ pub struct NativeProtocol {
     pub flag_plain: u32,
     /// Flag: no fencing token wanted.
     pub flag_unfenced: u32,
+    /// Flag: report heartbeat extensions.
+    pub flag_report_extensions: u32,
     /// Completion kind: granted (value: token, or `-(i + 1)` for `bigTokens[i]`).
     pub kind_granted: u32,
     /// Completion kind: succeeded (released, extended, pinged, closed).
@@ -115,6 +119,8 @@ pub struct NativeProtocol {
     pub kind_list: u32,
     /// Completion kind: a semaphore's holders (value: index in `permitLists`).
     pub kind_permit_list: u32,
+    /// Completion kind: a heartbeat extended held lock `req` (value unused).
+    pub kind_extended: u32,
     /// Why a lock was lost, by the value of a `lost` completion.
     pub lost_reasons: Vec<String>,
 }
@@ -186,6 +192,7 @@ pub fn protocol() -> NativeProtocol {
         flag_cancellable: FLAG_CANCELLABLE,
         flag_plain: FLAG_PLAIN,
         flag_unfenced: FLAG_UNFENCED,
+        flag_report_extensions: FLAG_REPORT_EXTENSIONS,
         kind_granted: Kind::Granted as u32,
         kind_succeeded: Kind::Succeeded as u32,
         kind_refused: Kind::Refused as u32,
@@ -194,6 +201,7 @@ pub fn protocol() -> NativeProtocol {
         kind_info: Kind::Info as u32,
         kind_list: Kind::List as u32,
         kind_permit_list: Kind::PermitList as u32,
+        kind_extended: Kind::Extended as u32,
         lost_reasons: LOST_REASONS.iter().map(|s| s.to_string()).collect(),
     }
 }

@@ -3,8 +3,8 @@
 
 use super::completions::{Completions, Kind};
 use super::protocol::{
-    acquire, held, FLAG_CANCELLABLE, FLAG_PLAIN, FLAG_UNFENCED, FLAG_WATCH_EXPIRY, OP_ACQUIRE,
-    OP_EXTEND, OP_RELEASE, REQ,
+    acquire, held, FLAG_CANCELLABLE, FLAG_PLAIN, FLAG_REPORT_EXTENSIONS, FLAG_UNFENCED,
+    FLAG_WATCH_EXPIRY, OP_ACQUIRE, OP_EXTEND, OP_RELEASE, REQ,
 };
 use crate::core::error::LockError;
 use crate::core::options::{AcquireSpec, AutoExtend, PermitSpec};
@@ -127,6 +127,7 @@ fn acquire_spec(
             max_hold: (r[MAX_HOLD] >= 0.0).then(|| ms(r[MAX_HOLD])),
         }),
         watch_expiry: flags & FLAG_WATCH_EXPIRY != 0,
+        report_extensions: flags & FLAG_REPORT_EXTENSIONS != 0,
         format: if flags & FLAG_PLAIN != 0 {
             ValueFormat::Plain
         } else if flags & FLAG_UNFENCED != 0 {

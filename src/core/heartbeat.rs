@@ -335,6 +335,7 @@ async fn extend_batch(
             Ok(true) => {
                 let ttl = guard(&held.state).ttl_ms;
                 held.extended(sent, ttl);
+                held.heartbeat_extended();
                 schedule(&t, held, done);
             }
             Ok(false) => lose(&t, &held, LostReason::NotOwned),

@@ -19,6 +19,9 @@ use tokio::time::Instant;
 /// Called once when a held lock is lost.
 pub type LostFn = Box<dyn Fn(&Held, LostReason) + Send + Sync>;
 
+/// Called after each successful heartbeat extension of a held lock.
+pub type ExtendedFn = Box<dyn Fn(&Held) + Send + Sync>;
+
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// Locks a mutex even if a panic elsewhere poisoned it: the state it guards stays consistent
@@ -62,6 +65,8 @@ pub struct Held {
     pub kind: Kind,
     pub(crate) state: Mutex<HeldState>,
     on_lost: LostFn,
+    /// Told of each heartbeat extension, when someone asked (see `reporting_extensions`).
+    on_extended: Option<ExtendedFn>,
 }
 
 impl Held {
@@ -99,6 +104,20 @@ impl Held {
                 scheduled: None,
             }),
             on_lost,
+            on_extended: None,
+        }
+    }
+
+    /// The same, telling `on_extended` of each successful heartbeat extension.
+    pub fn reporting_extensions(mut self, on_extended: ExtendedFn) -> Held {
+        self.on_extended = Some(on_extended);
+        self
+    }
+
+    /// A heartbeat extended the lease: tells whoever asked to know.
+    pub(crate) fn heartbeat_extended(&self) {
+        if let Some(f) = &self.on_extended {
+            f(self);
         }
     }
 

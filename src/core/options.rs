@@ -44,6 +44,9 @@ pub struct AcquireSpec {
     pub auto_extend: Option<AutoExtend>,
     /// Report the lease's expiry as a loss even without auto-extension.
     pub watch_expiry: bool,
+    /// Report every successful heartbeat extension to the session's event sink (someone
+    /// traces extensions in JavaScript); off, a heartbeat reports nothing.
+    pub report_extensions: bool,
     /// How the lock's value is written: with a fencing token (the default), the owner alone
     /// (the redislock wire format), or without drawing a token (`fencing: false`).
     pub format: ValueFormat,
@@ -77,6 +80,7 @@ mod tests {
             data: None,
             auto_extend: None,
             watch_expiry: false,
+            report_extensions: false,
             format: ValueFormat::Fenced,
             permits: None,
         }

@@ -21,6 +21,9 @@ use tokio_util::sync::CancellationToken;
 pub trait EventSink: Send + Sync + 'static {
     /// Lock `id` was lost for `reason`.
     fn lost(&self, id: u64, reason: LostReason);
+
+    /// A heartbeat extended lock `id` (only for locks acquired with `report_extensions`).
+    fn extended(&self, _id: u64) {}
 }
 
 /// What a session and its engine currently keep.
@@ -123,26 +126,34 @@ impl Session {
         let weak = Arc::downgrade(self);
         let has_data = spec.data.is_some();
         let kind = Kind::of(&spec);
-        let held = Arc::new(
-            Held::new(
-                id,
-                spec.key,
-                spec.owner,
-                grant.token,
-                spec.ttl_ms,
-                grant.sent,
-                spec.auto_extend,
-                spec.watch_expiry,
-                has_data,
-                Box::new(move |held: &Held, reason| {
-                    if let Some(session) = weak.upgrade() {
-                        guard(&session.held).remove(&held.id);
-                        session.events.lost(held.id, reason);
-                    }
-                }),
-            )
-            .of_kind(kind),
-        );
+        let report_extensions = spec.report_extensions;
+        let mut held = Held::new(
+            id,
+            spec.key,
+            spec.owner,
+            grant.token,
+            spec.ttl_ms,
+            grant.sent,
+            spec.auto_extend,
+            spec.watch_expiry,
+            has_data,
+            Box::new(move |held: &Held, reason| {
+                if let Some(session) = weak.upgrade() {
+                    guard(&session.held).remove(&held.id);
+                    session.events.lost(held.id, reason);
+                }
+            }),
+        )
+        .of_kind(kind);
+        if report_extensions {
+            let weak = Arc::downgrade(self);
+            held = held.reporting_extensions(Box::new(move |held: &Held| {
+                if let Some(session) = weak.upgrade() {
+                    session.events.extended(held.id);
+                }
+            }));
+        }
+        let held = Arc::new(held);
         {
             // Checked under the registry's lock, which `close` drains under: a grant either
             // lands before the drain (and is released by it) or sees `closed` here.

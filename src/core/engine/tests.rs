@@ -24,6 +24,7 @@ fn spec(key: &str, owner: &str, ttl_ms: u64, wait: Option<Duration>) -> AcquireS
         data: None,
         auto_extend: None,
         watch_expiry: false,
+        report_extensions: false,
         format: ValueFormat::Fenced,
         permits: None,
     }

@@ -223,3 +223,26 @@ async fn max_hold_gives_the_lock_up_through_the_release_function() {
     assert_eq!(h.lost_reason(), Some(LostReason::MaxHold));
     assert_eq!(released.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_reporting_extensions_is_told_of_each_heartbeat() {
+    let sched = Scheduler::start(store_holding_k1(), no_release());
+    let lost = Arc::new(AtomicUsize::new(0));
+    let beats = Arc::new(AtomicUsize::new(0));
+    let counted = beats.clone();
+    let auto = AutoExtend {
+        every: Duration::from_millis(100),
+        max_hold: None,
+    };
+    let h = Arc::new(
+        Arc::into_inner(held(1, 1000, Some(auto), lost.clone()))
+            .expect("only reference")
+            .reporting_extensions(Box::new(move |_| {
+                counted.fetch_add(1, Ordering::SeqCst);
+            })),
+    );
+    sched.add(h.clone());
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert!(beats.load(Ordering::SeqCst) >= 3, "{beats:?}");
+    assert_eq!(lost.load(Ordering::SeqCst), 0);
+}

@@ -141,6 +141,7 @@ fn spec(owner: &str, ttl_ms: u64) -> AcquireSpec {
         data: None,
         auto_extend: None,
         watch_expiry: false,
+        report_extensions: false,
         format: ValueFormat::Fenced,
         permits: None,
     }

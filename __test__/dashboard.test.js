@@ -1,0 +1,263 @@
+'use strict'
+// `deadbolt dashboard`, run as a user runs it (a child process) over a SQLite file that
+// another process takes locks in, and looked at in a real browser: Debian's Chromium, headless,
+// driven by playwright-core (never a downloaded browser). Screenshots go to
+// __test__/artifacts/ (not committed). Without chromium the browser tests fail under CI and
+// are skipped elsewhere.
+
+const { test, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn, execFileSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const readline = require('node:readline')
+const { connect } = require('..')
+const { prefix, eventually } = require('./helpers')
+
+const BIN = path.join(__dirname, '..', 'bin', 'deadbolt.js')
+const ARTIFACTS = path.join(__dirname, 'artifacts')
+const DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-dashboard-'))
+const URL_ = `sqlite://${path.join(DIR, 'locks.db')}`
+after(() => fs.rmSync(DIR, { recursive: true, force: true }))
+
+/** Chromium's path, or null (then the test fails under CI and is skipped elsewhere). */
+function chromiumPath(t) {
+  let found
+  try {
+    found = execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser'], { encoding: 'utf8' }).trim() || null
+  } catch {
+    found = null
+  }
+  if (found !== null) return found
+  const msg = 'chromium is not installed (apt-get install chromium)'
+  if (process.env.CI) throw new Error(msg)
+  t.skip(msg)
+  return null
+}
+
+/** Starts a child process; its stdout lines are collected in `lines`; killed after the test. */
+function start(t, args, script) {
+  const child = spawn(process.execPath, script === undefined ? [BIN, ...args] : ['-e', script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const lines = []
+  let err = ''
+  readline.createInterface({ input: child.stdout }).on('line', (l) => lines.push(l))
+  child.stderr.on('data', (d) => { err += d })
+  t.after(() => {
+    if (child.exitCode === null) child.kill('SIGKILL')
+  })
+  return { child, lines, stderr: () => err }
+}
+
+/** Starts the dashboard with `args`; resolves with { url, lines, child } once it printed its address. */
+async function dashboard(t, args) {
+  const d = start(t, ['dashboard', URL_, '--port', '0', ...args])
+  const line = await eventually(() => d.lines.find((l) => l.startsWith('dashboard: ')), 15_000, `the dashboard's address (${d.stderr()})`)
+  return { ...d, url: line.slice('dashboard: '.length) }
+}
+
+/** Another process that takes `keys` (ttl each) and holds them until killed. */
+async function holder(t, keys, ttl) {
+  const script = `
+    const { connect } = require(${JSON.stringify(path.join(__dirname, '..'))})
+    ;(async () => {
+      const locks = await connect(process.argv[1])
+      for (const key of process.argv.slice(3)) await locks.acquire(key, { ttl: Number(process.argv[2]) })
+      console.log('held')
+      setInterval(() => {}, 1 << 30)
+    })().catch((err) => { console.error(err); process.exit(1) })`
+  const h = start(t, [URL_, String(ttl), ...keys], script)
+  await eventually(() => h.lines.includes('held'), 15_000, `the holder (${h.stderr()})`)
+  return h
+}
+
+async function browser(t, executablePath) {
+  const { chromium } = require('playwright-core')
+  const b = await chromium.launch({ executablePath, args: ['--no-sandbox'] })
+  t.after(() => b.close())
+  return b.newPage({ viewport: { width: 1200, height: 800 } })
+}
+
+function screenshot(page, name) {
+  fs.mkdirSync(ARTIFACTS, { recursive: true })
+  return page.screenshot({ path: path.join(ARTIFACTS, `dashboard-${name}.png`), fullPage: true })
+}
+
+const row = (page, key) => page.locator(`#locks tr[data-key="${key}"]`)
+
+test('in a browser, the dashboard shows the locks another process holds, with a lease bar that counts down', async (t) => {
+  const exe = chromiumPath(t)
+  if (exe === null) return
+  const p = prefix('dash')
+  await holder(t, [`${p}order:1`, `${p}order:2`], 30_000)
+  const d = await dashboard(t, ['--prefix', p])
+  const page = await browser(t, exe)
+  await page.goto(d.url)
+  await row(page, `${p}order:1`).waitFor({ timeout: 15_000 })
+  assert.match(await row(page, `${p}order:2`).innerText(), /order:2/)
+  const width = () => row(page, `${p}order:1`).locator('.fill').evaluate((el) => parseFloat(el.style.width))
+  const first = await width()
+  await eventually(async () => (await width()) < first, 15_000, 'the lease bar to move')
+  await screenshot(page, 'locks')
+})
+
+test('in a browser, the filter box hides the locks whose keys do not match', async (t) => {
+  const exe = chromiumPath(t)
+  if (exe === null) return
+  const p = prefix('dash')
+  await holder(t, [`${p}apple`, `${p}banana`], 30_000)
+  const d = await dashboard(t, ['--prefix', p])
+  const page = await browser(t, exe)
+  await page.goto(d.url)
+  await row(page, `${p}apple`).waitFor({ timeout: 15_000 })
+  await page.fill('#filter', 'banana')
+  await row(page, `${p}apple`).waitFor({ state: 'detached', timeout: 15_000 })
+  assert.equal(await row(page, `${p}banana`).count(), 1)
+  await screenshot(page, 'filter')
+})
+
+test('in a browser, force-release asks first, frees the key and prints an audit line', async (t) => {
+  const exe = chromiumPath(t)
+  if (exe === null) return
+  const p = prefix('dash')
+  const key = `${p}stuck`
+  const h = await holder(t, [key], 60_000)
+  void h
+  const d = await dashboard(t, ['--prefix', p, '--allow-release'])
+  const page = await browser(t, exe)
+  await page.goto(d.url)
+  await row(page, key).waitFor({ timeout: 15_000 })
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  const before = await locks.inspect(key)
+  // The first confirmation is dismissed: nothing is released.
+  page.once('dialog', (dialog) => dialog.dismiss())
+  await row(page, key).locator('button.release').click()
+  assert.notEqual(await locks.inspect(key), null)
+  page.once('dialog', (dialog) => dialog.accept())
+  await row(page, key).locator('button.release').click()
+  await eventually(async () => (await locks.inspect(key)) === null, 15_000, 'the key to be free')
+  await row(page, key).waitFor({ state: 'detached', timeout: 15_000 })
+  const audit = await eventually(() => d.lines.find((l) => l.includes('force-release')), 15_000, 'the audit line')
+  assert.ok(audit.includes(JSON.stringify(key)), audit)
+  assert.ok(audit.includes(`previous holder ${before.owner}`), audit)
+  await screenshot(page, 'released')
+})
+
+test('in a browser, a read-only dashboard has no force-release button', async (t) => {
+  const exe = chromiumPath(t)
+  if (exe === null) return
+  const p = prefix('dash')
+  await holder(t, [`${p}ro`], 30_000)
+  const d = await dashboard(t, ['--prefix', p])
+  const page = await browser(t, exe)
+  await page.goto(d.url)
+  await row(page, `${p}ro`).waitFor({ timeout: 15_000 })
+  assert.equal(await page.locator('button.release').count(), 0)
+})
+
+/** One HTTP request with node:http (which lets a test set the Host header). */
+function request(url, { method = 'GET', headers = {}, body } = {}) {
+  const http = require('node:http')
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers }, (res) => {
+      let text = ''
+      res.on('data', (d) => { text += d })
+      res.on('end', () => resolve({ status: res.statusCode, text }))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+test('on loopback, the dashboard refuses a request whose Host header names another site', async (t) => {
+  const d = await dashboard(t, [])
+  assert.equal((await request(d.url)).status, 200)
+  assert.equal((await request(d.url, { headers: { host: 'attacker.example:80' } })).status, 403)
+})
+
+test('read-only, the dashboard refuses to release, token or not', async (t) => {
+  const p = prefix('dash')
+  await holder(t, [`${p}keep`], 30_000)
+  const d = await dashboard(t, [])
+  const page = (await request(d.url)).text
+  const token = JSON.parse(/const CONFIG = (.*)\n/.exec(page)[1]).token
+  const r = await request(`${d.url}release`, { method: 'POST', headers: { 'x-deadbolt-token': token }, body: JSON.stringify({ key: `${p}keep` }) })
+  assert.equal(r.status, 403)
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  assert.notEqual(await locks.inspect(`${p}keep`), null)
+})
+
+test('with --allow-release, a release without the page token is refused', async (t) => {
+  const p = prefix('dash')
+  await holder(t, [`${p}keep`], 30_000)
+  const d = await dashboard(t, ['--allow-release'])
+  const r = await request(`${d.url}release`, { method: 'POST', body: JSON.stringify({ key: `${p}keep` }) })
+  assert.equal(r.status, 403)
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  assert.notEqual(await locks.inspect(`${p}keep`), null)
+})
+
+test('bound beyond loopback, the dashboard prints a token and serves only requests that carry it', async (t) => {
+  const d = await dashboard(t, ['--host', '0.0.0.0'])
+  const token = (await eventually(() => d.lines.find((l) => l.startsWith('token: ')), 15_000, 'the token')).split(' ')[1]
+  const port = new URL(d.url).port
+  assert.equal((await request(`http://127.0.0.1:${port}/`)).status, 403)
+  assert.equal((await request(`http://127.0.0.1:${port}/?token=wrong`)).status, 403)
+  assert.equal((await request(`http://127.0.0.1:${port}/?token=${token}`)).status, 200)
+  assert.equal(new URL(d.url).searchParams.get('token'), token)
+})
+
+/** Reads the dashboard's Server-Sent Events; `messages` fills with each frame's data. */
+function events(t, url) {
+  const http = require('node:http')
+  const messages = []
+  const req = http.get(`${url}events`, (res) => {
+    let buffer = ''
+    res.setEncoding('utf8')
+    res.on('data', (chunk) => {
+      buffer += chunk
+      let at
+      while ((at = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, at)
+        buffer = buffer.slice(at + 2)
+        const data = block.split('\n').find((l) => l.startsWith('data: '))
+        if (data !== undefined && !block.includes('event: ')) messages.push(JSON.parse(data.slice(6)))
+      }
+    })
+  })
+  req.on('error', () => {})
+  t.after(() => req.destroy())
+  return messages
+}
+
+const total = (messages, field) => (messages.at(-1)?.history ?? []).reduce((s, x) => s + x[field], 0)
+
+test("the dashboard's chart counts a holder that appears as a grant, and one whose lease ran out as an expiry", async (t) => {
+  const p = prefix('dash')
+  const d = await dashboard(t, ['--prefix', p, '--interval', '200'])
+  const messages = events(t, d.url)
+  await eventually(() => messages.length > 0, 15_000, 'a first frame')
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  await locks.acquire(`${p}short`, { ttl: 1000, onLost: () => {} })
+  await eventually(() => total(messages, 'grants') === 1, 15_000, 'the grant')
+  await eventually(() => total(messages, 'expiries') === 1, 15_000, 'the expiry')
+  assert.equal(total(messages, 'releases'), 0)
+})
+
+test("the dashboard's chart counts a holder that let go before its lease ended as a release, not an expiry", async (t) => {
+  const p = prefix('dash')
+  const d = await dashboard(t, ['--prefix', p, '--interval', '200'])
+  const messages = events(t, d.url)
+  await eventually(() => messages.length > 0, 15_000, 'a first frame')
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  const lock = await locks.acquire(`${p}brief`, { ttl: 60_000 })
+  await eventually(() => total(messages, 'grants') === 1, 15_000, 'the grant')
+  await lock.release()
+  await eventually(() => total(messages, 'releases') === 1, 15_000, 'the release')
+  assert.equal(total(messages, 'expiries'), 0)
+})

@@ -1,0 +1,135 @@
+'use strict'
+// `deadbolt top`: one frame with --once (text and --json), and the live view in a real terminal
+// (tmux), over a SQLite file (no server needed). Without tmux the terminal test fails under CI
+// and is skipped elsewhere.
+
+const { test, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawnSync, execFileSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { connect } = require('..')
+const { prefix, eventually } = require('./helpers')
+
+const BIN = path.join(__dirname, '..', 'bin', 'deadbolt.js')
+const DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-top-'))
+const URL_ = `sqlite://${path.join(DIR, 'locks.db')}`
+after(() => fs.rmSync(DIR, { recursive: true, force: true }))
+
+function cli(...args) {
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30_000, stdio: ['ignore', 'pipe', 'pipe'] })
+  return { code: r.status, out: r.stdout, err: r.stderr }
+}
+
+async function client(t) {
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  return locks
+}
+
+/** The line of `text` that contains `needle`, split into its columns. */
+function columnsOf(text, needle) {
+  const line = text.split('\n').find((l) => l.includes(needle))
+  assert.ok(line, `no line with ${needle} in:\n${text}`)
+  return line.trim().split(/\s{2,}/)
+}
+
+test('top --once prints each held lock: key, holder, token, lease left, and – for how long it was held', async (t) => {
+  const locks = await client(t)
+  const p = prefix('top')
+  const lock = await locks.acquire(`${p}a`, { ttl: 30_000 })
+  const r = cli('top', URL_, '--once', '--prefix', p)
+  assert.equal(r.code, 0, r.err)
+  const [key, holder, token, lease, heldFor] = columnsOf(r.out, `${p}a`)
+  assert.deepEqual([key, holder, token], [`${p}a`, lock.owner, String(lock.fencingToken)])
+  assert.match(lease, /^[0-9]+s$/)
+  // One look cannot tell how long it has been held: the store does not say.
+  assert.equal(heldFor, '–')
+  await lock.release()
+})
+
+test('top --once --prefix shows only the locks under the prefix', async (t) => {
+  const locks = await client(t)
+  const p = prefix('top')
+  const mine = await locks.acquire(`${p}mine`)
+  const other = await locks.acquire(`${prefix('top')}other`)
+  const r = cli('top', URL_, '--once', '--prefix', p)
+  assert.match(r.out, /LOCKS \(1\)/)
+  assert.ok(r.out.includes(`${p}mine`))
+  assert.ok(!r.out.includes('other'))
+  await mine.release()
+  await other.release()
+})
+
+test('top --once --json prints the frame as JSON, with null for what the store cannot tell', async (t) => {
+  const locks = await client(t)
+  const p = prefix('top')
+  const lock = await locks.acquire(`${p}j`, { ttl: 30_000 })
+  const frame = JSON.parse(cli('top', URL_, '--once', '--json', '--prefix', p).out)
+  assert.equal(frame.prefix, p)
+  assert.deepEqual(frame.locks.map((l) => [l.key, l.holder, l.fencingToken, l.heldForMs]), [[`${p}j`, lock.owner, String(lock.fencingToken), null]])
+  assert.ok(frame.locks[0].leaseMs > 0 && frame.locks[0].leaseMs <= 30_000)
+  await lock.release()
+})
+
+test('top shows the semaphores and elections it is given, with – for a limit it was not told', async (t) => {
+  const locks = await client(t)
+  const p = prefix('top')
+  const permit = await locks.semaphore(`${p}sem`, { limit: 4 }).acquire({ permits: 3 })
+  const election = locks.elect(`${p}lead`, { ttl: 5000 })
+  t.after(() => election.resign())
+  await eventually(() => election.isLeader, 10_000, 'leadership')
+  const r = cli('top', URL_, '--once', '--prefix', p, '--semaphore', `${p}sem`, '--semaphore', `${p}sem=4`, '--election', `${p}lead`)
+  assert.equal(r.code, 0, r.err)
+  const [, afterSemaphores] = r.out.split('SEMAPHORES (2)')
+  const [semaphores, leaders] = afterSemaphores.split('LEADERS (1)')
+  const rows = semaphores.trim().split('\n').slice(1).map((l) => l.trim().split(/\s{2,}/))
+  assert.deepEqual(rows, [[`${p}sem`, '3', '–', `${permit.owner}×3`], [`${p}sem`, '3', '4', `${permit.owner}×3`]])
+  const [name, leader, term] = columnsOf(leaders, `${p}lead`)
+  assert.deepEqual([name, leader, term], [`${p}lead`, election._lock.owner, String(election.term)])
+  await permit.release()
+})
+
+test('top takes no positional prefix: it says to use --prefix (exit 2)', () => {
+  const r = cli('top', URL_, 'orders:')
+  assert.equal(r.code, 2)
+  assert.match(r.err, /--prefix orders:/)
+})
+
+/** tmux's path, or null (then the test fails under CI and is skipped elsewhere). */
+function tmux(t) {
+  try {
+    return execFileSync('sh', ['-c', 'command -v tmux'], { encoding: 'utf8' }).trim()
+  } catch {
+    const msg = 'tmux is not installed (apt-get install tmux)'
+    if (process.env.CI) throw new Error(msg)
+    t.skip(msg)
+    return null
+  }
+}
+
+test('in a real terminal, top redraws every second: a lock taken after it started appears, and Ctrl-C quits', async (t) => {
+  const bin = tmux(t)
+  if (bin === null) return
+  const locks = await client(t)
+  const p = prefix('top')
+  const session = `deadbolt-top-${process.pid}-${Date.now()}`
+  const first = await locks.acquire(`${p}first`, { ttl: 60_000 })
+  const sh = (...args) => execFileSync(bin, args, { encoding: 'utf8' })
+  sh('new-session', '-d', '-s', session, '-x', '150', '-y', '30', `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} top ${JSON.stringify(URL_)} --prefix ${JSON.stringify(p)}; echo "top exited with $?"; sleep 30`)
+  t.after(() => { try { sh('kill-session', '-t', session) } catch {} })
+  const screen = () => sh('capture-pane', '-p', '-t', session)
+  await eventually(() => screen().includes(`${p}first`), 15_000, 'the first frame')
+  const second = await locks.acquire(`${p}second`, { ttl: 60_000 })
+  await eventually(() => screen().includes(`${p}second`), 15_000, 'a redraw with the new lock')
+  // Held since about when this view saw it appear (no ≥), while the first one shows a lower bound.
+  await eventually(() => /≥/.test(columnsOf(screen(), `${p}first`)[4] ?? ''), 15_000, 'a lower bound for the first lock')
+  assert.doesNotMatch(columnsOf(screen(), `${p}second`)[4], /≥|–/)
+  // Only one frame on the screen: it is redrawn in place.
+  assert.equal(screen().split('deadbolt top').length - 1, 1)
+  sh('send-keys', '-t', session, 'C-c')
+  await eventually(() => screen().includes('top exited with 0'), 15_000, 'top to quit')
+  await first.release()
+  await second.release()
+})

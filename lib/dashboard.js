@@ -1,0 +1,180 @@
+'use strict'
+// `deadbolt dashboard`: the live view of `top` as a web page, served by node:http with no build
+// step. One loop reads a frame from the store every interval and pushes it to every open page
+// through Server-Sent Events, with a history of what this process saw (holds, grants,
+// expiries) for the chart. Read-only unless `allowRelease`.
+//
+// Who may look: on loopback, pages whose Host header names this server (a page of another site
+// cannot reach it by DNS rebinding); on any other address, only requests carrying the token
+// printed at start. Who may release: a POST with the token in a header, which the served page
+// has and a page of another origin can neither read nor send without a CORS preflight this
+// server never grants.
+
+const http = require('http')
+const fs = require('fs')
+const path = require('path')
+const { randomBytes, timingSafeEqual } = require('crypto')
+const { Sightings, readFrame } = require('./view')
+
+const PAGE = path.join(__dirname, 'dashboard.html')
+/** Samples the chart keeps: ten minutes at the default interval. */
+const HISTORY = 600
+const MAX_BODY = 64 * 1024
+
+function isLoopback(host) {
+  return host === '127.0.0.1' || host === '::1' || host === 'localhost' || /^127\./.test(host)
+}
+
+function sameToken(given, token) {
+  if (typeof given !== 'string') return false
+  const a = Buffer.from(given)
+  const b = Buffer.from(token)
+  return a.length === b.length && timingSafeEqual(a, b)
+}
+
+/**
+ * What changed between two frames' locks, as this process saw it: holders that appeared
+ * (grants), and holders that vanished before their lease would have ended (released) or after
+ * (expired: lost or abandoned by their holder).
+ */
+class History {
+  constructor(limit = HISTORY) {
+    this.limit = limit
+    this.samples = []
+    this.last = null
+  }
+
+  add(frame) {
+    const now = new Map(frame.locks.map((l) => [`${l.key}\u0000${l.holder}\u0000${l.fencingToken}`, l]))
+    const sample = { t: frame.at, held: frame.locks.length, grants: 0, releases: 0, expiries: 0 }
+    if (this.last !== null) {
+      for (const id of now.keys()) if (!this.last.locks.has(id)) sample.grants++
+      for (const [id, l] of this.last.locks) {
+        if (now.has(id)) continue
+        // Its lease would have ended by now: it was let run out, not released.
+        if (this.last.at + l.leaseMs <= frame.at) sample.expiries++
+        else sample.releases++
+      }
+    }
+    this.last = { at: frame.at, locks: now }
+    this.samples.push(sample)
+    if (this.samples.length > this.limit) this.samples.shift()
+    return sample
+  }
+}
+
+/**
+ * Starts the dashboard for `client`. `options`: { port, host, allowRelease, interval, what
+ * (see readFrame), audit(line) }. Resolves with { url, token (null on loopback), close() }.
+ */
+async function serveDashboard(client, options) {
+  const { host, allowRelease, interval, what, audit } = options
+  const loopback = isLoopback(host)
+  // Always made: the release endpoint needs it even on loopback (see the module comment).
+  const token = randomBytes(24).toString('base64url')
+  const template = fs.readFileSync(PAGE, 'utf8')
+  const where = client.toJSON().store
+  const sightings = new Sightings()
+  const history = new History()
+  const streams = new Set()
+  let latest = null
+  let port = options.port
+
+  const config = JSON.stringify({ token, allowRelease, store: where, interval }).replace(/</g, '\\u003c')
+  const page = template.replace('/*CONFIG*/null', config)
+
+  function allowed(req, url) {
+    if (!loopback) return sameToken(url.searchParams.get('token') ?? req.headers['x-deadbolt-token'], token)
+    const hostHeader = String(req.headers.host ?? '')
+    return [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${host}:${port}`].includes(hostHeader)
+  }
+
+  function send(res, status, type, body) {
+    res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' })
+    res.end(body)
+  }
+
+  async function release(req, res) {
+    if (!allowRelease) return send(res, 403, 'application/json', JSON.stringify({ error: 'read-only: start the dashboard with --allow-release' }))
+    if (!sameToken(req.headers['x-deadbolt-token'], token)) return send(res, 403, 'application/json', JSON.stringify({ error: 'missing or wrong token' }))
+    let body = ''
+    for await (const chunk of req) {
+      body += chunk
+      if (body.length > MAX_BODY) return send(res, 413, 'application/json', JSON.stringify({ error: 'too large' }))
+    }
+    let key
+    try {
+      key = JSON.parse(body).key
+    } catch {
+      key = undefined
+    }
+    if (typeof key !== 'string' || key === '') return send(res, 400, 'application/json', JSON.stringify({ error: 'a JSON body { "key": "…" } is needed' }))
+    try {
+      const before = await client.inspect(key)
+      const released = await client.forceRelease(key)
+      audit(`${new Date().toISOString()} force-release ${JSON.stringify(key)} previous holder ${before?.owner ?? '–'} token ${before?.fencingToken ?? '–'} released ${released} from ${req.socket.remoteAddress}`)
+      send(res, 200, 'application/json', JSON.stringify({ key, released, previousHolder: before?.owner ?? null }))
+    } catch (err) {
+      send(res, 502, 'application/json', JSON.stringify({ error: err.message, code: err.code }))
+    }
+  }
+
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url, 'http://dashboard.invalid')
+    if (!allowed(req, url)) return send(res, 403, 'text/plain; charset=utf-8', 'forbidden: open the address the dashboard printed (with its token)\n')
+    if (req.method === 'GET' && url.pathname === '/') return send(res, 200, 'text/html; charset=utf-8', page)
+    if (req.method === 'GET' && url.pathname === '/events') {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' })
+      res.write(`retry: ${Math.max(1000, interval)}\n\n`)
+      streams.add(res)
+      if (latest !== null) res.write(latest)
+      req.on('close', () => streams.delete(res))
+      return
+    }
+    if (req.method === 'POST' && url.pathname === '/release') {
+      release(req, res).catch(() => res.destroy())
+      return
+    }
+    send(res, 404, 'text/plain; charset=utf-8', 'not found\n')
+  })
+
+  let stopped = false
+  let timer = null
+  async function tick() {
+    let message
+    try {
+      const frame = await readFrame(client, what)
+      frame.locks = sightings.see(frame.locks, frame.at)
+      history.add(frame)
+      message = `data: ${JSON.stringify({ frame, history: history.samples })}\n\n`
+    } catch (err) {
+      message = `event: failure\ndata: ${JSON.stringify({ message: err.message, code: err.code ?? null })}\n\n`
+    }
+    latest = message
+    for (const res of streams) res.write(message)
+    if (!stopped) timer = setTimeout(tick, interval)
+  }
+
+  await new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(options.port, host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  port = server.address().port
+  await tick()
+  const shownHost = host.includes(':') ? `[${host}]` : host
+  return {
+    url: `http://${shownHost}:${port}/${loopback ? '' : `?token=${token}`}`,
+    token: loopback ? null : token,
+    async close() {
+      stopped = true
+      clearTimeout(timer)
+      for (const res of streams) res.end()
+      await new Promise((resolve) => server.close(resolve))
+    },
+  }
+}
+
+module.exports = { serveDashboard, History }

@@ -1,0 +1,201 @@
+'use strict'
+// `deadbolt/otel`: OpenTelemetry spans and metrics, built on deadbolt's diagnostics channels
+// (lib/observe.js) and `@opentelemetry/api` alone (an optional peer dependency: without an SDK
+// registered it is a no-op). `instrument()` subscribes; the function it returns unsubscribes.
+//
+//   spans    lock.acquire  the wait, with its result
+//            lock.hold     from the grant to the release or the loss (error status when lost)
+//   metrics  deadbolt.lock.acquire.duration  histogram, s (store, kind, name, result)
+//            deadbolt.lock.hold.duration     histogram, s
+//            deadbolt.lock.held / .pending   up-down counters: held by, waiting in, this process
+//            deadbolt.lock.lost              counter (error.type: the cause)
+//            deadbolt.lock.extensions        counter (deadbolt.result)
+
+const dc = require('diagnostics_channel')
+// perf_hooks, not the global: jest 25/26 environments lack `performance`.
+const { performance } = require('perf_hooks')
+const { version } = require('../package.json')
+
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi
+const DIGITS = /[0-9]+/g
+
+/**
+ * The default `deadbolt.lock.name` of a key: the key with UUIDs and runs of digits replaced by
+ * `*` (`order:1234` and `order:98` are both `order:*`), so that the metrics' cardinality stays
+ * bounded by the shapes of the keys, not their number.
+ */
+function defaultLockName(key) {
+  return key.replace(UUID, '*').replace(DIGITS, '*')
+}
+
+function typeError(name, expected, value) {
+  const err = new TypeError(`The "${name}" option must be ${expected}. Received ${value === null ? 'null' : typeof value}`)
+  err.code = 'ERR_INVALID_ARG_TYPE'
+  return err
+}
+
+/** `@opentelemetry/api`, or an error saying to install it (it is an optional peer dependency). */
+function loadApi() {
+  try {
+    return require('@opentelemetry/api')
+  } catch (cause) {
+    const err = new Error('deadbolt/otel needs @opentelemetry/api: npm install @opentelemetry/api', { cause })
+    err.code = 'ERR_LOCK_OTEL_API_MISSING'
+    throw err
+  }
+}
+
+/**
+ * Instruments every deadbolt client of this process. `options`: `tracerProvider` and
+ * `meterProvider` (default: the global ones), `lockName(key)` (default: digits and UUIDs as
+ * `*`). Returns a function that undoes it (ending the spans still open).
+ */
+function instrument(options = {}) {
+  if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
+  const { tracerProvider, meterProvider, lockName = defaultLockName } = options
+  if (typeof lockName !== 'function') throw typeError('lockName', 'a function', lockName)
+  if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== 'function') throw typeError('tracerProvider', 'a TracerProvider', tracerProvider)
+  if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function') throw typeError('meterProvider', 'a MeterProvider', meterProvider)
+  const api = loadApi()
+  const tracer = (tracerProvider ?? api.trace.getTracerProvider()).getTracer('deadbolt', version)
+  const meter = (meterProvider ?? api.metrics.getMeterProvider()).getMeter('deadbolt', version)
+
+  const acquireDuration = meter.createHistogram('deadbolt.lock.acquire.duration', { unit: 's', description: 'How long acquisitions waited, by result' })
+  const holdDuration = meter.createHistogram('deadbolt.lock.hold.duration', { unit: 's', description: 'How long locks were held, from the grant to the release or loss' })
+  // Asynchronous up-down counters: the counts are kept here and observed at collection, so an
+  // acquisition pays an addition, not four attribute-hashing records of the SDK.
+  const heldCount = meter.createObservableUpDownCounter('deadbolt.lock.held', { unit: '{lock}', description: 'Locks held by this process' })
+  const pendingCount = meter.createObservableUpDownCounter('deadbolt.lock.pending', { unit: '{acquisition}', description: 'Acquisitions waiting in this process' })
+  const lostCount = meter.createCounter('deadbolt.lock.lost', { unit: '{lock}', description: 'Held locks lost, by cause (error.type)' })
+  const extensions = meter.createCounter('deadbolt.lock.extensions', { unit: '{extension}', description: 'Lease extensions (extend() and heartbeats), by result' })
+
+  /** Acquisitions under way: context → { span, attrs }. */
+  const acquiring = new Map()
+  /** Holds: Lock → { span, attrs, at } (removed at release or loss). */
+  const holds = new Map()
+
+  /**
+   * One series per store, kind and lock name: its attributes (made once, frozen: the SDK reads
+   * them at every record), those with each result, and the held and pending counts.
+   */
+  const series = new Map()
+  function seriesOf(ctx) {
+    const name = String(lockName(ctx.key))
+    const id = `${ctx.store}\u0000${ctx.kind}\u0000${name}`
+    let s = series.get(id)
+    if (s === undefined) {
+      const attrs = Object.freeze({ 'deadbolt.store': ctx.store, 'deadbolt.lock.kind': ctx.kind, 'deadbolt.lock.name': name })
+      s = { attrs, byResult: new Map(), held: 0, pending: 0 }
+      series.set(id, s)
+    }
+    return s
+  }
+  function withResult(s, result) {
+    let a = s.byResult.get(result)
+    if (a === undefined) {
+      a = Object.freeze({ ...s.attrs, 'deadbolt.result': result })
+      s.byResult.set(result, a)
+    }
+    return a
+  }
+  const observeHeld = (result) => { for (const s of series.values()) result.observe(s.held, s.attrs) }
+  const observePending = (result) => { for (const s of series.values()) result.observe(s.pending, s.attrs) }
+  heldCount.addCallback(observeHeld)
+  pendingCount.addCallback(observePending)
+
+  function onAcquireStart(ctx) {
+    const s = seriesOf(ctx)
+    const span = tracer.startSpan('lock.acquire', {
+      kind: api.SpanKind.INTERNAL,
+      attributes: { ...s.attrs, 'deadbolt.lock.key': ctx.key, 'deadbolt.lock.ttl_ms': ctx.ttl, 'deadbolt.lock.permits': ctx.permits },
+    })
+    acquiring.set(ctx, { span, s })
+    s.pending++
+  }
+
+  function onAcquireSettled(ctx) {
+    const rec = acquiring.get(ctx)
+    if (rec === undefined) return
+    acquiring.delete(ctx)
+    const { span, s } = rec
+    const attrs = s.attrs
+    span.setAttribute('deadbolt.result', ctx.result)
+    if (ctx.fencingToken != null) span.setAttribute('deadbolt.lock.fencing_token', String(ctx.fencingToken))
+    if (ctx.error !== undefined) {
+      span.setStatus({ code: api.SpanStatusCode.ERROR, message: ctx.result })
+      if (ctx.error?.code !== undefined) span.setAttribute('error.type', String(ctx.error.code))
+    }
+    span.end()
+    s.pending--
+    acquireDuration.record(ctx.waitedMs / 1000, withResult(s, ctx.result))
+    if (ctx.result === 'granted' && ctx.lock !== undefined) {
+      const hold = tracer.startSpan('lock.hold', {
+        kind: api.SpanKind.INTERNAL,
+        attributes: { ...attrs, 'deadbolt.lock.key': ctx.key, ...(ctx.fencingToken == null ? {} : { 'deadbolt.lock.fencing_token': String(ctx.fencingToken) }) },
+        links: [{ context: span.spanContext() }],
+      })
+      holds.set(ctx.lock, { span: hold, s, at: performance.now() })
+      s.held++
+    }
+  }
+
+  /** Ends the hold of `lock` (lost: with its cause). */
+  function endHold(lock, cause) {
+    const rec = holds.get(lock)
+    if (rec === undefined) return
+    holds.delete(lock)
+    if (cause !== undefined) {
+      rec.span.setStatus({ code: api.SpanStatusCode.ERROR, message: `lost: ${cause}` })
+      rec.span.setAttribute('error.type', cause)
+    }
+    rec.span.end()
+    rec.s.held--
+    holdDuration.record((performance.now() - rec.at) / 1000, rec.s.attrs)
+  }
+
+  const acquireHandlers = { start: onAcquireStart, asyncEnd: onAcquireSettled }
+  const releaseHandlers = {
+    asyncEnd(ctx) {
+      // Whatever the store answered (the lease may have ended already), the holder let go.
+      endHold(ctx.lock)
+    },
+  }
+  const extendHandlers = {
+    asyncEnd(ctx) {
+      extensions.add(1, withResult(seriesOf(ctx), ctx.result))
+    },
+  }
+  const onLost = (msg) => {
+    lostCount.add(1, { ...seriesOf(msg).attrs, 'error.type': msg.cause })
+    endHold(msg.lock, msg.cause)
+  }
+
+  const acquireChannel = dc.tracingChannel('deadbolt:acquire')
+  const releaseChannel = dc.tracingChannel('deadbolt:release')
+  const extendChannel = dc.tracingChannel('deadbolt:extend')
+  acquireChannel.subscribe(acquireHandlers)
+  releaseChannel.subscribe(releaseHandlers)
+  extendChannel.subscribe(extendHandlers)
+  dc.subscribe('deadbolt:lost', onLost)
+
+  let undone = false
+  return function uninstrument() {
+    if (undone) return
+    undone = true
+    acquireChannel.unsubscribe(acquireHandlers)
+    releaseChannel.unsubscribe(releaseHandlers)
+    extendChannel.unsubscribe(extendHandlers)
+    dc.unsubscribe('deadbolt:lost', onLost)
+    // What is still open is no longer watched: end it now rather than never.
+    for (const [, { span, s }] of acquiring) {
+      span.end()
+      s.pending--
+    }
+    acquiring.clear()
+    for (const lock of [...holds.keys()]) endHold(lock)
+    heldCount.removeCallback(observeHeld)
+    pendingCount.removeCallback(observePending)
+  }
+}
+
+module.exports = { instrument, defaultLockName }

@@ -1,0 +1,35 @@
+// Types of `deadbolt/otel` (require). Structural types: @opentelemetry/api need not be
+// installed for these to compile; its TracerProvider and MeterProvider fit them.
+
+/** Anything with `getTracer(name, version)`: an OpenTelemetry TracerProvider. */
+export interface TracerProviderLike {
+  getTracer(name: string, version?: string): unknown
+}
+
+/** Anything with `getMeter(name, version)`: an OpenTelemetry MeterProvider. */
+export interface MeterProviderLike {
+  getMeter(name: string, version?: string): unknown
+}
+
+export interface InstrumentOptions {
+  /** Where spans go (default: the global tracer provider of @opentelemetry/api). */
+  tracerProvider?: TracerProviderLike
+  /** Where metrics go (default: the global meter provider of @opentelemetry/api). */
+  meterProvider?: MeterProviderLike
+  /**
+   * The `deadbolt.lock.name` attribute of a key. Keep its values few: every distinct value is
+   * a time series. Default: `defaultLockName` (digit runs and UUIDs replaced by `*`).
+   */
+  lockName?: (key: string) => string
+}
+
+/**
+ * Records spans (`lock.acquire`, `lock.hold`) and metrics (`deadbolt.lock.*`) for every
+ * deadbolt client of this process, from deadbolt's diagnostics channels. Returns a function
+ * that stops it and ends the spans still open. Throws ERR_LOCK_OTEL_API_MISSING when
+ * @opentelemetry/api is not installed.
+ */
+export declare function instrument(options?: InstrumentOptions): () => void
+
+/** `order:1234:3f2a…-…` → `order:*:*`: digit runs and UUIDs replaced by `*`. */
+export declare function defaultLockName(key: string): string
