@@ -24,16 +24,18 @@ function cli(...args) {
 for (const store of [{ name: 'redis', url: REDIS_URL, need: needRedis }, { name: 'mysql', url: MYSQL_URL, need: needMysql }, { name: 'postgres', url: PG_URL, need: needPg }, { name: 'sqlite', url: SQLITE_URL, need: async () => true }]) {
   test(`on ${store.name}, inspect prints the holder and token, and --json gives them to scripts`, async (t) => {
     if (!(await store.need(t))) return
-    const locks = await connect(store.url)
+    const locks = await connect(store.url, { name: 'cli-holder' })
     try {
       const k = prefix('cli') + 'inspect'
       const lock = await locks.acquire(k, { data: 'host-a' })
       const text = cli('inspect', store.url, k)
       assert.equal(text.code, 0, text.err)
       assert.match(text.out, new RegExp(`holder: ${lock.owner}`))
+      assert.match(text.out, new RegExp(`  pid: ${process.pid}  name: cli-holder`))
       assert.match(text.out, new RegExp(`token: ${lock.fencingToken}`))
       const json = JSON.parse(cli('inspect', store.url, k, '--json').out)
       assert.deepEqual([json.key, json.owner, json.fencingToken, json.data], [k, lock.owner, String(lock.fencingToken), 'host-a'])
+      assert.deepEqual(json.holder, { host: os.hostname(), pid: process.pid, name: 'cli-holder' })
       await lock.release()
       const free = cli('inspect', store.url, k)
       assert.equal(free.code, 1, 'exit 1 when free')

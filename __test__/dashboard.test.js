@@ -61,7 +61,7 @@ async function holder(t, keys, ttl) {
   const script = `
     const { connect } = require(${JSON.stringify(path.join(__dirname, '..'))})
     ;(async () => {
-      const locks = await connect(process.argv[1])
+      const locks = await connect(process.argv[1], { name: 'dash-holder' })
       for (const key of process.argv.slice(3)) await locks.acquire(key, { ttl: Number(process.argv[2]) })
       console.log('held')
       setInterval(() => {}, 1 << 30)
@@ -95,6 +95,7 @@ test('in a browser, the dashboard shows the locks another process holds, with a 
   await page.goto(d.url)
   await row(page, `${p}order:1`).waitFor({ timeout: 15_000 })
   assert.match(await row(page, `${p}order:2`).innerText(), /order:2/)
+  assert.match(await row(page, `${p}order:1`).locator('td.holder').innerText(), new RegExp(`^dash-holder@${os.hostname()}/[0-9]+$`))
   const width = () => row(page, `${p}order:1`).locator('.fill').evaluate((el) => parseFloat(el.style.width))
   const first = await width()
   await eventually(async () => (await width()) < first, 15_000, 'the lease bar to move')

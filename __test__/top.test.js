@@ -22,8 +22,8 @@ function cli(...args) {
   return { code: r.status, out: r.stdout, err: r.stderr }
 }
 
-async function client(t) {
-  const locks = await connect(URL_)
+async function client(t, options) {
+  const locks = await connect(URL_, options)
   t.after(() => locks.close())
   return locks
 }
@@ -36,13 +36,13 @@ function columnsOf(text, needle) {
 }
 
 test('top --once prints each held lock: key, holder, token, lease left, and – for how long it was held', async (t) => {
-  const locks = await client(t)
+  const locks = await client(t, { name: 'top-holder' })
   const p = prefix('top')
   const lock = await locks.acquire(`${p}a`, { ttl: 30_000 })
   const r = cli('top', URL_, '--once', '--prefix', p)
   assert.equal(r.code, 0, r.err)
   const [key, holder, token, lease, heldFor] = columnsOf(r.out, `${p}a`)
-  assert.deepEqual([key, holder, token], [`${p}a`, lock.owner, String(lock.fencingToken)])
+  assert.deepEqual([key, holder, token], [`${p}a`, `top-holder@${os.hostname()}/${process.pid}`, String(lock.fencingToken)])
   assert.match(lease, /^[0-9]+s$/)
   // One look cannot tell how long it has been held: the store does not say.
   assert.equal(heldFor, '–')
@@ -68,7 +68,8 @@ test('top --once --json prints the frame as JSON, with null for what the store c
   const lock = await locks.acquire(`${p}j`, { ttl: 30_000 })
   const frame = JSON.parse(cli('top', URL_, '--once', '--json', '--prefix', p).out)
   assert.equal(frame.prefix, p)
-  assert.deepEqual(frame.locks.map((l) => [l.key, l.holder, l.fencingToken, l.heldForMs]), [[`${p}j`, lock.owner, String(lock.fencingToken), null]])
+  const me = { host: os.hostname(), pid: process.pid, name: null }
+  assert.deepEqual(frame.locks.map((l) => [l.key, l.owner, l.holder, l.fencingToken, l.heldForMs]), [[`${p}j`, lock.owner, me, String(lock.fencingToken), null]])
   assert.ok(frame.locks[0].leaseMs > 0 && frame.locks[0].leaseMs <= 30_000)
   await lock.release()
 })
@@ -85,9 +86,10 @@ test('top shows the semaphores and elections it is given, with – for a limit i
   const [, afterSemaphores] = r.out.split('SEMAPHORES (2)')
   const [semaphores, leaders] = afterSemaphores.split('LEADERS (1)')
   const rows = semaphores.trim().split('\n').slice(1).map((l) => l.trim().split(/\s{2,}/))
-  assert.deepEqual(rows, [[`${p}sem`, '3', '–', `${permit.owner}×3`], [`${p}sem`, '3', '4', `${permit.owner}×3`]])
+  const me = `${os.hostname()}/${process.pid}`
+  assert.deepEqual(rows, [[`${p}sem`, '3', '–', `${me}×3`], [`${p}sem`, '3', '4', `${me}×3`]])
   const [name, leader, term] = columnsOf(leaders, `${p}lead`)
-  assert.deepEqual([name, leader, term], [`${p}lead`, election._lock.owner, String(election.term)])
+  assert.deepEqual([name, leader, term], [`${p}lead`, me, String(election.term)])
   await permit.release()
 })
 

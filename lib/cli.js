@@ -7,6 +7,7 @@ const readline = require('readline')
 const { connect } = require('./client')
 const { stores } = require('./addon')
 const { MAX_PERMITS } = require('./semaphore')
+const { holderText, holderFields } = require('./identity')
 const { Sightings, readFrame, renderFrame, parseSemaphore } = require('./view')
 const { serveDashboard } = require('./dashboard')
 
@@ -99,7 +100,7 @@ function parse(argv) {
 function describe(info) {
   const token = info.fencingToken === null ? 'unknown' : String(info.fencingToken)
   const data = info.data === null ? '' : `  data: ${Buffer.isBuffer(info.data) ? `<${info.data.length} bytes>` : JSON.stringify(info.data)}`
-  return `${info.key}  holder: ${info.owner}  token: ${token}  remaining: ${info.remainingMs} ms${data}`
+  return `${info.key}  holder: ${info.owner}  token: ${token}  remaining: ${info.remainingMs} ms${holderFields(info.holder)}${data}`
 }
 
 function asJson(info) {
@@ -107,6 +108,7 @@ function asJson(info) {
   return {
     key: info.key,
     owner: info.owner,
+    holder: info.holder,
     fencingToken: info.fencingToken === null ? null : String(info.fencingToken),
     remainingMs: info.remainingMs,
     data: info.data === null ? null : Buffer.isBuffer(info.data) ? { base64: info.data.toString('base64') } : info.data,
@@ -116,7 +118,7 @@ function asJson(info) {
 function table(rows) {
   if (rows.length === 0) return ''
   const head = ['KEY', 'HOLDER', 'TOKEN', 'REMAINING MS']
-  const body = rows.map((i) => [i.key, i.owner, i.fencingToken === null ? '-' : String(i.fencingToken), String(i.remainingMs)])
+  const body = rows.map((i) => [i.key, holderText(i.holder) ?? i.owner, i.fencingToken === null ? '-' : String(i.fencingToken), String(i.remainingMs)])
   const widths = head.map((h, c) => Math.max(h.length, ...body.map((r) => r[c].length)))
   return [head, ...body].map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join('  ').trimEnd()).join('\n')
 }
@@ -142,10 +144,10 @@ const COMMANDS = {
     // Reading the holders needs no limit: the largest one stands in for whatever it is.
     const holders = await locks.semaphore(name, { limit: MAX_PERMITS }).holders()
     holders.sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1))
-    const rows = holders.map((h) => ({ owner: h.owner, permits: h.permits, fencingToken: String(h.fencingToken), remainingMs: h.remainingMs }))
+    const rows = holders.map((h) => ({ owner: h.owner, holder: h.holder, permits: h.permits, fencingToken: String(h.fencingToken), remainingMs: h.remainingMs }))
     if (flags.json) io.out(JSON.stringify(rows))
     else if (rows.length === 0) io.out(`nobody holds permits of ${name}`)
-    else io.out(rows.map((r) => `${name}  holder: ${r.owner}  permits: ${r.permits === MAX_PERMITS ? 'all (a writer)' : r.permits}  token: ${r.fencingToken}  remaining: ${r.remainingMs} ms`).join('\n'))
+    else io.out(rows.map((r) => `${name}  holder: ${r.owner}  permits: ${r.permits === MAX_PERMITS ? 'all (a writer)' : r.permits}  token: ${r.fencingToken}  remaining: ${r.remainingMs} ms${holderFields(r.holder)}`).join('\n'))
     return rows.length === 0 ? EXIT.none : EXIT.ok
   },
 
@@ -166,7 +168,7 @@ const COMMANDS = {
         io.out(flags.json ? JSON.stringify({ key, released: false }) : `${key} is free`)
         return EXIT.none
       }
-      if (!(await confirm(io, `Free ${key}, held by ${info.owner}? [y/N] `))) {
+      if (!(await confirm(io, `Free ${key}, held by ${holderText(info.holder) ?? info.owner}? [y/N] `))) {
         io.err('not released (pass --yes to skip the question)')
         return EXIT.usage
       }
@@ -232,7 +234,7 @@ const COMMANDS = {
     if (name === undefined) throw new UsageError('leader needs a <name>')
     const info = await locks.leader(name)
     if (flags.json) io.out(JSON.stringify(asJson(info)))
-    else io.out(info === null ? `${name} has no leader` : `${name}  leader: ${info.owner}  term: ${info.fencingToken ?? 'unknown'}${info.data === null ? '' : `  data: ${JSON.stringify(Buffer.isBuffer(info.data) ? info.data.toString('base64') : info.data)}`}`)
+    else io.out(info === null ? `${name} has no leader` : `${name}  leader: ${info.owner}  term: ${info.fencingToken ?? 'unknown'}${holderFields(info.holder)}${info.data === null ? '' : `  data: ${JSON.stringify(Buffer.isBuffer(info.data) ? info.data.toString('base64') : info.data)}`}`)
     return info === null ? EXIT.none : EXIT.ok
   },
 }

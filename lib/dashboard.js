@@ -15,6 +15,7 @@ const fs = require('fs')
 const path = require('path')
 const { randomBytes, timingSafeEqual } = require('crypto')
 const { Sightings, readFrame } = require('./view')
+const { holderText } = require('./identity')
 
 const PAGE = path.join(__dirname, 'dashboard.html')
 /** Samples the chart keeps: ten minutes at the default interval. */
@@ -45,7 +46,7 @@ class History {
   }
 
   add(frame) {
-    const now = new Map(frame.locks.map((l) => [`${l.key}\u0000${l.holder}\u0000${l.fencingToken}`, l]))
+    const now = new Map(frame.locks.map((l) => [`${l.key}\u0000${l.owner}\u0000${l.fencingToken}`, l]))
     const sample = { t: frame.at, held: frame.locks.length, grants: 0, releases: 0, expiries: 0 }
     if (this.last !== null) {
       for (const id of now.keys()) if (!this.last.locks.has(id)) sample.grants++
@@ -112,7 +113,7 @@ async function serveDashboard(client, options) {
     try {
       const before = await client.inspect(key)
       const released = await client.forceRelease(key)
-      audit(`${new Date().toISOString()} force-release ${JSON.stringify(key)} previous holder ${before?.owner ?? '–'} token ${before?.fencingToken ?? '–'} released ${released} from ${req.socket.remoteAddress}`)
+      audit(`${new Date().toISOString()} force-release ${JSON.stringify(key)} previous holder ${before?.owner ?? '–'}${before?.holder ? ` (${holderText(before.holder)})` : ''} token ${before?.fencingToken ?? '–'} released ${released} from ${req.socket.remoteAddress}`)
       send(res, 200, 'application/json', JSON.stringify({ key, released, previousHolder: before?.owner ?? null }))
     } catch (err) {
       send(res, 502, 'application/json', JSON.stringify({ error: err.message, code: err.code }))

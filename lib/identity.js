@@ -64,4 +64,16 @@ function holderOf(owner) {
   return { host, pid: Number(m[2]), name: m[3] === '' ? null : m[3] }
 }
 
-module.exports = { checkName, ownerPrefix, holderOf, MAX_NAME }
+/** A holder in a few characters, for tables: `name@host/pid` (`host/pid` without a name), or null. */
+function holderText(holder) {
+  if (!holder) return null
+  return `${holder.name === null ? '' : `${holder.name}@`}${holder.host}/${holder.pid}`
+}
+
+/** A holder as the CLI's lines end with it: `  host: h  pid: p  name: n` (nothing for null). */
+function holderFields(holder) {
+  if (!holder) return ''
+  return `  host: ${holder.host}  pid: ${holder.pid}${holder.name === null ? '' : `  name: ${holder.name}`}`
+}
+
+module.exports = { checkName, ownerPrefix, holderOf, holderText, holderFields, MAX_NAME }

@@ -2,10 +2,11 @@
 // What `deadbolt top` and `deadbolt dashboard` show: one frame read from the store (held locks,
 // the semaphores and elections named on the command line), and how top draws it. Only what the
 // store tells is shown; what it cannot tell is null in JSON and `–` on screen, never a guess.
-// Every row is an object with named fields, so a column (a holder's identity) can be added
-// without touching the others.
+// Every row is an object with named fields; a holder is shown by its identity (name@host/pid,
+// lib/identity.js) where its owner token carries one, else by the owner token.
 
 const { MAX_PERMITS } = require('./semaphore')
+const { holderText } = require('./identity')
 
 /** What the views print for something the store cannot tell. */
 const UNKNOWN = '–'
@@ -25,7 +26,7 @@ class Sightings {
   see(locks, at) {
     const now = new Map()
     for (const l of locks) {
-      const id = `${l.key}\u0000${l.holder}\u0000${l.fencingToken}`
+      const id = `${l.key}\u0000${l.owner}\u0000${l.fencingToken}`
       const since = this.first.get(id)
       if (since === undefined) {
         // Appeared since the last frame: held since about now. At the first frame it may
@@ -38,7 +39,7 @@ class Sightings {
     this.first = now
     this.frames++
     return locks.map((l) => {
-      const since = now.get(`${l.key}\u0000${l.holder}\u0000${l.fencingToken}`)
+      const since = now.get(`${l.key}\u0000${l.owner}\u0000${l.fencingToken}`)
       const ms = at - since.at
       const shown = since.known || ms > 0
       return { ...l, heldForMs: shown ? ms : null, heldForAtLeast: shown && !since.known }
@@ -71,14 +72,14 @@ async function readFrame(client, what) {
         name,
         taken: holders.reduce((s, h) => s + h.permits, 0),
         limit,
-        holders: holders.map((h) => ({ holder: h.owner, permits: h.permits, fencingToken: String(h.fencingToken), leaseMs: h.remainingMs })),
+        holders: holders.map((h) => ({ owner: h.owner, holder: h.holder, permits: h.permits, fencingToken: String(h.fencingToken), leaseMs: h.remainingMs })),
       }
     })),
     Promise.all((what.elections ?? []).map(async (name) => {
       const info = await client.leader(name)
       return info === null
-        ? { name, leader: null, term: null, leaseMs: null }
-        : { name, leader: info.owner, term: info.fencingToken === null ? null : String(info.fencingToken), leaseMs: info.remainingMs }
+        ? { name, owner: null, holder: null, term: null, leaseMs: null }
+        : { name, owner: info.owner, holder: info.holder, term: info.fencingToken === null ? null : String(info.fencingToken), leaseMs: info.remainingMs }
     })),
   ])
   held.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
@@ -87,7 +88,9 @@ async function readFrame(client, what) {
     prefix: what.prefix ?? '',
     locks: held.map((i) => ({
       key: i.key,
-      holder: i.owner,
+      owner: i.owner,
+      // { host, pid, name } from the owner token, or null (lib/identity.js).
+      holder: i.holder,
       // null: the store cannot tell (a lock in the redislock wire format has no token).
       fencingToken: i.fencingToken === null ? null : String(i.fencingToken),
       leaseMs: i.remainingMs,
@@ -109,7 +112,7 @@ function seconds(ms) {
 /** Columns of a table: [[header, row → text]]. An identity column would be one more entry. */
 const LOCK_COLUMNS = [
   ['KEY', (r) => r.key],
-  ['HOLDER', (r) => r.holder],
+  ['HOLDER', (r) => holderText(r.holder) ?? r.owner],
   ['TOKEN', (r) => r.fencingToken ?? UNKNOWN],
   ['LEASE LEFT', (r) => seconds(r.leaseMs)],
   ['HELD FOR', (r) => (r.heldForMs === null ? UNKNOWN : `${r.heldForAtLeast ? '≥' : ''}${seconds(r.heldForMs)}`)],
@@ -118,11 +121,11 @@ const SEMAPHORE_COLUMNS = [
   ['SEMAPHORE', (r) => r.name],
   ['TAKEN', (r) => String(r.taken)],
   ['LIMIT', (r) => (r.limit === null ? UNKNOWN : String(r.limit))],
-  ['HOLDERS', (r) => (r.holders.length === 0 ? UNKNOWN : r.holders.map((h) => `${h.holder}×${h.permits === MAX_PERMITS ? 'all' : h.permits}`).join(' '))],
+  ['HOLDERS', (r) => (r.holders.length === 0 ? UNKNOWN : r.holders.map((h) => `${holderText(h.holder) ?? h.owner}×${h.permits === MAX_PERMITS ? 'all' : h.permits}`).join(' '))],
 ]
 const LEADER_COLUMNS = [
   ['ELECTION', (r) => r.name],
-  ['LEADER', (r) => r.leader ?? UNKNOWN],
+  ['LEADER', (r) => (r.owner === null ? UNKNOWN : holderText(r.holder) ?? r.owner)],
   ['TERM', (r) => r.term ?? UNKNOWN],
   ['LEASE LEFT', (r) => seconds(r.leaseMs)],
 ]
