@@ -4,6 +4,7 @@
 use super::*;
 use crate::core::options::AcquireSpec;
 use crate::store::open::ConnectOptions;
+use crate::store::ValueFormat;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 

@@ -1,0 +1,247 @@
+//! The local queues of an [`Engine`](super::Engine): one FIFO queue of waiters per key and
+//! kind, the mailbox a releaser leaves a handed-over grant in, and a waiter's place ([`Slot`]),
+//! which hands the head position on when it leaves.
+
+use super::Engine;
+use crate::core::kind::Kind;
+use crate::core::options::{AcquireSpec, PermitSpec};
+use crate::store::permits::watch_key;
+use crate::store::ValueFormat;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+pub(super) struct Waiter {
+    pub(super) id: u64,
+    pub(super) notify: Notify,
+    /// Set when the wake-up means "the lock was released, try now" rather than "you are the
+    /// head now, but your predecessor holds the lock".
+    pub(super) released: AtomicBool,
+    /// What a releaser needs to hand the lock straight to this waiter.
+    pub(super) owner: String,
+    pub(super) ttl_ms: u64,
+    pub(super) data: Option<Vec<u8>>,
+    pub(super) format: ValueFormat,
+    /// The permits it asks for, if it waits for a semaphore.
+    pub(super) permits: Option<PermitSpec>,
+    /// A release is handing permits to it (so concurrent releases pick other waiters).
+    pub(super) claimed: AtomicBool,
+    /// Permits a request without a place in the store's queue would have found free right
+    /// after a handoff granted this waiter's ([`u32::MAX`]: not known). Its successor as head
+    /// looks at once only if its own request would fit: a look that must be refused costs the
+    /// store a call and tells the waiter nothing (a later release hands over or wakes it).
+    pub(super) room: AtomicU32,
+    pub(super) mailbox: Mutex<Mailbox>,
+}
+
+/// A lock the store granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Fencing token.
+    pub token: u64,
+    /// When the request that produced the grant was sent: the lease is reckoned from here,
+    /// never from when the caller started waiting.
+    pub sent: Instant,
+}
+
+/// The grant to report when a waiter's own request and a handoff both gave it the same lock
+/// (its request found the lock already handed to it): the lease is reckoned from the earlier
+/// of the two sends, so the local deadline never falls after the store's.
+pub(super) fn earliest(own: Grant, handed: Option<Grant>) -> Grant {
+    match handed {
+        Some(h) if h.sent < own.sent => Grant {
+            token: own.token,
+            sent: h.sent,
+        },
+        _ => own,
+    }
+}
+
+/// Where a releaser leaves a handed-over lock for its waiter.
+#[derive(Default)]
+pub(super) struct Mailbox {
+    /// A lock handed to this waiter and not yet taken.
+    pub(super) grant: Option<Grant>,
+    /// The waiter left: a grant arriving now must be given back, unless `kept`.
+    pub(super) gone: bool,
+    /// The waiter left holding the lock under its own owner token: its own request found the
+    /// lock already handed to it (a store whose acquire returns the token of the caller's own
+    /// lock, as Redis does for a retried call). A handoff to it is that same lock, and giving
+    /// it back would free a lock its holder believes it holds.
+    pub(super) kept: bool,
+}
+
+impl Waiter {
+    pub(super) fn take_grant(&self) -> Option<Grant> {
+        self.mailbox.lock().unwrap().grant.take()
+    }
+
+    /// Leaves a lock (or permits) handed to this waiter in its mailbox and wakes it. True when
+    /// the grant is taken care of: the waiter will take it, or it already holds this very lock
+    /// through its own grant (nothing to give back). False when the waiter left meanwhile:
+    /// the caller must release (or hand on) what was handed to it.
+    pub(super) fn deliver(&self, grant: Grant) -> bool {
+        {
+            let mut mailbox = self.mailbox.lock().unwrap();
+            if mailbox.gone {
+                return mailbox.kept;
+            }
+            mailbox.grant = Some(grant);
+        }
+        self.notify.notify_one();
+        true
+    }
+}
+
+/// Consecutive handoffs inside one process before a key is really released (and announced),
+/// so waiters in other processes get their chance.
+pub(super) const MAX_LOCAL_HANDOFFS: u32 = 16;
+
+/// After such a real release, how long waiters here hold back when other processes are known
+/// to wait: long enough for them to hear the announcement and ask.
+pub(super) const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
+
+/// The local queues: one map per [`Kind`], so a lock and a semaphore of one name never share
+/// a queue.
+#[derive(Default)]
+pub(super) struct Queues(pub(super) [HashMap<String, KeyQueue>; 2]);
+
+impl Queues {
+    pub(super) fn of(&self, kind: Kind) -> &HashMap<String, KeyQueue> {
+        &self.0[kind as usize]
+    }
+
+    pub(super) fn of_mut(&mut self, kind: Kind) -> &mut HashMap<String, KeyQueue> {
+        &mut self.0[kind as usize]
+    }
+}
+
+/// The name under which releases of `key` are watched: the lock's own, or the semaphore's
+/// [`watch_key`].
+pub(super) fn watched_name(key: &str, kind: Kind) -> String {
+    match kind {
+        Kind::Lock => key.to_string(),
+        Kind::Permits => watch_key(key),
+    }
+}
+
+/// How long the store keeps a refused head waiter's place in a semaphore's queue: a few of
+/// its polls, so that only a waiter that stopped asking (its process died) loses it.
+pub(super) fn queue_ttl_ms(spec: &AcquireSpec) -> u64 {
+    let poll = spec.retry_delay.as_millis() as u64;
+    poll.saturating_mul(3).saturating_add(2_000)
+}
+
+#[derive(Default)]
+pub(super) struct KeyQueue {
+    pub(super) waiters: VecDeque<Arc<Waiter>>,
+    /// Whether this queue subscribed to the store's release announcements for the key.
+    pub(super) watching: bool,
+    /// Handoffs in a row since the key was last really released.
+    pub(super) handoffs: u32,
+}
+
+/// A waiter's place in its key's queue. Leaving (by return, error or drop) hands the head
+/// position on: after a grant the next waiter only learns it is head (the lock is ours now);
+/// otherwise it is told to look at once.
+pub(super) struct Slot {
+    pub(super) engine: Arc<Engine>,
+    pub(super) key: String,
+    pub(super) kind: Kind,
+    pub(super) waiter: Arc<Waiter>,
+    pub(super) acquired: bool,
+    /// A semaphore's waiter asked with a place in the store's queue: leaving without a
+    /// grant gives the place up, so it holds nobody back.
+    pub(super) queued_in_store: bool,
+}
+
+impl Slot {
+    /// Gives up a semaphore waiter's place in the store's queue, and waits for that, before
+    /// the acquisition reports that it gave up: whoever asks next (the same caller, right
+    /// after the rejection) must not find a place nobody holds any more ahead of it. Paths
+    /// that cannot wait (a cancellation, a dropped future) leave it to `drop`, which gives the
+    /// place up in the background.
+    pub(super) async fn leave_store_queue(&mut self) {
+        if self.queued_in_store && !self.acquired {
+            let _ = self
+                .engine
+                .release_as(
+                    self.kind,
+                    &self.key,
+                    &self.waiter.owner,
+                    self.waiter.data.is_some(),
+                )
+                .await;
+            // Only now: if this future is dropped during the release, `drop` sends it again.
+            self.queued_in_store = false;
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // A lock handed to us that we will not use (we timed out or were cancelled while
+        // it was on its way) goes back: released, or handed to the next waiter. If we did
+        // acquire, a grant still in the mailbox is the lock we hold (our own request found it
+        // already handed to us): it stays.
+        let late_grant = {
+            let mut mailbox = self.waiter.mailbox.lock().unwrap();
+            mailbox.gone = true;
+            mailbox.kept = self.acquired;
+            mailbox.grant.take()
+        };
+        if (late_grant.is_some() || self.queued_in_store) && !self.acquired {
+            let engine = self.engine.clone();
+            let key = self.key.clone();
+            let owner = self.waiter.owner.clone();
+            let had_data = self.waiter.data.is_some();
+            let kind = self.kind;
+            tokio::spawn(async move {
+                let _ = engine.release_as(kind, &key, &owner, had_data).await;
+            });
+        }
+        let mut unwatch = false;
+        {
+            let mut queues = self.engine.queues.lock().unwrap();
+            let map = queues.of_mut(self.kind);
+            if let Some(queue) = map.get_mut(&self.key) {
+                let was_head = queue
+                    .waiters
+                    .front()
+                    .is_some_and(|h| h.id == self.waiter.id);
+                queue.waiters.retain(|w| w.id != self.waiter.id);
+                if let Some(next) = queue.waiters.front() {
+                    if was_head {
+                        // After a lock was granted the next waiter only learns it is head
+                        // (the lock is taken); after permits were, there may be more left,
+                        // unless the handoff that granted them said the next would not fit.
+                        let fits = || {
+                            next.permits.is_some_and(|p| {
+                                p.count <= self.waiter.room.load(Ordering::Acquire)
+                            })
+                        };
+                        if !self.acquired || (self.kind == Kind::Permits && fits()) {
+                            next.released.store(true, Ordering::Release);
+                        }
+                        next.notify.notify_one();
+                    }
+                } else {
+                    unwatch = queue.watching;
+                    map.remove(&self.key);
+                }
+            }
+        }
+        if unwatch {
+            let store = self.engine.store.clone();
+            let key = watched_name(&self.key, self.kind);
+            tokio::spawn(async move {
+                if let Some(notifications) = store.release_notifications() {
+                    notifications.unwatch(&key).await;
+                }
+            });
+        }
+    }
+}
