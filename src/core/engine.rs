@@ -891,6 +891,7 @@ impl Drop for Slot {
     }
 }
 
+mod evict;
 mod orphans;
 
 #[cfg(test)]
