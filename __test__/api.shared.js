@@ -9,6 +9,7 @@ const path = require('node:path')
 const deadbolt = require('..')
 const { prefix, sleep, eventually } = require('./helpers')
 const { primitiveTests } = require('./primitives.shared')
+const { webLocksTests } = require('./weblocks.shared')
 
 const { connect, LockAcquisitionError, LockExtendError, LockLostError } = deadbolt
 
@@ -733,6 +734,7 @@ function apiSuite(b) {
     }
 
     primitiveTests({ b, locks: () => locks, key, skipUnlessReady, runChild, spawnChild, get target() { return arg(b.url) } })
+    webLocksTests({ b, locks: () => locks, key, skipUnlessReady, get target() { return arg(b.url) } })
   })
 }
 
