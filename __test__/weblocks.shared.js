@@ -64,6 +64,28 @@ function webLocksTests(c) {
     assert.equal(signal.reason, err.cause)
   })
 
+  test('web locks: a steal also takes the lock from a waiter of another client that the store served first', async (t) => {
+    if (await skipUnlessReady(t)) return
+    const other = await otherClient(b.url)
+    try {
+      const name = key('web')
+      const outcomes = []
+      const settle = (who, p) => p.then(() => outcomes.push(`${who} resolved`), (e) => outcomes.push(`${who} ${e.name}`))
+      settle('holder', other.request(name, () => new Promise(() => {})))
+      await until(c.locks(), name)
+      let waiterGranted = false
+      settle('waiter', other.request(name, () => { waiterGranted = true; return new Promise(() => {}) }))
+      await until(c.locks(), name, 'pending')
+      const token = await c.locks().request(name, { steal: true }, (lock) => lock.fencingToken)
+      assert.equal(typeof token, 'bigint')
+      await eventually(() => outcomes.length === 2, 20000, 'the holder and the waiter to hear of the steal')
+      assert.deepEqual(outcomes.sort(), ['holder AbortError', 'waiter AbortError'])
+      assert.equal(waiterGranted, true, 'the waiter was granted before the stealer, then stolen from')
+    } finally {
+      await other.close()
+    }
+  })
+
   test('web locks: query shows the lock held by another client with that client\'s id', async (t) => {
     if (await skipUnlessReady(t)) return
     const other = await otherClient(b.url)

@@ -151,13 +151,14 @@ async function run(client, name, mode, hold, callback) {
   localHolds.set(hold.owner, hold)
   // Listening from the start: a loss is reported through the request's rejection.
   const signal = hold.signal
-  let marker = null
-  try {
-    marker = await client.tryAcquire(MARKER_PREFIX + hold.owner, { ttl: hold.ttl, autoExtend: true, data: name, onLost: NOOP })
-  } catch (err) {
-    // query() will not see this hold from other processes; the lock itself is fine.
-    debug(() => `web lock ${JSON.stringify(name)}: no query marker (${err.code})`)
-  }
+  // Taken beside the callback, not before it: its request goes out with whatever the callback
+  // starts in this tick, and the callback does not wait for it.
+  const marker = client.tryAcquire(MARKER_PREFIX + hold.owner, { ttl: hold.ttl, autoExtend: true, data: name, onLost: NOOP })
+    .catch((err) => {
+      // query() will not see this hold from other processes; the lock itself is fine.
+      debug(() => `web lock ${JSON.stringify(name)}: no query marker (${err.code})`)
+      return null
+    })
   let onAbort = null
   try {
     return await new Promise((resolve, reject) => {
@@ -169,7 +170,7 @@ async function run(client, name, mode, hold, callback) {
   } finally {
     signal.removeEventListener('abort', onAbort)
     localHolds.delete(hold.owner)
-    await Promise.all([hold.release(), marker?.release()]).catch((err) => {
+    await Promise.all([hold.release(), marker.then((m) => m?.release())]).catch((err) => {
       // The lease then lapses by its ttl.
       debug(() => `web lock ${JSON.stringify(name)}: release failed (${err.code})`)
     })
