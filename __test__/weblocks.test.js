@@ -6,7 +6,7 @@
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { scenarios } = require('./weblocks.scenarios')
-const { prefix } = require('./helpers')
+const { prefix, eventually } = require('./helpers')
 const { connect, LockClosedError } = require('..')
 
 const nodeLocks = globalThis.navigator?.locks ?? require('node:worker_threads').locks
@@ -77,5 +77,44 @@ describe('request and adopt refuse bad arguments before any I/O', () => {
   test('a semaphore\'s and a read-write lock\'s adopt refuse a missing owner', async () => {
     await assert.rejects(locks.semaphore('s', { limit: 2 }).adopt({}), typeError('ERR_INVALID_ARG_TYPE'))
     await assert.rejects(locks.readWriteLock('r').adopt(), typeError('ERR_INVALID_ARG_TYPE'))
+  })
+})
+
+describe('a lease let lapse by stopExtending ends without a process warning', () => {
+  /** Runs `fn(locks, key)`, then waits for its lock to lapse and its loss to be reported. */
+  async function warningsOf(fn) {
+    const warnings = []
+    const onWarning = (w) => warnings.push(w)
+    process.on('warning', onWarning)
+    const locks = await connect('memory://weblocks-lapse')
+    try {
+      await fn(locks, `${prefix('lapse')}k`)
+      await eventually(() => locks.stats().held === 0, 10000, 'the lease to lapse')
+      // An unheard loss is reported at setImmediate, and its warning emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve))
+      await new Promise((resolve) => setImmediate(resolve))
+      return warnings
+    } finally {
+      process.off('warning', onWarning)
+      await locks.close()
+    }
+  }
+
+  test('a lock nobody listens to warns when it lapses unasked, not once its holder stopped extending it', async () => {
+    assert.equal((await warningsOf((locks, k) => locks.acquire(k, { ttl: 200 }))).length, 1)
+    assert.deepEqual(await warningsOf(async (locks, k) => {
+      const lock = await locks.acquire(k, { ttl: 200, autoExtend: true })
+      lock.stopExtending()
+    }), [])
+  })
+
+  test('a reentrant hold stops the lease every hold shares, which then lapses for all of them without a warning', async () => {
+    let outer
+    assert.deepEqual(await warningsOf(async (locks, k) => {
+      outer = await locks.acquire(k, { reentrant: true, ttl: 200, autoExtend: true })
+      const inner = await locks.acquire(k, { reentrant: true, ttl: 200, autoExtend: true })
+      assert.equal(inner.stopExtending(), true)
+    }), [])
+    assert.equal(outer.held, false)
   })
 })

@@ -189,11 +189,17 @@ async function steal(client, rw) {
   let done = false
   taking.then(() => { done = true }, () => { done = true })
   const pause = Math.max(1, client._defaults.retryDelay)
-  while (!done) {
-    const holders = await rw.holders()
-    await Promise.all(holders.filter((h) => h.owner !== mine).map((h) => evict(client, rw.name, h.owner)))
-    if (done) break
-    await Promise.race([taking.catch(NOOP), new Promise((resolve) => timers.setTimeout(resolve, pause))])
+  try {
+    while (!done) {
+      const holders = await rw.holders()
+      await Promise.all(holders.filter((h) => h.owner !== mine).map((h) => evict(client, rw.name, h.owner)))
+      if (done) break
+      await Promise.race([taking.catch(NOOP), new Promise((resolve) => timers.setTimeout(resolve, pause))])
+    }
+  } catch (err) {
+    // The store failed: the request rejects, so a grant still on its way is given back.
+    taking.then((hold) => hold.release(), NOOP).catch(NOOP)
+    throw err
   }
   return taking
 }
