@@ -242,7 +242,11 @@ async fn a_lease_whose_holder_stopped_extending_it_lapses_at_its_deadline_as_exp
     let h = held(1, 100, Some(auto), lost.clone());
     sched.add(h.clone());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(lost.load(Ordering::SeqCst), 0, "extended while its heartbeat ran");
+    assert_eq!(
+        lost.load(Ordering::SeqCst),
+        0,
+        "extended while its heartbeat ran"
+    );
     assert!(h.stop_extending());
     sched.reschedule(h.clone());
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -114,3 +114,6 @@ impl Session {
         Ok(self.engine()?.evict_permits(name, owner).await?)
     }
 }
+
+#[cfg(test)]
+mod tests;
