@@ -88,6 +88,15 @@ const scenarios = [
     assert.equal((await locks.query()).pending.filter((l) => l.name === name).length, 0)
   }],
 
+  ['a signal that aborts after the grant changes nothing', async (locks, name) => {
+    const ac = new AbortController()
+    const result = await locks.request(name, { signal: ac.signal }, async () => {
+      ac.abort()
+      return 'kept'
+    })
+    assert.equal(result, 'kept')
+  }],
+
   ['an already aborted signal rejects with its reason without calling back', async (locks, name) => {
     const ac = new AbortController()
     ac.abort()
