@@ -96,6 +96,9 @@ function webLocksTests(c) {
       await until(c.locks(), name)
       const held = (await c.locks().query()).held.filter((l) => l.name === name)
       assert.deepEqual(held, [{ name, mode: 'exclusive', clientId: other.clientId }])
+      // What query found it by: a marker lock whose payload is the name.
+      const markers = await c.locks().list('__deadbolt.weblocks/')
+      assert.ok(markers.some((m) => m.data === name && m.owner.startsWith(`${other.clientId}.`)))
       assert.notEqual(other.clientId, c.locks().clientId)
       release.resolve()
       await holding
@@ -171,13 +174,18 @@ function webLocksTests(c) {
   test('stopExtending lets a lock lapse at the end of its lease: held turns false and signal aborts as expired', async (t) => {
     if (await skipUnlessReady(t)) return
     const k = key('stop')
-    const lock = await c.locks().acquire(k, { ttl: 300, autoExtend: true })
+    let heard = null
+    // maxHold no longer applies once stopped: the loss is the lease's end, not max-hold.
+    const lock = await c.locks().acquire(k, { ttl: 1000, autoExtend: true, maxHold: 600, onLost: (err) => { heard = err } })
+    const before = lock.validUntil
     assert.equal(lock.stopExtending(), true)
+    assert.ok(lock.validUntil > before, 'valid until the lease ends, no longer until maxHold')
     // Polled: a loss never holds the event loop open by itself.
     await eventually(() => lock.signal.aborted, 10000, 'the lease to lapse')
     const reason = lock.signal.reason
     assert.ok(reason instanceof LockLostError)
     assert.equal(reason.reason, 'expired')
+    assert.equal(heard, reason, 'onLost hears it too')
     assert.equal(lock.held, false)
     assert.equal(lock.stopExtending(), false)
     const next = await eventually(() => c.locks().tryAcquire(k), 10000, 'the lease to end in the store')
