@@ -12,6 +12,25 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 /** One client's connection to a store; used through `lib/native.js`, never directly. */
 export declare class NativeClient {
   /**
+   * Takes over the lease `owner` holds of `key` as held lock `req` (its handle from then
+   * on): a lock, or with `permits` the permits of semaphore `key`. `token`: the holder's
+   * fencing token as the store showed it; `hasData`: whether a payload is stored with the
+   * lock; `extendEvery`: the heartbeat period (0: none); `maxHold`: -1 for none. Completes
+   * with true, or false when `owner` no longer holds it.
+   */
+  adopt(req: number, key: string, owner: string, permits: boolean, token: bigint, ttl: number, hasData: boolean, extendEvery: number, maxHold: number): void
+  /**
+   * Stops the heartbeat of held lock `id` for good (its lease lapses at its local deadline
+   * unless released; closing the client leaves it to lapse). Returns false when it is not
+   * held.
+   */
+  stopExtending(id: number): boolean
+  /**
+   * Frees `owner`'s permits of semaphore `name` whoever holds them; completes with true
+   * (it held some) or false.
+   */
+  evictPermits(req: number, name: string, owner: string): void
+  /**
    * Opens a client for `url`; `drain` is called (with no arguments) whenever completions
    * are waiting to be taken. No I/O happens here. A bad URL or option throws an error
    * whose `code` is deadbolt's (`ERR_INVALID_ARG_VALUE`, …): napi makes an error's status

@@ -327,12 +327,74 @@ export declare class Lock implements AsyncDisposable {
   readonly signal: AbortSignal
   /** Sets the remaining lease to `ttl` ms; rejects with LockExtendError if no longer held. */
   extend(ttl?: number): Promise<void>
+  /**
+   * Stops extending the lock for good, without releasing it (closing the client leaves it
+   * too): its lease lapses at its end, when `held` turns false and `signal` aborts with a
+   * LockLostError of reason `expired` (no process warning), unless it is released first or
+   * another client adopts it (`adopt` with this lock's `owner`). `maxHold` no longer
+   * applies. False when it was not held.
+   */
+  stopExtending(): boolean
   /** Idempotent: true if this call released it, false if it was already released, expired or taken. */
   release(): Promise<boolean>
   /** Releases the lock (`await using`). */
   [Symbol.asyncDispose](): Promise<void>
   /** What `JSON.stringify` shows (the token as a decimal string: JSON has no bigint). */
   toJSON(): HeldJSON<this>
+}
+
+/**
+ * What `adopt` takes: the `owner` whose lease is taken over (a held lock's `owner`), and how
+ * it is kept from then on, as `acquire` keeps a lock.
+ */
+export interface AdoptOptions extends Pick<AcquireOptions, 'ttl' | 'autoExtend' | 'extendEvery' | 'maxHold' | 'onLost'> {
+  /** The owner token the lease is held under. */
+  owner: string
+}
+
+/** The Web Locks API's modes: the write and read holds of the read-write lock of that name. */
+export type WebLockMode = 'exclusive' | 'shared'
+
+/** What `LockClient#request` takes: the Web Locks API's options. */
+export interface WebLockOptions {
+  /** Default 'exclusive'. */
+  mode?: WebLockMode
+  /** Call back with null instead of waiting when the lock cannot be granted at once. */
+  ifAvailable?: boolean
+  /**
+   * Take the lock at once from whoever holds it, in any process: their `signal` aborts and
+   * their `request` rejects with an AbortError. Exclusive only.
+   */
+  steal?: boolean
+  /** Aborts the wait (not a granted lock): `request` rejects with the signal's reason. */
+  signal?: AbortSignal
+}
+
+/** The lock a `request` callback gets. */
+export declare class WebLock {
+  readonly name: string
+  readonly mode: WebLockMode
+  /** Strictly increases per name from grant to grant, whatever the mode. */
+  readonly fencingToken: bigint
+  /** Aborted with a LockLostError when the lock is lost (stolen, or not extended in time). */
+  readonly signal: AbortSignal
+  toJSON(): { name: string; mode: WebLockMode; fencingToken: string }
+}
+
+/** One lock in `query()`'s answer. */
+export interface WebLockInfo {
+  name: string
+  mode: WebLockMode
+  /** The holding or requesting client's id (`LockClient#clientId`). */
+  clientId: string
+}
+
+/** What `LockClient#query` resolves with. */
+export interface WebLockSnapshot {
+  /** Held locks, every process's, as the store shows them. */
+  held: WebLockInfo[]
+  /** Requests waiting in this process (clients of the same store). */
+  pending: WebLockInfo[]
 }
 
 /** A lock taken with `fencing: false`: a Lock whose `fencingToken` is null. */
@@ -429,6 +491,11 @@ export declare class Semaphore {
   permits(): Promise<number>
   /** The live holders, read from the store. */
   holders(): Promise<PermitHolder[]>
+  /**
+   * Takes over the permits `options.owner` holds (a Permit's `owner`), keeping their token and
+   * count; null when that owner holds none. See `LockClient#adopt`.
+   */
+  adopt(options: AdoptOptions): Promise<Permit | null>
   toJSON(): { name: string; limit: number }
 }
 
@@ -480,6 +547,11 @@ export declare class ReadWriteLock {
   withWrite<T>(options: RwOptions, fn: (hold: RwHold) => T | Promise<T>): Promise<T>
   /** The live holders, read from the store. */
   holders(): Promise<RwHolder[]>
+  /**
+   * Takes over the read or write hold `options.owner` holds, keeping its token and mode; null
+   * when that owner holds none. See `LockClient#adopt`.
+   */
+  adopt(options: AdoptOptions): Promise<RwHold | null>
   toJSON(): { name: string }
 }
 
@@ -565,6 +637,32 @@ export declare class LockClient implements AsyncDisposable {
   withLock<T>(key: string, fn: (lock: Lock) => T | Promise<T>): Promise<T>
   withLock<T>(key: string, options: UnfencedOptions, fn: (lock: UnfencedLock) => T | Promise<T>): Promise<T>
   withLock<T>(key: string, options: AcquireOptions, fn: (lock: Lock) => T | Promise<T>): Promise<T>
+  /**
+   * Takes over the lock `key` that `options.owner` holds (another process's, or this one's
+   * before a restart: see `Lock#stopExtending`), keeping its fencing token; extends and
+   * releases it as that owner from then on. Null when that owner no longer holds it.
+   */
+  adopt(key: string, options: AdoptOptions): Promise<Lock | null>
+  /**
+   * The Web Locks API's `request`, across processes: runs `callback` while holding the lock
+   * `name` (auto-extended) and resolves with its result once its promise settles, which
+   * releases the lock. `shared` and `exclusive` are the read and write holds of the
+   * read-write lock `name`. Rejects with `callback`'s error; with an AbortError (`cause`: the
+   * LockLostError) when the lock is stolen or lost meanwhile; with the signal's reason when
+   * `signal` aborts the wait; with a NotSupportedError DOMException for the combinations the
+   * specification refuses and names starting with `-`.
+   */
+  request<T>(name: string, callback: (lock: WebLock) => T | PromiseLike<T>): Promise<Awaited<T>>
+  request<T>(name: string, options: WebLockOptions & { ifAvailable: true }, callback: (lock: WebLock | null) => T | PromiseLike<T>): Promise<Awaited<T>>
+  request<T>(name: string, options: WebLockOptions & { ifAvailable?: false }, callback: (lock: WebLock) => T | PromiseLike<T>): Promise<Awaited<T>>
+  request<T>(name: string, options: WebLockOptions, callback: (lock: WebLock | null) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /**
+   * The Web Locks API's `query`: the locks held by every process (as the store shows them)
+   * and the requests waiting in this process.
+   */
+  query(): Promise<WebLockSnapshot>
+  /** This client's id in `query()`'s answers: the start of every owner it makes. */
+  readonly clientId: string
   /** Who holds `key`, or null. */
   inspect(key: string): Promise<LockInfo | null>
   /**

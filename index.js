@@ -12,6 +12,7 @@ const { Election } = require('./lib/election')
 const { MultiLock } = require('./lib/multilock')
 const { Semaphore, Permit } = require('./lib/semaphore')
 const { ReadWriteLock, RwHold } = require('./lib/rwlock')
+const { WebLock } = require('./lib/weblocks')
 const redislock = require('./compat/redislock')
 const sqlLock = require('./compat/sql-lock')
 
@@ -24,6 +25,7 @@ module.exports = {
   Permit,
   ReadWriteLock,
   RwHold,
+  WebLock,
   Election,
   LockError: errors.LockError,
   LockAcquisitionError: errors.LockAcquisitionError,

@@ -15,6 +15,7 @@ export const {
   Permit,
   ReadWriteLock,
   RwHold,
+  WebLock,
   Election,
   LockError,
   LockAcquisitionError,

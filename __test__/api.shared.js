@@ -10,6 +10,7 @@ const deadbolt = require('..')
 const { prefix, sleep, eventually } = require('./helpers')
 const { primitiveTests } = require('./primitives.shared')
 const { identityTests } = require('./identity.shared')
+const { webLocksTests } = require('./weblocks.shared')
 
 const { connect, LockAcquisitionError, LockExtendError, LockLostError } = deadbolt
 
@@ -735,6 +736,7 @@ function apiSuite(b) {
 
     primitiveTests({ b, locks: () => locks, key, skipUnlessReady, runChild, spawnChild, get target() { return arg(b.url) } })
     identityTests({ b, locks: () => locks, key, skipUnlessReady, spawnChild, get target() { return arg(b.url) } })
+    webLocksTests({ b, locks: () => locks, key, skipUnlessReady, get target() { return arg(b.url) } })
   })
 }
 

@@ -22,6 +22,8 @@ const { DEFAULTS, ONCE, resolveAcquireOptions, stripUndefined } = require('./opt
 const { withToJSON } = require('./json')
 const { checkName, ownerPrefix, holderOf } = require('./identity')
 const observe = require('./observe')
+const { adoptLock } = require('./adopt')
+const webLocks = require('./weblocks')
 
 const { own } = v
 const { LIMITS } = v
@@ -288,6 +290,37 @@ class LockClient {
     await lock.release()
     if (lostError) throw lostError
     return result
+  }
+
+  /**
+   * Takes over the lock `key` that `options.owner` holds (another process's, or this one's
+   * before a restart): keeps its fencing token, and extends and releases it from now on.
+   * Resolves with the Lock, or null when that owner no longer holds it. Options: `owner`,
+   * and `ttl`, `autoExtend`, `extendEvery`, `maxHold`, `onLost` as for `acquire`.
+   */
+  adopt(key, options) {
+    return adoptLock(this, key, options)
+  }
+
+  /**
+   * The Web Locks API's `request` across processes (lib/weblocks.js): runs `callback(lock)`
+   * while holding the lock `name` (`options.mode` 'exclusive' or 'shared') and resolves with
+   * its result.
+   */
+  request(name, options, callback) {
+    return webLocks.request(this, name, options, callback)
+  }
+
+  /** The Web Locks API's `query`: `{ held, pending }` (lib/weblocks.js). */
+  query() {
+    return webLocks.query(this)
+  }
+
+  /** Identifies this client in `query()`'s answers (the `clientId` of its locks). */
+  get clientId() {
+    // The prefix's random part: what every owner of this client starts with, up to its first
+    // dot (the identity fields follow it, lib/identity.js).
+    return this._ownerPrefix.slice(0, this._ownerPrefix.indexOf('.'))
   }
 
   /** Reads who holds `key`: `{ key, owner, fencingToken, remainingMs, data }`, or null if free. */

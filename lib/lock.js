@@ -49,10 +49,11 @@ class Lock {
     this.ttl = ttl
     this._state = HELD
     /**
-     * null, or { onLost, ac, lostError, later } once a loss callback, signal or loss exists
-     * (`later`: the reason of a loss heard before anyone listened, reported at setImmediate).
+     * null, or { onLost, ac, lostError, later, stopped } once a loss callback, signal or loss
+     * exists (`later`: the reason of a loss heard before anyone listened, reported at
+     * setImmediate; `stopped`: its holder called `stopExtending`).
      */
-    this._extra = onLost === undefined ? null : { onLost, ac: null, lostError: null, later: null }
+    this._extra = onLost === undefined ? null : { onLost, ac: null, lostError: null, later: null, stopped: false }
   }
 
   /** Owner token (the value stored under the key). */
@@ -73,7 +74,7 @@ class Lock {
   }
 
   _extraState() {
-    if (this._extra === null) this._extra = { onLost: undefined, ac: null, lostError: null, later: null }
+    if (this._extra === null) this._extra = { onLost: undefined, ac: null, lostError: null, later: null, stopped: false }
     return this._extra
   }
 
@@ -185,8 +186,9 @@ class Lock {
         process.nextTick(() => { throw e })
       }
     }
-    // A lost lock is never silent: with nobody listening, say so on the process.
-    if (!heard) process.emitWarning(err)
+    // A lost lock is never silent: with nobody listening, say so on the process. A lease its
+    // holder chose to let lapse (`stopExtending`) ends as asked: no warning.
+    if (!heard && !x.stopped) process.emitWarning(err)
   }
 
   /**
@@ -205,6 +207,21 @@ class Lock {
       throw new LockExtendError(`Lock on "${this.key}" had expired or was taken`, { cause: this._lostError ?? undefined })
     }
     this.ttl = ttl
+  }
+
+  /**
+   * Stops extending the lock for good, without releasing it: no more heartbeats, and closing
+   * the client leaves it too. Its lease lapses at its end (the local deadline; `held` turns
+   * false and `signal` aborts with a LockLostError of reason `expired` then, with no process
+   * warning) unless it is released first or another client adopts it (`adopt` with this
+   * lock's `owner`). `maxHold` no longer applies. Returns false when it was not held.
+   */
+  stopExtending() {
+    if (this._state !== HELD) return false
+    const native = this._client._nativeOrNull()
+    if (native === null || !native.addon.stopExtending(this._id)) return false
+    this._extraState().stopped = true
+    return true
   }
 
   /**

@@ -73,6 +73,11 @@ class Hold extends Lock {
     await this._entry.lock.extend(ttl)
   }
 
+  /** Stops the shared lease's heartbeat for every hold (see Lock#stopExtending). */
+  stopExtending() {
+    return this._state === HELD && this._entry.lock.stopExtending()
+  }
+
   /**
    * Gives back this hold; the last one releases the lock. Resolves true if this call gave
    * back an open hold on a live lock (for the last hold: if it released the lock).

@@ -9,6 +9,7 @@ const { inspect } = require('util')
 const { Permit, Semaphore, MAX_PERMITS } = require('./semaphore')
 const v = require('./validate')
 const { withToJSON } = require('./json')
+const { adoptPermits } = require('./adopt')
 const { own } = v
 
 /** A read or write hold of a read-write lock. */
@@ -93,6 +94,14 @@ class ReadWriteLock {
     }
     v.checkFunction(fn, 'fn')
     return this._sem._client._withHeld((opts) => this._take(opts, write, undefined, true), options, fn)
+  }
+
+  /**
+   * Takes over the read or write hold `options.owner` holds (see `LockClient#adopt`):
+   * resolves with an RwHold keeping its token and mode, or null when that owner holds none.
+   */
+  adopt(options) {
+    return adoptPermits(this._sem, options)
   }
 
   /** The live holders, read from the store: `[{ owner, mode, fencingToken, remainingMs }]`. */

@@ -10,6 +10,7 @@ const v = require('./validate')
 const { abortReason } = require('./pending')
 const { withToJSON } = require('./json')
 const { holderOf } = require('./identity')
+const { adoptPermits } = require('./adopt')
 const { own } = v
 
 const MAX_PERMITS = v.LIMITS.maxPermits
@@ -112,6 +113,14 @@ class Semaphore {
     }
     v.checkFunction(fn, 'fn')
     return this._client._withHeld((opts) => this.acquire(opts), options, fn)
+  }
+
+  /**
+   * Takes over the permits `options.owner` holds (see `LockClient#adopt`): resolves with a
+   * Permit keeping their token and count, or null when that owner holds none.
+   */
+  adopt(options) {
+    return adoptPermits(this, options)
   }
 
   /** How many permits are taken now, read from the store. */

@@ -115,6 +115,29 @@ async function main(): Promise<void> {
   }
   // @ts-expect-error a semaphore needs a limit
   assert.throws(() => locks.semaphore(`${key}:sem2`))
+  {
+    // The Web Locks API: the callback's result comes back typed; ifAvailable may call back null.
+    const token: bigint = await locks.request(`${key}:web`, async (lock: deadbolt.WebLock) => lock.fencingToken)
+    const mode: deadbolt.WebLockMode | null = await locks.request(`${key}:web`, { mode: 'shared', ifAvailable: true }, (lock) => lock?.mode ?? null)
+    assert.equal(mode, 'shared')
+    assert.equal(typeof token, 'bigint')
+    const snapshot: deadbolt.WebLockSnapshot = await locks.query()
+    assert.ok(Array.isArray(snapshot.held) && Array.isArray(snapshot.pending))
+    // @ts-expect-error the modes are the Web Locks API's
+    await locks.request(`${key}:web`, { mode: 'read' }, () => {}).catch(() => {})
+    // Handing a lock over: stop extending it, adopt it by its owner.
+    const lock = await locks.acquire(`${key}:adopt`, { ttl: 5_000 })
+    const stopped: boolean = lock.stopExtending()
+    assert.equal(stopped, true)
+    const adopted: deadbolt.Lock | null = await locks.adopt(`${key}:adopt`, { owner: lock.owner, autoExtend: true })
+    assert.equal(adopted?.fencingToken, lock.fencingToken)
+    await adopted?.release()
+    // @ts-expect-error adopt needs the owner
+    await locks.adopt(`${key}:adopt`, {}).catch(() => {})
+    const hold: deadbolt.RwHold | null = await locks.readWriteLock(`${key}:rw2`).adopt({ owner: 'nobody' })
+    const permit: deadbolt.Permit | null = await locks.semaphore(`${key}:sem3`, { limit: 1 }).adopt({ owner: 'nobody' })
+    assert.equal(hold ?? permit, null)
+  }
 
   // The redislock face, typed too.
   const legacy = deadbolt.createLock('redis://127.0.0.1:6379', { timeout: 1_000, retries: -1, delay: 10 })

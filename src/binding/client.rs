@@ -97,8 +97,8 @@ pub struct NativeStats {
 /// One client's connection to a store; used through `lib/native.js`, never directly.
 #[napi]
 pub struct NativeClient {
-    session: Arc<Session>,
-    completions: Arc<Completions>,
+    pub(super) session: Arc<Session>,
+    pub(super) completions: Arc<Completions>,
     /// What an owner made from an `ownerSeq` starts with (see `set_owner_prefix`).
     owner_prefix: std::sync::OnceLock<String>,
 }
@@ -382,7 +382,7 @@ impl NativeClient {
     /// Runs `fut` on the runtime for request `req`: its value completes the request through
     /// `done`, its error as a failure, and a panic as an internal error (see
     /// [`submit::guarded`]).
-    fn spawn<T: Send + 'static>(
+    pub(super) fn spawn<T: Send + 'static>(
         &self,
         req: f64,
         fut: impl std::future::Future<Output = std::result::Result<T, LockError>> + Send + 'static,
@@ -403,6 +403,6 @@ impl NativeClient {
 }
 
 /// Completes a request whose answer is yes or no.
-fn succeeded(completions: &Completions, req: f64, yes: bool) {
+pub(super) fn succeeded(completions: &Completions, req: f64, yes: bool) {
     completions.record(req, if yes { Kind::Succeeded } else { Kind::Refused }, 0.0);
 }

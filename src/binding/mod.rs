@@ -5,6 +5,7 @@
 //! spawns per call). JavaScript then takes the whole batch with one call and settles its
 //! promises, building every error itself so that classes and `code`s are its own.
 
+mod adopt;
 mod client;
 mod completions;
 mod connect_options;

@@ -667,6 +667,7 @@ impl Engine {
     }
 }
 
+mod evict;
 mod orphans;
 
 #[cfg(test)]

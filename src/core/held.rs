@@ -45,6 +45,10 @@ pub(crate) struct HeldState {
     pub(crate) in_flight: bool,
     /// Its key in the scheduler's map while it is in there.
     pub(crate) scheduled: Option<Instant>,
+    /// Its holder stopped extending it (`stopExtending`): it lapses at its deadline, and
+    /// closing the session leaves it to lapse rather than releasing it (another process may
+    /// have adopted it).
+    pub(crate) stopped: bool,
 }
 
 /// A lock this process holds.
@@ -102,6 +106,7 @@ impl Held {
                 lost: None,
                 in_flight: false,
                 scheduled: None,
+                stopped: false,
             }),
             on_lost,
             on_extended: None,
@@ -159,6 +164,25 @@ impl Held {
         !std::mem::replace(&mut s.done, true)
     }
 
+    /// Stops its heartbeat for good: from now on its lease runs out at its local deadline
+    /// (and is reported lost then) unless it is released first. `maxHold` no longer applies.
+    /// Returns false if it was already released or lost.
+    pub fn stop_extending(&self) -> bool {
+        let mut s = guard(&self.state);
+        if s.done {
+            return false;
+        }
+        s.auto = None;
+        s.watch_expiry = true;
+        s.stopped = true;
+        true
+    }
+
+    /// Whether its holder stopped extending it (see [`Held::stop_extending`]).
+    pub fn is_stopped(&self) -> bool {
+        guard(&self.state).stopped
+    }
+
     /// Why it was lost, if it was.
     pub fn lost_reason(&self) -> Option<LostReason> {
         guard(&self.state).lost
@@ -212,6 +236,24 @@ mod tests {
         assert_eq!(h.valid_until(), Some(sent + Duration::from_secs(2)));
         assert!(h.finish());
         assert_eq!(h.valid_until(), None);
+    }
+
+    #[test]
+    fn a_lock_whose_holder_stopped_extending_it_is_watched_at_its_lease_end_only() {
+        let sent = Instant::now();
+        let auto = AutoExtend {
+            every: Duration::from_secs(1),
+            max_hold: Some(Duration::from_secs(2)),
+        };
+        let h = held(10_000, Some(auto), sent);
+        assert!(h.stop_extending());
+        assert!(h.is_stopped());
+        let s = guard(&h.state);
+        assert_eq!((s.auto, s.watch_expiry), (None, true));
+        drop(s);
+        assert_eq!(h.valid_until(), Some(lease_end(sent, 10_000)));
+        assert!(h.finish());
+        assert!(!h.stop_extending(), "a released lock has nothing to stop");
     }
 
     #[test]

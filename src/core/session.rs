@@ -17,6 +17,9 @@ use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod adopt;
+pub use adopt::AdoptSpec;
+
 /// Where a session reports that one of its locks was lost.
 pub trait EventSink: Send + Sync + 'static {
     /// Lock `id` was lost for `reason`.
@@ -137,12 +140,7 @@ impl Session {
             spec.auto_extend,
             spec.watch_expiry,
             has_data,
-            Box::new(move |held: &Held, reason| {
-                if let Some(session) = weak.upgrade() {
-                    guard(&session.held).remove(&held.id);
-                    session.events.lost(held.id, reason);
-                }
-            }),
+            Self::on_lost(weak),
         )
         .of_kind(kind);
         if report_extensions {
@@ -170,6 +168,17 @@ impl Session {
             .release_as(held.kind, &held.key, &held.owner, held.has_data)
             .await;
         Err(LockError::Closed)
+    }
+
+    /// What a held lock of this session runs when it is lost: it leaves the registry and the
+    /// loss is reported.
+    fn on_lost(weak: std::sync::Weak<Session>) -> crate::core::held::LostFn {
+        Box::new(move |held: &Held, reason| {
+            if let Some(session) = weak.upgrade() {
+                guard(&session.held).remove(&held.id);
+                session.events.lost(held.id, reason);
+            }
+        })
     }
 
     /// Cancels the pending acquisition `id`, if there is one.
@@ -326,9 +335,9 @@ impl Session {
         Some((engine, held))
     }
 
-    /// Cancels pending acquisitions, stops heartbeats and releases every held lock, then
-    /// lets go of the engine, closing its store if no other client uses it. Returns how many
-    /// locks it released.
+    /// Cancels pending acquisitions, stops heartbeats and releases every held lock (but those
+    /// whose holder stopped extending them: they lapse), then lets go of the engine, closing
+    /// its store if no other client uses it. Returns how many locks it released.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the locks are taken out of the registry first, so a close dropped
@@ -337,8 +346,11 @@ impl Session {
         let Some((engine, held)) = self.shut() else {
             return 0;
         };
+        // A lock whose holder stopped extending it is left to lapse: it may have been
+        // adopted by another process, which a release by its owner would take from it.
         let futures = held
             .iter()
+            .filter(|h| !h.is_stopped())
             .map(|h| engine.release_as(h.kind, &h.key, &h.owner, h.has_data));
         let released = futures_util::future::join_all(futures)
             .await

@@ -246,3 +246,34 @@ async fn a_lock_reporting_extensions_is_told_of_each_heartbeat() {
     assert!(beats.load(Ordering::SeqCst) >= 3, "{beats:?}");
     assert_eq!(lost.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_whose_holder_stopped_extending_it_lapses_at_its_deadline_as_expired() {
+    let store: SharedStore = Arc::new(MemoryStore::default());
+    let sched = Scheduler::start(store.clone(), no_release());
+    let fenced = crate::store::ValueFormat::Fenced;
+    assert!(store
+        .try_acquire("k1", "o", 100, None, fenced)
+        .await
+        .unwrap()
+        .is_some());
+    let lost = Arc::new(AtomicUsize::new(0));
+    let auto = AutoExtend {
+        every: Duration::from_millis(20),
+        max_hold: None,
+    };
+    let h = held(1, 100, Some(auto), lost.clone());
+    sched.add(h.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        lost.load(Ordering::SeqCst),
+        0,
+        "extended while its heartbeat ran"
+    );
+    assert!(h.stop_extending());
+    sched.reschedule(h.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(lost.load(Ordering::SeqCst), 1);
+    assert_eq!(h.lost_reason(), Some(LostReason::Expired));
+    assert!(sched.is_empty());
+}
