@@ -769,7 +769,7 @@ fn a_refused_login_and_a_refused_database_have_kinds_of_their_own() {
     let auth = RedisError::from((redis::ErrorKind::AuthenticationFailed, "refused"));
     assert_eq!(super::errors::kind_of(&auth), ErrorKind::Auth);
     // The pipe's refused SELECT, typed inside an I/O error: found through redis-rs's source.
-    let db = RedisError::from(std::io::Error::other(super::pipe::NoSuchDatabase(99)));
+    let db = RedisError::from(std::io::Error::other(super::socket::NoSuchDatabase(99)));
     assert_eq!(super::errors::kind_of(&db), ErrorKind::NoDatabase);
     // Any other I/O error is a server that cannot be reached.
     let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
