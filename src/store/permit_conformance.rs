@@ -359,6 +359,29 @@ pub async fn a_permit_handoff_releases_and_grants_the_next_owner(s: SharedStore)
     assert!(h.granted.is_some());
 }
 
+/// A handoff to an owner that already holds permits of the semaphore (a local waiter whose
+/// earlier request was granted while its reply was on the way) still frees the caller's
+/// permits and reports the next owner's own token, and the room left where the store tells.
+pub async fn a_permit_handoff_to_an_owner_that_already_holds_frees_the_callers_permits(
+    s: SharedStore,
+) {
+    let (n, a, b) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = s.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap();
+    assert!(token.is_some());
+    let h = s.handoff_permits(&a, &req(&n, &b, 1, 2)).await.unwrap();
+    assert!(h.released, "{h:?}");
+    assert_eq!(h.granted, token, "the next owner's own token");
+    let holders = s.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert_eq!(holders[0].owner, b);
+    // Where the store tells the room left: one permit, beside b's.
+    assert!(h.room.is_none_or(|room| room == 1), "{h:?}");
+}
+
 /// Defines one `#[tokio::test]` per semaphore contract test above, each with a fresh store
 /// from `$open` (an expression of type `Option<SharedStore>`; `None` skips), two for a test
 /// that needs a second store (through [`conformance_suite!`](crate::conformance_suite)'s arms).
@@ -377,7 +400,8 @@ macro_rules! permits_suite {
             extend_permits_many_reports_each_item_in_order,
             a_semaphore_and_a_lock_of_one_name_are_independent,
             concurrent_requests_never_exceed_the_limit,
-            a_permit_handoff_releases_and_grants_the_next_owner
+            a_permit_handoff_releases_and_grants_the_next_owner,
+            a_permit_handoff_to_an_owner_that_already_holds_frees_the_callers_permits
         );
         $crate::conformance_suite!(@pairs permit_conformance $open;
             a_permit_release_is_announced_to_a_waiter_elsewhere

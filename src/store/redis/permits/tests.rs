@@ -262,27 +262,6 @@ async fn a_handoff_reports_the_permits_a_newcomer_would_find_beside_holders_and_
     assert_eq!(h.room, Some(3));
 }
 
-#[tokio::test]
-async fn a_handoff_to_an_owner_that_already_holds_frees_the_releasers_permits() {
-    let Some(s) = open() else { return };
-    let (n, a, b) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
-    let token = s.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap();
-    let h = s
-        .handoff_permits_once(&a, &req(&n, &b, 1, 2))
-        .await
-        .unwrap();
-    assert!(h.released);
-    assert_eq!(h.granted, token, "b's own token");
-    let holders = s.permits(&n).await.unwrap();
-    assert_eq!(holders.len(), 1, "{holders:?}");
-    assert_eq!(holders[0].owner, b);
-    assert_eq!(h.room, Some(1));
-}
-
 /// Has `watcher` watch a fresh semaphore, then has `s` grant one permit of two and hand it
 /// over to another owner, which leaves a permit free. Returns the watcher's receiver, the
 /// watch key, the semaphore, the next owner and the handoff.
