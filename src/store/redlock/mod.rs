@@ -30,7 +30,7 @@
 //!   no sooner than a ttl after a crash). When the servers' counters agree (the usual case:
 //!   every attempt draws once on every server that answers) there is no second round.
 //! - **Wake-ups**: a release is announced by every server that freed it; the N subscriptions
-//!   are merged ([`notifications`]).
+//!   are merged ([`notify`]).
 
 mod notify;
 mod operator;
