@@ -199,21 +199,11 @@ impl RedisStore {
             opts.response_timeout_ms,
             opts.tls.as_ref(),
         )?;
-        let (released, _) = broadcast::channel(1024);
-        Ok(Arc::new_cyclic(|me: &Weak<RedisStore>| {
-            tokio::spawn(notify::forward_pushes(me.clone(), pushes));
-            RedisStore {
-                me: me.clone(),
-                link: Link::Cluster(cluster),
-                acks: None,
-                closed: AtomicBool::new(false),
-                connect_timeout_ms: opts.connect_timeout_ms,
-                subscriber: AsyncMutex::new(None),
-                watched: Mutex::new(HashMap::new()),
-                released,
-                legacy_checked: Default::default(),
-            }
-        }))
+        let store = Self::with_link(Link::Cluster(cluster), opts, None);
+        // The cluster's pushes (sharded announcements) reach the store through a weak link,
+        // so that the forwarder never keeps a dropped store alive.
+        tokio::spawn(notify::forward_pushes(Arc::downgrade(&store), pushes));
+        Ok(store)
     }
 
     /// The release script's announcement argument: the sharding flag, then the slot's tag
