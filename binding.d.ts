@@ -127,9 +127,9 @@ export interface NativeAwsCredentials {
 /** A batch of completions: `records` holds `[requestId, kind, value]` triplets. */
 export interface NativeBatch {
   /**
-   * Triplets `[requestId, kind, value]`. Kinds: 0 granted (value = fencing token),
-   * 1 true, 2 false/busy, 3 error (value = index in `errors`), 4 lost (value = reason:
-   * 0 not-owned, 1 expired, 2 unreachable, 3 max-hold), 5 info (value = index in `infos`).
+   * Triplets `[requestId, kind, value]`. The kinds and what each value means are defined
+   * once, in `completions.rs`, and exported as `protocol()`'s `kind…` fields; a lost
+   * record's value indexes `protocol().lostReasons`.
    */
   records: Float64Array
   /**

@@ -16,9 +16,9 @@ use std::sync::Arc;
 /// A batch of completions: `records` holds `[requestId, kind, value]` triplets.
 #[napi(object)]
 pub struct NativeBatch {
-    /// Triplets `[requestId, kind, value]`. Kinds: 0 granted (value = fencing token),
-    /// 1 true, 2 false/busy, 3 error (value = index in `errors`), 4 lost (value = reason:
-    /// 0 not-owned, 1 expired, 2 unreachable, 3 max-hold), 5 info (value = index in `infos`).
+    /// Triplets `[requestId, kind, value]`. The kinds and what each value means are defined
+    /// once, in `completions.rs`, and exported as `protocol()`'s `kind…` fields; a lost
+    /// record's value indexes `protocol().lostReasons`.
     pub records: Float64Array,
     /// `[code, causeCode, message]` of failed requests: `causeCode` names the store error's
     /// kind (`ERR_LOCK_STORE_TIMEOUT`, …), empty when the failure is not the store's.

@@ -38,6 +38,22 @@ pub async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
+/// Whether an announcement of `key` arrives on `rx` within `ms` milliseconds (other keys'
+/// announcements are skipped).
+pub async fn heard(rx: &mut tokio::sync::broadcast::Receiver<String>, key: &str, ms: u64) -> bool {
+    tokio::time::timeout(Duration::from_millis(ms), async {
+        loop {
+            match rx.recv().await {
+                Ok(k) if k == key => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
 /// The next owner of a handoff: `owner`, with a lease of `ttl_ms` in `format`, no payload,
 /// after a holder that stored none.
 pub fn next_owner(owner: &str, ttl_ms: u64, format: ValueFormat) -> NextOwner<'_> {
@@ -400,12 +416,48 @@ pub async fn list_shows_the_held_locks_under_a_prefix(s: SharedStore) {
     assert_eq!(tools.list(&format!("{odd}x"), 100).await.unwrap().len(), 0);
 }
 
+/// Where the store announces releases, a lock release that a waiter elsewhere (a second store
+/// on the same server, as another process would have) was refused is announced there, and the
+/// release says that others wait; a waiter that stops watching leaves nothing watched.
+pub async fn a_release_is_announced_to_a_waiter_elsewhere_that_was_refused_the_lock(
+    s: SharedStore,
+    other: SharedStore,
+) {
+    let Some(notes) = other.release_notifications() else {
+        return;
+    };
+    let (k, a, w) = (name(), owner(), owner());
+    let mut rx = notes.releases();
+    notes.watch(&k).await;
+    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    // Refused, as a waiter is before it sleeps.
+    assert_eq!(
+        other
+            .try_acquire(&k, &w, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
+    let outcome = s.release(&k, &a).await.unwrap();
+    assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
+    assert!(heard(&mut rx, &k, 5_000).await, "no announcement of {k:?}");
+    notes.unwatch(&k).await;
+    assert_eq!(notes.watched(), 0);
+}
+
 /// Defines one `#[tokio::test]` per contract test above, each with a fresh store from
-/// `$open` (an expression of type `Option<SharedStore>`; `None` skips).
+/// `$open` (an expression of type `Option<SharedStore>`; `None` skips), two for a test that
+/// needs a second store. The `@tests` and `@pairs` arms serve [`permits_suite!`] too, with
+/// the module its tests live in.
+///
+/// [`permits_suite!`]: crate::permits_suite
 #[macro_export]
 macro_rules! conformance_suite {
     ($open:expr) => {
-        $crate::conformance_suite!(@tests $open;
+        $crate::conformance_suite!(@tests conformance $open;
             a_free_lock_is_granted_and_a_held_one_refused,
             an_expired_lock_is_taken_over_with_a_higher_token,
             tokens_strictly_increase_across_releases_expiries_and_handoffs,
@@ -419,14 +471,29 @@ macro_rules! conformance_suite {
             force_release_frees_a_lock_whoever_holds_it,
             list_shows_the_held_locks_under_a_prefix
         );
+        $crate::conformance_suite!(@pairs conformance $open;
+            a_release_is_announced_to_a_waiter_elsewhere_that_was_refused_the_lock
+        );
     };
-    (@tests $open:expr; $($name:ident),*) => {
+    (@tests $module:ident $open:expr; $($name:ident),*) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
                 let opened: Option<$crate::store::SharedStore> = $open;
                 if let Some(store) = opened {
-                    $crate::store::conformance::$name(store).await;
+                    $crate::store::$module::$name(store).await;
+                }
+            }
+        )*
+    };
+    (@pairs $module:ident $open:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let first: Option<$crate::store::SharedStore> = $open;
+                let second: Option<$crate::store::SharedStore> = $open;
+                if let (Some(store), Some(other)) = (first, second) {
+                    $crate::store::$module::$name(store, other).await;
                 }
             }
         )*

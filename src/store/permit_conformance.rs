@@ -2,11 +2,10 @@
 //! store runs against itself: each store's `tests.rs` invokes [`permits_suite!`] with an
 //! expression that opens a fresh store, like [`conformance_suite!`](crate::conformance_suite).
 
-use super::conformance::{name, owner, sleep_ms};
+use super::conformance::{heard, name, owner, sleep_ms};
 use super::permits::watch_key;
 use super::{ExtendItem, PermitRequest, SharedStore};
 use crate::store::ValueFormat;
-use std::time::Duration;
 
 /// A try for `permits` of `limit`, with a 10 s lease and no queued place.
 pub fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
@@ -324,18 +323,9 @@ pub async fn a_permit_release_is_announced_to_a_waiter_elsewhere(
         None
     );
     assert!(s.release_permits(&n, &a).await.unwrap().released);
-    let heard = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            match rx.recv().await {
-                Ok(k) if k == key => return true,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-    })
-    .await;
+    let announced = heard(&mut rx, &key, 5_000).await;
     notes.unwatch(&key).await;
-    assert_eq!(heard, Ok(true), "no announcement under {key:?}");
+    assert!(announced, "no announcement under {key:?}");
 }
 
 /// A handoff frees the caller's permits and grants the next owner's if they fit, with a
@@ -369,13 +359,36 @@ pub async fn a_permit_handoff_releases_and_grants_the_next_owner(s: SharedStore)
     assert!(h.granted.is_some());
 }
 
+/// A handoff to an owner that already holds permits of the semaphore (a local waiter whose
+/// earlier request was granted while its reply was on the way) still frees the caller's
+/// permits and reports the next owner's own token, and the room left where the store tells.
+pub async fn a_permit_handoff_to_an_owner_that_already_holds_frees_the_callers_permits(
+    s: SharedStore,
+) {
+    let (n, a, b) = (name(), owner(), owner());
+    s.acquire_permits(&req(&n, &a, 1, 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = s.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap();
+    assert!(token.is_some());
+    let h = s.handoff_permits(&a, &req(&n, &b, 1, 2)).await.unwrap();
+    assert!(h.released, "{h:?}");
+    assert_eq!(h.granted, token, "the next owner's own token");
+    let holders = s.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert_eq!(holders[0].owner, b);
+    // Where the store tells the room left: one permit, beside b's.
+    assert!(h.room.is_none_or(|room| room == 1), "{h:?}");
+}
+
 /// Defines one `#[tokio::test]` per semaphore contract test above, each with a fresh store
 /// from `$open` (an expression of type `Option<SharedStore>`; `None` skips), two for a test
-/// that needs a second store.
+/// that needs a second store (through [`conformance_suite!`](crate::conformance_suite)'s arms).
 #[macro_export]
 macro_rules! permits_suite {
     ($open:expr) => {
-        $crate::permits_suite!(@tests $open;
+        $crate::conformance_suite!(@tests permit_conformance $open;
             permits_are_granted_up_to_the_limit_and_no_further,
             an_owner_asking_again_gets_its_own_token,
             a_queued_request_is_not_overtaken_by_one_it_would_delay,
@@ -387,33 +400,11 @@ macro_rules! permits_suite {
             extend_permits_many_reports_each_item_in_order,
             a_semaphore_and_a_lock_of_one_name_are_independent,
             concurrent_requests_never_exceed_the_limit,
-            a_permit_handoff_releases_and_grants_the_next_owner
+            a_permit_handoff_releases_and_grants_the_next_owner,
+            a_permit_handoff_to_an_owner_that_already_holds_frees_the_callers_permits
         );
-        $crate::permits_suite!(@pairs $open;
+        $crate::conformance_suite!(@pairs permit_conformance $open;
             a_permit_release_is_announced_to_a_waiter_elsewhere
         );
-    };
-    (@tests $open:expr; $($name:ident),*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let opened: Option<$crate::store::SharedStore> = $open;
-                if let Some(store) = opened {
-                    $crate::store::permit_conformance::$name(store).await;
-                }
-            }
-        )*
-    };
-    (@pairs $open:expr; $($name:ident),*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let first: Option<$crate::store::SharedStore> = $open;
-                let second: Option<$crate::store::SharedStore> = $open;
-                if let (Some(store), Some(other)) = (first, second) {
-                    $crate::store::permit_conformance::$name(store, other).await;
-                }
-            }
-        )*
     };
 }

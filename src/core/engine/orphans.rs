@@ -4,7 +4,7 @@
 //! still grant it when the request it holds is read. The engine knows the owner it sent, so
 //! it gives that owner's grant back in the background: releases by owner (compare-and-delete,
 //! which can never touch another owner's lock), repeated with back-off until one of them
-//! settles it, within bounds (see [`Orphans::clean_up`] and docs/design.md, "Grants whose
+//! settles it, within bounds (see [`Engine::clean_up`] and docs/design.md, "Grants whose
 //! reply was lost").
 //!
 //! An owner that asks for the same key again (the redislock face reuses a lock's owner for

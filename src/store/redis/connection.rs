@@ -6,7 +6,7 @@ use super::batcher::{batch_loop, is_reconnectable, Request};
 use super::errors::{closed, store_err};
 #[cfg(unix)]
 use super::lane;
-use super::{pipe, tls_client, RedisOptions};
+use super::{pipe, socket, tls, RedisOptions};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, ServerErrorKind, Value};
@@ -23,7 +23,7 @@ pub(super) struct Node {
     pub(super) server: String,
     pub(super) transport: Transport,
     /// For `rediss://`: that the server speaks TLS, checked before the first connection.
-    pub(super) handshake: Option<tls_client::HandshakeCheck>,
+    pub(super) handshake: Option<tls::HandshakeCheck>,
 }
 
 /// The foreground lanes of a node: each event-loop thread's, by thread and index.
@@ -74,13 +74,13 @@ impl Node {
             other => other.to_string(),
         };
         let addr = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => Some(pipe::Addr::Tcp(host.clone(), *port)),
+            redis::ConnectionAddr::Tcp(host, port) => Some(socket::Addr::Tcp(host.clone(), *port)),
             #[cfg(unix)]
-            redis::ConnectionAddr::Unix(path) => Some(pipe::Addr::Unix(path.clone())),
+            redis::ConnectionAddr::Unix(path) => Some(socket::Addr::Unix(path.clone())),
             _ => None,
         };
         if let Some(addr) = addr {
-            let pipe = pipe::Pipe::open(pipe::PipeConfig {
+            let pipe = pipe::Pipe::open(socket::PipeConfig {
                 addr,
                 auth: redis_info
                     .password()
@@ -111,7 +111,7 @@ impl Node {
             .map_err(|e| StoreError::invalid(e.to_string()))?;
         let (batcher, requests) = mpsc::unbounded_channel();
         tokio::spawn(batch_loop(conn.clone(), requests, ordered));
-        let handshake = tls_client::HandshakeCheck::for_client(&client, opts.connect_timeout_ms);
+        let handshake = tls::HandshakeCheck::for_client(&client, opts.connect_timeout_ms);
         Ok(Node {
             client,
             server,
@@ -136,7 +136,7 @@ impl Node {
         }
     }
 
-    /// Fails fast if a `rediss://` server does not speak TLS (see `tls_client`).
+    /// Fails fast if a `rediss://` server does not speak TLS (see `tls`).
     pub(super) async fn check_tls(&self) -> StoreResult<()> {
         match &self.handshake {
             Some(check) => check.ensure().await,

@@ -1,6 +1,6 @@
 //! redis-rs's errors as the store's kinds, mapped once from redis-rs's own classification.
 
-use super::pipe;
+use super::socket;
 use crate::store::{ErrorKind, StoreError};
 use redis::RedisError;
 
@@ -10,7 +10,7 @@ pub(super) fn kind_of(e: &RedisError) -> ErrorKind {
         || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
     {
         ErrorKind::Auth
-    } else if pipe::is_no_such_database(e) {
+    } else if socket::is_no_such_database(e) {
         ErrorKind::NoDatabase
     } else if e.is_timeout() {
         ErrorKind::Timeout

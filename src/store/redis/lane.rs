@@ -14,10 +14,9 @@
 //! the pipe, which sends them once more (every script is safe to repeat). Replies overdue by
 //! the response timeout fail from a timer on the runtime, as on the pipe.
 
-use super::pipe::{
-    answer_front, connect, deliver, Answered, Deliveries, Pending, PipeConfig, PipeHandle, Stream,
-};
+use super::pipe::{answer_front, deliver, Answered, Deliveries, Pending, PipeHandle};
 use super::scripts::load_all;
+use super::socket::{connect, PipeConfig, Stream};
 use crate::runtime::flush::{self, Flush};
 use crate::runtime::foreground::{self, Interest, Orphan};
 use bytes::BytesMut;
@@ -410,7 +409,7 @@ async fn open_socket(config: &PipeConfig) -> RedisResult<Socket> {
     let stream = connect(config).await?;
     let loads = load_all();
     let refs: Vec<&redis::Cmd> = loads.iter().collect();
-    let replies = super::pipe::exchange(&stream, &refs).await?;
+    let replies = super::socket::exchange(&stream, &refs).await?;
     if let Some(Value::ServerError(e)) = replies
         .into_iter()
         .find(|v| matches!(v, Value::ServerError(_)))

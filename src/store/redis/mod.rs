@@ -1,10 +1,19 @@
-//! A single Redis server, a Redis Cluster or a Sentinel-managed primary. On one plain server
-//! (TCP or a unix socket) the runtime's calls share one connection read and written by a
-//! driver task ([`pipe`]), and calls made on the JavaScript thread go over its foreground
-//! lanes ([`lane`]: sockets Node's event loop reads); over TLS, one multiplexed connection
-//! ([`batcher`]); a cluster is reached through redis-rs's cluster connection ([`cluster`]),
-//! a Sentinel's primary through [`sentinel`]. Waiters in other processes are woken by a
-//! pub/sub message published from the release script ([`pubsub`]). Key layout: [`keys`].
+//! A single Redis server, a Redis Cluster or a Sentinel-managed primary, as one
+//! [`RedisStore`]. This file holds the store, its options and its lock operations; the rest,
+//! one concern per file:
+//! - how a call reaches Redis ([`link`]): one server through its connection layer
+//!   ([`connection`]); a cluster through redis-rs's cluster connection ([`cluster`]); the
+//!   primary that Sentinel names, followed across failovers ([`sentinel`]);
+//! - one server's connections: for `redis://` and unix sockets, a connection of deadbolt's
+//!   own ([`pipe`], on a [`socket`]) whose replies a driver task reads, written by the thread
+//!   that issued the commands when it is in a flush scope, plus that thread's foreground lanes
+//!   ([`lane`]: sockets Node's event loop reads); for `rediss://`, redis-rs's multiplexed
+//!   connection fed by the [`batcher`], with the TLS client and handshake check of [`tls`];
+//! - the Lua scripts ([`scripts`]), the key layout ([`keys`]) and the version-0.1 counters
+//!   ([`legacy`]); semaphores ([`permits`], `permits.lua`);
+//! - release announcements: a pub/sub message published by the release script, heard by one
+//!   subscriber per store ([`notify`]); operator tools ([`operator`]); redis-rs errors as the
+//!   store's kinds ([`errors`]).
 
 mod batcher;
 mod cluster;
@@ -14,28 +23,32 @@ pub mod keys;
 #[cfg(unix)]
 mod lane;
 mod legacy;
+mod link;
+mod notify;
+mod operator;
 pub mod permits;
 mod pipe;
-mod pubsub;
 mod scripts;
 mod sentinel;
-mod tls_client;
+mod socket;
+mod tls;
 
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHandoff,
+    ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, PermitHandoff,
     PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
     ValueFormat,
 };
 use batcher::evalsha;
 use connection::Node;
-use errors::{closed, store_err};
+use errors::store_err;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use keys::{data_key, fence_key, legacy_fence_key, split_value, SideKeys, TOKEN_SEPARATOR};
+use link::Link;
 use redis::aio::PubSubSink;
 use redis::{Client, Value};
-use scripts::{ACQUIRE, EXTEND, FORCE_RELEASE, HANDOFF, INSPECT, RAISE, RELEASE};
+use scripts::{ACQUIRE, EXTEND, HANDOFF, INSPECT, RAISE, RELEASE};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -90,16 +103,6 @@ impl Default for RedisOptions {
     }
 }
 
-/// How a store reaches Redis.
-enum Link {
-    /// One server.
-    Single(Arc<Node>),
-    /// A Redis Cluster.
-    Cluster(cluster::Cluster),
-    /// The primary that Redis Sentinel names, followed across failovers.
-    Sentinel(Box<sentinel::Sentinel>),
-}
-
 /// Replica acknowledgement asked of every write that grants or extends a lease (`WAIT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Acks {
@@ -145,7 +148,7 @@ impl RedisStore {
 
     fn connect_with(url: &str, opts: &RedisOptions, ordered: bool) -> StoreResult<Arc<RedisStore>> {
         let client = match &opts.tls {
-            Some(tls) => tls_client::tls_client(url, tls)?,
+            Some(tls) => tls::tls_client(url, tls)?,
             None => Client::open(url).map_err(|e| StoreError::invalid(e.to_string()))?,
         };
         let node = Node::open(client, opts, ordered)?;
@@ -196,29 +199,11 @@ impl RedisStore {
             opts.response_timeout_ms,
             opts.tls.as_ref(),
         )?;
-        let (released, _) = broadcast::channel(1024);
-        Ok(Arc::new_cyclic(|me: &Weak<RedisStore>| {
-            tokio::spawn(pubsub::forward_pushes(me.clone(), pushes));
-            RedisStore {
-                me: me.clone(),
-                link: Link::Cluster(cluster),
-                acks: None,
-                closed: AtomicBool::new(false),
-                connect_timeout_ms: opts.connect_timeout_ms,
-                subscriber: AsyncMutex::new(None),
-                watched: Mutex::new(HashMap::new()),
-                released,
-                legacy_checked: Default::default(),
-            }
-        }))
-    }
-
-    /// Whether this store is a cluster (announcements then use sharded pub/sub).
-    fn sharded(&self) -> &'static [u8] {
-        match self.link {
-            Link::Cluster(_) => b"1",
-            Link::Single(_) | Link::Sentinel(_) => b"0",
-        }
+        let store = Self::with_link(Link::Cluster(cluster), opts, None);
+        // The cluster's pushes (sharded announcements) reach the store through a weak link,
+        // so that the forwarder never keeps a dropped store alive.
+        tokio::spawn(notify::forward_pushes(Arc::downgrade(&store), pushes));
+        Ok(store)
     }
 
     /// The release script's announcement argument: the sharding flag, then the slot's tag
@@ -229,72 +214,6 @@ impl RedisStore {
         spec[0] = self.sharded()[0];
         spec[1..1 + tag.len()].copy_from_slice(tag);
         (spec, 1 + tag.len())
-    }
-
-    fn check_open(&self) -> StoreResult<()> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(closed());
-        }
-        Ok(())
-    }
-
-    /// Sends one command: through the batcher to one server (the primary, under Sentinel), or
-    /// routed by its first key in a cluster.
-    async fn exec(
-        &self,
-        cmd: redis::Cmd,
-        script: Option<&'static redis::Script>,
-    ) -> StoreResult<Value> {
-        self.exec_with(cmd, script, None).await
-    }
-
-    async fn exec_with(
-        &self,
-        cmd: redis::Cmd,
-        script: Option<&'static redis::Script>,
-        wait: Option<redis::Cmd>,
-    ) -> StoreResult<Value> {
-        self.check_open()?;
-        // Boxed apart: inline, their state made every call's future ~4.5 KB (see tests).
-        match &self.link {
-            Link::Single(node) => node.send(cmd, script, wait).await,
-            Link::Cluster(c) => Box::pin(c.exec(&cmd, script)).await.map_err(store_err),
-            Link::Sentinel(s) => Box::pin(s.send(cmd, script, wait)).await,
-        }
-    }
-
-    /// [`RedisStore::exec`] for a write that grants or extends a lease: with `acks`, a `WAIT`
-    /// goes right behind it. Returns the reply and whether enough replicas acknowledged.
-    async fn exec_acked(
-        &self,
-        cmd: redis::Cmd,
-        script: Option<&'static redis::Script>,
-    ) -> StoreResult<(Value, bool)> {
-        let Some(acks) = self.acks else {
-            return Ok((self.exec(cmd, script).await?, true));
-        };
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(acks.replicas).arg(acks.timeout_ms);
-        match self.exec_with(cmd, script, Some(wait)).await? {
-            Value::Array(mut parts) if parts.len() == 2 => {
-                let acked = parse::<i64>(parts.pop().unwrap_or(Value::Nil))?;
-                let reply = parts.pop().unwrap_or(Value::Nil);
-                Ok((reply, acked >= i64::from(acks.replicas)))
-            }
-            other => Err(StoreError::internal(format!("unexpected reply {other:?}"))),
-        }
-    }
-
-    /// The error for a write that too few replicas acknowledged.
-    fn not_acked(&self) -> StoreError {
-        let acks = self.acks.unwrap_or(Acks {
-            replicas: 0,
-            timeout_ms: 0,
-        });
-        StoreError::timeout(format!(
-            "the write was not acknowledged by {} replica(s) within {} ms (waitReplicas)",
-            acks.replicas, acks.timeout_ms
-        ))
     }
 
     /// See [`LockStore::try_acquire`]. The script looks for a counter version 0.1 left for
@@ -447,60 +366,6 @@ impl RedisStore {
             .into_iter()
             .map(|r| r.and_then(parse::<i64>).map(|n| n == 1))
             .collect()
-    }
-
-    /// Runs `cmd(item)` (a call of `script` that grants or extends a lease) for every item in
-    /// one pipelined round trip, or one per node on a cluster, where each item is routed by
-    /// the slot of its `key`; with `acks`, a `WAIT` ends the pipeline. One reply per item, in
-    /// order.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe if every call is idempotent.
-    async fn batch(
-        &self,
-        items: &[ExtendItem],
-        script: &'static redis::Script,
-        cmd: impl Fn(&ExtendItem) -> redis::Cmd,
-    ) -> Vec<StoreResult<Value>> {
-        if items.is_empty() {
-            return Vec::new();
-        }
-        if let Err(e) = self.check_open() {
-            return items.iter().map(|_| Err(e.clone())).collect();
-        }
-        let node = match &self.link {
-            Link::Single(node) => node.clone(),
-            Link::Sentinel(s) => match s.node().await {
-                Ok(node) => node,
-                Err(e) => return items.iter().map(|_| Err(e.clone())).collect(),
-            },
-            Link::Cluster(c) => return c.extend_many(items, cmd, script).await,
-        };
-        let mut cmds: Vec<redis::Cmd> = items.iter().map(cmd).collect();
-        if let Some(acks) = self.acks {
-            // The replicas must have the new leases too (its reply comes last).
-            let mut wait = redis::cmd("WAIT");
-            wait.arg(acks.replicas).arg(acks.timeout_ms);
-            cmds.push(wait);
-        }
-        let first = node.pipeline(&cmds, script).await;
-        if let (Link::Sentinel(sentinel), Err(e)) = (&self.link, &first) {
-            // Perhaps the primary changed: look it up for the next batch.
-            sentinel.check_after(e).await;
-        }
-        match first {
-            Ok(mut values) => {
-                if let Some(acks) = self.acks {
-                    let acked = values.pop().and_then(|v| parse::<i64>(v).ok()).unwrap_or(0);
-                    if acked < i64::from(acks.replicas) {
-                        let e = self.not_acked();
-                        return items.iter().map(|_| Err(e.clone())).collect();
-                    }
-                }
-                values.into_iter().map(script_reply).collect()
-            }
-            Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-        }
     }
 
     /// See [`LockStore::release`].
@@ -767,110 +632,6 @@ impl LockStore for RedisStore {
 
     fn operator(&self) -> Option<&dyn OperatorTools> {
         Some(self)
-    }
-}
-
-/// Most SCAN rounds one listing makes (each reads up to 1 000 keys).
-const MAX_SCAN_ROUNDS: usize = 10_000;
-
-impl OperatorTools for RedisStore {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        async move {
-            let side = SideKeys::of(key);
-            let (data_k, channel) = (side.data(), side.channel());
-            let cmd = evalsha(
-                &FORCE_RELEASE,
-                &[key.as_bytes(), &data_k],
-                &[channel.as_bytes(), self.sharded()],
-            );
-            Ok(parse::<i64>(self.exec(cmd, Some(&FORCE_RELEASE)).await?)? == 1)
-        }
-        .boxed()
-    }
-
-    /// Lock keys are ordinary keys: every key with an expiry under `prefix` is listed (a lock
-    /// in the redislock format cannot be told from another key; its token shows as 0). Side
-    /// keys (reserved namespace) never are.
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        async move {
-            let mut pattern = String::with_capacity(prefix.len() + 1);
-            for c in prefix.chars() {
-                if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                    pattern.push('\\');
-                }
-                pattern.push(c);
-            }
-            pattern.push('*');
-            self.check_open()?;
-            // SCAN walks one node: every primary of a cluster in turn.
-            let nodes = match &self.link {
-                Link::Single(_) | Link::Sentinel(_) => vec![None],
-                Link::Cluster(c) => c
-                    .primaries()
-                    .await
-                    .map_err(store_err)?
-                    .into_iter()
-                    .map(Some)
-                    .collect(),
-            };
-            let mut out = Vec::new();
-            for node in nodes {
-                let mut cursor = String::from("0");
-                for _ in 0..MAX_SCAN_ROUNDS {
-                    let (next, keys) = self.scan(node.as_ref(), &cursor, &pattern).await?;
-                    for key in keys {
-                        // Side keys are not UTF-8 (they start with 0xFF), lock names are.
-                        let Ok(key) = String::from_utf8(key) else {
-                            continue;
-                        };
-                        if let Some(info) = RedisStore::inspect(self, &key).await? {
-                            if info.remaining_ms > 0 {
-                                out.push(HeldLock { key, info });
-                                if out.len() >= limit {
-                                    return Ok(out);
-                                }
-                            }
-                        }
-                    }
-                    if next == "0" {
-                        break;
-                    }
-                    cursor = next;
-                }
-            }
-            Ok(out)
-        }
-        .boxed()
-    }
-}
-
-impl RedisStore {
-    /// One `SCAN` round from `cursor` on this server, or on the cluster node `node`.
-    async fn scan(
-        &self,
-        node: Option<&(String, u16)>,
-        cursor: &str,
-        pattern: &str,
-    ) -> StoreResult<(String, Vec<Vec<u8>>)> {
-        let mut cmd = redis::cmd("SCAN");
-        cmd.arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000);
-        let reply = match (&self.link, node) {
-            (Link::Cluster(c), Some((host, port))) => {
-                c.on_node(host, *port, cmd).await.map_err(store_err)
-            }
-            (Link::Single(n), _) => n.query(cmd).await,
-            (Link::Sentinel(s), _) => s.node().await?.query(cmd).await,
-            (Link::Cluster(_), None) => return Err(StoreError::internal("SCAN needs a node")),
-        };
-        parse(reply?)
     }
 }
 

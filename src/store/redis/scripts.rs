@@ -161,7 +161,7 @@ mod declared;
 ///
 /// KEYS: lock, fence, [data: with a payload], [legacy fence: mode `l`]. ARGV: owner, ttl ms,
 /// [mode: `p` plain (redislock's value, no token in it), `l` legacy check, `n` no token, or
-/// empty], [payload]. The common call sends two keys and two arguments: every key or argument
+/// empty], \[payload\]. The common call sends two keys and two arguments: every key or argument
 /// costs Redis ~0.15 µs, and a data key and a token flag on every call cost it ~0.3–0.45 µs
 /// per acquisition in a loop of the script alone.
 /// Returns the token (a string), or false when held by another owner.
@@ -244,7 +244,7 @@ return 0
 /// from the slot's tag, only when it is needed: sending it with every release cost ~0.3 µs of
 /// Redis CPU, and the data key another ~0.4, so that goes only when the holder stored a
 /// payload, and the sharding flag rides in front of the tag in one argument (~0.2 µs less
-/// than two). KEYS: lock, [data]. ARGV: owner, the sharding flag ("1": `SPUBLISH`, on a
+/// than two). KEYS: lock, \[data\]. ARGV: owner, the sharding flag ("1": `SPUBLISH`, on a
 /// cluster) followed by the slot's tag. Returns 0 if not owned, otherwise 1 + the number of
 /// subscribers the announcement reached, none when there was none (so the caller knows
 /// whether others wait).

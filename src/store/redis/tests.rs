@@ -481,10 +481,9 @@ mod cluster {
     use super::super::{RedisOptions, RedisStore};
     use crate::store::conformance::{name, next_owner};
     use crate::store::test_servers::{redis_server_or_skip, TestCluster};
-    use crate::store::{ExtendItem, LockStore, ReleaseNotifications, ValueFormat};
+    use crate::store::{ExtendItem, LockStore, ValueFormat};
     use std::collections::HashSet;
     use std::sync::{Arc, OnceLock};
-    use std::time::Duration;
 
     fn shared() -> Option<&'static TestCluster> {
         static CLUSTER: OnceLock<Option<TestCluster>> = OnceLock::new();
@@ -547,37 +546,6 @@ mod cluster {
             assert!(s.handoff(k, "a", &next).await.unwrap().is_some());
             assert!(LockStore::release(&*s, k, "b").await.unwrap().released);
         }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_release_is_announced_to_watchers_in_other_processes_through_sharded_pub_sub() {
-        let Some(s) = open() else { return };
-        let other = open().unwrap();
-        let k = name();
-        let mut releases = s.releases();
-        s.watch(&k).await;
-        other
-            .try_acquire(&k, "x", 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
-        // Refused, as a waiter is before it sleeps: that flags the key.
-        assert_eq!(
-            s.try_acquire(&k, "w", 10_000, None, ValueFormat::Fenced)
-                .await
-                .unwrap(),
-            None
-        );
-        let outcome = LockStore::release(&*other, &k, "x").await.unwrap();
-        assert!(outcome.released);
-        assert!(outcome.others_waiting, "SPUBLISH counted the watcher");
-        let heard = tokio::time::timeout(Duration::from_secs(5), releases.recv())
-            .await
-            .expect("no announcement")
-            .unwrap();
-        assert_eq!(heard, k);
-        s.unwatch(&k).await;
-        assert_eq!(s.watched(), 0);
     }
 }
 
@@ -769,7 +737,7 @@ fn a_refused_login_and_a_refused_database_have_kinds_of_their_own() {
     let auth = RedisError::from((redis::ErrorKind::AuthenticationFailed, "refused"));
     assert_eq!(super::errors::kind_of(&auth), ErrorKind::Auth);
     // The pipe's refused SELECT, typed inside an I/O error: found through redis-rs's source.
-    let db = RedisError::from(std::io::Error::other(super::pipe::NoSuchDatabase(99)));
+    let db = RedisError::from(std::io::Error::other(super::socket::NoSuchDatabase(99)));
     assert_eq!(super::errors::kind_of(&db), ErrorKind::NoDatabase);
     // Any other I/O error is a server that cannot be reached.
     let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));

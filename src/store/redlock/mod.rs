@@ -30,9 +30,9 @@
 //!   no sooner than a ttl after a crash). When the servers' counters agree (the usual case:
 //!   every attempt draws once on every server that answers) there is no second round.
 //! - **Wake-ups**: a release is announced by every server that freed it; the N subscriptions
-//!   are merged ([`notifications`]).
+//!   are merged ([`notify`]).
 
-mod notifications;
+mod notify;
 mod operator;
 mod permits;
 mod quorum;
@@ -47,7 +47,7 @@ use crate::limits;
 use crate::runtime::lease::lease_end;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use notifications::Subscriptions;
+use notify::Subscriptions;
 use quorum::{ask_all, no_quorum, Answers, Tally};
 use std::collections::HashMap;
 use std::sync::Arc;

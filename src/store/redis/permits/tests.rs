@@ -3,7 +3,7 @@
 //! clock, a script cache the server can forget, and the ticket order Redlock relies on.
 
 use super::KeepPlace;
-use crate::store::conformance::{name, owner, server_or_skip};
+use crate::store::conformance::{heard, name, owner, server_or_skip};
 use crate::store::permit_conformance::req;
 use crate::store::permits::watch_key;
 use crate::store::redis::keys::permits_key;
@@ -262,51 +262,23 @@ async fn a_handoff_reports_the_permits_a_newcomer_would_find_beside_holders_and_
     assert_eq!(h.room, Some(3));
 }
 
-#[tokio::test]
-async fn a_handoff_to_an_owner_that_already_holds_frees_the_releasers_permits() {
-    let Some(s) = open() else { return };
-    let (n, a, b) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
-    let token = s.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap();
-    let h = s
-        .handoff_permits_once(&a, &req(&n, &b, 1, 2))
-        .await
-        .unwrap();
-    assert!(h.released);
-    assert_eq!(h.granted, token, "b's own token");
-    let holders = s.permits(&n).await.unwrap();
-    assert_eq!(holders.len(), 1, "{holders:?}");
-    assert_eq!(holders[0].owner, b);
-    assert_eq!(h.room, Some(1));
-}
-
-/// Waits up to `ms` for an announcement of `key` on `rx`.
-async fn heard(rx: &mut tokio::sync::broadcast::Receiver<String>, key: &str, ms: u64) -> bool {
-    tokio::time::timeout(std::time::Duration::from_millis(ms), async {
-        loop {
-            match rx.recv().await {
-                Ok(k) if k == key => return true,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-    })
-    .await
-    .unwrap_or(false)
-}
-
-/// The caller's waiters learn from the handoff's reply; an announcement only its own
-/// subscriber hears would wake its head to ask in vain.
-#[tokio::test]
-async fn a_handoff_leaving_permits_is_not_announced_when_only_the_callers_store_listens() {
-    let Some(s) = open() else { return };
+/// Has `watcher` watch a fresh semaphore, then has `s` grant one permit of two and hand it
+/// over to another owner, which leaves a permit free. Returns the watcher's receiver, the
+/// watch key, the semaphore, the next owner and the handoff.
+async fn watched_handoff(
+    s: &RedisStore,
+    watcher: &RedisStore,
+) -> (
+    tokio::sync::broadcast::Receiver<String>,
+    String,
+    String,
+    String,
+    crate::store::PermitHandoff,
+) {
     let (n, a, b) = (name(), owner(), owner());
     let key = watch_key(&n);
-    let notes = s.release_notifications().unwrap();
-    let mut rx = notes.releases();
+    let notes = watcher.release_notifications().unwrap();
+    let rx = notes.releases();
     notes.watch(&key).await;
     s.acquire_permits(&req(&n, &a, 1, 2))
         .await
@@ -316,6 +288,15 @@ async fn a_handoff_leaving_permits_is_not_announced_when_only_the_callers_store_
         .handoff_permits_once(&a, &req(&n, &b, 1, 2))
         .await
         .unwrap();
+    (rx, key, n, b, h)
+}
+
+/// The caller's waiters learn from the handoff's reply; an announcement only its own
+/// subscriber hears would wake its head to ask in vain.
+#[tokio::test]
+async fn a_handoff_leaving_permits_is_not_announced_when_only_the_callers_store_listens() {
+    let Some(s) = open() else { return };
+    let (mut rx, key, n, b, h) = watched_handoff(&s, &s).await;
     assert_eq!(h.room, Some(1));
     assert!(!heard(&mut rx, &key, 300).await, "announced to itself");
     // A plain release still is.
@@ -324,30 +305,18 @@ async fn a_handoff_leaving_permits_is_not_announced_when_only_the_callers_store_
         heard(&mut rx, &key, 5_000).await,
         "the release was not announced"
     );
-    notes.unwatch(&key).await;
+    s.release_notifications().unwrap().unwatch(&key).await;
 }
 
 #[tokio::test]
 async fn a_handoff_leaving_permits_is_announced_to_a_store_elsewhere() {
     let Some(s) = open() else { return };
     let other = open().unwrap();
-    let (n, a, b) = (name(), owner(), owner());
-    let key = watch_key(&n);
-    let notes = other.release_notifications().unwrap();
-    let mut rx = notes.releases();
-    notes.watch(&key).await;
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
-    let h = s
-        .handoff_permits_once(&a, &req(&n, &b, 1, 2))
-        .await
-        .unwrap();
+    let (mut rx, key, _, _, h) = watched_handoff(&s, &other).await;
     assert!(h.granted.is_some());
     assert!(
         heard(&mut rx, &key, 5_000).await,
         "the handoff was not announced"
     );
-    notes.unwatch(&key).await;
+    other.release_notifications().unwrap().unwatch(&key).await;
 }
