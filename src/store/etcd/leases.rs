@@ -20,12 +20,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The etcd lease length (s) for locks of `ttl_ms`: the lease rounded up to seconds plus a
-/// margin of half of it (at least a second), so that one keep-alive covers the lock's lease
-/// for about that margin. A process that dies holds its locks for at most that long.
+/// The etcd lease length (s) for locks of `ttl_ms`: one and a half times the lease, rounded up
+/// to seconds, so that one keep-alive covers the locks' leases for at least half a lease (a
+/// heartbeat renews a lease well before that). A process that dies holds its locks that long
+/// (and up to etcd's half-second check of its leases more).
 pub fn lease_secs(ttl_ms: u64) -> i64 {
-    let secs = ttl_ms.div_ceil(1000).max(1);
-    (secs + secs.div_ceil(2).max(1)) as i64
+    ttl_ms.saturating_mul(3).div_ceil(2000).max(1) as i64
 }
 
 #[derive(Debug, Default)]
@@ -141,10 +141,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lease_covers_its_locks_with_a_margin_of_half() {
-        assert_eq!(lease_secs(50), 2);
+    fn a_lease_is_one_and_a_half_times_its_locks_in_whole_seconds() {
+        assert_eq!(lease_secs(50), 1);
+        assert_eq!(lease_secs(500), 1);
         assert_eq!(lease_secs(1000), 2);
         assert_eq!(lease_secs(10_000), 15);
-        assert_eq!(lease_secs(10_001), 17);
+        assert_eq!(lease_secs(10_001), 16);
     }
 }
