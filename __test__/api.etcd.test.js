@@ -20,4 +20,5 @@ apiSuite({
     if (res.deleted !== '1') throw new Error(`breakLock: no key for ${key}`)
   },
   crossProcess: true,
+  fairAcrossProcesses: true,
 })

@@ -1,7 +1,9 @@
 //! Where an etcd store keeps what, and how a lock's value is written.
 //!
 //! - A lock `name` is the key `deadbolt/l/<name>`; a semaphore's holders and queued requests
-//!   are keys `deadbolt/s/<name> 0xFF h <owner>` and `… 0xFF q <owner>`. Two fixed prefixes and
+//!   are keys `deadbolt/s/<name> 0xFF h <owner>` and `… 0xFF q <owner>`; a store refused a
+//!   lock marks it `deadbolt/w/<name> 0xFF <store id>` until its next release (which then
+//!   knows that other processes wait). Fixed prefixes and
 //!   the byte `0xFF`, which no UTF-8 name contains, so no name reaches another lock's or
 //!   semaphore's keys, and the keys of one semaphore are exactly one prefix.
 //! - A lock's value is `<owner> 0xFE v [<token>] 0xFE [d <data>]`: the owner (UTF-8, so it
@@ -16,12 +18,24 @@ pub const ROOT: &[u8] = b"deadbolt/";
 pub const LOCKS: &[u8] = b"deadbolt/l/";
 /// Prefix of the semaphore keys.
 pub const SEMAPHORES: &[u8] = b"deadbolt/s/";
+/// Prefix of the waiters' marks.
+pub const WAITERS: &[u8] = b"deadbolt/w/";
 
 const SEP: u8 = 0xfe;
 
 /// The key of lock `name`.
 pub fn lock_key(name: &str) -> Vec<u8> {
     [LOCKS, name.as_bytes()].concat()
+}
+
+/// The prefix of every waiters' mark of lock `name`.
+pub fn marks_prefix(name: &str) -> Vec<u8> {
+    [WAITERS, name.as_bytes(), &[0xff]].concat()
+}
+
+/// The mark that store `store_id` was refused lock `name` since it was last released.
+pub fn mark_key(name: &str, store_id: &str) -> Vec<u8> {
+    [&marks_prefix(name)[..], store_id.as_bytes()].concat()
 }
 
 /// The lock name of a lock key, if it is one.

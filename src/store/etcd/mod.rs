@@ -70,6 +70,8 @@ pub struct EtcdOptions {
 
 /// A lock store on an etcd cluster.
 pub struct EtcdStore {
+    /// This store's name in the waiters' marks.
+    id: String,
     api: Arc<Api>,
     leases: Leases,
     held: Arc<Held>,
@@ -121,6 +123,7 @@ impl EtcdStore {
                 .max(1),
         );
         Ok(EtcdStore {
+            id: uuid::Uuid::new_v4().simple().to_string(),
             held: Arc::new(Held::new(api.clone(), call_timeout)),
             watches: Watches::new(api.clone()),
             leases: Leases::default(),
@@ -206,10 +209,16 @@ impl EtcdStore {
         let guard = Guard::Owner(owner.to_owned());
         for _ in 0..MAX_STEPS {
             let lease = self.leases.lease_for(&self.api, ttl_ms, deadline).await?;
+            // Refused, it reads the holder and marks the lock (once per store) so that its
+            // release says other processes wait.
+            let mark = keys::mark_key(key, &self.id);
             let body = txn::txn(
                 vec![txn::absent(&k)],
                 vec![txn::put(&k, &value.encode(), lease)],
-                vec![txn::range(&k)],
+                vec![
+                    txn::range(&k),
+                    txn::nested(vec![txn::absent(&mark)], vec![txn::put(&mark, b"", lease)]),
+                ],
             );
             let reply = match self.txn(&body, Retry::Once).await {
                 Err(e) if lease_not_found(&e) => {
@@ -348,18 +357,32 @@ impl EtcdStore {
         Ok(out)
     }
 
-    async fn release_inner(&self, key: &str, owner: &str) -> StoreResult<bool> {
+    /// Releases `key` if `owner` holds it, clearing the waiters' marks. Returns whether it
+    /// did, and whether another store had marked it.
+    async fn release_inner(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
         let k = lock_key(key);
         let guard = Guard::Owner(owner.to_owned());
         let ended = self.held.ended(&k, &guard);
+        let marks = keys::marks_prefix(key);
         let body = txn::txn(
             txn::held_by(&k, owner).to_vec(),
-            vec![txn::delete(&k)],
+            vec![
+                txn::delete(&k),
+                txn::delete_range(&marks, &client::prefix_end(&marks)),
+            ],
             vec![],
         );
         let reply = self.txn(&body, Retry::Safe).await?;
         self.held.forget_if(&k, &guard);
-        Ok(succeeded(&reply) && !ended)
+        let mine = keys::mark_key(key, &self.id);
+        let others_waiting = txn_response(&reply, 1, "response_delete_range")
+            .and_then(|r| r.get("prev_kvs"))
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|kvs| kvs.iter().any(|kv| Kv::parse(kv).key != mine));
+        Ok(ReleaseOutcome {
+            released: succeeded(&reply) && !ended,
+            others_waiting,
+        })
     }
 
     async fn handoff_inner(
@@ -580,17 +603,9 @@ impl LockStore for EtcdStore {
         key: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        async move {
-            let released = self
-                .bounded("release", self.release_inner(key, owner))
-                .await?;
-            // The deletion is the announcement: every watching process sees it.
-            Ok(ReleaseOutcome {
-                released,
-                others_waiting: false,
-            })
-        }
-        .boxed()
+        // The deletion is the announcement: every watching process sees it.
+        self.bounded("release", self.release_inner(key, owner))
+            .boxed()
     }
 
     fn handoff<'a>(

@@ -185,3 +185,42 @@ async fn nothing_answering_is_an_unreachable_error_within_the_bound() {
     assert!(!err.message.contains("hunter2"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_says_whether_another_store_was_refused_the_lock_meanwhile() {
+    let (Some(a), Some(b)) = (store(), store()) else {
+        return;
+    };
+    let (k, x, y) = (name(), owner(), owner());
+    a.try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    // Refused by its own store only: nobody else waits.
+    assert_eq!(
+        a.try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
+    let alone = a.release(&k, &x).await.unwrap();
+    assert!(alone.released && !alone.others_waiting);
+    a.try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        b.try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
+    let waited = a.release(&k, &x).await.unwrap();
+    assert!(waited.released && waited.others_waiting);
+    // The marks went with the release.
+    a.try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!a.release(&k, &x).await.unwrap().others_waiting);
+}

@@ -61,3 +61,13 @@ pub fn range(key: &[u8]) -> Value {
 pub fn txn(compare: Vec<Value>, success: Vec<Value>, failure: Vec<Value>) -> Value {
     json!({"compare": compare, "success": success, "failure": failure})
 }
+
+/// Deletes every key from `key` to `end`, returning what they were.
+pub fn delete_range(key: &[u8], end: &[u8]) -> Value {
+    json!({"request_delete_range": {"key": b64(key), "range_end": b64(end), "prev_kv": true}})
+}
+
+/// A transaction inside a transaction's branch.
+pub fn nested(compare: Vec<Value>, success: Vec<Value>) -> Value {
+    json!({"request_txn": {"compare": compare, "success": success, "failure": []}})
+}

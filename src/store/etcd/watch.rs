@@ -30,6 +30,10 @@ use tokio_util::sync::CancellationToken;
 /// Releases a lagging receiver may miss (it then polls).
 const CHANNEL: usize = 1024;
 
+/// How long a `watch` waits for the stream to be open (etcd confirmed the watch), so that a
+/// waiter that asks once more right after subscribing cannot miss a release in between.
+const READY_WAIT: Duration = Duration::from_secs(2);
+
 /// The store's watch.
 pub struct Watches {
     tx: broadcast::Sender<String>,
@@ -37,6 +41,9 @@ pub struct Watches {
     api: Arc<Api>,
     started: AtomicBool,
     stop: CancellationToken,
+    /// Whether the stream is open now.
+    ready: tokio::sync::watch::Receiver<bool>,
+    ready_tx: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 struct Shared {
@@ -46,7 +53,10 @@ struct Shared {
 impl Watches {
     /// Watches through `api`; nothing is opened before the first `watch`.
     pub fn new(api: Arc<Api>) -> Watches {
+        let (ready_tx, ready) = tokio::sync::watch::channel(false);
         Watches {
+            ready,
+            ready_tx: Arc::new(ready_tx),
             tx: broadcast::channel(CHANNEL).0,
             shared: Arc::new(Shared {
                 watched: Mutex::new(HashMap::new()),
@@ -90,6 +100,7 @@ async fn follow(
     shared: &Shared,
     tx: &broadcast::Sender<String>,
     stop: &CancellationToken,
+    ready: &tokio::sync::watch::Sender<bool>,
     from: i64,
 ) -> Result<i64, (i64, String)> {
     let end = super::client::prefix_end(keys::ROOT);
@@ -146,8 +157,11 @@ async fn follow(
                 }
             }
             // A watch opened from now starts after the revision its creation reports.
-            if result.get("created").and_then(Value::as_bool) == Some(true) && from == 0 {
-                next = next.max(revision + 1);
+            if result.get("created").and_then(Value::as_bool) == Some(true) {
+                if from == 0 {
+                    next = next.max(revision + 1);
+                }
+                ready.send_replace(true);
             }
         }
     }
@@ -161,17 +175,20 @@ impl ReleaseNotifications for Watches {
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         *self.shared.watched().entry(key.to_owned()).or_default() += 1;
         if !self.started.swap(true, Ordering::SeqCst) {
-            let (api, shared, tx, stop) = (
+            let (api, shared, tx, stop, ready) = (
                 self.api.clone(),
                 self.shared.clone(),
                 self.tx.clone(),
                 self.stop.clone(),
+                self.ready_tx.clone(),
             );
             tokio::spawn(async move {
                 let mut from = 0;
                 let mut pause = Duration::from_millis(50);
                 while !stop.is_cancelled() {
-                    match follow(&api, &shared, &tx, &stop, from).await {
+                    let followed = follow(&api, &shared, &tx, &stop, &ready, from).await;
+                    ready.send_replace(false);
+                    match followed {
                         Ok(_) => return,
                         Err((next, why)) => {
                             crate::debug!("etcd: watch: {why}; opening it again");
@@ -189,7 +206,11 @@ impl ReleaseNotifications for Watches {
                 }
             });
         }
-        futures_util::future::ready(()).boxed()
+        let mut ready = self.ready.clone();
+        async move {
+            let _ = tokio::time::timeout(READY_WAIT, ready.wait_for(|open| *open)).await;
+        }
+        .boxed()
     }
 
     fn unwatch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
