@@ -21,6 +21,16 @@ pub mod code {
 
 /// The kind of a failure etcd answered with `code` (and `text`).
 pub fn kind_of(code: i64, text: &str) -> ErrorKind {
+    // etcd answers auth failures with InvalidArgument ("authentication failed, invalid user ID
+    // or password", "user name is empty": no credentials while auth is enabled).
+    const AUTH: [&str; 3] = [
+        "authentication failed",
+        "user name is empty",
+        "invalid auth token",
+    ];
+    if AUTH.iter().any(|t| text.contains(t)) {
+        return ErrorKind::Auth;
+    }
     match code {
         code::UNAUTHENTICATED | code::PERMISSION_DENIED => ErrorKind::Auth,
         // "etcdserver: request timed out": the member could not reach a quorum in time; the
@@ -30,9 +40,6 @@ pub fn kind_of(code: i64, text: &str) -> ErrorKind {
         // was not applied by it, but one forwarded to an old leader may have been.
         code::UNAVAILABLE => ErrorKind::Unreachable,
         code::INVALID_ARGUMENT => ErrorKind::Invalid,
-        _ if text.contains("user name is empty") || text.contains("invalid auth token") => {
-            ErrorKind::Auth
-        }
         _ => ErrorKind::Server,
     }
 }
@@ -74,6 +81,13 @@ mod tests {
         assert_eq!(kind_of(code::DEADLINE_EXCEEDED, ""), ErrorKind::Timeout);
         assert_eq!(kind_of(code::UNAVAILABLE, ""), ErrorKind::Unreachable);
         assert_eq!(kind_of(code::INVALID_ARGUMENT, ""), ErrorKind::Invalid);
+        assert_eq!(
+            kind_of(
+                code::INVALID_ARGUMENT,
+                "etcdserver: authentication failed, invalid user ID or password"
+            ),
+            ErrorKind::Auth
+        );
         // NotFound: a lease that does not exist (any more).
         assert_eq!(kind_of(5, ""), ErrorKind::Server);
     }
