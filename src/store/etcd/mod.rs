@@ -23,6 +23,7 @@ mod errors;
 mod held;
 mod keys;
 mod leases;
+mod operator;
 mod permits;
 mod tls;
 mod txn;
@@ -32,8 +33,8 @@ pub use config::DEFAULT_PORT;
 
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
-    PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult, ValueFormat,
+    ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder, PermitRequest,
+    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult, ValueFormat,
 };
 use client::{b64, int, kvs, revision, succeeded, txn_response, Api, Kv, Retry};
 use futures_util::future::BoxFuture;
@@ -492,46 +493,6 @@ impl EtcdStore {
         }
     }
 
-    async fn force_release_inner(&self, key: &str) -> StoreResult<bool> {
-        let k = lock_key(key);
-        let reply = self
-            .api
-            .call(
-                "/v3/kv/deleterange",
-                &json!({"key": b64(&k)}),
-                self.deadline(),
-                Retry::Safe,
-            )
-            .await?;
-        self.held.forget(&k);
-        Ok(int(reply.get("deleted")) > 0)
-    }
-
-    async fn list_inner(&self, prefix: &str, limit: usize) -> StoreResult<Vec<HeldLock>> {
-        let from = lock_key(prefix);
-        let end = client::prefix_end(&from);
-        let reply = self
-            .api
-            .call(
-                "/v3/kv/range",
-                &json!({"key": b64(&from), "range_end": b64(&end), "limit": limit.to_string()}),
-                self.deadline(),
-                Retry::Safe,
-            )
-            .await?;
-        let mut out = Vec::new();
-        for kv in kvs(&reply) {
-            let Some(name) = keys::lock_name(&kv.key) else {
-                continue;
-            };
-            if let Some(info) = self.info(&kv).await? {
-                out.push(HeldLock { key: name, info });
-            }
-        }
-        out.truncate(limit);
-        Ok(out)
-    }
-
     async fn close_inner(&self) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
@@ -689,21 +650,6 @@ impl LockStore for EtcdStore {
 
     fn operator(&self) -> Option<&dyn OperatorTools> {
         Some(self)
-    }
-}
-
-impl OperatorTools for EtcdStore {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("force_release", self.force_release_inner(key))
-            .boxed()
-    }
-
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        self.bounded("list", self.list_inner(prefix, limit)).boxed()
     }
 }
 
