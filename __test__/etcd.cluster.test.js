@@ -1,7 +1,7 @@
 'use strict'
 // etcd under faults, on a throwaway 3-member cluster (__test__/fixtures/etcd.js): its leader
-// killed while three clients contend for a fenced resource, and a holder cut off from every
-// member behind a TCP proxy.
+// killed while three clients contend for a fenced resource, a holder cut off from every
+// member behind a TCP proxy, and a holder whose member is left without a quorum.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { connect } = require('..')
@@ -101,4 +101,28 @@ test('a holder cut off from every member hears of its loss before a client that 
   await other.close()
   await cutOff.close().catch(() => {})
   await proxy.close()
+})
+
+test('a holder whose member lost its quorum is told of its loss before anyone is granted its lock, and the lock comes back with a higher token', async (t) => {
+  if (!need(t)) return
+  await cluster.leader()
+  const [alone, ...others] = cluster.members
+  const minority = await connect(cluster.url([alone]), { connectTimeout: 500, responseTimeout: 500 })
+  const k = `${prefix('etcd-minority')}lock`
+  let lostAt = 0
+  const held = await minority.acquire(k, { ttl: 1000, autoExtend: true, onLost: () => { lostAt = Date.now() } })
+  // The other two members stop: the one left has no quorum, and refuses (no leader).
+  await Promise.all(others.map((m) => m.kill()))
+  const deadline = Date.now() + 10000
+  while (lostAt === 0 && Date.now() < deadline) await sleep(20)
+  assert.ok(lostAt > 0, 'the holder on the minority side was told')
+  assert.equal(held.held, false)
+  for (const m of others) m.restart()
+  await cluster.leader()
+  const majority = await connect(cluster.url(others), BOUND)
+  const taken = await majority.acquire(k, { ttl: 5000, wait: 20000, retryDelay: 50 })
+  assert.ok(taken.fencingToken > held.fencingToken)
+  await taken.release()
+  await majority.close()
+  await minority.close().catch(() => {})
 })
