@@ -126,7 +126,7 @@ impl EtcdStore {
         Ok(EtcdStore {
             id: uuid::Uuid::new_v4().simple().to_string(),
             held: Arc::new(Held::new(api.clone(), call_timeout)),
-            watches: Watches::new(api.clone()),
+            watches: Watches::new(api.clone(), call_timeout),
             leases: Leases::default(),
             api,
             call_timeout,

@@ -30,8 +30,9 @@ use tokio_util::sync::CancellationToken;
 /// Releases a lagging receiver may miss (it then polls).
 const CHANNEL: usize = 1024;
 
-/// How long a `watch` waits for the stream to be open (etcd confirmed the watch), so that a
-/// waiter that asks once more right after subscribing cannot miss a release in between.
+/// Longest a `watch` waits for the stream to be open (etcd confirmed the watch), so that a
+/// waiter that asks once more right after subscribing cannot miss a release in between; never
+/// longer than a call's bound.
 const READY_WAIT: Duration = Duration::from_secs(2);
 
 /// The store's watch.
@@ -44,6 +45,8 @@ pub struct Watches {
     /// Whether the stream is open now.
     ready: tokio::sync::watch::Receiver<bool>,
     ready_tx: Arc<tokio::sync::watch::Sender<bool>>,
+    /// How long `watch` waits for the stream.
+    ready_wait: Duration,
 }
 
 struct Shared {
@@ -51,10 +54,12 @@ struct Shared {
 }
 
 impl Watches {
-    /// Watches through `api`; nothing is opened before the first `watch`.
-    pub fn new(api: Arc<Api>) -> Watches {
+    /// Watches through `api`; nothing is opened before the first `watch`, which waits for the
+    /// stream at most `call_timeout` (and [`READY_WAIT`]).
+    pub fn new(api: Arc<Api>, call_timeout: Duration) -> Watches {
         let (ready_tx, ready) = tokio::sync::watch::channel(false);
         Watches {
+            ready_wait: READY_WAIT.min(call_timeout),
             ready,
             ready_tx: Arc::new(ready_tx),
             tx: broadcast::channel(CHANNEL).0,
@@ -207,8 +212,9 @@ impl ReleaseNotifications for Watches {
             });
         }
         let mut ready = self.ready.clone();
+        let wait = self.ready_wait;
         async move {
-            let _ = tokio::time::timeout(READY_WAIT, ready.wait_for(|open| *open)).await;
+            let _ = tokio::time::timeout(wait, ready.wait_for(|open| *open)).await;
         }
         .boxed()
     }
