@@ -291,12 +291,16 @@ impl Api {
         if status == 200 && value.get("error").is_none() {
             return Ok(value);
         }
-        let code = int(value.get("code"));
-        let text = value
-            .get("message")
-            .or_else(|| value.get("error"))
-            .and_then(Value::as_str)
-            .unwrap_or("no message");
+        // A unary error is `{"error", "message", "code"}`; a streamed one (a keep-alive) is
+        // `{"error": {"grpc_code", "message", …}}`.
+        let (code, text) = match value.get("error") {
+            Some(e @ Value::Object(_)) => (int(e.get("grpc_code")), e.get("message")),
+            _ => (
+                int(value.get("code")),
+                value.get("message").or_else(|| value.get("error")),
+            ),
+        };
+        let text = text.and_then(Value::as_str).unwrap_or("no message");
         let error = errors::server_error(path, code, text);
         // "no leader" and "leader changed" are refusals before the request was applied.
         let sent = code != code::UNAVAILABLE;
