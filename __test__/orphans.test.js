@@ -16,15 +16,18 @@ const { REDIS_URL, MYSQL_URL, PG_URL, needRedis, needMysql, needPg, prefix, clos
 const { tcpProxy } = require('./fixtures/tcp-proxy')
 const { startRedisServers } = require('./fixtures/redis-server')
 const { sharedDynalite, TEST_CREDENTIALS } = require('./fixtures/dynalite')
+const { sharedEtcd } = require('./fixtures/etcd')
 
 const RT = 1000
 const HOLD = 1500
 const TTL = 8000
 
 const dynalite = sharedDynalite()
+const etcd = sharedEtcd()
 after(async () => {
   closeRaw()
   await dynalite.stop()
+  await etcd.stop()
 })
 
 function throughProxy(url, port) {
@@ -61,8 +64,8 @@ async function freeBy(free, deadline, what) {
   }
 }
 
-// A SQL or DynamoDB call is bounded by connectTimeout + responseTimeout: their replies are
-// held back longer than that.
+// A SQL, DynamoDB or etcd call is bounded by connectTimeout + responseTimeout: their replies
+// are held back longer than that.
 const SQL = { connectTimeout: 1000 }
 const SQL_HOLD = 2500
 const DYNAMO = { ...SQL, credentials: TEST_CREDENTIALS }
@@ -88,6 +91,15 @@ const STORES = [
       await c.close()
       return true
     },
+  },
+  {
+    name: 'etcd',
+    url: () => etcd.server.url(),
+    port: () => etcd.server.members[0].clientPort,
+    via: (port) => `etcd://127.0.0.1:${port}`,
+    options: SQL,
+    hold: SQL_HOLD,
+    need: (t) => etcd.need(t),
   },
 ]
 

@@ -14,7 +14,7 @@ const STORES = stores()
 
 test('the registry names every store once with its schemes', () => {
   const names = STORES.map((e) => e.name)
-  assert.deepEqual(names, ['redis', 'mysql', 'postgres', 'sqlite', 'dynamodb', 'memory'])
+  assert.deepEqual(names, ['redis', 'mysql', 'postgres', 'sqlite', 'dynamodb', 'etcd', 'memory'])
   const schemes = STORES.flatMap((e) => e.schemes)
   assert.equal(new Set(schemes).size, schemes.length)
 })
@@ -34,6 +34,7 @@ test('a URL of every scheme in the registry passes the scheme check, in any case
     postgres: 'postgres://u@127.0.0.1:1/test', postgresql: 'POSTGRESQL://u@127.0.0.1:1/test',
     sqlite: `sqlite://${path.join(require('node:os').tmpdir(), `deadbolt-registry-${process.pid}.db`)}`,
     dynamodb: 'dynamodb://locks?region=us-east-1&endpoint=http://127.0.0.1:1',
+    etcd: 'etcd://127.0.0.1:1,127.0.0.1:2', etcds: 'ETCDS://u:p@127.0.0.1:1',
     memory: 'memory://registry-test',
   }
   for (const s of STORES.flatMap((e) => e.schemes)) {

@@ -4,11 +4,13 @@
 # 127.0.0.1:5432 (user postgres, trust authentication from 127.0.0.1, database `test`). A
 # server that answers is left alone; one that does not is installed (Debian packages) if
 # missing, then started.
-# Usage: scripts/services.sh [redis] [mariadb] [postgres]   (default: all three)
+# etcd: the tests start throwaway members of their own (__test__/fixtures/etcd.js); this only
+# installs the binary (Debian's etcd-server) when it is missing.
+# Usage: scripts/services.sh [redis] [mariadb] [postgres] [etcd]   (default: all four)
 set -euo pipefail
 
 want=("$@")
-[ ${#want[@]} -eq 0 ] && want=(redis mariadb postgres)
+[ ${#want[@]} -eq 0 ] && want=(redis mariadb postgres etcd)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -92,11 +94,17 @@ ensure_postgres() {
   return 1
 }
 
+ensure_etcd() {
+  command -v etcd >/dev/null || apt_install etcd-server
+  echo "etcd: $(etcd --version | head -1)"
+}
+
 for s in "${want[@]}"; do
   case "$s" in
     redis) ensure_redis ;;
     mariadb|mysql) ensure_mariadb ;;
     postgres|postgresql) ensure_postgres ;;
+    etcd) ensure_etcd ;;
     *) echo "services.sh: unknown service $s" >&2; exit 2 ;;
   esac
 done

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 step() { printf '\n== %s\n' "$*"; }
 
 step "servers"
-bash scripts/services.sh redis mariadb postgres
+bash scripts/services.sh redis mariadb postgres etcd
 
 step "eslint (lib, compat, bin, scripts, __test__)"
 npm run --silent lint

@@ -6,6 +6,7 @@
 pub mod connect;
 pub mod dynamodb;
 pub mod error;
+pub mod etcd;
 pub mod memory;
 pub mod mysql;
 pub mod open;

@@ -10,6 +10,7 @@
 
 use super::connect::ConnectOptions;
 use super::dynamodb::{DynamoStore, DynamoStoreOptions};
+use super::etcd::{EtcdOptions, EtcdStore};
 use super::memory::MemoryStore;
 use super::mysql::{MysqlOptions, MysqlStore};
 use super::postgres::{PostgresOptions, PostgresStore};
@@ -76,6 +77,14 @@ pub const STORES: &[StoreEntry] = &[
         tls: &[],
         options: &["dynamodb"],
         open: open_dynamodb,
+    },
+    StoreEntry {
+        name: "etcd",
+        schemes: &["etcd", "etcds"],
+        example: "etcd://host:2379[,host:2379…]",
+        tls: &["etcds"],
+        options: &["tls"],
+        open: open_etcd,
     },
     StoreEntry {
         name: "memory",
@@ -185,6 +194,18 @@ fn open_dynamodb(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
     Ok(Arc::new(store))
 }
 
+fn open_etcd(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
+    let store = EtcdStore::connect(
+        url,
+        EtcdOptions {
+            connect_timeout_ms: opts.connect_timeout_ms,
+            response_timeout_ms: opts.response_timeout_ms,
+            tls: opts.tls.clone(),
+        },
+    )?;
+    Ok(Arc::new(store))
+}
+
 /// `memory://[name]`: the process's store of that name.
 fn open_memory(url: &str, _opts: &ConnectOptions) -> StoreResult<SharedStore> {
     let name = url.split_once("://").map(|(_, n)| n).unwrap_or("");
@@ -217,7 +238,7 @@ mod tests {
     fn schemes_are_listed_as_a_sentence() {
         assert_eq!(
             listed(|e| e.tls),
-            "rediss://, mysql://, mariadb://, postgres:// or postgresql://"
+            "rediss://, mysql://, mariadb://, postgres://, postgresql:// or etcds://"
         );
     }
 }

@@ -1,0 +1,172 @@
+//! What this store holds, with each grant's own lease in milliseconds: etcd's leases count
+//! whole seconds and are shared by every lock of one length (`leases.rs`), so the end of one
+//! lock's lease is kept here, and a timer deletes the lock's key when it passes without an
+//! extension (a compare-and-delete on the holder, so it never frees someone else's grant).
+//! Until the key is gone, `inspect` and `try_acquire` of this store already treat it as
+//! free. A process that dies or loses etcd has no timer: then the shared etcd lease ends
+//! it, a little later (never earlier: see `leases.rs`).
+
+use super::client::{Api, Retry};
+use super::txn;
+use crate::store::StoreResult;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How a timer makes sure the key it deletes is still the grant it times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guard {
+    /// The key's value is held by this owner (a lock).
+    Owner(String),
+    /// The key was created at this revision (a semaphore holder's or queued request's key,
+    /// whose name is its owner).
+    Created(i64),
+}
+
+impl Guard {
+    /// The compares of a transaction that acts only on this grant of `key`.
+    pub fn compares(&self, key: &[u8]) -> Vec<Value> {
+        match self {
+            Guard::Owner(owner) => txn::held_by(key, owner).to_vec(),
+            Guard::Created(rev) => vec![txn::created_at(key, *rev)],
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    guard: Guard,
+    deadline: Instant,
+}
+
+/// The grants of this store and the ends of their leases.
+pub struct Held {
+    entries: Mutex<HashMap<Vec<u8>, Entry>>,
+    api: Arc<Api>,
+    call_timeout: Duration,
+    closed: AtomicBool,
+}
+
+impl Held {
+    /// An empty table whose timers delete through `api`, each delete within `call_timeout`.
+    pub fn new(api: Arc<Api>, call_timeout: Duration) -> Held {
+        Held {
+            entries: Mutex::new(HashMap::new()),
+            api,
+            call_timeout,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that `key` is held as `guard` says until `deadline` (a grant or an
+    /// extension), and times it.
+    pub fn hold(self: &Arc<Self>, key: &[u8], guard: Guard, deadline: Instant) {
+        let fresh = {
+            let mut entries = self.entries();
+            let fresh = entries.get(key).is_none_or(|e| e.guard != guard);
+            entries.insert(key.to_vec(), Entry { guard, deadline });
+            fresh
+        };
+        if fresh {
+            let me = self.clone();
+            let key = key.to_vec();
+            tokio::spawn(async move { me.time(key).await });
+        }
+    }
+
+    /// Forgets `key` (released, handed to an owner elsewhere, or found gone).
+    pub fn forget(&self, key: &[u8]) {
+        self.entries().remove(key);
+    }
+
+    /// Forgets `key` if it is held as `guard`.
+    pub fn forget_if(&self, key: &[u8], guard: &Guard) {
+        let mut entries = self.entries();
+        if entries.get(key).is_some_and(|e| &e.guard == guard) {
+            entries.remove(key);
+        }
+    }
+
+    /// The remaining lease of `key` held as `guard`, in ms (0 or less: its lease ended),
+    /// if this store holds it.
+    pub fn remaining_ms(&self, key: &[u8], guard: &Guard) -> Option<i64> {
+        let entries = self.entries();
+        let e = entries.get(key).filter(|e| &e.guard == guard)?;
+        let now = Instant::now();
+        Some(if e.deadline > now {
+            (e.deadline - now).as_millis().min(i64::MAX as u128) as i64
+        } else {
+            0
+        })
+    }
+
+    /// Whether `key` is held by this store as `guard` with its lease ended.
+    pub fn ended(&self, key: &[u8], guard: &Guard) -> bool {
+        self.remaining_ms(key, guard).is_some_and(|r| r <= 0)
+    }
+
+    /// Stops the timers.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.entries().clear();
+    }
+
+    /// Deletes the key once its lease ends, unless it was extended, released or handed on.
+    async fn time(&self, key: Vec<u8>) {
+        loop {
+            let (deadline, guard) = match self.entries().get(&key) {
+                Some(e) => (e.deadline, e.guard.clone()),
+                None => return,
+            };
+            if Instant::now() < deadline {
+                tokio::time::sleep_until(deadline).await;
+                continue;
+            }
+            {
+                let mut entries = self.entries();
+                match entries.get(&key) {
+                    Some(e) if e.guard == guard && e.deadline <= Instant::now() => {
+                        entries.remove(&key);
+                    }
+                    Some(_) => continue,
+                    None => return,
+                }
+            }
+            self.expire(&key, &guard).await;
+            return;
+        }
+    }
+
+    /// Deletes `key` if it is still `guard`'s grant: a few tries, then the etcd lease is left
+    /// to end it.
+    async fn expire(&self, key: &[u8], guard: &Guard) {
+        for attempt in 0..3u32 {
+            if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            match self.delete(key, guard).await {
+                Ok(()) => return,
+                Err(e) => {
+                    crate::debug!("etcd: deleting an expired grant failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                }
+            }
+        }
+    }
+
+    async fn delete(&self, key: &[u8], guard: &Guard) -> StoreResult<()> {
+        let deadline = Instant::now() + self.call_timeout;
+        let body = txn::txn(guard.compares(key), vec![txn::delete(key)], vec![]);
+        self.api
+            .call("/v3/kv/txn", &body, deadline, Retry::Safe)
+            .await
+            .map(|_| ())
+    }
+}

@@ -1,0 +1,226 @@
+//! The etcd store against a throwaway etcd member (`__test__/fixtures/etcd.js`, started once
+//! per test process on free ports, stopped with it): the contract, and what this store adds.
+//! Skipped with a message when etcd is not installed, failed under `CI`.
+
+use super::*;
+use crate::store::conformance::{name, owner};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+/// The URL of the etcd this test process started, or `None` (skip) when etcd is not
+/// installed outside CI.
+fn etcd() -> Option<String> {
+    // The fixture ends its member when its stdin (held here) closes: when this process ends.
+    static SERVER: OnceLock<Option<(String, Mutex<Child>)>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            let installed = Command::new("etcd")
+                .arg("--version")
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !installed {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "etcd is not installed (apt-get install etcd-server)"
+                );
+                eprintln!("skipped: etcd is not installed (apt-get install etcd-server)");
+                return None;
+            }
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            let mut child = Command::new("node")
+                .arg(root.join("__test__/fixtures/etcd.js"))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("node runs");
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            let port = line
+                .trim()
+                .strip_prefix("listening ")
+                .unwrap_or_else(|| panic!("the etcd fixture said {line:?}"));
+            Some((format!("etcd://127.0.0.1:{port}"), Mutex::new(child)))
+        })
+        .as_ref()
+        .map(|(url, _)| url.clone())
+}
+
+fn options() -> EtcdOptions {
+    EtcdOptions {
+        connect_timeout_ms: 2000,
+        response_timeout_ms: 5000,
+        tls: None,
+    }
+}
+
+/// A store of its own (another process, as far as etcd can tell).
+fn store() -> Option<Arc<EtcdStore>> {
+    let url = etcd()?;
+    Some(Arc::new(EtcdStore::connect(&url, options()).unwrap()))
+}
+
+mod contract {
+    crate::conformance_suite!(super::store().map(|s| s as _));
+    crate::permits_suite!(super::store().map(|s| s as _));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_is_exclusive_across_stores_and_tokens_are_revisions_that_grow() {
+    let (Some(a), Some(b)) = (store(), store()) else {
+        return;
+    };
+    let (k, x, y) = (name(), owner(), owner());
+    let first = a
+        .try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        b.try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(a.release(&k, &x).await.unwrap().released);
+    let second = b
+        .try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second > first);
+    // Another store sees the holder and its token.
+    let info = a.inspect(&k).await.unwrap().unwrap();
+    assert_eq!(
+        (info.owner.as_str(), info.fencing_token),
+        (y.as_str(), second)
+    );
+    assert!(info.remaining_ms > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_ends_is_deleted_by_its_holders_store_and_announced_to_others() {
+    let (Some(a), Some(b)) = (store(), store()) else {
+        return;
+    };
+    let (k, x) = (name(), owner());
+    let notes = b.release_notifications().unwrap();
+    let mut releases = notes.releases();
+    notes.watch(&k).await;
+    // The watch stream is open before the grant's key goes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.try_acquire(&k, &x, 200, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if releases.recv().await.unwrap() == k {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(heard.is_ok(), "the expiry was announced");
+    assert_eq!(b.inspect(&k).await.unwrap(), None);
+    notes.unwatch(&k).await;
+    assert_eq!(notes.watched(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_store_frees_what_it_held_at_once() {
+    let (Some(a), Some(b)) = (store(), store()) else {
+        return;
+    };
+    let (k, x, y) = (name(), owner(), owner());
+    a.try_acquire(&k, &x, 60_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    a.close().await;
+    assert!(b
+        .try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .is_some());
+    let err = a.inspect(&k).await.unwrap_err();
+    assert_eq!(err.kind, crate::store::ErrorKind::Closed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_member_is_skipped_for_the_next_one() {
+    let Some(url) = etcd() else {
+        return;
+    };
+    let port = crate::store::test_servers::free_port();
+    let live = url.trim_start_matches("etcd://");
+    let s = EtcdStore::connect(&format!("etcd://127.0.0.1:{port},{live}"), options()).unwrap();
+    s.ping().await.unwrap();
+    let (k, x) = (name(), owner());
+    assert!(s
+        .try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_answering_is_an_unreachable_error_within_the_bound() {
+    let port = crate::store::test_servers::free_port();
+    let s = EtcdStore::connect(
+        &format!("etcd://u:hunter2@127.0.0.1:{port}"),
+        EtcdOptions {
+            connect_timeout_ms: 500,
+            response_timeout_ms: 500,
+            tls: None,
+        },
+    )
+    .unwrap();
+    let started = Instant::now();
+    let err = s.ping().await.unwrap_err();
+    assert_eq!(err.kind, crate::store::ErrorKind::Unreachable, "{err}");
+    assert!(!err.message.contains("hunter2"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_says_whether_another_store_was_refused_the_lock_meanwhile() {
+    let (Some(a), Some(b)) = (store(), store()) else {
+        return;
+    };
+    let (k, x, y) = (name(), owner(), owner());
+    a.try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    // Refused by its own store only: nobody else waits.
+    assert_eq!(
+        a.try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
+    let alone = a.release(&k, &x).await.unwrap();
+    assert!(alone.released && !alone.others_waiting);
+    a.try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        b.try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
+    let waited = a.release(&k, &x).await.unwrap();
+    assert!(waited.released && waited.others_waiting);
+    // The marks went with the release.
+    a.try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!a.release(&k, &x).await.unwrap().others_waiting);
+}
