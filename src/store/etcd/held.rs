@@ -1,7 +1,9 @@
 //! What this store holds, with each grant's own lease in milliseconds: etcd's leases count
 //! whole seconds and are shared by every lock of one length (`leases.rs`), so the end of one
 //! lock's lease is kept here, and a timer deletes the lock's key when it passes without an
-//! extension (a compare-and-delete on the holder, so it never frees someone else's grant).
+//! extension (a compare-and-delete on the holder and on the etcd lease this store put the key
+//! on, so it never frees someone else's grant: not even one with the same owner, adopted by
+//! another process, which moved the key onto its own lease).
 //! Until the key is gone, `inspect` and `try_acquire` of this store already treat it as
 //! free. A process that dies or loses etcd has no timer: then the shared etcd lease ends
 //! it, a little later (never earlier: see `leases.rs`).
@@ -34,12 +36,23 @@ impl Guard {
             Guard::Created(rev) => vec![txn::created_at(key, *rev)],
         }
     }
+
+    /// [`Guard::compares`], and the key still on the etcd lease `lease` (where this store put
+    /// it: a process that adopted the grant moved it onto its own).
+    pub fn compares_on(&self, key: &[u8], lease: i64) -> Vec<Value> {
+        let mut compares = self.compares(key);
+        compares.push(txn::on_lease(key, lease));
+        compares
+    }
 }
 
 #[derive(Debug)]
 struct Entry {
     guard: Guard,
     deadline: Instant,
+    /// The etcd lease this store put the key on: a key found on another lease is no longer
+    /// this store's grant (another process adopted it), whatever its owner.
+    lease: i64,
 }
 
 /// The grants of this store and the ends of their leases.
@@ -66,12 +79,19 @@ impl Held {
     }
 
     /// Records that `key` is held as `guard` says until `deadline` (a grant or an
-    /// extension), and times it.
-    pub fn hold(self: &Arc<Self>, key: &[u8], guard: Guard, deadline: Instant) {
+    /// extension), on the etcd lease `lease`, and times it.
+    pub fn hold(self: &Arc<Self>, key: &[u8], guard: Guard, deadline: Instant, lease: i64) {
         let fresh = {
             let mut entries = self.entries();
             let fresh = entries.get(key).is_none_or(|e| e.guard != guard);
-            entries.insert(key.to_vec(), Entry { guard, deadline });
+            entries.insert(
+                key.to_vec(),
+                Entry {
+                    guard,
+                    deadline,
+                    lease,
+                },
+            );
             fresh
         };
         if fresh {
@@ -112,6 +132,25 @@ impl Held {
         self.remaining_ms(key, guard).is_some_and(|r| r <= 0)
     }
 
+    /// [`Held::remaining_ms`] of a key read on the etcd lease `lease`: `None` when this store
+    /// did not put it there (another process adopted it and moved it onto its own lease).
+    pub fn remaining_on(&self, key: &[u8], guard: &Guard, lease: i64) -> Option<i64> {
+        if self.entries().get(key).is_some_and(|e| e.lease != lease) {
+            return None;
+        }
+        self.remaining_ms(key, guard)
+    }
+
+    /// [`Held::ended`] of a key read on the etcd lease `lease`.
+    pub fn ended_on(&self, key: &[u8], guard: &Guard, lease: i64) -> bool {
+        self.remaining_on(key, guard, lease).is_some_and(|r| r <= 0)
+    }
+
+    /// The etcd leases the grants held now are on.
+    pub fn leases(&self) -> std::collections::HashSet<i64> {
+        self.entries().values().map(|e| e.lease).collect()
+    }
+
     /// Stops the timers.
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
@@ -121,8 +160,8 @@ impl Held {
     /// Deletes the key once its lease ends, unless it was extended, released or handed on.
     async fn time(&self, key: Vec<u8>) {
         loop {
-            let (deadline, guard) = match self.entries().get(&key) {
-                Some(e) => (e.deadline, e.guard.clone()),
+            let (deadline, guard, lease) = match self.entries().get(&key) {
+                Some(e) => (e.deadline, e.guard.clone(), e.lease),
                 None => return,
             };
             if Instant::now() < deadline {
@@ -132,26 +171,28 @@ impl Held {
             {
                 let mut entries = self.entries();
                 match entries.get(&key) {
-                    Some(e) if e.guard == guard && e.deadline <= Instant::now() => {
+                    Some(e)
+                        if e.guard == guard && e.lease == lease && e.deadline <= Instant::now() =>
+                    {
                         entries.remove(&key);
                     }
                     Some(_) => continue,
                     None => return,
                 }
             }
-            self.expire(&key, &guard).await;
+            self.expire(&key, &guard, lease).await;
             return;
         }
     }
 
     /// Deletes `key` if it is still `guard`'s grant: a few tries, then the etcd lease is left
     /// to end it.
-    async fn expire(&self, key: &[u8], guard: &Guard) {
+    async fn expire(&self, key: &[u8], guard: &Guard, lease: i64) {
         for attempt in 0..3u32 {
             if self.closed.load(Ordering::SeqCst) {
                 return;
             }
-            match self.delete(key, guard).await {
+            match self.delete(key, guard, lease).await {
                 Ok(()) => return,
                 Err(e) => {
                     crate::debug!("etcd: deleting an expired grant failed: {e}");
@@ -161,9 +202,13 @@ impl Held {
         }
     }
 
-    async fn delete(&self, key: &[u8], guard: &Guard) -> StoreResult<()> {
+    async fn delete(&self, key: &[u8], guard: &Guard, lease: i64) -> StoreResult<()> {
         let deadline = Instant::now() + self.call_timeout;
-        let body = txn::txn(guard.compares(key), vec![txn::delete(key)], vec![]);
+        let body = txn::txn(
+            guard.compares_on(key, lease),
+            vec![txn::delete(key)],
+            vec![],
+        );
         self.api
             .call("/v3/kv/txn", &body, deadline, Retry::Safe)
             .await

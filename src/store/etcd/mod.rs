@@ -186,10 +186,11 @@ impl EtcdStore {
         Ok(succeeded(&reply).then_some(token))
     }
 
-    /// Deletes `k` if it is still the grant `guard` (an ended lease this store holds).
-    async fn delete_ended(&self, k: &[u8], guard: &Guard) -> StoreResult<()> {
+    /// Deletes `k` if it is still the grant `guard` on the etcd lease `lease` (an ended lease
+    /// this store holds).
+    async fn delete_ended(&self, k: &[u8], guard: &Guard, lease: i64) -> StoreResult<()> {
         self.held.forget_if(k, guard);
-        let body = txn::txn(guard.compares(k), vec![txn::delete(k)], vec![]);
+        let body = txn::txn(guard.compares_on(k, lease), vec![txn::delete(k)], vec![]);
         self.txn(&body, Retry::Safe).await.map(|_| ())
     }
 
@@ -230,7 +231,7 @@ impl EtcdStore {
             };
             if succeeded(&reply) {
                 let token = revision(&reply) as u64;
-                self.held.hold(&k, guard, ttl_after(ttl_ms));
+                self.held.hold(&k, guard, ttl_after(ttl_ms), lease);
                 return Ok(Some(token));
             }
             let Some(kv) = Self::read_back(&reply, 0) else {
@@ -249,13 +250,13 @@ impl EtcdStore {
                     self.move_to(&kv, &current, lease).await?
                 };
                 if let Some(t) = token {
-                    self.held.hold(&k, guard, ttl_after(ttl_ms));
+                    self.held.hold(&k, guard, ttl_after(ttl_ms), lease);
                     return Ok(Some(t));
                 }
                 continue;
             }
-            if self.held.ended(&k, &theirs) {
-                self.delete_ended(&k, &theirs).await?;
+            if self.held.ended_on(&k, &theirs, kv.lease) {
+                self.delete_ended(&k, &theirs, kv.lease).await?;
                 continue;
             }
             return Ok(None);
@@ -278,7 +279,7 @@ impl EtcdStore {
         let body = txn::txn(compare, vec![], vec![txn::range(&k)]);
         let reply = self.txn(&body, Retry::Safe).await?;
         if succeeded(&reply) {
-            self.held.hold(&k, guard, ttl_after(ttl_ms));
+            self.held.hold(&k, guard, ttl_after(ttl_ms), lease);
             return Ok(true);
         }
         let kv = Self::read_back(&reply, 0);
@@ -306,12 +307,12 @@ impl EtcdStore {
             return Ok(false);
         };
         if kv.lease == lease {
-            self.held.hold(k, guard, ttl_after(ttl_ms));
+            self.held.hold(k, guard, ttl_after(ttl_ms), lease);
             return Ok(true);
         }
         let moved = self.move_to(&kv, &value, lease).await?.is_some();
         if moved {
-            self.held.hold(k, guard, ttl_after(ttl_ms));
+            self.held.hold(k, guard, ttl_after(ttl_ms), lease);
         } else {
             self.held.forget_if(k, &guard);
         }
@@ -428,6 +429,7 @@ impl EtcdStore {
                 &k,
                 Guard::Owner(next.owner.to_owned()),
                 ttl_after(next.ttl_ms),
+                lease,
             );
             return Ok(Some(revision(&reply) as u64));
         }
@@ -497,17 +499,25 @@ impl EtcdStore {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
+        // Grants still held at close were left on purpose (a lock its holder stopped extending,
+        // which another process may adopt): their leases are kept, so etcd ends them (at the
+        // lease's end, a margin later) unless an adopter moved them onto its own. The other
+        // leases carry only what this store no longer needs (waiters' marks, queued places):
+        // freed now rather than when they end.
+        let kept = self.held.leases();
         self.held.close();
         self.watches.close();
-        // Whatever this store still holds is freed now rather than when its leases end.
         let deadline = self.deadline();
         let ids = self.leases.ids().await;
-        let revokes = ids.iter().map(|id| async move {
-            let body = json!({"ID": id.to_string()});
-            self.api
-                .call("/v3/lease/revoke", &body, deadline, Retry::Safe)
-                .await
-        });
+        let revokes = ids
+            .iter()
+            .filter(|id| !kept.contains(id))
+            .map(|id| async move {
+                let body = json!({"ID": id.to_string()});
+                self.api
+                    .call("/v3/lease/revoke", &body, deadline, Retry::Safe)
+                    .await
+            });
         let _ =
             tokio::time::timeout(self.call_timeout, futures_util::future::join_all(revokes)).await;
     }

@@ -61,7 +61,7 @@ impl EtcdStore {
             };
             if self
                 .held
-                .ended(&kv.key, &Guard::Created(kv.create_revision))
+                .ended_on(&kv.key, &Guard::Created(kv.create_revision), kv.lease)
             {
                 state.ended.push(kv);
                 continue;
@@ -121,6 +121,7 @@ impl EtcdStore {
                     &hk,
                     Guard::Created(mine.kv.create_revision),
                     ttl_after(req.ttl_ms),
+                    lease,
                 );
                 return Ok(Some(token));
             }
@@ -162,7 +163,7 @@ impl EtcdStore {
                         .forget_if(&kv.key, &Guard::Created(kv.create_revision));
                 }
                 self.held
-                    .hold(&hk, Guard::Created(token), ttl_after(req.ttl_ms));
+                    .hold(&hk, Guard::Created(token), ttl_after(req.ttl_ms), lease);
                 return Ok(Some(token as u64));
             }
             if req.queue_ttl_ms == 0 {
@@ -179,6 +180,7 @@ impl EtcdStore {
                         &qk,
                         Guard::Created(e.kv.create_revision),
                         ttl_after(req.queue_ttl_ms),
+                        lease,
                     );
                 }
                 return Ok(None);
@@ -194,6 +196,7 @@ impl EtcdStore {
                     &qk,
                     Guard::Created(revision(&reply)),
                     ttl_after(req.queue_ttl_ms),
+                    lease,
                 );
             }
             return Ok(None);
@@ -223,6 +226,7 @@ impl EtcdStore {
             &mine.kv.key,
             Guard::Created(mine.kv.create_revision),
             ttl_after(ttl_ms),
+            lease,
         );
         Ok(true)
     }
