@@ -757,9 +757,12 @@ export interface HeldContext {
 
 /** The context of `deadbolt:release`: a release that reached the store, or `close()` releasing it. */
 export interface ReleaseContext extends HeldContext {
-  /** Set at `asyncStart`: `not-held` when the lease had already ended or been taken. */
-  result?: 'released' | 'not-held' | 'error'
-  /** True when `close()` released it (then every event is published at once). */
+  /**
+   * Set at `asyncStart`: `not-held` when the lease had already ended or been taken; `left` when
+   * `close()` let go of a lock its holder stopped extending (left in the store to lapse or be adopted).
+   */
+  result?: 'released' | 'not-held' | 'left' | 'error'
+  /** True when `close()` let go of it (then every event is published at once). */
   closed?: boolean
   error?: unknown
 }

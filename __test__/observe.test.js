@@ -244,3 +244,38 @@ test('an acquisition the store fails is reported error, on the error event too',
   assert.equal(settled(seen)[0].result, 'error')
   assert.equal(seen.filter(([e]) => e === 'error')[0][1].error.code, 'ERR_LOCK_BACKEND')
 })
+
+test('close() publishes a lock its holder stopped extending as left, not released', async (t) => {
+  const locks = await connect(`memory://observe-${prefix('m')}`)
+  const seen = record(t, 'release')
+  const key = prefix('obs') + 'left'
+  const lock = await locks.acquire(key, { ttl: 5000, autoExtend: true })
+  assert.equal(lock.stopExtending(), true)
+  await locks.close()
+  const [done] = settled(seen)
+  assert.equal(done.key, key)
+  assert.equal(done.closed, true)
+  assert.equal(done.result, 'left')
+})
+
+test('withLock publishes its acquisition and its release', async (t) => {
+  const locks = await client(t)
+  const acquired = record(t, 'acquire')
+  const released = record(t, 'release')
+  const key = prefix('obs') + 'with'
+  await locks.withLock(key, async () => {})
+  assert.deepEqual(settled(acquired).map((c) => [c.key, c.result]), [[key, 'granted']])
+  assert.deepEqual(settled(released).map((c) => [c.key, c.result]), [[key, 'released']])
+})
+
+test('a reentrant re-entry of a lock the client holds publishes no acquisition', async (t) => {
+  const locks = await client(t)
+  const key = prefix('obs') + 'reentrant'
+  const first = await locks.acquire(key, { reentrant: true })
+  const seen = record(t, 'acquire')
+  const again = await locks.acquire(key, { reentrant: true })
+  assert.equal(again.fencingToken, first.fencingToken)
+  assert.deepEqual(seen, [])
+  await again.release()
+  await first.release()
+})

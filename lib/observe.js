@@ -152,10 +152,13 @@ function traceRelease(lock, native) {
   return trace(releaseChannel, ctx, () => native.release(lock._id), (released) => (released ? 'released' : 'not-held'))
 }
 
-/** close() released `lock` with every other one: the same events as a release. */
+/**
+ * close() let go of `lock` with every other one: the same events as a release, with result
+ * `left` for a lock its holder stopped extending (close() leaves it to lapse, or to its adopter).
+ */
 function releasedByClose(lock) {
   if (!active(releaseChannel)) return
-  const ctx = holdContext(lock, { result: 'released', error: undefined, closed: true })
+  const ctx = holdContext(lock, { result: lock._extra?.stopped === true ? 'left' : 'released', error: undefined, closed: true })
   releaseChannel.start.publish(ctx)
   releaseChannel.end.publish(ctx)
   releaseChannel.asyncStart.publish(ctx)
