@@ -172,7 +172,22 @@ test('instrument without providers uses the global ones (no-ops without an SDK)'
 })
 
 test('instrument rejects a lockName that is not a function', () => {
-  assert.throws(() => instrument({ lockName: 'x' }), { code: 'ERR_INVALID_ARG_TYPE' })
+  assert.throws(() => instrument({ lockName: 'x' }), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"options\.lockName"/ })
+})
+
+test('instrument rejects options that are not an object', () => {
+  for (const options of [null, 'tracer', 42]) {
+    assert.throws(() => instrument(options), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"options"/ }, String(options))
+  }
+})
+
+test('instrument rejects a tracerProvider or meterProvider that is not a provider', () => {
+  assert.throws(() => instrument({ tracerProvider: {} }), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"options\.tracerProvider"/ })
+  assert.throws(() => instrument({ meterProvider: 'prometheus' }), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"options\.meterProvider"/ })
+})
+
+test('instrument rejects an option it does not know, naming the closest one', () => {
+  assert.throws(() => instrument({ lockname: (k) => k }), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: /Did you mean "lockName"\?/ })
 })
 
 test('a lock.hold span is linked to the lock.acquire span of its grant', async (t) => {
