@@ -135,3 +135,19 @@ test('in a real terminal, top redraws every second: a lock taken after it starte
   await first.release()
   await second.release()
 })
+
+test('top refuses an --interval that is not a positive whole number, naming it (exit 2)', () => {
+  for (const value of ['0', '-5', '1.5', 'soon']) {
+    const r = cli('top', URL_, '--interval', value, '--once')
+    assert.equal(r.code, 2, value)
+    assert.match(r.err, /--interval needs a positive whole number/, value)
+  }
+})
+
+test('top refuses a --prefix, --semaphore or --election without a value, naming it (exit 2)', () => {
+  for (const flag of ['--prefix', '--semaphore', '--election']) {
+    const r = cli('top', URL_, '--once', flag)
+    assert.equal(r.code, 2, flag)
+    assert.ok(r.err.includes(`${flag} needs a`), r.err)
+  }
+})
