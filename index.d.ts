@@ -783,6 +783,11 @@ export interface LostMessage extends HeldContext {
   cause: LostReason | 'store-replaced'
   /** The LockLostError the holder is given. */
   error: LockLostError
+  /**
+   * True when its holder had called `stopExtending`: the lease lapsed as asked (a handover),
+   * which `deadbolt/otel` does not count as a loss.
+   */
+  stopped: boolean
 }
 
 /** The message of `deadbolt:leader`. */

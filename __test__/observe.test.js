@@ -198,6 +198,17 @@ test('a lost lock is published with its cause and how long it was held', async (
   assert.equal(seen[0].lock, lock)
   assert.equal(seen[0].error.code, 'ERR_LOCK_LOST')
   assert.ok(seen[0].heldMs >= 0)
+  assert.equal(seen[0].stopped, false)
+})
+
+test('a lease its holder stopped extending is published as lost with stopped: true when it lapses', async (t) => {
+  const locks = await client(t)
+  const seen = listen(t, 'lost')
+  const lock = await locks.acquire(prefix('obs') + 'stopped', { ttl: 200, autoExtend: true, onLost: () => {} })
+  lock.stopExtending()
+  await eventually(() => seen.length === 1, 5000, 'the lapse')
+  assert.equal(seen[0].cause, 'expired')
+  assert.equal(seen[0].stopped, true)
 })
 
 test('a release the store refuses (someone freed the key) is reported not-held', async (t) => {

@@ -226,3 +226,13 @@ test('without @opentelemetry/api installed, instrument throws ERR_LOCK_OTEL_API_
   const out = require('node:child_process').execFileSync(process.execPath, ['-e', script], { cwd: require('node:path').join(__dirname, '..'), encoding: 'utf8' })
   assert.equal(out.trim(), 'ERR_LOCK_OTEL_API_MISSING')
 })
+
+test('a lease its holder stopped extending lapses without counting as lost, and its hold span ends without error', async (t) => {
+  const { locks, spans, metric } = await setup(t)
+  const lock = await locks.acquire(prefix('otel') + 'handover', { ttl: 200, autoExtend: true, onLost: () => {} })
+  assert.equal(lock.stopExtending(), true)
+  await eventually(() => spans().some((s) => s.name === 'lock.hold'), 5000, 'the hold span')
+  assert.equal(lock.held, false)
+  assert.notEqual(spans().find((s) => s.name === 'lock.hold').status.code, SpanStatusCode.ERROR)
+  assert.equal(sum(await metric('deadbolt.lock.lost')), 0)
+})

@@ -216,10 +216,13 @@ function trace(tc, ctx, run, word) {
 
 // ───────────────────────────── lost / leader ─────────────────────────────
 
-/** `lock` was lost (`cause`: the native side's reason; `err`: the LockLostError). */
-function lost(lock, cause, err) {
+/**
+ * `lock` was lost (`cause`: the native side's reason; `err`: the LockLostError; `stopped`: its
+ * holder had stopped extending it, so the lease lapsed as asked).
+ */
+function lost(lock, cause, err, stopped = false) {
   if (!lostChannel.hasSubscribers) return
-  lostChannel.publish(holdContext(lock, { cause, error: err }))
+  lostChannel.publish(holdContext(lock, { cause, error: err, stopped }))
 }
 
 /** `lock` made its election's candidate leader (`elected`: true) or stopped being one. */

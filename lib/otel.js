@@ -165,6 +165,9 @@ function instrument(options = {}) {
     },
   }
   const onLost = (msg) => {
+    // A lease its holder stopped extending lapsed as asked (a handover): the hold ends, but
+    // nothing was lost.
+    if (msg.stopped) return endHold(msg.lock)
     lostCount.add(1, { ...seriesOf(msg).attrs, 'error.type': msg.cause })
     endHold(msg.lock, msg.cause)
   }
