@@ -319,4 +319,13 @@ async function main(argv, io) {
   }
 }
 
-module.exports = { main, EXIT }
+/** Whether `argv` runs a command that runs until stopped (watch, top, dashboard). */
+function runsUntilStopped(argv) {
+  try {
+    return ['watch', 'top', 'dashboard'].includes(parse(argv).positional[0])
+  } catch {
+    return false
+  }
+}
+
+module.exports = { main, runsUntilStopped, EXIT }
