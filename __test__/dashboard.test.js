@@ -276,3 +276,12 @@ test('the dashboard refuses an empty --host, which would listen on every address
   assert.equal(r.status, 2)
   assert.match(r.stderr, /--host needs a value/)
 })
+
+test("the dashboard's chart keeps the last 600 frames", async (t) => {
+  const d = await dashboard(t, ['--prefix', prefix('dash'), '--interval', '1'])
+  const messages = events(t, d.url)
+  await eventually(() => messages.at(-1)?.history.length === 600, 60_000, '600 frames of history')
+  const seen = messages.length
+  await eventually(() => messages.length > seen, 15_000, 'one more frame')
+  assert.equal(messages.at(-1).history.length, 600)
+})
