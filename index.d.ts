@@ -730,6 +730,12 @@ export interface AcquireContext {
   owner: string
   /** Permits asked for: 1 for a lock, a read hold or an election; all of them for a write hold. */
   permits: number
+  /**
+   * True for `adopt` (a lease taken over by its owner, once read in the store): `granted`,
+   * `refused` when the lease ended between the read and the take-over, or `error`. An `adopt`
+   * that finds no lease of that owner publishes nothing.
+   */
+  adopted: boolean
   /** Set at `asyncStart`. */
   result?: AcquireResult
   /** The granted lock's fencing token (null when taken with `fencing: false`); set when granted. */

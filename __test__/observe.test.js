@@ -290,3 +290,35 @@ test('a reentrant re-entry of a lock the client holds publishes no acquisition',
   await again.release()
   await first.release()
 })
+
+test('adopt is published as an acquisition with adopted: true, and one that finds no lease is not', async (t) => {
+  const where = `memory://observe-${prefix('m')}`
+  const first = await connect(where)
+  const next = await connect(where)
+  t.after(() => Promise.all([first.close(), next.close()]))
+  const key = prefix('obs') + 'adopt'
+  const lock = await first.acquire(key, { ttl: 5000, autoExtend: true })
+  lock.stopExtending()
+  const seen = record(t, 'acquire')
+  const adopted = await next.adopt(key, { owner: lock.owner })
+  await adopted.release()
+  assert.equal(await next.adopt(key, { owner: lock.owner }), null)
+  assert.deepEqual(settled(seen).map((c) => [c.key, c.kind, c.owner, c.adopted, c.result]), [
+    [key, 'lock', lock.owner, true, 'granted'],
+  ])
+  assert.equal(settled(seen)[0].lock, adopted)
+})
+
+test("a read-write lock's adopted write hold is published with kind write", async (t) => {
+  const where = `memory://observe-${prefix('m')}`
+  const first = await connect(where)
+  const next = await connect(where)
+  t.after(() => Promise.all([first.close(), next.close()]))
+  const name = prefix('obs') + 'rw'
+  const hold = await first.readWriteLock(name).write({ ttl: 5000, autoExtend: true })
+  hold.stopExtending()
+  const seen = record(t, 'acquire')
+  const adopted = await next.readWriteLock(name).adopt({ owner: hold.owner })
+  assert.deepEqual(settled(seen).map((c) => [c.kind, c.adopted, c.result]), [['write', true, 'granted']])
+  await adopted.release()
+})

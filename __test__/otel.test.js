@@ -236,3 +236,19 @@ test('a lease its holder stopped extending lapses without counting as lost, and 
   assert.notEqual(spans().find((s) => s.name === 'lock.hold').status.code, SpanStatusCode.ERROR)
   assert.equal(sum(await metric('deadbolt.lock.lost')), 0)
 })
+
+test('an adopted lock counts in deadbolt.lock.held and has a lock.hold span until its release', async (t) => {
+  const { locks, spans, metric } = await setup(t)
+  const other = await connect(locks.toJSON().store)
+  t.after(() => other.close())
+  const key = prefix('otel') + 'adopted'
+  const lock = await other.acquire(key, { ttl: 5000, autoExtend: true })
+  lock.stopExtending()
+  const before = sum(await metric('deadbolt.lock.held'))
+  const adopted = await locks.adopt(key, { owner: lock.owner })
+  assert.equal(sum(await metric('deadbolt.lock.held')), before + 1)
+  await adopted.release()
+  assert.equal(sum(await metric('deadbolt.lock.held')), before)
+  const holds = spans().filter((s) => s.name === 'lock.hold' && s.attributes['deadbolt.lock.key'] === key)
+  assert.equal(holds.length, 1)
+})

@@ -63,9 +63,9 @@ function ms(since) {
 /**
  * Publishes the start of an acquisition, or returns null at once when nobody listens.
  * `kind`: 'lock', 'semaphore', 'read', 'write' or 'election'; `ownerSeq`: the owner string,
- * or the client's sequence number for it.
+ * or the client's sequence number for it; `adopted`: a lease taken over by owner (`adopt`).
  */
-function acquireStart(client, key, kind, ttl, ownerSeq, permits) {
+function acquireStart(client, key, kind, ttl, ownerSeq, permits, adopted = false) {
   if (!active(acquireChannel)) return null
   const ctx = {
     key,
@@ -75,6 +75,7 @@ function acquireStart(client, key, kind, ttl, ownerSeq, permits) {
     // A sequence number stands for the client's prefix and that number (see Lock#owner).
     owner: typeof ownerSeq === 'string' ? ownerSeq : client._ownerPrefix + ownerSeq.toString(36),
     permits,
+    adopted,
     result: undefined,
     fencingToken: undefined,
     waitedMs: undefined,
