@@ -252,3 +252,17 @@ test('an adopted lock counts in deadbolt.lock.held and has a lock.hold span unti
   const holds = spans().filter((s) => s.name === 'lock.hold' && s.attributes['deadbolt.lock.key'] === key)
   assert.equal(holds.length, 1)
 })
+
+test('a lockName that throws falls back to the default name and warns once, without crashing the process', async (t) => {
+  const warnings = []
+  const onWarning = (w) => { if (w.code === 'DEADBOLT_OTEL_LOCK_NAME') warnings.push(w) }
+  process.on('warning', onWarning)
+  t.after(() => process.off('warning', onWarning))
+  const { locks, spans } = await setup(t, { lockName: () => { throw new Error('no name') } })
+  const key = prefix('otel') + 'order:42'
+  await (await locks.acquire(key)).release()
+  await (await locks.acquire(key)).release()
+  assert.equal(spans().find((s) => s.name === 'lock.acquire').attributes['deadbolt.lock.name'], defaultLockName(key))
+  await eventually(() => warnings.length > 0, 5000, 'the warning')
+  assert.equal(warnings.length, 1)
+})

@@ -78,8 +78,24 @@ function instrument(options = {}) {
    * them at every record), those with each result, and the held and pending counts.
    */
   const series = new Map()
+  let warned = false
+  /**
+   * `lockName(key)`; if it throws, the default name and one process warning: an exception in
+   * a channel subscriber would be rethrown as an uncaught exception, crashing the process.
+   */
+  function nameOf(key) {
+    try {
+      return String(lockName(key))
+    } catch (err) {
+      if (!warned) {
+        warned = true
+        process.emitWarning(`deadbolt/otel: lockName threw (${err?.message ?? err}); the default lock name is used instead`, { code: 'DEADBOLT_OTEL_LOCK_NAME' })
+      }
+      return defaultLockName(key)
+    }
+  }
   function seriesOf(ctx) {
-    const name = String(lockName(ctx.key))
+    const name = nameOf(ctx.key)
     const id = `${ctx.store}\u0000${ctx.kind}\u0000${name}`
     let s = series.get(id)
     if (s === undefined) {

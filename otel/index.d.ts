@@ -18,7 +18,8 @@ export interface InstrumentOptions {
   meterProvider?: MeterProviderLike
   /**
    * The `deadbolt.lock.name` attribute of a key. Keep its values few: every distinct value is
-   * a time series. Default: `defaultLockName` (digit runs and UUIDs replaced by `*`).
+   * a time series. Default: `defaultLockName` (digit runs and UUIDs replaced by `*`). If it
+   * throws, the default is used, with one process warning (`DEADBOLT_OTEL_LOCK_NAME`).
    */
   lockName?: (key: string) => string
 }
