@@ -730,6 +730,12 @@ export interface AcquireContext {
   owner: string
   /** Permits asked for: 1 for a lock, a read hold or an election; all of them for a write hold. */
   permits: number
+  /**
+   * True for `adopt` (a lease taken over by its owner, once read in the store): `granted`,
+   * `refused` when the lease ended between the read and the take-over, or `error`. An `adopt`
+   * that finds no lease of that owner publishes nothing.
+   */
+  adopted: boolean
   /** Set at `asyncStart`. */
   result?: AcquireResult
   /** The granted lock's fencing token (null when taken with `fencing: false`); set when granted. */
@@ -757,9 +763,12 @@ export interface HeldContext {
 
 /** The context of `deadbolt:release`: a release that reached the store, or `close()` releasing it. */
 export interface ReleaseContext extends HeldContext {
-  /** Set at `asyncStart`: `not-held` when the lease had already ended or been taken. */
-  result?: 'released' | 'not-held' | 'error'
-  /** True when `close()` released it (then every event is published at once). */
+  /**
+   * Set at `asyncStart`: `not-held` when the lease had already ended or been taken; `left` when
+   * `close()` let go of a lock its holder stopped extending (left in the store to lapse or be adopted).
+   */
+  result?: 'released' | 'not-held' | 'left' | 'error'
+  /** True when `close()` let go of it (then every event is published at once). */
   closed?: boolean
   error?: unknown
 }
@@ -780,6 +789,11 @@ export interface LostMessage extends HeldContext {
   cause: LostReason | 'store-replaced'
   /** The LockLostError the holder is given. */
   error: LockLostError
+  /**
+   * True when its holder had called `stopExtending`: the lease lapsed as asked (a handover),
+   * which `deadbolt/otel` does not count as a loss.
+   */
+  stopped: boolean
 }
 
 /** The message of `deadbolt:leader`. */

@@ -228,3 +228,20 @@ test('help <command> prints that command\'s help, the same as <command> --help',
   assert.match(unknown.err, /unknown command "frobnicate"/)
   assert.equal(cli('help', 'toString').code, 2, 'an Object.prototype name is not a command')
 })
+
+for (const [signal, code] of [['SIGTERM', 143], ['SIGINT', 130]]) {
+  test(`a ${signal} ends a command waiting on a store that does not answer at once (exit ${code})`, async (t) => {
+    const { eventually } = require('./helpers')
+    const sockets = new Set()
+    const server = require('node:net').createServer((s) => { sockets.add(s); s.on('error', () => {}) })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    t.after(() => { for (const s of sockets) s.destroy(); server.close() })
+    const child = spawn(process.execPath, [BIN, 'inspect', `redis://127.0.0.1:${server.address().port}`, 'k'], { stdio: 'ignore' })
+    t.after(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+    const exited = new Promise((resolve) => child.once('exit', (c, s) => resolve({ code: c, signal: s })))
+    // Connected: the CLI is running, its signal handlers installed.
+    await eventually(() => sockets.size > 0, 15_000, 'the CLI to connect')
+    child.kill(signal)
+    assert.deepEqual(await exited, { code, signal: null })
+  })
+}

@@ -7,7 +7,7 @@
 
 const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn, execFileSync } = require('node:child_process')
+const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -261,4 +261,27 @@ test("the dashboard's chart counts a holder that let go before its lease ended a
   await lock.release()
   await eventually(() => total(messages, 'releases') === 1, 15_000, 'the release')
   assert.equal(total(messages, 'expiries'), 0)
+})
+
+test('the dashboard refuses a --port that is not a port number, naming it (exit 2)', () => {
+  for (const value of ['', 'http', '65536', '-1', '0x10', '80.5']) {
+    const r = spawnSync(process.execPath, [BIN, 'dashboard', URL_, '--port', value], { encoding: 'utf8', timeout: 30_000 })
+    assert.equal(r.status, 2, JSON.stringify(value))
+    assert.match(r.stderr, /--port needs a port number/, JSON.stringify(value))
+  }
+})
+
+test('the dashboard refuses an empty --host, which would listen on every address (exit 2)', () => {
+  const r = spawnSync(process.execPath, [BIN, 'dashboard', URL_, '--host', ''], { encoding: 'utf8', timeout: 30_000 })
+  assert.equal(r.status, 2)
+  assert.match(r.stderr, /--host needs a value/)
+})
+
+test("the dashboard's chart keeps the last 600 frames", async (t) => {
+  const d = await dashboard(t, ['--prefix', prefix('dash'), '--interval', '1'])
+  const messages = events(t, d.url)
+  await eventually(() => messages.at(-1)?.history.length === 600, 60_000, '600 frames of history')
+  const seen = messages.length
+  await eventually(() => messages.length > seen, 15_000, 'one more frame')
+  assert.equal(messages.at(-1).history.length, 600)
 })

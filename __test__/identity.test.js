@@ -38,3 +38,16 @@ test("a lock's owner names its holder, so the Lock itself tells who holds it", a
   assert.match(lock.owner, new RegExp(`\\.${process.pid}\\.worker-7\\.`))
   await lock.release()
 })
+
+test('a lock adopted by another client still names the holder that took it first', async (t) => {
+  const where = url()
+  const first = await connect(where, { name: 'first-worker' })
+  const next = await connect(where, { name: 'next-worker' })
+  t.after(() => Promise.all([first.close(), next.close()]))
+  const lock = await first.acquire('k', { ttl: 5000, autoExtend: true })
+  lock.stopExtending()
+  const adopted = await next.adopt('k', { owner: lock.owner })
+  assert.equal(adopted.owner, lock.owner)
+  assert.equal((await next.inspect('k')).holder.name, 'first-worker')
+  await adopted.release()
+})

@@ -198,6 +198,17 @@ test('a lost lock is published with its cause and how long it was held', async (
   assert.equal(seen[0].lock, lock)
   assert.equal(seen[0].error.code, 'ERR_LOCK_LOST')
   assert.ok(seen[0].heldMs >= 0)
+  assert.equal(seen[0].stopped, false)
+})
+
+test('a lease its holder stopped extending is published as lost with stopped: true when it lapses', async (t) => {
+  const locks = await client(t)
+  const seen = listen(t, 'lost')
+  const lock = await locks.acquire(prefix('obs') + 'stopped', { ttl: 200, autoExtend: true, onLost: () => {} })
+  lock.stopExtending()
+  await eventually(() => seen.length === 1, 5000, 'the lapse')
+  assert.equal(seen[0].cause, 'expired')
+  assert.equal(seen[0].stopped, true)
 })
 
 test('a release the store refuses (someone freed the key) is reported not-held', async (t) => {
@@ -243,4 +254,71 @@ test('an acquisition the store fails is reported error, on the error event too',
   await assert.rejects(locks.acquire(prefix('obs') + 'down', { wait: 0 }), { code: 'ERR_LOCK_BACKEND' })
   assert.equal(settled(seen)[0].result, 'error')
   assert.equal(seen.filter(([e]) => e === 'error')[0][1].error.code, 'ERR_LOCK_BACKEND')
+})
+
+test('close() publishes a lock its holder stopped extending as left, not released', async (t) => {
+  const locks = await connect(`memory://observe-${prefix('m')}`)
+  const seen = record(t, 'release')
+  const key = prefix('obs') + 'left'
+  const lock = await locks.acquire(key, { ttl: 5000, autoExtend: true })
+  assert.equal(lock.stopExtending(), true)
+  await locks.close()
+  const [done] = settled(seen)
+  assert.equal(done.key, key)
+  assert.equal(done.closed, true)
+  assert.equal(done.result, 'left')
+})
+
+test('withLock publishes its acquisition and its release', async (t) => {
+  const locks = await client(t)
+  const acquired = record(t, 'acquire')
+  const released = record(t, 'release')
+  const key = prefix('obs') + 'with'
+  await locks.withLock(key, async () => {})
+  assert.deepEqual(settled(acquired).map((c) => [c.key, c.result]), [[key, 'granted']])
+  assert.deepEqual(settled(released).map((c) => [c.key, c.result]), [[key, 'released']])
+})
+
+test('a reentrant re-entry of a lock the client holds publishes no acquisition', async (t) => {
+  const locks = await client(t)
+  const key = prefix('obs') + 'reentrant'
+  const first = await locks.acquire(key, { reentrant: true })
+  const seen = record(t, 'acquire')
+  const again = await locks.acquire(key, { reentrant: true })
+  assert.equal(again.fencingToken, first.fencingToken)
+  assert.deepEqual(seen, [])
+  await again.release()
+  await first.release()
+})
+
+test('adopt is published as an acquisition with adopted: true, and one that finds no lease is not', async (t) => {
+  const where = `memory://observe-${prefix('m')}`
+  const first = await connect(where)
+  const next = await connect(where)
+  t.after(() => Promise.all([first.close(), next.close()]))
+  const key = prefix('obs') + 'adopt'
+  const lock = await first.acquire(key, { ttl: 5000, autoExtend: true })
+  lock.stopExtending()
+  const seen = record(t, 'acquire')
+  const adopted = await next.adopt(key, { owner: lock.owner })
+  await adopted.release()
+  assert.equal(await next.adopt(key, { owner: lock.owner }), null)
+  assert.deepEqual(settled(seen).map((c) => [c.key, c.kind, c.owner, c.adopted, c.result]), [
+    [key, 'lock', lock.owner, true, 'granted'],
+  ])
+  assert.equal(settled(seen)[0].lock, adopted)
+})
+
+test("a read-write lock's adopted write hold is published with kind write", async (t) => {
+  const where = `memory://observe-${prefix('m')}`
+  const first = await connect(where)
+  const next = await connect(where)
+  t.after(() => Promise.all([first.close(), next.close()]))
+  const name = prefix('obs') + 'rw'
+  const hold = await first.readWriteLock(name).write({ ttl: 5000, autoExtend: true })
+  hold.stopExtending()
+  const seen = record(t, 'acquire')
+  const adopted = await next.readWriteLock(name).adopt({ owner: hold.owner })
+  assert.deepEqual(settled(seen).map((c) => [c.kind, c.adopted, c.result]), [['write', true, 'granted']])
+  await adopted.release()
 })

@@ -172,7 +172,22 @@ test('instrument without providers uses the global ones (no-ops without an SDK)'
 })
 
 test('instrument rejects a lockName that is not a function', () => {
-  assert.throws(() => instrument({ lockName: 'x' }), { code: 'ERR_INVALID_ARG_TYPE' })
+  assert.throws(() => instrument({ lockName: 'x' }), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"options\.lockName"/ })
+})
+
+test('instrument rejects options that are not an object', () => {
+  for (const options of [null, 'tracer', 42]) {
+    assert.throws(() => instrument(options), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"options"/ }, String(options))
+  }
+})
+
+test('instrument rejects a tracerProvider or meterProvider that is not a provider', () => {
+  assert.throws(() => instrument({ tracerProvider: {} }), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"options\.tracerProvider"/ })
+  assert.throws(() => instrument({ meterProvider: 'prometheus' }), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"options\.meterProvider"/ })
+})
+
+test('instrument rejects an option it does not know, naming the closest one', () => {
+  assert.throws(() => instrument({ lockname: (k) => k }), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: /Did you mean "lockName"\?/ })
 })
 
 test('a lock.hold span is linked to the lock.acquire span of its grant', async (t) => {
@@ -210,4 +225,44 @@ test('without @opentelemetry/api installed, instrument throws ERR_LOCK_OTEL_API_
     }`
   const out = require('node:child_process').execFileSync(process.execPath, ['-e', script], { cwd: require('node:path').join(__dirname, '..'), encoding: 'utf8' })
   assert.equal(out.trim(), 'ERR_LOCK_OTEL_API_MISSING')
+})
+
+test('a lease its holder stopped extending lapses without counting as lost, and its hold span ends without error', async (t) => {
+  const { locks, spans, metric } = await setup(t)
+  const lock = await locks.acquire(prefix('otel') + 'handover', { ttl: 200, autoExtend: true, onLost: () => {} })
+  assert.equal(lock.stopExtending(), true)
+  await eventually(() => spans().some((s) => s.name === 'lock.hold'), 5000, 'the hold span')
+  assert.equal(lock.held, false)
+  assert.notEqual(spans().find((s) => s.name === 'lock.hold').status.code, SpanStatusCode.ERROR)
+  assert.equal(sum(await metric('deadbolt.lock.lost')), 0)
+})
+
+test('an adopted lock counts in deadbolt.lock.held and has a lock.hold span until its release', async (t) => {
+  const { locks, spans, metric } = await setup(t)
+  const other = await connect(locks.toJSON().store)
+  t.after(() => other.close())
+  const key = prefix('otel') + 'adopted'
+  const lock = await other.acquire(key, { ttl: 5000, autoExtend: true })
+  lock.stopExtending()
+  const before = sum(await metric('deadbolt.lock.held'))
+  const adopted = await locks.adopt(key, { owner: lock.owner })
+  assert.equal(sum(await metric('deadbolt.lock.held')), before + 1)
+  await adopted.release()
+  assert.equal(sum(await metric('deadbolt.lock.held')), before)
+  const holds = spans().filter((s) => s.name === 'lock.hold' && s.attributes['deadbolt.lock.key'] === key)
+  assert.equal(holds.length, 1)
+})
+
+test('a lockName that throws falls back to the default name and warns once, without crashing the process', async (t) => {
+  const warnings = []
+  const onWarning = (w) => { if (w.code === 'DEADBOLT_OTEL_LOCK_NAME') warnings.push(w) }
+  process.on('warning', onWarning)
+  t.after(() => process.off('warning', onWarning))
+  const { locks, spans } = await setup(t, { lockName: () => { throw new Error('no name') } })
+  const key = prefix('otel') + 'order:42'
+  await (await locks.acquire(key)).release()
+  await (await locks.acquire(key)).release()
+  assert.equal(spans().find((s) => s.name === 'lock.acquire').attributes['deadbolt.lock.name'], defaultLockName(key))
+  await eventually(() => warnings.length > 0, 5000, 'the warning')
+  assert.equal(warnings.length, 1)
 })

@@ -474,3 +474,33 @@ test('20 lock objects retrying forever on one key never overlap', async (t) => {
   assert.equal(entries, 100)
   assert.equal(maxInside, 1)
 })
+
+test('a lock taken through the redislock face names no holder: its wire format stays the bare id', async (t) => {
+  if (!(await needRedis(t))) return
+  const key = prefix('rl') + 'holder'
+  const lock = createLock(REDIS_URL)
+  await lock.acquire(key)
+  const locks = await deadbolt.connect(REDIS_URL, { name: 'modern' })
+  try {
+    const info = await locks.inspect(key)
+    assert.equal(info.owner, lock._id)
+    assert.equal(info.holder, null)
+  } finally {
+    await locks.close()
+    await lock.release()
+  }
+})
+
+test('the redislock face publishes its acquisitions on deadbolt:acquire', async (t) => {
+  if (!(await needRedis(t))) return
+  const dc = require('node:diagnostics_channel')
+  const seen = []
+  const handlers = { asyncEnd: (ctx) => seen.push([ctx.key, ctx.store, ctx.result]) }
+  dc.tracingChannel('deadbolt:acquire').subscribe(handlers)
+  t.after(() => dc.tracingChannel('deadbolt:acquire').unsubscribe(handlers))
+  const key = prefix('rl') + 'observed'
+  const lock = createLock(REDIS_URL)
+  await lock.acquire(key)
+  await lock.release()
+  assert.deepEqual(seen, [[key, 'redis', 'granted']])
+})

@@ -115,3 +115,98 @@ test('Sentinel: the primary\'s password never shows in util.inspect, JSON or an 
     return true
   })
 })
+
+// top and the dashboard, run as a user runs them, over a throwaway redis-server with a user
+// whose password is SECRET (the shared server is never reconfigured).
+
+const BIN = require('node:path').join(__dirname, '..', 'bin', 'deadbolt.js')
+
+/** A throwaway redis-server where user `alice` logs in with SECRET; its URL with the password. */
+async function passwordRedis(t) {
+  const { startRedis } = require('./fixtures/redis-server')
+  const server = await startRedis(undefined, ['--user', 'alice', 'on', `>${SECRET}`, '~*', '&*', '+@all'])
+  t.after(() => server.kill())
+  return `redis://alice:${SECRET}@127.0.0.1:${server.port}`
+}
+
+function cli(...args) {
+  const r = require('node:child_process').spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30_000 })
+  return { code: r.status, out: r.stdout, err: r.stderr }
+}
+
+test('top shows a store reached with a password without the password, in text and JSON', async (t) => {
+  if (!(await needRedis(t))) return
+  const url = await passwordRedis(t)
+  const locks = await connect(url)
+  t.after(() => locks.close())
+  const key = prefix('secret') + 'top'
+  await locks.acquire(key)
+  for (const args of [['--once'], ['--once', '--json']]) {
+    const r = cli('top', url, '--prefix', key, ...args)
+    assert.equal(r.code, 0, r.err)
+    assert.ok(r.out.includes(key), r.out)
+    assertClean(r.out + r.err, `top ${args.join(' ')}`)
+  }
+})
+
+test('top and the dashboard do not show the password of a login the store refuses', async (t) => {
+  if (!(await needRedis(t))) return
+  const url = (await passwordRedis(t)).replace('alice:', 'mallory:')
+  const r = cli('top', url, '--once')
+  assert.equal(r.code, 3)
+  assertClean(r.out + r.err, 'top')
+  const d = await dashboard(t, url, [])
+  const events = await firstEvent(d.url)
+  assert.match(events, /event: failure/)
+  assertClean(events, 'the failure event')
+  assertClean(d.lines.join('\n') + d.stderr(), "the dashboard's output")
+})
+
+test("the dashboard's page, its events and a force-release's audit line show neither the password nor the page token", async (t) => {
+  if (!(await needRedis(t))) return
+  const url = await passwordRedis(t)
+  const locks = await connect(url)
+  t.after(() => locks.close())
+  const key = prefix('secret') + 'dash'
+  await locks.acquire(key, { ttl: 30_000 })
+  const d = await dashboard(t, url, ['--allow-release', '--prefix', key])
+  const page = await (await fetch(d.url)).text()
+  assertClean(page, 'the page')
+  const token = /"token":"([^"]+)"/.exec(page)[1]
+  const events = await firstEvent(d.url)
+  assert.ok(events.includes(key), events)
+  assertClean(events, 'the events')
+  const res = await fetch(new URL('/release', d.url), { method: 'POST', headers: { 'content-type': 'application/json', 'x-deadbolt-token': token }, body: JSON.stringify({ key }) })
+  assert.equal(res.status, 200)
+  const audit = await require('./helpers').eventually(() => d.lines.find((l) => l.includes('force-release')), 10_000, 'the audit line')
+  assert.ok(audit.includes(key), audit)
+  assertClean(audit, 'the audit line')
+  assert.ok(!audit.includes(token), `the audit line shows the page token: ${audit}`)
+  assertClean(d.lines.join('\n') + d.stderr(), "the dashboard's output")
+})
+
+/** Starts `deadbolt dashboard url` on a free port; resolves with { url, lines, stderr() }. */
+async function dashboard(t, url, args) {
+  const child = require('node:child_process').spawn(process.execPath, [BIN, 'dashboard', url, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  t.after(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  const lines = []
+  let err = ''
+  require('node:readline').createInterface({ input: child.stdout }).on('line', (l) => lines.push(l))
+  child.stderr.on('data', (d) => { err += d })
+  const line = await require('./helpers').eventually(() => lines.find((l) => l.startsWith('dashboard: ')), 15_000, `the dashboard's address (${err})`)
+  return { url: line.slice('dashboard: '.length), lines, stderr: () => err }
+}
+
+/** The text of the dashboard's event stream up to its first event. */
+async function firstEvent(pageUrl) {
+  const ac = new AbortController()
+  const res = await fetch(new URL('/events', pageUrl), { signal: ac.signal })
+  const decoder = new TextDecoder()
+  let text = ''
+  for await (const chunk of res.body) {
+    text += decoder.decode(chunk, { stream: true })
+    if (/\ndata: .*\n\n/.test(text)) break
+  }
+  ac.abort()
+  return text
+}

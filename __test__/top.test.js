@@ -135,3 +135,44 @@ test('in a real terminal, top redraws every second: a lock taken after it starte
   await first.release()
   await second.release()
 })
+
+test('top refuses an --interval that is not a positive whole number, naming it (exit 2)', () => {
+  for (const value of ['0', '-5', '1.5', 'soon']) {
+    const r = cli('top', URL_, '--interval', value, '--once')
+    assert.equal(r.code, 2, value)
+    assert.match(r.err, /--interval needs a positive whole number/, value)
+  }
+})
+
+test('top refuses a --prefix, --semaphore or --election without a value, naming it (exit 2)', () => {
+  for (const flag of ['--prefix', '--semaphore', '--election']) {
+    const r = cli('top', URL_, '--once', flag)
+    assert.equal(r.code, 2, flag)
+    assert.ok(r.err.includes(`${flag} needs a`), r.err)
+  }
+})
+
+test('top shows the bare owner token as the holder of a lock whose owner carries no identity', async (t) => {
+  const locks = await client(t, { identity: false })
+  const p = prefix('top')
+  const lock = await locks.acquire(`${p}bare`)
+  const r = cli('top', URL_, '--once', '--prefix', p)
+  assert.equal(r.code, 0, r.err)
+  assert.equal(columnsOf(r.out, `${p}bare`)[1], lock.owner)
+  await lock.release()
+})
+
+test('top shows – for the token of a lock in the redislock wire format, which has none', async (t) => {
+  const { REDIS_URL, needRedis } = require('./helpers')
+  if (!(await needRedis(t))) return
+  const { createLock } = require('..')
+  const p = prefix('top')
+  const key = `${p}redislock`
+  const lock = createLock(REDIS_URL)
+  await lock.acquire(key)
+  t.after(() => lock.release())
+  const r = cli('top', REDIS_URL, '--once', '--prefix', p)
+  assert.equal(r.code, 0, r.err)
+  const [, holder, token] = columnsOf(r.out, key)
+  assert.deepEqual([holder, token], [lock._id, '–'])
+})

@@ -535,3 +535,39 @@ test('elect with ttl 1 is refused naming ttl and its minimum of 2, not autoExten
     return true
   })
 })
+
+test("request's bad name, options and callback are refused naming the argument, before any I/O", async () => {
+  const fn = () => {}
+  const cases = [
+    [[42, fn], wrongType('name')],
+    [['', fn], badValue("'name'")],
+    [['n', 'exclusive', fn], wrongType('options')],
+    [['n', { mode: 'read' }, fn], badValue("'options.mode'")],
+    [['n', { ifAvailable: 'yes' }, fn], wrongType('options.ifAvailable')],
+    [['n', { steal: 1 }, fn], wrongType('options.steal')],
+    [['n', { signal: {} }, fn], wrongType('options.signal')],
+    [['n', { ifAvailible: true }, fn], badValue("'options'")],
+    [['n', {}], wrongType('callback')],
+    [['n', {}, 'fn'], wrongType('callback')],
+  ]
+  for (const [args, expected] of cases) await assert.rejects(mem.request(...args), expected, JSON.stringify(args))
+})
+
+test("adopt's bad key and options are refused naming the argument, before any I/O", async () => {
+  const cases = [
+    [[42, { owner: 'o' }], wrongType('key')],
+    [['k'], wrongType('options')],
+    [['k', 'owner'], wrongType('options')],
+    [['k', {}], wrongType('options.owner')],
+    [['k', { owner: 7 }], wrongType('options.owner')],
+    [['k', { owner: '' }], badValue("'options.owner'")],
+    [['k', { owner: '\ud800' }], badValue("'options.owner'")],
+    [['k', { owner: 'o', ttl: 0 }], outOfRange('options.ttl')],
+    [['k', { owner: 'o', autoExtend: 'yes' }], wrongType('options.autoExtend')],
+    [['k', { owner: 'o', onLost: 'log' }], wrongType('options.onLost')],
+    [['k', { owner: 'o', wait: 1 }], badValue("'options'")],
+  ]
+  for (const [args, expected] of cases) await assert.rejects(mem.adopt(...args), expected, JSON.stringify(args))
+  await assert.rejects(mem.semaphore(key(), { limit: 2 }).adopt({ owner: 'o', maxHold: -1 }), outOfRange('options.maxHold'))
+  await assert.rejects(mem.readWriteLock(key()).adopt({ owner: 'o', extendEvery: 'often' }), wrongType('options.extendEvery'))
+})

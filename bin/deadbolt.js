@@ -2,7 +2,12 @@
 'use strict'
 // `npx deadbolt <command> <url> …`: the operator's CLI (see lib/cli.js, or --help).
 
-const { main } = require('../lib/cli')
+const { main, runsUntilStopped } = require('../lib/cli')
+
+// `watch`, `top` and `dashboard` run until stopped: a first Ctrl-C or SIGTERM ends them
+// gracefully. Any other command ends at once, as a process without handlers would (it may be
+// waiting on a store that does not answer).
+const live = runsUntilStopped(process.argv.slice(2))
 
 let stopped = false
 /** Called once at the first stop (top's pause, the dashboard's wait). */
@@ -15,11 +20,11 @@ function stop() {
 process.on('SIGINT', () => {
   // The first Ctrl-C ends `watch` and `top` after their current look, and stops the
   // dashboard; a second one ends at once.
-  if (stopped) process.exit(130)
+  if (stopped || !live) process.exit(130)
   stop()
 })
 process.on('SIGTERM', () => {
-  if (stopped) process.exit(143)
+  if (stopped || !live) process.exit(143)
   stop()
 })
 

@@ -9,6 +9,7 @@
 
 const v = require('./validate')
 const { Lock } = require('./lock')
+const observe = require('./observe')
 const { own } = v
 
 /** The options `adopt` takes. */
@@ -29,28 +30,39 @@ function checkAdopt(client, options) {
 }
 
 /**
- * Registers the lease `owner` holds of `key` as a lock of `client` (`permit`: { count, Class }
- * for a semaphore's permits). Resolves with the lock, or null when `owner` no longer holds it.
+ * Registers the lease `owner` holds of `key` as a lock of `client` (`permit`: { count, Class,
+ * kind } for a semaphore's permits). Resolves with the lock, or null when `owner` no longer
+ * holds it. Published on `deadbolt:acquire` as an acquisition with `adopted: true`.
  */
 function adoptHeld(client, native, key, owner, o, token, hasData, permit) {
   return new Promise((resolve, reject) => {
+    const kind = permit === undefined ? 'lock' : permit.kind
+    const trace = observe.acquireStart(client, key, kind, o.ttl, owner, permit === undefined ? 1 : permit.count, true)
     const pending = {
       // A loss reported before the adoption's own completion (see Native#settle).
       lostEarly: null,
       resolve(ok) {
-        if (!ok) return resolve(null)
+        if (!ok) {
+          if (trace !== null) observe.acquireSettled(trace, 'refused', null, null)
+          return resolve(null)
+        }
         const t = token <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(token) : token
         const lock = permit === undefined
           ? new Lock(client, req, key, owner, t, o.ttl, o.onLost)
           : new permit.Class(client, req, key, owner, t, o.ttl, o.onLost, permit.count)
         native.holders.set(req, lock)
+        if (trace !== null) observe.acquireSettled(trace, 'granted', lock, null)
+        else observe.noteGrant(lock, kind, client._store)
         resolve(lock)
         if (pending.lostEarly !== null) {
           native.holders.delete(req)
           lock._lost(pending.lostEarly)
         }
       },
-      reject,
+      reject(err) {
+        if (trace !== null) observe.acquireSettled(trace, 'error', null, err)
+        reject(err)
+      },
     }
     const req = native.track(pending)
     try {
@@ -58,7 +70,9 @@ function adoptHeld(client, native, key, owner, o, token, hasData, permit) {
         o.autoExtend ? o.extendEvery : 0, o.maxHold === Infinity ? -1 : o.maxHold)
     } catch (err) {
       native.pending.delete(req)
-      reject(err)
+      pending.reject(err)
+    } finally {
+      if (trace !== null) observe.acquireEnd(trace)
     }
   })
 }
@@ -75,15 +89,17 @@ async function adoptLock(client, key, options) {
 
 /**
  * `Semaphore#adopt` and `ReadWriteLock#adopt`: takes over the permits of semaphore `sem` that
- * `options.owner` holds, as a `Class` (Permit or RwHold).
+ * `options.owner` holds, as a `Class` (Permit or RwHold). `kindOf(permits)`: what the
+ * diagnostics channels call them ('semaphore', or a read-write lock's 'read' or 'write').
  */
-async function adoptPermits(sem, options) {
+async function adoptPermits(sem, options, kindOf) {
   const client = sem._client
   const { owner, o } = checkAdopt(client, options)
   const native = client._native()
   const holder = (await sem.holders()).find((h) => h.owner === owner)
   if (holder === undefined) return null
-  return adoptHeld(client, native, sem.name, owner, o, BigInt(holder.fencingToken), false, { count: holder.permits, Class: sem._Permit })
+  const kind = kindOf(holder.permits)
+  return adoptHeld(client, native, sem.name, owner, o, BigInt(holder.fencingToken), false, { count: holder.permits, Class: sem._Permit, kind })
 }
 
 module.exports = { adoptLock, adoptPermits }

@@ -66,12 +66,15 @@ function parse(argv) {
     } else if (a === '--allow-release') {
       flags.allowRelease = true
     } else if (a === '--port') {
-      const v = Number(argv[++i])
-      if (!Number.isInteger(v) || v < 0 || v > 65535) throw new UsageError('--port needs a port number (0 to 65535)')
+      // Digits only: Number('') is 0 (a random port), Number('0x10') 16.
+      const raw = argv[++i]
+      const v = /^[0-9]{1,5}$/.test(raw ?? '') ? Number(raw) : NaN
+      if (!(v <= 65535)) throw new UsageError('--port needs a port number (0 to 65535)')
       flags.port = v
     } else if (a === '--prefix' || a === '--host') {
       const v = argv[++i]
-      if (v === undefined) throw new UsageError(`${a} needs a value`)
+      // An empty --host would listen on every address.
+      if (v === undefined || (a === '--host' && v === '')) throw new UsageError(`${a} needs a value`)
       flags[a.slice(2)] = v
     } else if (a === '--semaphore' || a === '--election') {
       const v = argv[++i]
@@ -316,4 +319,13 @@ async function main(argv, io) {
   }
 }
 
-module.exports = { main, EXIT }
+/** Whether `argv` runs a command that runs until stopped (watch, top, dashboard). */
+function runsUntilStopped(argv) {
+  try {
+    return ['watch', 'top', 'dashboard'].includes(parse(argv).positional[0])
+  } catch {
+    return false
+  }
+}
+
+module.exports = { main, runsUntilStopped, EXIT }

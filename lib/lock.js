@@ -172,7 +172,7 @@ class Lock {
     err.fencingToken = this.fencingToken
     const x = this._extraState()
     x.lostError = err
-    observe.lost(this, reason, err)
+    observe.lost(this, reason, err, x.stopped)
     let heard = false
     if (x.ac !== null) {
       heard = true

@@ -63,9 +63,9 @@ function ms(since) {
 /**
  * Publishes the start of an acquisition, or returns null at once when nobody listens.
  * `kind`: 'lock', 'semaphore', 'read', 'write' or 'election'; `ownerSeq`: the owner string,
- * or the client's sequence number for it.
+ * or the client's sequence number for it; `adopted`: a lease taken over by owner (`adopt`).
  */
-function acquireStart(client, key, kind, ttl, ownerSeq, permits) {
+function acquireStart(client, key, kind, ttl, ownerSeq, permits, adopted = false) {
   if (!active(acquireChannel)) return null
   const ctx = {
     key,
@@ -75,6 +75,7 @@ function acquireStart(client, key, kind, ttl, ownerSeq, permits) {
     // A sequence number stands for the client's prefix and that number (see Lock#owner).
     owner: typeof ownerSeq === 'string' ? ownerSeq : client._ownerPrefix + ownerSeq.toString(36),
     permits,
+    adopted,
     result: undefined,
     fencingToken: undefined,
     waitedMs: undefined,
@@ -152,10 +153,13 @@ function traceRelease(lock, native) {
   return trace(releaseChannel, ctx, () => native.release(lock._id), (released) => (released ? 'released' : 'not-held'))
 }
 
-/** close() released `lock` with every other one: the same events as a release. */
+/**
+ * close() let go of `lock` with every other one: the same events as a release, with result
+ * `left` for a lock its holder stopped extending (close() leaves it to lapse, or to its adopter).
+ */
 function releasedByClose(lock) {
   if (!active(releaseChannel)) return
-  const ctx = holdContext(lock, { result: 'released', error: undefined, closed: true })
+  const ctx = holdContext(lock, { result: lock._extra?.stopped === true ? 'left' : 'released', error: undefined, closed: true })
   releaseChannel.start.publish(ctx)
   releaseChannel.end.publish(ctx)
   releaseChannel.asyncStart.publish(ctx)
@@ -213,10 +217,13 @@ function trace(tc, ctx, run, word) {
 
 // ───────────────────────────── lost / leader ─────────────────────────────
 
-/** `lock` was lost (`cause`: the native side's reason; `err`: the LockLostError). */
-function lost(lock, cause, err) {
+/**
+ * `lock` was lost (`cause`: the native side's reason; `err`: the LockLostError; `stopped`: its
+ * holder had stopped extending it, so the lease lapsed as asked).
+ */
+function lost(lock, cause, err, stopped = false) {
   if (!lostChannel.hasSubscribers) return
-  lostChannel.publish(holdContext(lock, { cause, error: err }))
+  lostChannel.publish(holdContext(lock, { cause, error: err, stopped }))
 }
 
 /** `lock` made its election's candidate leader (`elected`: true) or stopped being one. */

@@ -15,6 +15,10 @@ const dc = require('diagnostics_channel')
 // perf_hooks, not the global: jest 25/26 environments lack `performance`.
 const { performance } = require('perf_hooks')
 const { version } = require('../package.json')
+const v = require('./validate')
+
+/** The options `instrument` takes. */
+const INSTRUMENT_OPTIONS = new Set(['tracerProvider', 'meterProvider', 'lockName'])
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi
 const DIGITS = /[0-9]+/g
@@ -26,12 +30,6 @@ const DIGITS = /[0-9]+/g
  */
 function defaultLockName(key) {
   return key.replace(UUID, '*').replace(DIGITS, '*')
-}
-
-function typeError(name, expected, value) {
-  const err = new TypeError(`The "${name}" option must be ${expected}. Received ${value === null ? 'null' : typeof value}`)
-  err.code = 'ERR_INVALID_ARG_TYPE'
-  return err
 }
 
 /** `@opentelemetry/api`, or an error saying to install it (it is an optional peer dependency). */
@@ -51,11 +49,12 @@ function loadApi() {
  * `*`). Returns a function that undoes it (ending the spans still open).
  */
 function instrument(options = {}) {
-  if (options === null || typeof options !== 'object') throw typeError('options', 'an object', options)
+  v.checkObject(options, 'options')
+  v.checkKnownKeys(options, INSTRUMENT_OPTIONS, 'options')
   const { tracerProvider, meterProvider, lockName = defaultLockName } = options
-  if (typeof lockName !== 'function') throw typeError('lockName', 'a function', lockName)
-  if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== 'function') throw typeError('tracerProvider', 'a TracerProvider', tracerProvider)
-  if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function') throw typeError('meterProvider', 'a MeterProvider', meterProvider)
+  if (typeof lockName !== 'function') throw v.typeError('options.lockName', 'of type function', lockName)
+  if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== 'function') throw v.typeError('options.tracerProvider', 'a TracerProvider (with getTracer)', tracerProvider)
+  if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function') throw v.typeError('options.meterProvider', 'a MeterProvider (with getMeter)', meterProvider)
   const api = loadApi()
   const tracer = (tracerProvider ?? api.trace.getTracerProvider()).getTracer('deadbolt', version)
   const meter = (meterProvider ?? api.metrics.getMeterProvider()).getMeter('deadbolt', version)
@@ -79,8 +78,24 @@ function instrument(options = {}) {
    * them at every record), those with each result, and the held and pending counts.
    */
   const series = new Map()
+  let warned = false
+  /**
+   * `lockName(key)`; if it throws, the default name and one process warning: an exception in
+   * a channel subscriber would be rethrown as an uncaught exception, crashing the process.
+   */
+  function nameOf(key) {
+    try {
+      return String(lockName(key))
+    } catch (err) {
+      if (!warned) {
+        warned = true
+        process.emitWarning(`deadbolt/otel: lockName threw (${err?.message ?? err}); the default lock name is used instead`, { code: 'DEADBOLT_OTEL_LOCK_NAME' })
+      }
+      return defaultLockName(key)
+    }
+  }
   function seriesOf(ctx) {
-    const name = String(lockName(ctx.key))
+    const name = nameOf(ctx.key)
     const id = `${ctx.store}\u0000${ctx.kind}\u0000${name}`
     let s = series.get(id)
     if (s === undefined) {
@@ -166,6 +181,9 @@ function instrument(options = {}) {
     },
   }
   const onLost = (msg) => {
+    // A lease its holder stopped extending lapsed as asked (a handover): the hold ends, but
+    // nothing was lost.
+    if (msg.stopped) return endHold(msg.lock)
     lostCount.add(1, { ...seriesOf(msg).attrs, 'error.type': msg.cause })
     endHold(msg.lock, msg.cause)
   }

@@ -101,7 +101,7 @@ class ReadWriteLock {
    * resolves with an RwHold keeping its token and mode, or null when that owner holds none.
    */
   adopt(options) {
-    return adoptPermits(this._sem, options)
+    return adoptPermits(this._sem, options, (permits) => (permits === MAX_PERMITS ? 'write' : 'read'))
   }
 
   /** The live holders, read from the store: `[{ owner, mode, fencingToken, remainingMs }]`. */

@@ -120,7 +120,7 @@ class Semaphore {
    * Permit keeping their token and count, or null when that owner holds none.
    */
   adopt(options) {
-    return adoptPermits(this, options)
+    return adoptPermits(this, options, () => 'semaphore')
   }
 
   /** How many permits are taken now, read from the store. */

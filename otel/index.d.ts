@@ -18,7 +18,8 @@ export interface InstrumentOptions {
   meterProvider?: MeterProviderLike
   /**
    * The `deadbolt.lock.name` attribute of a key. Keep its values few: every distinct value is
-   * a time series. Default: `defaultLockName` (digit runs and UUIDs replaced by `*`).
+   * a time series. Default: `defaultLockName` (digit runs and UUIDs replaced by `*`). If it
+   * throws, the default is used, with one process warning (`DEADBOLT_OTEL_LOCK_NAME`).
    */
   lockName?: (key: string) => string
 }
@@ -27,7 +28,8 @@ export interface InstrumentOptions {
  * Records spans (`lock.acquire`, `lock.hold`) and metrics (`deadbolt.lock.*`) for every
  * deadbolt client of this process, from deadbolt's diagnostics channels. Returns a function
  * that stops it and ends the spans still open. Throws ERR_LOCK_OTEL_API_MISSING when
- * @opentelemetry/api is not installed.
+ * @opentelemetry/api is not installed, and a TypeError (with a `code`, naming the option) for
+ * an unknown option, a provider without getTracer/getMeter or a lockName that is not a function.
  */
 export declare function instrument(options?: InstrumentOptions): () => void
 
