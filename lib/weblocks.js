@@ -38,6 +38,13 @@ const NOOP = () => {}
 const localHolds = new Map()
 /** Pending requests of this process by store (the client's `where`): Sets of entries. */
 const pendingByStore = new Map()
+/**
+ * Steals under way, by client, then name: Sets of promises that settle once the stealer holds
+ * the lock (or has failed). A request of the same client granted meanwhile gives its grant
+ * back and waits behind the stealer, as the specification puts a steal at the head of the
+ * queue; other clients' and processes' waiters are served by the store's queue.
+ */
+const stealsByClient = new WeakMap()
 
 /** What the callback gets: the lock's `name` and `mode`, plus `fencingToken` and `signal`. */
 class WebLock {
@@ -131,11 +138,22 @@ async function request(client, name, options, callback) {
   pending.add(entry)
   let hold
   try {
-    if (r.ifAvailable) hold = await (write ? rw.tryWrite(HOLD) : rw.tryRead(HOLD))
-    else if (r.steal) hold = await steal(client, rw)
+    if (r.steal) hold = await stealing(client, name, steal(client, rw))
     else {
-      const o = { ...HOLD, wait: Infinity, signal: r.signal }
-      hold = await (write ? rw.write(o) : rw.read(o))
+      for (;;) {
+        if (r.ifAvailable) hold = await (write ? rw.tryWrite(HOLD) : rw.tryRead(HOLD))
+        else {
+          const o = { ...HOLD, wait: Infinity, signal: r.signal }
+          hold = await (write ? rw.write(o) : rw.read(o))
+        }
+        const steals = stealsByClient.get(client)?.get(name)
+        if (hold === null || steals === undefined) break
+        // Granted while a steal of this process takes the lock: the stealer goes first.
+        await hold.release().catch(NOOP)
+        hold = null
+        if (r.ifAvailable) break
+        await untilAborted(Promise.allSettled(steals), r.signal)
+      }
     }
   } finally {
     pending.delete(entry)
@@ -175,6 +193,35 @@ async function run(client, name, mode, hold, callback) {
       debug(() => `web lock ${JSON.stringify(name)}: release failed (${err.code})`)
     })
   }
+}
+
+/** Registers `taking`, `client`'s steal of `name`, until it settles; returns it. */
+async function stealing(client, name, taking) {
+  let byName = stealsByClient.get(client)
+  if (byName === undefined) stealsByClient.set(client, (byName = new Map()))
+  let steals = byName.get(name)
+  if (steals === undefined) byName.set(name, (steals = new Set()))
+  steals.add(taking)
+  try {
+    return await taking
+  } finally {
+    steals.delete(taking)
+    if (steals.size === 0) byName.delete(name)
+  }
+}
+
+/** Waits for `promise`; rejects with `signal`'s reason if it aborts first. */
+function untilAborted(promise, signal) {
+  if (signal === undefined) return promise
+  if (signal.aborted) return Promise.reject(abortReason(signal))
+  let onAbort
+  return Promise.race([
+    promise,
+    new Promise((resolve, reject) => {
+      onAbort = () => reject(abortReason(signal))
+      signal.addEventListener('abort', onAbort, ONCE)
+    }),
+  ]).finally(() => signal.removeEventListener('abort', onAbort))
 }
 
 /**
