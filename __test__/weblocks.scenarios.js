@@ -135,6 +135,27 @@ const scenarios = [
     assert.deepEqual(order.filter((o) => o.startsWith('holder')), ['holder AbortError'])
   }],
 
+  ['a signal aborts a request waiting behind a stealer, which is never granted', async (locks, name) => {
+    const holding = locks.request(name, () => new Promise(() => {})).catch((err) => err.name)
+    await until(locks, name)
+    const ac = new AbortController()
+    let called = false
+    const waiting = locks.request(name, { signal: ac.signal }, () => { called = true })
+    await until(locks, name, 'pending')
+    const release = deferred()
+    const stealer = deferred()
+    const stealing = locks.request(name, { steal: true }, () => { stealer.resolve(); return release.promise })
+    await stealer.promise
+    const reason = new Error('no longer needed')
+    ac.abort(reason)
+    await assert.rejects(waiting, (err) => err === reason)
+    release.resolve()
+    await stealing
+    assert.equal(await holding, 'AbortError')
+    assert.equal(called, false)
+    assert.equal((await locks.query()).pending.filter((l) => l.name === name).length, 0)
+  }],
+
   ['query lists held and pending requests with name, mode and clientId', async (locks, name) => {
     const release = deferred()
     const holding = locks.request(name, { mode: 'shared' }, () => release.promise)
