@@ -8,10 +8,12 @@
 // not extended in time) rejects `request` with an AbortError whose `cause` is the
 // LockLostError, as the specification rejects a stolen request.
 //
-// `steal` frees the holders the store shows (every process's) and takes the write hold at the
-// front of this process's queue; holders in this process hear of it at once, those of other
-// processes at their next heartbeat. Waiters of other processes that the store's queue puts
-// ahead are granted in turn and stolen from, until the stealer holds it.
+// `steal` frees the holders the store shows (every process's) and takes the write hold;
+// holders in this process hear of it at once, those of other processes at their next
+// heartbeat. Requests of the stealing client granted meanwhile give the grant back and wait
+// behind the stealer, as the specification prepends a steal to the queue; waiters of other
+// clients and processes that the store's queue puts ahead are granted in turn and stolen
+// from, until the stealer holds it.
 //
 // `query()` reads holders across processes: each granted request also holds a marker lock
 // `MARKER_PREFIX + owner` (its payload: the name) with the same lease, so the names held
