@@ -28,6 +28,28 @@ const scenarios = [
     assert.equal(result, 'done')
   }],
 
+  ['request calls back after it has returned, never during the call', async (locks, name) => {
+    let called = false
+    const granted = locks.request(name, () => { called = true })
+    assert.equal(called, false, 'called back during request()')
+    await granted
+    assert.equal(called, true)
+    const release = deferred()
+    const holding = locks.request(name, () => release.promise)
+    await until(locks, name)
+    let calledWithNull = false
+    const refused = locks.request(name, { ifAvailable: true }, (lock) => { calledWithNull = lock === null })
+    assert.equal(calledWithNull, false, 'called back with null during request()')
+    await refused
+    assert.equal(calledWithNull, true)
+    release.resolve()
+    await holding
+  }],
+
+  ['the callback\'s lock is a Lock, as Object.prototype.toString says', async (locks, name) => {
+    assert.equal(await locks.request(name, (lock) => Object.prototype.toString.call(lock)), '[object Lock]')
+  }],
+
   ['the lock is held while the callback\'s promise is pending and free once it settles', async (locks, name) => {
     const release = deferred()
     const holding = locks.request(name, () => release.promise)
@@ -203,6 +225,10 @@ const nodeDivergences = new Map([
     'Node keeps the lock held for ever when the callback throws synchronously (without a signal). ' +
     'The callback type returns Promise<any>, so invoking it turns the exception into a rejected ' +
     'waiting promise; when that settles the lock is released, then request settles.'],
+  ['request calls back after it has returned, never during the call',
+    'Node calls the callback synchronously, inside request(), when the lock is free or with null ' +
+    'for ifAvailable. The specification queues the grant on the lock task queue and the call on ' +
+    'the event loop as a task: the callback never runs before request returns.'],
   ['an aborted signal with ifAvailable is refused with NotSupportedError, not with the signal\'s reason',
     'Node looks at the signal first and rejects with its reason. The request method steps refuse a ' +
     'signal with steal or ifAvailable (NotSupportedError) before they look at whether it is aborted.'],

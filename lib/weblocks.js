@@ -68,6 +68,11 @@ class WebLock {
     return this._hold.signal
   }
 
+  /** 'Lock', the Web Locks interface's name (Object.prototype.toString shows it). */
+  get [Symbol.toStringTag]() {
+    return 'Lock'
+  }
+
   toJSON() {
     return { name: this.name, mode: this.mode, fencingToken: String(this.fencingToken) }
   }
