@@ -378,6 +378,8 @@ export declare class WebLock {
   readonly fencingToken: bigint
   /** Aborted with a LockLostError when the lock is lost (stolen, or not extended in time). */
   readonly signal: AbortSignal
+  /** 'Lock', as the Web Locks interface's objects say through Object.prototype.toString. */
+  readonly [Symbol.toStringTag]: 'Lock'
   toJSON(): { name: string; mode: WebLockMode; fencingToken: string }
 }
 

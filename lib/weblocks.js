@@ -8,10 +8,12 @@
 // not extended in time) rejects `request` with an AbortError whose `cause` is the
 // LockLostError, as the specification rejects a stolen request.
 //
-// `steal` frees the holders the store shows (every process's) and takes the write hold at the
-// front of this process's queue; holders in this process hear of it at once, those of other
-// processes at their next heartbeat. Waiters of other processes that the store's queue puts
-// ahead are granted in turn and stolen from, until the stealer holds it.
+// `steal` frees the holders the store shows (every process's) and takes the write hold;
+// holders in this process hear of it at once, those of other processes at their next
+// heartbeat. Requests of the stealing client granted meanwhile give the grant back and wait
+// behind the stealer, as the specification prepends a steal to the queue; waiters of other
+// clients and processes that the store's queue puts ahead are granted in turn and stolen
+// from, until the stealer holds it.
 //
 // `query()` reads holders across processes: each granted request also holds a marker lock
 // `MARKER_PREFIX + owner` (its payload: the name) with the same lease, so the names held
@@ -38,6 +40,13 @@ const NOOP = () => {}
 const localHolds = new Map()
 /** Pending requests of this process by store (the client's `where`): Sets of entries. */
 const pendingByStore = new Map()
+/**
+ * Steals under way, by client, then name: Sets of promises that settle once the stealer holds
+ * the lock (or has failed). A request of the same client granted meanwhile gives its grant
+ * back and waits behind the stealer, as the specification puts a steal at the head of the
+ * queue; other clients' and processes' waiters are served by the store's queue.
+ */
+const stealsByClient = new WeakMap()
 
 /** What the callback gets: the lock's `name` and `mode`, plus `fencingToken` and `signal`. */
 class WebLock {
@@ -57,6 +66,11 @@ class WebLock {
   /** Aborted with a LockLostError when the lock is lost (stolen, or not extended in time). */
   get signal() {
     return this._hold.signal
+  }
+
+  /** 'Lock', the Web Locks interface's name (Object.prototype.toString shows it). */
+  get [Symbol.toStringTag]() {
+    return 'Lock'
   }
 
   toJSON() {
@@ -131,11 +145,22 @@ async function request(client, name, options, callback) {
   pending.add(entry)
   let hold
   try {
-    if (r.ifAvailable) hold = await (write ? rw.tryWrite(HOLD) : rw.tryRead(HOLD))
-    else if (r.steal) hold = await steal(client, rw)
+    if (r.steal) hold = await stealing(client, name, steal(client, rw))
     else {
-      const o = { ...HOLD, wait: Infinity, signal: r.signal }
-      hold = await (write ? rw.write(o) : rw.read(o))
+      for (;;) {
+        if (r.ifAvailable) hold = await (write ? rw.tryWrite(HOLD) : rw.tryRead(HOLD))
+        else {
+          const o = { ...HOLD, wait: Infinity, signal: r.signal }
+          hold = await (write ? rw.write(o) : rw.read(o))
+        }
+        const steals = stealsByClient.get(client)?.get(name)
+        if (hold === null || steals === undefined) break
+        // Granted while a steal of this process takes the lock: the stealer goes first.
+        await hold.release().catch(NOOP)
+        hold = null
+        if (r.ifAvailable) break
+        await untilAborted(Promise.allSettled(steals), r.signal)
+      }
     }
   } finally {
     pending.delete(entry)
@@ -175,6 +200,35 @@ async function run(client, name, mode, hold, callback) {
       debug(() => `web lock ${JSON.stringify(name)}: release failed (${err.code})`)
     })
   }
+}
+
+/** Registers `taking`, `client`'s steal of `name`, until it settles; returns it. */
+async function stealing(client, name, taking) {
+  let byName = stealsByClient.get(client)
+  if (byName === undefined) stealsByClient.set(client, (byName = new Map()))
+  let steals = byName.get(name)
+  if (steals === undefined) byName.set(name, (steals = new Set()))
+  steals.add(taking)
+  try {
+    return await taking
+  } finally {
+    steals.delete(taking)
+    if (steals.size === 0) byName.delete(name)
+  }
+}
+
+/** Waits for `promise`; rejects with `signal`'s reason if it aborts first. */
+function untilAborted(promise, signal) {
+  if (signal === undefined) return promise
+  if (signal.aborted) return Promise.reject(abortReason(signal))
+  let onAbort
+  return Promise.race([
+    promise,
+    new Promise((resolve, reject) => {
+      onAbort = () => reject(abortReason(signal))
+      signal.addEventListener('abort', onAbort, ONCE)
+    }),
+  ]).finally(() => signal.removeEventListener('abort', onAbort))
 }
 
 /**

@@ -45,5 +45,11 @@ if ! ls deadbolt.*.node >/dev/null 2>&1; then
   exit 1
 fi
 
+# Node 24, fetched once into .cache/node24 from the npm registry: weblocks.node24.test.js runs
+# the Web Locks scenarios against its navigator.locks, and deadbolt's under it. Offline, the
+# fetch fails and that test says so (it fails under CI, skips elsewhere).
+step "Node 24 for the Web Locks comparison (scripts/node24.js)"
+node scripts/node24.js || echo "Node 24 could not be fetched: weblocks.node24.test.js will say so" >&2
+
 step "node --test"
 node --test --test-concurrency=1 __test__/
