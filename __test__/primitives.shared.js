@@ -286,6 +286,8 @@ function primitiveTests(c) {
         taken += d
         assert.ok(taken <= 3, `${taken} permits of 3 held at once`)
       }
+      // Every process released what it held: nothing is left held by nobody.
+      assert.deepEqual(await c.locks().semaphore(name, { limit: 3 }).holders(), [])
     })
 
     test('a write hold never overlaps another hold across 3 processes', async (t) => {
@@ -303,6 +305,7 @@ function primitiveTests(c) {
           assert.ok(o.end <= w.start || o.start >= w.end, `a ${o.mode} hold overlapped a write hold`)
         }
       }
+      assert.deepEqual(await c.locks().readWriteLock(name).holders(), [])
     })
 
     test('the permits of a killed process are taken over once their lease ends', async (t) => {

@@ -38,7 +38,7 @@ mod queue;
 
 pub use queue::Grant;
 use queue::{
-    earliest, queue_ttl_ms, watched_name, Mailbox, Queues, Slot, Waiter, FAIRNESS_PAUSE,
+    earliest, queue_ttl_ms, watched_name, Claim, Mailbox, Queues, Slot, Waiter, FAIRNESS_PAUSE,
     MAX_LOCAL_HANDOFFS,
 };
 
@@ -303,6 +303,9 @@ impl Engine {
                 slot.queued_in_store |= kind == Kind::Permits && !single_shot;
                 if let Some(token) = self.attempt(spec, !single_shot, cancel).await? {
                     slot.acquired = true;
+                    if kind == Kind::Permits {
+                        waiter.settle_claim().await;
+                    }
                     return Ok(Some(earliest(token, waiter.take_grant())));
                 }
                 // Refused because a releaser was handing it to us just then?
@@ -470,13 +473,14 @@ impl Engine {
                 ttl_ms: waiter.ttl_ms,
                 queue_ttl_ms: 0,
             };
+            let claim = Claim::new(waiter.clone());
             let sent = Instant::now();
             let handed = self.store.handoff_permits(&owner, &next).await;
             self.releases.fetch_add(1, Ordering::AcqRel);
             let handed = match handed {
                 Ok(h) => h,
                 Err(e) => {
-                    waiter.claimed.store(false, Ordering::Release);
+                    drop(claim);
                     self.wake(key, Kind::Permits, true);
                     return match released {
                         Some(r) => Ok(r),
@@ -486,7 +490,7 @@ impl Engine {
             };
             let was_held = *released.get_or_insert(handed.released);
             let Some(token) = handed.granted else {
-                waiter.claimed.store(false, Ordering::Release);
+                drop(claim);
                 self.wake(key, Kind::Permits, true);
                 return Ok(was_held);
             };
@@ -494,7 +498,9 @@ impl Engine {
             waiter
                 .room
                 .store(handed.room.unwrap_or(u32::MAX), Ordering::Release);
-            if waiter.deliver(Grant { token, sent }) {
+            let taken = waiter.deliver(Grant { token, sent });
+            claim.delivered();
+            if taken {
                 return Ok(was_held);
             }
             owner = waiter.owner.clone();

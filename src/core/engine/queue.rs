@@ -79,6 +79,27 @@ impl Waiter {
         self.mailbox.lock().unwrap().grant.take()
     }
 
+    /// After the store granted this waiter's own request for permits: makes sure no release
+    /// hands it permits any more (it claims itself, so releases pick other waiters), and if
+    /// one is doing so already, waits until that handoff is in its mailbox or given up.
+    /// Returning before would let the caller release its permits while a handoff to the same
+    /// owner is on its way, and the handoff would then grant them again to an owner that no
+    /// longer holds anything: held by nobody until their lease ends.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: it only waits (a waiter that leaves hands nothing on that it holds).
+    pub(super) async fn settle_claim(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if !self.claimed.swap(true, Ordering::AcqRel)
+                || self.mailbox.lock().unwrap().grant.is_some()
+            {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Leaves a lock (or permits) handed to this waiter in its mailbox and wakes it. True when
     /// the grant is taken care of: the waiter will take it, or it already holds this very lock
     /// through its own grant (nothing to give back). False when the waiter left meanwhile:
@@ -242,6 +263,40 @@ impl Drop for Slot {
                     notifications.unwatch(&key).await;
                 }
             });
+        }
+    }
+}
+
+/// A release's claim on the waiter it is handing permits to ([`Waiter::claimed`]): dropped
+/// without [`Claim::delivered`] (the handoff failed, granted nothing, or the release was
+/// cancelled), it gives the waiter up, so other releases can pick it, and wakes it, so a
+/// waiter granted meanwhile by its own request stops waiting for this handoff
+/// ([`Waiter::settle_claim`]).
+pub(super) struct Claim {
+    waiter: Arc<Waiter>,
+    delivered: bool,
+}
+
+impl Claim {
+    /// The claim on `waiter`, whose `claimed` flag the caller has just set.
+    pub(super) fn new(waiter: Arc<Waiter>) -> Claim {
+        Claim {
+            waiter,
+            delivered: false,
+        }
+    }
+
+    /// The handoff reached the waiter's mailbox (or the waiter left): the claim stays.
+    pub(super) fn delivered(mut self) {
+        self.delivered = true;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.delivered {
+            self.waiter.claimed.store(false, Ordering::Release);
+            self.waiter.notify.notify_one();
         }
     }
 }

@@ -178,6 +178,8 @@ struct Probe {
     permit_asks: AtomicU64,
     /// The room its permit handoffs report.
     room: AtomicU32,
+    /// Holds the next permit handoff before it reaches the store: (arrived, let it through).
+    handoff_gate: Mutex<Option<(Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>)>>,
 }
 
 /// One owner's acquire request, held until `go` is notified; `entered` says it arrived.
@@ -283,13 +285,27 @@ impl crate::store::LockStore for Probe {
     {
         crate::store::LockStore::release_permits(self.inner.as_ref(), name, owner)
     }
+    fn permits<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> futures_util::future::BoxFuture<
+        'a,
+        crate::store::StoreResult<Vec<crate::store::PermitHolder>>,
+    > {
+        crate::store::LockStore::permits(self.inner.as_ref(), name)
+    }
     fn handoff_permits<'a>(
         &'a self,
         owner: &'a str,
         next: &'a PermitRequest<'a>,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::PermitHandoff>>
     {
+        let gate = self.handoff_gate.lock().unwrap().take();
         Box::pin(async move {
+            if let Some((entered, go)) = gate {
+                entered.notify_one();
+                go.notified().await;
+            }
             let store = self.inner.as_ref();
             let released = crate::store::LockStore::release_permits(store, next.name, owner)
                 .await?
@@ -454,4 +470,63 @@ async fn a_semaphore_waiter_that_gives_up_leaves_no_place_ahead_of_the_next_requ
     assert!(e.release_permits("s", "a").await.unwrap());
     let next = e.acquire(&permits("c", Some(Duration::ZERO)), &none).await;
     assert!(next.unwrap().is_some(), "c was held back by b's place");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_granted_while_permits_are_handed_to_it_returns_only_once_the_handoff_lands() {
+    // Permits handed to a waiter its own request had just granted: were it to return (and be
+    // released) before the handoff reached the store, the handoff would grant them again to
+    // an owner that holds nothing, held by nobody until their lease ends.
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    let permits = |owner: &str, wait| AcquireSpec {
+        permits: Some(PermitSpec { count: 1, limit: 2 }),
+        ..spec("s", owner, 60_000, wait)
+    };
+    for owner in ["a", "c"] {
+        e.acquire(
+            &permits(owner, Some(Duration::ZERO)),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+        .expect("free");
+    }
+    let waiter = {
+        let (e, s) = (e.clone(), permits("b", None));
+        tokio::spawn(async move { e.acquire(&s, &CancellationToken::new()).await })
+    };
+    settle().await;
+    assert_eq!(e.waiting(), 1);
+    // a's release picks b and hands it a's permit, held on its way to the store.
+    let (entered, go) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    *probe.handoff_gate.lock().unwrap() = Some((entered.clone(), go.clone()));
+    let handing = {
+        let e = e.clone();
+        tokio::spawn(async move { e.release_permits("s", "a").await })
+    };
+    entered.notified().await;
+    // c's release frees a permit: b's own request takes it.
+    assert!(e.release_permits("s", "c").await.unwrap());
+    settle().await;
+    let mut released = false;
+    if waiter.is_finished() {
+        // (What a caller does with a grant: use it, release it.)
+        assert!(e.release_permits("s", "b").await.unwrap());
+        released = true;
+    }
+    go.notify_one();
+    assert!(handing.await.unwrap().unwrap());
+    waiter.await.unwrap().unwrap().expect("granted");
+    if !released {
+        assert!(e.release_permits("s", "b").await.unwrap());
+    }
+    assert_eq!(
+        e.permits("s").await.unwrap(),
+        vec![],
+        "no permits left held by nobody"
+    );
 }
