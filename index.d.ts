@@ -99,7 +99,8 @@ export interface ConnectOptions {
   lazy?: boolean
   /**
    * This client's name, shown as the holder of what it holds (`inspect`, `list`, `holders`,
-   * `leader`, the CLI): 1 to 64 letters, digits, `_` or `-`. Default none.
+   * `leader`, the CLI): 1 to 64 letters, digits, `_` or `-`. Default none. Checked, but
+   * written nowhere, with `identity: false`.
    */
   name?: string
   /**

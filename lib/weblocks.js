@@ -248,7 +248,11 @@ async function steal(client, rw) {
       const holders = await rw.holders()
       await Promise.all(holders.filter((h) => h.owner !== mine).map((h) => evict(client, rw.name, h.owner)))
       if (done) break
-      await Promise.race([taking.catch(NOOP), new Promise((resolve) => timers.setTimeout(resolve, pause))])
+      // The pause ends early when the write hold comes, and never outlives it (its timer
+      // would keep the process alive).
+      let timer
+      await Promise.race([taking.catch(NOOP), new Promise((resolve) => { timer = timers.setTimeout(resolve, pause) })])
+      timers.clearTimeout(timer)
     }
   } catch (err) {
     // The store failed: the request rejects, so a grant still on its way is given back.
