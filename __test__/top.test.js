@@ -5,7 +5,7 @@
 
 const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawnSync, execFileSync } = require('node:child_process')
+const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -175,4 +175,41 @@ test('top shows – for the token of a lock in the redislock wire format, which 
   assert.equal(r.code, 0, r.err)
   const [, holder, token] = columnsOf(r.out, key)
   assert.deepEqual([holder, token], [lock._id, '–'])
+})
+
+test('a live top says when the store fails and shows the locks again once it answers', { timeout: 60_000 }, async (t) => {
+  const { startRedis } = require('./fixtures/redis-server')
+  let server = await startRedis()
+  t.after(() => server.kill())
+  const url = server.url
+  const locks = await connect(url, { responseTimeout: 500, connectTimeout: 500 })
+  t.after(() => locks.close().catch(() => {}))
+  const p = prefix('top')
+  await locks.acquire(`${p}up`, { ttl: 60_000 })
+  const top = spawn(process.execPath, [BIN, 'top', url, '--json', '--interval', '100', '--prefix', p], { stdio: ['ignore', 'pipe', 'pipe'] })
+  t.after(() => top.kill('SIGKILL'))
+  const frames = []
+  let rest = ''
+  top.stdout.setEncoding('utf8')
+  top.stdout.on('data', (d) => {
+    const lines = (rest + d).split('\n')
+    rest = lines.pop()
+    for (const l of lines) frames.push(JSON.parse(l))
+  })
+  await eventually(() => frames.some((f) => f.locks?.length === 1), 15_000, 'a frame with the lock')
+  await server.kill()
+  await eventually(() => frames.some((f) => f.error), 15_000, 'a frame saying the store failed')
+  const failure = frames.find((f) => f.error).error
+  assert.equal(failure.code, 'ERR_LOCK_BACKEND')
+  assert.equal(top.exitCode, null, 'top keeps running')
+  const seen = frames.length
+  server = await startRedis(server.port)
+  // A fresh server holds nothing: the lock is taken again there for top to show.
+  const again = await connect(url)
+  t.after(() => again.close())
+  await again.acquire(`${p}up`, { ttl: 60_000 })
+  await eventually(() => frames.slice(seen).some((f) => f.locks?.length === 1), 20_000, 'the locks shown again')
+  top.kill('SIGINT')
+  await new Promise((resolve) => top.once('exit', resolve))
+  assert.equal(top.exitCode, 0)
 })

@@ -204,7 +204,24 @@ const COMMANDS = {
     const sightings = new Sightings()
     const where = locks.toJSON().store
     for (;;) {
-      const frame = await readFrame(locks, what)
+      let frame
+      try {
+        frame = await readFrame(locks, what)
+      } catch (err) {
+        // One look (--once) reports a store failure by its exit code; a live view says so
+        // and looks again at the next refresh, as the dashboard does.
+        if (flags.once || err.code !== 'ERR_LOCK_BACKEND') throw err
+        const at = Date.now()
+        const failure = { code: err.code, cause: err.cause?.code ?? null, message: err.message }
+        if (flags.json) io.out(JSON.stringify({ at, error: failure }))
+        else {
+          const line = `${new Date(at).toISOString()}  the store failed (${failure.cause ?? failure.code}): ${failure.message}; looking again`
+          io.write(io.tty ? `\x1b[H${line}\x1b[K\x1b[J` : `${line}\n`)
+        }
+        await io.sleep(flags.interval ?? 1000)
+        if (io.stopped()) return EXIT.ok
+        continue
+      }
       frame.locks = sightings.see(frame.locks, frame.at)
       if (flags.json) io.out(JSON.stringify(frame))
       else if (flags.once || !io.tty) io.out(renderFrame(frame, where))
