@@ -176,9 +176,10 @@ async function run(client, name, mode, hold, callback) {
   localHolds.set(hold.owner, hold)
   // Listening from the start: a loss is reported through the request's rejection.
   const signal = hold.signal
-  // Taken beside the callback, not before it: its request goes out with whatever the callback
-  // starts in this tick, and the callback does not wait for it.
-  const marker = client.tryAcquire(MARKER_PREFIX + hold.owner, { ttl: hold.ttl, autoExtend: true, data: name, onLost: NOOP })
+  // Taken before the callback runs: once the callback runs, query() in any process shows the
+  // hold (a marker taken beside it left a window where a holder, already told so, was not
+  // shown). It costs the request one round trip.
+  const marker = await client.tryAcquire(MARKER_PREFIX + hold.owner, { ttl: hold.ttl, autoExtend: true, data: name, onLost: NOOP })
     .catch((err) => {
       // query() will not see this hold from other processes; the lock itself is fine.
       debug(() => `web lock ${JSON.stringify(name)}: no query marker (${err.code})`)
@@ -195,7 +196,7 @@ async function run(client, name, mode, hold, callback) {
   } finally {
     signal.removeEventListener('abort', onAbort)
     localHolds.delete(hold.owner)
-    await Promise.all([hold.release(), marker.then((m) => m?.release())]).catch((err) => {
+    await Promise.all([hold.release(), marker?.release()]).catch((err) => {
       // The lease then lapses by its ttl.
       debug(() => `web lock ${JSON.stringify(name)}: release failed (${err.code})`)
     })
