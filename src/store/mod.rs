@@ -3,6 +3,7 @@
 //! trait ([`LockStore::release_notifications`]). Nothing here knows about retries,
 //! heartbeats or JavaScript. Adding a store is its module here and one line in [`registry`].
 
+pub mod bounded;
 pub mod connect;
 pub mod dynamodb;
 pub mod error;

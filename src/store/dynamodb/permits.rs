@@ -16,7 +16,9 @@ use super::permit_item::{self, Stored, StoredHolder, StoredWaiter};
 use super::permit_watch::{PermitWatches, Role};
 use super::{first_token, new_version, DynamoStore, EXTEND_CONCURRENCY};
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
-use crate::store::{ErrorKind, ExtendItem, PermitHolder, PermitRequest, StoreError, StoreResult};
+use crate::store::{
+    ErrorKind, ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
+};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -411,14 +413,24 @@ impl DynamoStore {
     }
 
     /// See [`crate::store::LockStore::release_permits`]: whether `owner` held live permits.
-    pub(super) async fn release_permits_inner(&self, name: &str, owner: &str) -> StoreResult<bool> {
+    pub(super) async fn release_permits_inner(
+        &self,
+        name: &str,
+        owner: &str,
+    ) -> StoreResult<ReleaseOutcome> {
         super::check_name(name, "semaphore name")?;
-        self.update(name, |d| {
-            let now = d.now;
-            d.table.release(owner, now)
+        let released = self
+            .update(name, |d| {
+                let now = d.now;
+                d.table.release(owner, now)
+            })
+            .await?
+            .ok_or_else(|| Self::contended(name))?;
+        // No announcements: waiters elsewhere poll.
+        Ok(ReleaseOutcome {
+            released,
+            others_waiting: false,
         })
-        .await?
-        .ok_or_else(|| Self::contended(name))
     }
 
     /// See [`crate::store::LockStore::permits`]: one read, nothing written.

@@ -19,7 +19,7 @@ use std::time::Duration;
 /// Each costs next to nothing (a dead socket fails at once; a server that is down fails the
 /// pool's acquire with a timeout instead, which is not retried). Every statement here is safe
 /// to send again, provided the caller of a non-idempotent one checks the outcome (see
-/// [`MysqlStore::try_acquire`]).
+/// [`LockStore::try_acquire`](crate::store::LockStore::try_acquire)).
 pub(super) async fn retry_on_conflict<T, F, Fut>(run: F) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,

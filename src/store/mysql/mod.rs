@@ -9,7 +9,6 @@
 //! saving time would move every lease by hours), while `UTC_TIMESTAMP(6)` is the same server
 //! clock without that dependency. Both are fixed for the duration of one statement.
 
-use std::future::Future;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -75,7 +74,7 @@ pub struct MysqlOptions {
     pub connect_timeout_ms: u64,
     /// How long an operation waits for the server's answer once connected, in milliseconds.
     /// Default 5000. A whole call is bounded by `connect_timeout_ms + response_timeout_ms`
-    /// (see [`MysqlStore::bounded`]), however the server or the network misbehaves.
+    /// (the registry wraps the store in [`crate::store::bounded`]), however the server or the network misbehaves.
     pub response_timeout_ms: u64,
     /// How long a name's row stays after the name was freed or expired before it is purged,
     /// in milliseconds (a semaphore's header: after its last token; its holders and queued
@@ -109,7 +108,8 @@ pub struct MysqlStore {
     connect_options: MySqlConnectOptions,
     pool_size: u32,
     acquire_timeout: Duration,
-    /// Bound on a whole call (see [`MysqlStore::bounded`]).
+    /// Bound on its background work and on `close`, as on a call (the registry bounds calls
+    /// with [`crate::store::bounded`]).
     call_timeout: Duration,
     /// See [`MysqlOptions::purge_after_ms`].
     purge_after: Duration,
@@ -196,91 +196,16 @@ impl MysqlStore {
         })
     }
 
-    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
-    /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
-    /// when `owner` itself holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
-    /// taken, with nobody knowing its token, until `ttl_ms` passes.
-    pub async fn try_acquire(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl_us = ttl_micros(ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.acquire;
-        let (done, reconnected) = retry_transient(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(ttl_us)
-                .bind(data)
-                .execute(pool)
-        })
-        .await;
-        let done = done.map_err(|e| db_error("try_acquire", e))?;
-        Ok(match done.last_insert_id() {
-            0 if reconnected => self.owned_token(key, owner, ttl_ms).await?,
-            0 => None,
-            token => Some(token),
-        })
-    }
-
-    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
-    /// expired. Returns whether it did.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: the statement is idempotent, so a dropped call can simply be repeated.
-    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl_us = ttl_micros(ttl_ms)?;
-        let pool = self.ready().await?;
-        extend_one(pool, &self.sql.extend, "extend", key, owner, ttl_us).await
-    }
-
-    /// Extends many leases, as [`MysqlStore::extend`] would each; the result has one entry per
-    /// item, in order.
-    ///
-    /// Items go in batches of up to 256, one multi-row `UPDATE` (one round trip and one commit)
-    /// per batch, the batches running concurrently over the pool. A multi-row statement only
-    /// reports how many rows it matched: when that equals the batch size, every item was
-    /// extended (each matched row has one name, so n matched rows took n items with distinct
-    /// names), which is the heartbeat's usual case. Otherwise that batch's items are extended
-    /// again one by one, which is harmless for the ones already extended and tells each item's
-    /// outcome.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
-    /// yet sent.
-    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_leases(Leases::Locks, items).await
-    }
-
-    /// Extends many holders' permits (`key`: the semaphore), as
-    /// [`MysqlStore::extend_permits`] would each, batched as [`MysqlStore::extend_many`]
-    /// batches locks; one result per item, in order.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
-    /// yet sent.
-    pub async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_leases(Leases::Permits, items).await
-    }
-
-    /// [`MysqlStore::extend_many`] for locks or permits.
+    /// [`LockStore::extend_many`] for locks or permits.
     async fn extend_leases(&self, leases: Leases, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
         if items.len() <= 1 {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
                 out.push(match leases {
-                    Leases::Locks => self.extend(&item.key, &item.owner, item.ttl_ms).await,
+                    Leases::Locks => {
+                        LockStore::extend(self, &item.key, &item.owner, item.ttl_ms, item.has_data)
+                            .await
+                    }
                     Leases::Permits => {
                         self.extend_permits(&item.key, &item.owner, item.ttl_ms)
                             .await
@@ -359,7 +284,7 @@ impl MysqlStore {
     /// `owner` meanwhile). The lease is set anew first, so that it runs from after this call
     /// began, as the caller reckons it.
     async fn owned_token(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<Option<u64>> {
-        if !self.extend(key, owner, ttl_ms).await? {
+        if !LockStore::extend(self, key, owner, ttl_ms, false).await? {
             return Ok(None);
         }
         Ok(self
@@ -367,63 +292,6 @@ impl MysqlStore {
             .await?
             .filter(|info| info.owner == owner)
             .map(|info| info.fencing_token))
-    }
-
-    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
-    /// token in one statement (see `SQL_HANDOFF`); `None` if `owner` no longer holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    pub async fn handoff(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        check_owner(next.owner)?;
-        let micros = ttl_micros(next.ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.handoff;
-        let (done, reconnected) = retry_transient(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(next.owner.as_bytes())
-                .bind(next.data)
-                .bind(micros)
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .execute(pool)
-        })
-        .await;
-        let done = done.map_err(|e| db_error("handoff", e))?;
-        if done.rows_affected() == 0 && reconnected {
-            return self.owned_token(key, next.owner, next.ttl_ms).await;
-        }
-        Ok((done.rows_affected() > 0).then(|| done.last_insert_id()))
-    }
-
-    /// Frees `key` if `owner` holds it and its lease has not expired. Returns whether this call
-    /// freed it. The fencing counter is kept, so the next holder gets a higher token.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: the statement is idempotent, but a dropped call may have freed the lock, and
-    /// repeating it then returns `false`.
-    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<bool> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.release;
-        let done = retry_on_conflict(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .execute(pool)
-        })
-        .await
-        .map_err(|e| db_error("release", e))?;
-        self.purge_if_due(pool);
-        Ok(done.rows_affected() > 0)
     }
 
     /// Deletes the rows of names free or expired for longer than the purge delay (see
@@ -477,106 +345,6 @@ impl MysqlStore {
                 let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
             }
         });
-    }
-
-    /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
-    /// clock (rounded up to whole milliseconds) and data. `None` when it is free or expired.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: read only.
-    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
-        check_key(key)?;
-        // A read creates nothing: a table that does not exist holds no lock.
-        let pool = self.connected().await?;
-        let row: Option<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.inspect.clone()))
-            .bind(key.as_bytes())
-            .fetch_optional(pool)
-            .await
-            .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
-            .map_err(|e| db_error("inspect", e))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let decode = |e: sqlx::Error| db_error("inspect", e);
-        let owner: Vec<u8> = row.try_get(0).map_err(decode)?;
-        let fencing_token: u64 = row.try_get(1).map_err(decode)?;
-        let remaining_us: i64 = row.try_get(2).map_err(decode)?;
-        let data: Option<Vec<u8>> = row.try_get(3).map_err(decode)?;
-        Ok(Some(LockInfo {
-            // Owners are only ever written from `&str`, so this never replaces anything.
-            owner: String::from_utf8_lossy(&owner).into_owned(),
-            fencing_token,
-            remaining_ms: (remaining_us + 999) / 1000,
-            data,
-        }))
-    }
-
-    /// Checks that the server answers, creating the table if it does not exist yet.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe.
-    pub async fn ping(&self) -> StoreResult<()> {
-        let pool = self.ready().await?;
-        sqlx::query(SQL_PING)
-            .execute(pool)
-            .await
-            .map_err(|e| db_error("ping", e))?;
-        Ok(())
-    }
-
-    /// Closes the pool, waiting (at most one call's bound) for connections in use to come
-    /// back. Operations after this fail with a `BackendError`.
-    pub async fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        if let Some(pool) = self.pool.get() {
-            // A connection stuck on a stalled server never comes back: do not wait for it.
-            let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
-        }
-    }
-
-    /// Runs one store operation within the call bound (`connect_timeout_ms +
-    /// response_timeout_ms`). sqlx bounds connecting and waiting for a pooled connection,
-    /// but not a statement whose answer never comes (a server stopped with SIGSTOP, a frozen
-    /// network path), and the reconnect loop may try several connections: this bounds it all.
-    /// A statement abandoned this way may still take effect on the server; its connection is
-    /// not reused (sqlx tests a connection whose operation was dropped before pooling it).
-    ///
-    /// # Cancel Safety
-    /// As cancel safe as `fut`.
-    pub async fn bounded<T>(
-        &self,
-        operation: &str,
-        fut: impl Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        match tokio::time::timeout(self.call_timeout, fut).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::timeout(format!(
-                "mysql: {operation}: no answer from the server within {} ms",
-                self.call_timeout.as_millis()
-            ))),
-        }
-    }
-
-    /// [`MysqlStore::extend_many`] within the call bound: on time-out every item fails.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent.
-    pub async fn extend_many_bounded(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_leases_bounded(Leases::Locks, items).await
-    }
-
-    /// [`MysqlStore::extend_many`] or [`MysqlStore::extend_permits_many`] within the call
-    /// bound: on time-out every item fails.
-    async fn extend_leases_bounded(
-        &self,
-        leases: Leases,
-        items: &[ExtendItem],
-    ) -> Vec<StoreResult<bool>> {
-        let all = async { Ok(self.extend_leases(leases, items).await) };
-        match self.bounded(leases.operation(), all).await {
-            Ok(results) => results,
-            Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-        }
     }
 
     /// The pool, built on first use, once the table exists.
@@ -878,8 +646,16 @@ fn ttl_micros(ttl_ms: u64) -> StoreResult<u64> {
     Ok(ttl_ms * 1000)
 }
 
-/// The contract: every call within [`MysqlStore::bounded`].
+/// The contract; every call is bounded by the decorator the registry wraps the store in
+/// ([`crate::store::bounded`]).
 impl LockStore for MysqlStore {
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
+    /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
+    /// when `owner` itself holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
+    /// taken, with nobody knowing its token, until `ttl_ms` passes.
     fn try_acquire<'a>(
         &'a self,
         key: &'a str,
@@ -888,13 +664,36 @@ impl LockStore for MysqlStore {
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded(
-            "try_acquire",
-            MysqlStore::try_acquire(self, key, owner, ttl_ms, data),
-        )
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            let ttl_us = ttl_micros(ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.acquire;
+            let (done, reconnected) = retry_transient(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(ttl_us)
+                    .bind(data)
+                    .execute(pool)
+            })
+            .await;
+            let done = done.map_err(|e| db_error("try_acquire", e))?;
+            Ok(match done.last_insert_id() {
+                0 if reconnected => self.owned_token(key, owner, ttl_ms).await?,
+                0 => None,
+                token => Some(token),
+            })
+        }
         .boxed()
     }
 
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
+    /// expired. Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent, so a dropped call can simply be repeated.
     fn extend<'a>(
         &'a self,
         key: &'a str,
@@ -902,53 +701,145 @@ impl LockStore for MysqlStore {
         ttl_ms: u64,
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("extend", MysqlStore::extend(self, key, owner, ttl_ms))
-            .boxed()
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            let ttl_us = ttl_micros(ttl_ms)?;
+            let pool = self.ready().await?;
+            extend_one(pool, &self.sql.extend, "extend", key, owner, ttl_us).await
+        }
+        .boxed()
     }
 
+    /// Extends many leases, as [`LockStore::extend`] would each; the result has one entry per
+    /// item, in order.
+    ///
+    /// Items go in batches of up to 256, one multi-row `UPDATE` (one round trip and one commit)
+    /// per batch, the batches running concurrently over the pool. A multi-row statement only
+    /// reports how many rows it matched: when that equals the batch size, every item was
+    /// extended (each matched row has one name, so n matched rows took n items with distinct
+    /// names), which is the heartbeat's usual case. Otherwise that batch's items are extended
+    /// again one by one, which is harmless for the ones already extended and tells each item's
+    /// outcome.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
+    /// yet sent.
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        self.extend_many_bounded(items).boxed()
+        self.extend_leases(Leases::Locks, items).boxed()
     }
 
+    /// Frees `key` if `owner` holds it and its lease has not expired. Returns whether this call
+    /// freed it. The fencing counter is kept, so the next holder gets a higher token.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent, but a dropped call may have freed the lock, and
+    /// repeating it then returns `false`.
     fn release<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
         async move {
-            let released = self
-                .bounded("release", MysqlStore::release(self, key, owner))
-                .await?;
+            check_key(key)?;
+            check_owner(owner)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.release;
+            let done = retry_on_conflict(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .execute(pool)
+            })
+            .await
+            .map_err(|e| db_error("release", e))?;
+            self.purge_if_due(pool);
             // No announcements: nobody elsewhere is known to wait.
             Ok(ReleaseOutcome {
-                released,
+                released: done.rows_affected() > 0,
                 others_waiting: false,
             })
         }
         .boxed()
     }
 
+    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
+    /// token in one statement (see `SQL_HANDOFF`); `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
     fn handoff<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("handoff", MysqlStore::handoff(self, key, owner, next))
-            .boxed()
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            check_owner(next.owner)?;
+            let micros = ttl_micros(next.ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.handoff;
+            let (done, reconnected) = retry_transient(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(next.owner.as_bytes())
+                    .bind(next.data)
+                    .bind(micros)
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .execute(pool)
+            })
+            .await;
+            let done = done.map_err(|e| db_error("handoff", e))?;
+            if done.rows_affected() == 0 && reconnected {
+                return self.owned_token(key, next.owner, next.ttl_ms).await;
+            }
+            Ok((done.rows_affected() > 0).then(|| done.last_insert_id()))
+        }
+        .boxed()
     }
 
+    /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
+    /// clock (rounded up to whole milliseconds) and data. `None` when it is free or expired.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
-        self.bounded("inspect", MysqlStore::inspect(self, key))
-            .boxed()
+        async move {
+            check_key(key)?;
+            // A read creates nothing: a table that does not exist holds no lock.
+            let pool = self.connected().await?;
+            let row: Option<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.inspect.clone()))
+                .bind(key.as_bytes())
+                .fetch_optional(pool)
+                .await
+                .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
+                .map_err(|e| db_error("inspect", e))?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let decode = |e: sqlx::Error| db_error("inspect", e);
+            let owner: Vec<u8> = row.try_get(0).map_err(decode)?;
+            let fencing_token: u64 = row.try_get(1).map_err(decode)?;
+            let remaining_us: i64 = row.try_get(2).map_err(decode)?;
+            let data: Option<Vec<u8>> = row.try_get(3).map_err(decode)?;
+            Ok(Some(LockInfo {
+                // Owners are only ever written from `&str`, so this never replaces anything.
+                owner: String::from_utf8_lossy(&owner).into_owned(),
+                fencing_token,
+                remaining_ms: (remaining_us + 999) / 1000,
+                data,
+            }))
+        }
+        .boxed()
     }
 
     fn acquire_permits<'a>(
         &'a self,
         req: &'a PermitRequest<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("acquire_permits", MysqlStore::acquire_permits(self, req))
-            .boxed()
+        MysqlStore::acquire_permits(self, req).boxed()
     }
 
     fn extend_permits<'a>(
@@ -957,18 +848,21 @@ impl LockStore for MysqlStore {
         owner: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded(
-            "extend_permits",
-            MysqlStore::extend_permits(self, name, owner, ttl_ms),
-        )
-        .boxed()
+        MysqlStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
+    /// Extends many holders' permits (`key`: the semaphore), as
+    /// [`LockStore::extend_permits`] would each, batched as [`LockStore::extend_many`]
+    /// batches locks; one result per item, in order.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
+    /// yet sent.
     fn extend_permits_many<'a>(
         &'a self,
         items: &'a [ExtendItem],
     ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        self.extend_leases_bounded(Leases::Permits, items).boxed()
+        self.extend_leases(Leases::Permits, items).boxed()
     }
 
     fn release_permits<'a>(
@@ -976,33 +870,40 @@ impl LockStore for MysqlStore {
         name: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        MysqlStore::release_permits(self, name, owner).boxed()
+    }
+
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        MysqlStore::permits(self, name).boxed()
+    }
+
+    /// Checks that the server answers, creating the table if it does not exist yet.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
         async move {
-            let released = self
-                .bounded(
-                    "release_permits",
-                    MysqlStore::release_permits(self, name, owner),
-                )
-                .await?;
-            // No announcements, as for locks.
-            Ok(ReleaseOutcome {
-                released,
-                others_waiting: false,
-            })
+            let pool = self.ready().await?;
+            sqlx::query(SQL_PING)
+                .execute(pool)
+                .await
+                .map_err(|e| db_error("ping", e))?;
+            Ok(())
         }
         .boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
-        self.bounded("permits", MysqlStore::permits(self, name))
-            .boxed()
-    }
-
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
-        self.bounded("ping", MysqlStore::ping(self)).boxed()
-    }
-
+    /// Closes the pool, waiting (at most one call's bound) for connections in use to come
+    /// back. Operations after this fail with a `BackendError`.
     fn close(&self) -> BoxFuture<'_, ()> {
-        MysqlStore::close(self).boxed()
+        async move {
+            self.closed.store(true, Ordering::SeqCst);
+            if let Some(pool) = self.pool.get() {
+                // A connection stuck on a stalled server never comes back: do not wait for it.
+                let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
+            }
+        }
+        .boxed()
     }
 
     fn operator(&self) -> Option<&dyn OperatorTools> {
@@ -1012,7 +913,7 @@ impl LockStore for MysqlStore {
 
 impl OperatorTools for MysqlStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("force_release", async move {
+        async move {
             check_key(key)?;
             let pool = self.ready().await?;
             let sql = &self.sql.force_release;
@@ -1024,7 +925,7 @@ impl OperatorTools for MysqlStore {
             .await
             .map_err(|e| db_error("force_release", e))?;
             Ok(done.rows_affected() > 0)
-        })
+        }
         .boxed()
     }
 
@@ -1033,7 +934,7 @@ impl OperatorTools for MysqlStore {
         prefix: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        self.bounded("list", async move {
+        async move {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
             let mut pattern = Vec::with_capacity(prefix.len() + 1);
@@ -1076,7 +977,7 @@ impl OperatorTools for MysqlStore {
                     })
                 })
                 .collect()
-        })
+        }
         .boxed()
     }
 }

@@ -24,7 +24,7 @@ use super::{
     check_key, check_owner, db_error, no_such_table, retry_on_conflict, ttl_micros, MysqlStore,
 };
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
-use crate::store::{PermitHolder, PermitRequest, StoreError, StoreResult};
+use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
 
 /// `kind` of a holder's row.
 const HOLDER: u8 = 1;
@@ -530,13 +530,13 @@ impl MysqlStore {
     }
 
     /// Frees `owner`'s permits of `name` and its place in the queue. Returns whether it held
-    /// live permits. One statement when it did, a second one otherwise (for a queued place or
+    /// live permits (`released`). One statement when it did, a second one otherwise (for a queued place or
     /// a lapsed holder's row).
     ///
     /// # Cancel Safety
     /// Cancel safe: the statements are idempotent, but a dropped call may have freed the
     /// permits, and repeating it then returns `false`.
-    pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<bool> {
+    pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
         check_key(name)?;
         check_owner(owner)?;
         let pool = self.permits_ready().await?;
@@ -560,7 +560,11 @@ impl MysqlStore {
                 .map_err(|e| db_error("release_permits", e))?;
         }
         self.purge_if_due(pool);
-        Ok(held)
+        // No announcements, as for locks.
+        Ok(ReleaseOutcome {
+            released: held,
+            others_waiting: false,
+        })
     }
 
     /// The live holders of `name`, remaining leases by the server's clock.

@@ -93,7 +93,7 @@ pub fn is_broken_connection(e: &sqlx::Error) -> bool {
 /// fails the pool's acquire with a time-out, which is not retried). Every statement of the
 /// store is safe to repeat: acquire and handoff recognise their own earlier success, extend
 /// is idempotent, and a repeated release reports "not owned". The caller's bound
-/// ([`super::PostgresStore::bounded`]) ends the loop in any case.
+/// ([`crate::store::bounded`]) ends the loop in any case.
 pub async fn retry<T, F, Fut>(mut run: F) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,

@@ -77,7 +77,7 @@ pub struct PostgresOptions {
     pub connect_timeout_ms: u64,
     /// How long the server may take over one statement (its `statement_timeout`), in
     /// milliseconds. Default 5000. A whole call is bounded by `connect_timeout_ms +
-    /// response_timeout_ms` (see [`PostgresStore::bounded`]).
+    /// response_timeout_ms` (the registry wraps the store in [`crate::store::bounded`]).
     pub response_timeout_ms: u64,
     /// How long a name's row stays after the name was freed or expired before it is purged,
     /// in milliseconds. Default 300 000 (5 minutes); never less than twice
@@ -115,7 +115,8 @@ pub struct PostgresStore {
     statement_timeout_ms: String,
     pool_size: u32,
     acquire_timeout: Duration,
-    /// Bound on a whole call (see [`PostgresStore::bounded`]).
+    /// Bound on its background work and on `close`, as on a call (the registry bounds calls
+    /// with [`crate::store::bounded`]).
     call_timeout: Duration,
     /// See [`PostgresOptions::purge_after_ms`].
     purge_after: Duration,
@@ -235,86 +236,6 @@ impl PostgresStore {
         })
     }
 
-    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
-    /// `data` with it. Returns the new fencing token, or `None` when another owner holds it.
-    /// `owner` asking again while it holds the lock gets its own token back, with the lease
-    /// set anew (so a retry after a lost reply is safe).
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
-    /// taken, with nobody knowing its token, until `ttl_ms` passes.
-    pub async fn try_acquire(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl = ttl_millis(ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.acquire;
-        let row: Option<PgRow> = retry(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(ttl)
-                .bind(data)
-                .bind(&self.id[..])
-                .fetch_optional(pool)
-        })
-        .await
-        .map_err(|e| db_error("try_acquire", e))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let decode = |e: sqlx::Error| db_error("try_acquire", e);
-        let token: i64 = row.try_get(0).map_err(decode)?;
-        let granted: Option<bool> = row.try_get(1).map_err(decode)?;
-        Ok((granted == Some(true)).then(|| token_of(token)))
-    }
-
-    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
-    /// expired. Returns whether it did.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: the statement is idempotent.
-    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl = ttl_millis(ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.extend;
-        let done = retry(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(ttl)
-                .execute(pool)
-        })
-        .await
-        .map_err(|e| db_error("extend", e))?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    /// Extends many leases, as [`PostgresStore::extend`] would each; the result has one entry
-    /// per item, in order. Items go in batches of up to 1 000, one statement each (the items
-    /// as three arrays), the batches running concurrently over the pool. Each statement
-    /// returns the (name, owner) pairs it extended, so every item's answer is exact.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent.
-    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        let check = |item: &ExtendItem| {
-            check_key(&item.key)?;
-            check_owner(&item.owner)?;
-            ttl_millis(item.ttl_ms)
-        };
-        self.extend_batched(items, check, self.ready(), &self.sql.extend_many)
-            .await
-    }
-
     /// Runs batched extensions with `sql` (bound to the names, owners and ttls as three
     /// arrays, returning the (name, owner) pairs it extended) over the pool `ready` yields,
     /// once `check` passed each item (returning its ttl); `ready` is awaited only if some
@@ -379,65 +300,6 @@ impl PostgresStore {
             .collect()
     }
 
-    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
-    /// token in one statement; `None` if `owner` no longer holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    pub async fn handoff(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        check_owner(next.owner)?;
-        let ttl = ttl_millis(next.ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.handoff;
-        let token: Option<i64> = retry(|| {
-            sqlx::query_scalar(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(next.owner.as_bytes())
-                .bind(ttl)
-                .bind(next.data)
-                .fetch_optional(pool)
-        })
-        .await
-        .map_err(|e| db_error("handoff", e))?;
-        Ok(token.map(token_of))
-    }
-
-    /// Frees `key` if `owner` holds it and its lease has not expired, announcing it to the
-    /// other stores that were refused it. The row keeps its place until purged.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: a dropped call may have freed the lock, and repeating it then reports
-    /// `released: false`.
-    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.release;
-        let others: Option<bool> = retry(|| {
-            sqlx::query_scalar(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(&self.id[..])
-                .bind(&self.channel)
-                .fetch_optional(pool)
-        })
-        .await
-        .map_err(|e| db_error("release", e))?;
-        self.purge_if_due(pool);
-        Ok(ReleaseOutcome {
-            released: others.is_some(),
-            others_waiting: others.unwrap_or(false),
-        })
-    }
-
     /// Deletes the rows of names free or expired for longer than the purge delay, and, once
     /// this store used semaphores, their lapsed holders and queued places and the headers of
     /// semaphores left without any, 1 000 at a time until none is left. Returns how many rows
@@ -477,72 +339,6 @@ impl PostgresStore {
             // Best effort: a failed purge is tried again after the next interval.
             let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
         });
-    }
-
-    /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
-    /// clock (rounded up to whole milliseconds) and data. `None` when it is free or expired.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: read only.
-    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
-        check_key(key)?;
-        // A read creates nothing: a table that does not exist holds no lock.
-        let pool = self.connected().await?;
-        let sql = &self.sql.inspect;
-        let row: Option<PgRow> = retry(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .fetch_optional(pool)
-        })
-        .await
-        .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
-        .map_err(|e| db_error("inspect", e))?;
-        row.map(|row| lock_info(&row, 0).map_err(|e| db_error("inspect", e)))
-            .transpose()
-    }
-
-    /// Checks that the server answers, creating the table if it does not exist yet.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe.
-    pub async fn ping(&self) -> StoreResult<()> {
-        let pool = self.ready().await?;
-        retry(|| sqlx::query(sql::PING).execute(pool))
-            .await
-            .map_err(|e| db_error("ping", e))?;
-        Ok(())
-    }
-
-    /// Closes the pool and the listening connection, waiting (at most one call's bound) for
-    /// connections in use to come back. Operations after this fail with `Closed`.
-    pub async fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        self.notifier.stop();
-        if let Some(pool) = self.pool.get() {
-            // A connection stuck on a stalled server never comes back: do not wait for it.
-            let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
-        }
-    }
-
-    /// Runs one store operation within the call bound (`connect_timeout_ms +
-    /// response_timeout_ms`). sqlx bounds connecting and waiting for a pooled connection,
-    /// the server bounds a statement (`statement_timeout`), but not a network that stops
-    /// delivering, and the reconnect loop may try several connections: this bounds it all.
-    ///
-    /// # Cancel Safety
-    /// As cancel safe as `fut`.
-    pub async fn bounded<T>(
-        &self,
-        operation: &str,
-        fut: impl Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        match tokio::time::timeout(self.call_timeout, fut).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::timeout(format!(
-                "postgres: {operation}: no answer from the server within {} ms",
-                self.call_timeout.as_millis()
-            ))),
-        }
     }
 
     /// The pool, built on first use, once the table exists.
@@ -868,8 +664,17 @@ fn ttl_millis(ttl_ms: u64) -> StoreResult<i64> {
     Ok(ttl_ms as i64)
 }
 
-/// The contract: every call within [`PostgresStore::bounded`].
+/// The contract; every call is bounded by the decorator the registry wraps the store in
+/// ([`crate::store::bounded`]).
 impl LockStore for PostgresStore {
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
+    /// `data` with it. Returns the new fencing token, or `None` when another owner holds it.
+    /// `owner` asking again while it holds the lock gets its own token back, with the lease
+    /// set anew (so a retry after a lost reply is safe).
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
+    /// taken, with nobody knowing its token, until `ttl_ms` passes.
     fn try_acquire<'a>(
         &'a self,
         key: &'a str,
@@ -878,13 +683,39 @@ impl LockStore for PostgresStore {
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded(
-            "try_acquire",
-            PostgresStore::try_acquire(self, key, owner, ttl_ms, data),
-        )
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            let ttl = ttl_millis(ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.acquire;
+            let row: Option<PgRow> = retry(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(ttl)
+                    .bind(data)
+                    .bind(&self.id[..])
+                    .fetch_optional(pool)
+            })
+            .await
+            .map_err(|e| db_error("try_acquire", e))?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let decode = |e: sqlx::Error| db_error("try_acquire", e);
+            let token: i64 = row.try_get(0).map_err(decode)?;
+            let granted: Option<bool> = row.try_get(1).map_err(decode)?;
+            Ok((granted == Some(true)).then(|| token_of(token)))
+        }
         .boxed()
     }
 
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
+    /// expired. Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent.
     fn extend<'a>(
         &'a self,
         key: &'a str,
@@ -892,59 +723,174 @@ impl LockStore for PostgresStore {
         ttl_ms: u64,
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("extend", PostgresStore::extend(self, key, owner, ttl_ms))
-            .boxed()
-    }
-
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
         async move {
-            let bounded = self.bounded("extend", async { Ok(self.extend_many(items).await) });
-            match bounded.await {
-                Ok(results) => results,
-                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-            }
+            check_key(key)?;
+            check_owner(owner)?;
+            let ttl = ttl_millis(ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.extend;
+            let done = retry(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(ttl)
+                    .execute(pool)
+            })
+            .await
+            .map_err(|e| db_error("extend", e))?;
+            Ok(done.rows_affected() > 0)
         }
         .boxed()
     }
 
+    /// Extends many leases, as [`LockStore::extend`] would each; the result has one entry
+    /// per item, in order. Items go in batches of up to 1 000, one statement each (the items
+    /// as three arrays), the batches running concurrently over the pool. Each statement
+    /// returns the (name, owner) pairs it extended, so every item's answer is exact.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent.
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        async move {
+            let check = |item: &ExtendItem| {
+                check_key(&item.key)?;
+                check_owner(&item.owner)?;
+                ttl_millis(item.ttl_ms)
+            };
+            self.extend_batched(items, check, self.ready(), &self.sql.extend_many)
+                .await
+        }
+        .boxed()
+    }
+
+    /// Frees `key` if `owner` holds it and its lease has not expired, announcing it to the
+    /// other stores that were refused it. The row keeps its place until purged.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: a dropped call may have freed the lock, and repeating it then reports
+    /// `released: false`.
     fn release<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        self.bounded("release", PostgresStore::release(self, key, owner))
-            .boxed()
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.release;
+            let others: Option<bool> = retry(|| {
+                sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(&self.id[..])
+                    .bind(&self.channel)
+                    .fetch_optional(pool)
+            })
+            .await
+            .map_err(|e| db_error("release", e))?;
+            self.purge_if_due(pool);
+            Ok(ReleaseOutcome {
+                released: others.is_some(),
+                others_waiting: others.unwrap_or(false),
+            })
+        }
+        .boxed()
     }
 
+    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
+    /// token in one statement; `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
     fn handoff<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("handoff", PostgresStore::handoff(self, key, owner, next))
-            .boxed()
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            check_owner(next.owner)?;
+            let ttl = ttl_millis(next.ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.handoff;
+            let token: Option<i64> = retry(|| {
+                sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(next.owner.as_bytes())
+                    .bind(ttl)
+                    .bind(next.data)
+                    .fetch_optional(pool)
+            })
+            .await
+            .map_err(|e| db_error("handoff", e))?;
+            Ok(token.map(token_of))
+        }
+        .boxed()
     }
 
+    /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
+    /// clock (rounded up to whole milliseconds) and data. `None` when it is free or expired.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
-        self.bounded("inspect", PostgresStore::inspect(self, key))
-            .boxed()
+        async move {
+            check_key(key)?;
+            // A read creates nothing: a table that does not exist holds no lock.
+            let pool = self.connected().await?;
+            let sql = &self.sql.inspect;
+            let row: Option<PgRow> = retry(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .fetch_optional(pool)
+            })
+            .await
+            .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
+            .map_err(|e| db_error("inspect", e))?;
+            row.map(|row| lock_info(&row, 0).map_err(|e| db_error("inspect", e)))
+                .transpose()
+        }
+        .boxed()
     }
 
+    /// Checks that the server answers, creating the table if it does not exist yet.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
-        self.bounded("ping", PostgresStore::ping(self)).boxed()
+        async move {
+            let pool = self.ready().await?;
+            retry(|| sqlx::query(sql::PING).execute(pool))
+                .await
+                .map_err(|e| db_error("ping", e))?;
+            Ok(())
+        }
+        .boxed()
     }
 
+    /// Closes the pool and the listening connection, waiting (at most one call's bound) for
+    /// connections in use to come back. Operations after this fail with `Closed`.
     fn close(&self) -> BoxFuture<'_, ()> {
-        PostgresStore::close(self).boxed()
+        async move {
+            self.closed.store(true, Ordering::SeqCst);
+            self.notifier.stop();
+            if let Some(pool) = self.pool.get() {
+                // A connection stuck on a stalled server never comes back: do not wait for it.
+                let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
+            }
+        }
+        .boxed()
     }
 
     fn acquire_permits<'a>(
         &'a self,
         req: &'a PermitRequest<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("acquire_permits", PostgresStore::acquire_permits(self, req))
-            .boxed()
+        PostgresStore::acquire_permits(self, req).boxed()
     }
 
     fn extend_permits<'a>(
@@ -953,27 +899,14 @@ impl LockStore for PostgresStore {
         owner: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded(
-            "extend_permits",
-            PostgresStore::extend_permits(self, name, owner, ttl_ms),
-        )
-        .boxed()
+        PostgresStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
     fn extend_permits_many<'a>(
         &'a self,
         items: &'a [ExtendItem],
     ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        async move {
-            let bounded = self.bounded("extend_permits", async {
-                Ok(PostgresStore::extend_permits_many(self, items).await)
-            });
-            match bounded.await {
-                Ok(results) => results,
-                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-            }
-        }
-        .boxed()
+        PostgresStore::extend_permits_many(self, items).boxed()
     }
 
     fn release_permits<'a>(
@@ -981,16 +914,11 @@ impl LockStore for PostgresStore {
         name: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        self.bounded(
-            "release_permits",
-            PostgresStore::release_permits(self, name, owner),
-        )
-        .boxed()
+        PostgresStore::release_permits(self, name, owner).boxed()
     }
 
     fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
-        self.bounded("permits", PostgresStore::permits(self, name))
-            .boxed()
+        PostgresStore::permits(self, name).boxed()
     }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
@@ -1004,7 +932,7 @@ impl LockStore for PostgresStore {
 
 impl OperatorTools for PostgresStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("force_release", async move {
+        async move {
             check_key(key)?;
             let pool = self.ready().await?;
             let sql = &self.sql.force_release;
@@ -1017,7 +945,7 @@ impl OperatorTools for PostgresStore {
             .await
             .map_err(|e| db_error("force_release", e))?;
             Ok(freed.is_some())
-        })
+        }
         .boxed()
     }
 
@@ -1026,7 +954,7 @@ impl OperatorTools for PostgresStore {
         prefix: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        self.bounded("list", async move {
+        async move {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
             let upper = prefix_upper_bound(prefix.as_bytes());
@@ -1058,7 +986,7 @@ impl OperatorTools for PostgresStore {
                 })
                 .collect::<Result<_, sqlx::Error>>()
                 .map_err(|e| db_error("list", e))
-        })
+        }
         .boxed()
     }
 }

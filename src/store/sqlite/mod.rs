@@ -22,7 +22,6 @@ mod sql;
 #[cfg_attr(not(unix), path = "wake_none.rs")]
 mod wake;
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,6 +32,7 @@ use futures_util::FutureExt;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::store::bounded::within;
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
@@ -67,7 +67,7 @@ pub struct SqliteOptions {
     pub connect_timeout_ms: u64,
     /// How long a statement waits for another process's write to finish (SQLite's
     /// `busy_timeout`), in milliseconds. Default 5000. A whole call is bounded by
-    /// `connect_timeout_ms + response_timeout_ms` (see [`SqliteStore::bounded`]).
+    /// `connect_timeout_ms + response_timeout_ms` (the registry wraps the store in [`crate::store::bounded`]).
     pub response_timeout_ms: u64,
 }
 
@@ -85,7 +85,8 @@ impl Default for SqliteOptions {
 /// the same file.
 pub struct SqliteStore {
     path: PathBuf,
-    /// Bound on a whole call (see [`SqliteStore::bounded`]).
+    /// Bound on its background work and on `close`, as on a call (the registry bounds calls
+    /// with [`crate::store::bounded`]).
     call_timeout: Duration,
     sql: Arc<Statements>,
     /// The store's one connection (shared with background clean-ups).
@@ -163,88 +164,16 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has ended, and stores
-    /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
-    /// when `owner` itself holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: once the statement is on its way, dropping the future may leave the
-    /// lock taken, with nobody knowing its token, until `ttl_ms` passes.
-    pub async fn try_acquire(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl = check_ttl(ttl_ms)?;
-        let mut w = self.conn.lock().await?;
-        // Held by another owner in a file replaced since, whose holder has not heard yet.
-        if self.conn.ghost_of_another(key.as_bytes(), owner.as_bytes()) {
-            w.finish(Ok(())).ok();
-            return Ok(None);
-        }
-        let row = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .bind(ttl)
-            .bind(data)
-            .fetch_optional(w.conn())
-            .await;
-        let row = w.finish(row).map_err(|e| db_error("try_acquire", e))?;
-        if row.is_some() {
-            self.conn
-                .forget_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes());
-        }
-        row.map(|row| token(&row, "try_acquire")).transpose()
-    }
-
-    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
-    /// ended. Returns whether it did.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: the statement is idempotent.
-    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl = check_ttl(ttl_ms)?;
-        let mut w = self.conn.lock().await?;
-        if self
-            .conn
-            .is_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes())
-        {
-            w.finish(Ok(())).ok();
-            return Err(self.replaced_error("extend"));
-        }
-        let done = sqlx::query(AssertSqlSafe(self.sql.extend.as_str()))
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .bind(ttl)
-            .execute(w.conn())
-            .await;
-        let done = w.finish(done).map_err(|e| db_error("extend", e))?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    /// Extends many leases, as [`SqliteStore::extend`] would each, in one statement per 256
-    /// items; the result has one entry per item, in order. The statement returns the
-    /// (name, owner) of every lease it extended, so each item's outcome is exact.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent.
-    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_each(items, Leases::Locks).await
-    }
-
-    /// [`SqliteStore::extend_many`] of locks or of permits.
+    /// [`LockStore::extend_many`] of locks or of permits.
     async fn extend_each(&self, items: &[ExtendItem], leases: Leases) -> Vec<StoreResult<bool>> {
         if items.len() <= 1 {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
                 out.push(match leases {
-                    Leases::Locks => self.extend(&item.key, &item.owner, item.ttl_ms).await,
+                    Leases::Locks => {
+                        LockStore::extend(self, &item.key, &item.owner, item.ttl_ms, item.has_data)
+                            .await
+                    }
                     Leases::Permits => {
                         self.extend_permits(&item.key, &item.owner, item.ttl_ms)
                             .await
@@ -355,35 +284,6 @@ impl SqliteStore {
         )
     }
 
-    /// Frees `key` if `owner` holds it (its row goes, live or not) and tells the processes
-    /// waiting for it. `released`: whether the lease was live.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: idempotent (a repeat after a dropped call reports `released: false`).
-    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let mut w = self.conn.lock().await?;
-        let row = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .fetch_optional(w.conn())
-            .await;
-        let row = w.finish(row).map_err(|e| db_error("release", e))?;
-        self.purge_if_due();
-        let Some(row) = row else {
-            return Ok(ReleaseOutcome {
-                released: false,
-                others_waiting: false,
-            });
-        };
-        let (released, others_waiting) = self.deleted(key, &row, "release")?;
-        Ok(ReleaseOutcome {
-            released,
-            others_waiting,
-        })
-    }
-
     /// After a row was deleted (by a release or a force release): whether its lease was live,
     /// and whether other processes wait for the name (they are told).
     fn deleted(&self, key: &str, row: &SqliteRow, operation: &str) -> StoreResult<(bool, bool)> {
@@ -403,57 +303,6 @@ impl SqliteStore {
         let told = self.wake.tell(key, addrs);
         self.forget(told.dead);
         told.others
-    }
-
-    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
-    /// token in one statement; `None` if `owner` no longer holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    pub async fn handoff(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        check_owner(next.owner)?;
-        let ttl = check_ttl(next.ttl_ms)?;
-        let mut w = self.conn.lock().await?;
-        let row = sqlx::query(AssertSqlSafe(self.sql.handoff.as_str()))
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .bind(next.owner.as_bytes())
-            .bind(next.data)
-            .bind(ttl)
-            .fetch_optional(w.conn())
-            .await;
-        let row = w.finish(row).map_err(|e| db_error("handoff", e))?;
-        if row.is_some() {
-            self.conn
-                .forget_ghost(Lease::Lock, key.as_bytes(), next.owner.as_bytes());
-        }
-        row.map(|row| token(&row, "handoff")).transpose()
-    }
-
-    /// Reads the live lease on `key`: owner, fencing token, remaining time by the host clock
-    /// and data. `None` when it is free or its lease has ended.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: read only.
-    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
-        check_key(key)?;
-        if self.conn.absent() {
-            return Ok(None);
-        }
-        let mut w = self.conn.lock().await?;
-        let row = sqlx::query(AssertSqlSafe(self.sql.inspect.as_str()))
-            .bind(key.as_bytes())
-            .fetch_optional(w.conn())
-            .await;
-        let row = w.finish(row).map_err(|e| db_error("inspect", e))?;
-        row.map(|row| lock_info(&row, 0, "inspect")).transpose()
     }
 
     /// Deletes the rows of leases that ended without a release, and of semaphores' lapsed
@@ -486,7 +335,7 @@ impl SqliteStore {
     /// Registers this process as waiting for `key` (see `wake`). The first registration also
     /// looks for those of processes that are gone, once.
     async fn register(&self, key: &str) -> StoreResult<()> {
-        self.bounded("watch", async {
+        within("sqlite", "watch", self.call_timeout, async {
             let mut w = self.conn.lock().await?;
             let done = sqlx::query(AssertSqlSafe(self.sql.watch.as_str()))
                 .bind(key.as_bytes())
@@ -504,7 +353,7 @@ impl SqliteStore {
 
     /// Unregisters this process for `key`.
     async fn unregister(&self, key: &str) -> StoreResult<()> {
-        self.bounded("unwatch", async {
+        within("sqlite", "unwatch", self.call_timeout, async {
             let mut w = self.conn.lock().await?;
             let done = sqlx::query(AssertSqlSafe(self.sql.unwatch.as_str()))
                 .bind(key.as_bytes())
@@ -558,69 +407,6 @@ impl SqliteStore {
             };
             let _ = tokio::time::timeout(bound, sweep).await;
         });
-    }
-
-    /// Checks that the file can be opened and written, creating it and the tables if needed.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe.
-    pub async fn ping(&self) -> StoreResult<()> {
-        let mut w = self.conn.lock().await?;
-        let done = sqlx::query("SELECT 1").execute(w.conn()).await;
-        w.finish(done).map_err(|e| db_error("ping", e))?;
-        Ok(())
-    }
-
-    /// Unregisters this process's waiters and closes the connections (waiting at most one
-    /// call's bound). Operations after this fail with [`ErrorKind::Closed`].
-    pub async fn close(&self) {
-        if self.closed.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        self.wake.close();
-        let bound = self.call_timeout;
-        let own = vec![self.wake.addr().to_string()];
-        let forget = forget_addresses(&self.conn, &self.sql.forget, own);
-        let _ = tokio::time::timeout(bound, forget).await;
-        let _ = tokio::time::timeout(bound, self.conn.close()).await;
-    }
-
-    /// Runs one store operation within the call bound (`connect_timeout_ms +
-    /// response_timeout_ms`): the wait for this store's earlier statements, for another
-    /// process's write (SQLite's busy timeout) and for the disk. A statement abandoned this
-    /// way may still take effect; its connection is dropped, and opened again by the next
-    /// statement.
-    ///
-    /// # Cancel Safety
-    /// As cancel safe as `fut`.
-    pub async fn bounded<T>(
-        &self,
-        operation: &str,
-        fut: impl Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        match tokio::time::timeout(self.call_timeout, fut).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::timeout(format!(
-                "sqlite: {operation}: no answer within {} ms",
-                self.call_timeout.as_millis()
-            ))),
-        }
-    }
-
-    /// [`SqliteStore::extend_many`] of `leases` within the call bound: on time-out every item
-    /// fails.
-    async fn extend_many_bounded(
-        &self,
-        items: &[ExtendItem],
-        leases: Leases,
-    ) -> Vec<StoreResult<bool>> {
-        let bounded = self.bounded(leases.operation(), async {
-            Ok(self.extend_each(items, leases).await)
-        });
-        match bounded.await {
-            Ok(results) => results,
-            Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-        }
     }
 }
 
@@ -810,8 +596,16 @@ fn check_ttl(ttl_ms: u64) -> StoreResult<i64> {
     Ok(ttl_ms as i64)
 }
 
-/// The contract: every call within [`SqliteStore::bounded`].
+/// The contract; every call is bounded by the decorator the registry wraps the store in
+/// ([`crate::store::bounded`]).
 impl LockStore for SqliteStore {
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has ended, and stores
+    /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
+    /// when `owner` itself holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: once the statement is on its way, dropping the future may leave the
+    /// lock taken, with nobody knowing its token, until `ttl_ms` passes.
     fn try_acquire<'a>(
         &'a self,
         key: &'a str,
@@ -820,13 +614,38 @@ impl LockStore for SqliteStore {
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded(
-            "try_acquire",
-            SqliteStore::try_acquire(self, key, owner, ttl_ms, data),
-        )
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            let ttl = check_ttl(ttl_ms)?;
+            let mut w = self.conn.lock().await?;
+            // Held by another owner in a file replaced since, whose holder has not heard yet.
+            if self.conn.ghost_of_another(key.as_bytes(), owner.as_bytes()) {
+                w.finish(Ok(())).ok();
+                return Ok(None);
+            }
+            let row = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(ttl)
+                .bind(data)
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("try_acquire", e))?;
+            if row.is_some() {
+                self.conn
+                    .forget_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes());
+            }
+            row.map(|row| token(&row, "try_acquire")).transpose()
+        }
         .boxed()
     }
 
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
+    /// ended. Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent.
     fn extend<'a>(
         &'a self,
         key: &'a str,
@@ -834,48 +653,152 @@ impl LockStore for SqliteStore {
         ttl_ms: u64,
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("extend", SqliteStore::extend(self, key, owner, ttl_ms))
-            .boxed()
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            let ttl = check_ttl(ttl_ms)?;
+            let mut w = self.conn.lock().await?;
+            if self
+                .conn
+                .is_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes())
+            {
+                w.finish(Ok(())).ok();
+                return Err(self.replaced_error("extend"));
+            }
+            let done = sqlx::query(AssertSqlSafe(self.sql.extend.as_str()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(ttl)
+                .execute(w.conn())
+                .await;
+            let done = w.finish(done).map_err(|e| db_error("extend", e))?;
+            Ok(done.rows_affected() > 0)
+        }
+        .boxed()
     }
 
+    /// Extends many leases, as [`LockStore::extend`] would each, in one statement per 256
+    /// items; the result has one entry per item, in order. The statement returns the
+    /// (name, owner) of every lease it extended, so each item's outcome is exact.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent.
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        self.extend_many_bounded(items, Leases::Locks).boxed()
+        self.extend_each(items, Leases::Locks).boxed()
     }
 
+    /// Frees `key` if `owner` holds it (its row goes, live or not) and tells the processes
+    /// waiting for it. `released`: whether the lease was live.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent (a repeat after a dropped call reports `released: false`).
     fn release<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        self.bounded("release", SqliteStore::release(self, key, owner))
-            .boxed()
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            let mut w = self.conn.lock().await?;
+            let row = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("release", e))?;
+            self.purge_if_due();
+            let Some(row) = row else {
+                return Ok(ReleaseOutcome {
+                    released: false,
+                    others_waiting: false,
+                });
+            };
+            let (released, others_waiting) = self.deleted(key, &row, "release")?;
+            Ok(ReleaseOutcome {
+                released,
+                others_waiting,
+            })
+        }
+        .boxed()
     }
 
+    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
+    /// token in one statement; `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
     fn handoff<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("handoff", SqliteStore::handoff(self, key, owner, next))
-            .boxed()
+        async move {
+            check_key(key)?;
+            check_owner(owner)?;
+            check_owner(next.owner)?;
+            let ttl = check_ttl(next.ttl_ms)?;
+            let mut w = self.conn.lock().await?;
+            let row = sqlx::query(AssertSqlSafe(self.sql.handoff.as_str()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(next.owner.as_bytes())
+                .bind(next.data)
+                .bind(ttl)
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("handoff", e))?;
+            if row.is_some() {
+                self.conn
+                    .forget_ghost(Lease::Lock, key.as_bytes(), next.owner.as_bytes());
+            }
+            row.map(|row| token(&row, "handoff")).transpose()
+        }
+        .boxed()
     }
 
+    /// Reads the live lease on `key`: owner, fencing token, remaining time by the host clock
+    /// and data. `None` when it is free or its lease has ended.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
-        self.bounded("inspect", SqliteStore::inspect(self, key))
-            .boxed()
+        async move {
+            check_key(key)?;
+            if self.conn.absent() {
+                return Ok(None);
+            }
+            let mut w = self.conn.lock().await?;
+            let row = sqlx::query(AssertSqlSafe(self.sql.inspect.as_str()))
+                .bind(key.as_bytes())
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("inspect", e))?;
+            row.map(|row| lock_info(&row, 0, "inspect")).transpose()
+        }
+        .boxed()
     }
 
+    /// Checks that the file can be opened and written, creating it and the tables if needed.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
-        self.bounded("ping", SqliteStore::ping(self)).boxed()
+        async move {
+            let mut w = self.conn.lock().await?;
+            let done = sqlx::query("SELECT 1").execute(w.conn()).await;
+            w.finish(done).map_err(|e| db_error("ping", e))?;
+            Ok(())
+        }
+        .boxed()
     }
 
     fn acquire_permits<'a>(
         &'a self,
         req: &'a PermitRequest<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("acquire_permits", SqliteStore::acquire_permits(self, req))
-            .boxed()
+        SqliteStore::acquire_permits(self, req).boxed()
     }
 
     fn extend_permits<'a>(
@@ -884,18 +807,14 @@ impl LockStore for SqliteStore {
         owner: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded(
-            "extend_permits",
-            SqliteStore::extend_permits(self, name, owner, ttl_ms),
-        )
-        .boxed()
+        SqliteStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
     fn extend_permits_many<'a>(
         &'a self,
         items: &'a [ExtendItem],
     ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        self.extend_many_bounded(items, Leases::Permits).boxed()
+        self.extend_each(items, Leases::Permits).boxed()
     }
 
     fn release_permits<'a>(
@@ -903,20 +822,28 @@ impl LockStore for SqliteStore {
         name: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        self.bounded(
-            "release_permits",
-            SqliteStore::release_permits(self, name, owner),
-        )
-        .boxed()
+        SqliteStore::release_permits(self, name, owner).boxed()
     }
 
     fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
-        self.bounded("permits", SqliteStore::permits(self, name))
-            .boxed()
+        SqliteStore::permits(self, name).boxed()
     }
 
+    /// Unregisters this process's waiters and closes the connections (waiting at most one
+    /// call's bound). Operations after this fail with [`ErrorKind::Closed`].
     fn close(&self) -> BoxFuture<'_, ()> {
-        SqliteStore::close(self).boxed()
+        async move {
+            if self.closed.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            self.wake.close();
+            let bound = self.call_timeout;
+            let own = vec![self.wake.addr().to_string()];
+            let forget = forget_addresses(&self.conn, &self.sql.forget, own);
+            let _ = tokio::time::timeout(bound, forget).await;
+            let _ = tokio::time::timeout(bound, self.conn.close()).await;
+        }
+        .boxed()
     }
 
     #[cfg(unix)]
@@ -931,7 +858,7 @@ impl LockStore for SqliteStore {
 
 impl OperatorTools for SqliteStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("force_release", async move {
+        async move {
             check_key(key)?;
             let mut w = self.conn.lock().await?;
             let row = sqlx::query(AssertSqlSafe(self.sql.force_release.as_str()))
@@ -943,7 +870,7 @@ impl OperatorTools for SqliteStore {
                 Some(row) => Ok(self.deleted(key, &row, "force_release")?.0),
                 None => Ok(false),
             }
-        })
+        }
         .boxed()
     }
 
@@ -952,7 +879,7 @@ impl OperatorTools for SqliteStore {
         prefix: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        self.bounded("list", async move {
+        async move {
             if self.conn.absent() {
                 return Ok(Vec::new());
             }
@@ -973,7 +900,7 @@ impl OperatorTools for SqliteStore {
                     })
                 })
                 .collect()
-        })
+        }
         .boxed()
     }
 }

@@ -10,11 +10,9 @@
 //! every watcher, as Redis's publish reaches its own subscriber.
 
 use super::replaced::Lease;
-use super::{check_owner, check_ttl, db_error, Leases, SqliteStore, MAX_KEY_BYTES};
+use super::{check_owner, check_ttl, db_error, SqliteStore, MAX_KEY_BYTES};
 use crate::store::permits::watch_key;
-use crate::store::{
-    ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
-};
+use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
 use sqlx::{AssertSqlSafe, Row};
 
 /// Refuses a semaphore name longer than a lock name may be.
@@ -105,16 +103,6 @@ impl SqliteStore {
             .await;
         let done = w.finish(done).map_err(|e| db_error("extend_permits", e))?;
         Ok(done.rows_affected() > 0)
-    }
-
-    /// Extends many holders' permits (`key`: the semaphore) as
-    /// [`SqliteStore::extend_permits`] would each, in one statement per 256 items, like
-    /// [`SqliteStore::extend_many`]. One result per item, in order.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent.
-    pub async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_each(items, Leases::Permits).await
     }
 
     /// Frees `owner`'s permits of semaphore `name` and gives up its queued place, and deletes
