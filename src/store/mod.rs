@@ -16,6 +16,7 @@ pub mod redis;
 pub mod redlock;
 pub mod refused;
 pub mod registry;
+pub mod sql;
 pub mod sqlite;
 pub mod tls;
 pub mod topology;

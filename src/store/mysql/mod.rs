@@ -19,12 +19,15 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
+use crate::store::sql::checks::{check_key, check_owner, check_ttl};
+use crate::store::sql::errors::{closed_error, db_error};
+use crate::store::sql::purge::PurgeClock;
 use crate::store::tls::TlsOptions;
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
-use errors::{closed_error, db_error, no_such_table, retry_on_conflict, retry_transient};
+use errors::{no_such_table, retry_on_conflict, retry_transient, Mysql};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use permits::PermitStatements;
@@ -36,20 +39,7 @@ mod permits;
 mod sql;
 mod tls;
 
-/// Longest lock name accepted, in bytes (the width of the `name` column).
-///
-/// Checked before any I/O: a server in non-strict SQL mode would otherwise silently truncate
-/// longer names, and two different names would then share one lock.
-pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
-
-/// Longest owner token accepted, in bytes (the width of the `owner` column).
-pub const MAX_OWNER_BYTES: usize = 255;
-
-/// Longest lease accepted, in milliseconds (100 years).
-///
-/// Keeps `ttl * 1000` microseconds far from `u64` overflow and the expiry inside `DATETIME`'s
-/// range (year 9999).
-pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 
 /// A pooled connection idle for longer than this is pinged before use, so that one dropped by
 /// the server (`wait_timeout`, restart, a proxy) is replaced instead of failing a lock
@@ -113,9 +103,8 @@ pub struct MysqlStore {
     call_timeout: Duration,
     /// See [`MysqlOptions::purge_after_ms`].
     purge_after: Duration,
-    /// When the last purge started (`None`: never), so it runs at most once per
-    /// [`PURGE_EVERY`] and process.
-    last_purge: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When the last purge started.
+    purged: PurgeClock,
     sql: Statements,
     /// Built on first use rather than in `connect`, because building a pool spawns its
     /// maintenance task, which needs to run inside a tokio runtime.
@@ -185,7 +174,7 @@ impl MysqlStore {
                     .saturating_add(opts.response_timeout_ms),
             ),
             purge_after: Duration::from_millis(opts.purge_after_ms),
-            last_purge: std::sync::Mutex::new(None),
+            purged: PurgeClock::default(),
             sql: Statements::new(&format!("`{}`", opts.table)),
             pool: OnceLock::new(),
             closed: AtomicBool::new(false),
@@ -218,8 +207,8 @@ impl MysqlStore {
         // Invalid items fail alone instead of failing their batch.
         let mut valid = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
-            let checked = check_key(&item.key)
-                .and_then(|()| check_owner(&item.owner))
+            let checked = check_key::<Mysql>(&item.key)
+                .and_then(|()| check_owner::<Mysql>(&item.owner))
                 .and_then(|()| ttl_micros(item.ttl_ms));
             match checked {
                 Ok(ttl_us) => valid.push(Job {
@@ -327,22 +316,15 @@ impl MysqlStore {
         out
     }
 
-    /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
-    /// Called after releases, so an idle store costs nothing and a busy one purges rarely.
+    /// Starts a purge in the background if it is due (see [`PurgeClock`]).
     fn purge_if_due(&self, pool: &MySqlPool) {
-        let now = std::time::Instant::now();
-        {
-            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
-            if last.is_some_and(|at| now.duration_since(at) < PURGE_EVERY) {
-                return;
-            }
-            *last = Some(now);
-        }
-        let (pool, purges, bound) = (pool.clone(), self.purges(), self.call_timeout);
-        tokio::spawn(async move {
-            // Best effort: a failed purge is tried again after the next interval.
-            for (sql, after) in purges {
-                let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
+        self.purged.run_if_due(self.call_timeout, || {
+            let (pool, purges) = (pool.clone(), self.purges());
+            async move {
+                for (sql, after) in purges {
+                    purge_rows(&pool, &sql, after).await?;
+                }
+                StoreResult::Ok(())
             }
         });
     }
@@ -363,7 +345,7 @@ impl MysqlStore {
         // A `close` that ran between `pool()` and now may have missed this pool.
         if self.closed.load(Ordering::SeqCst) {
             pool.close().await;
-            return Err(closed_error());
+            return Err(closed_error::<Mysql>());
         }
         self.connected
             .get_or_try_init(|| async {
@@ -384,7 +366,7 @@ impl MysqlStore {
                 Some(path) => path.display().to_string(),
                 None => format!("{}:{}", opts.get_host(), opts.get_port()),
             };
-            db_error(&format!("connecting to {server}"), e)
+            db_error::<Mysql>(&format!("connecting to {server}"), e)
         })
     }
 
@@ -425,12 +407,12 @@ impl MysqlStore {
                 return Ok(());
             }
         }
-        Err(db_error("creating the lock table", e))
+        Err(db_error::<Mysql>("creating the lock table", e))
     }
 
     fn pool(&self) -> StoreResult<&MySqlPool> {
         if self.closed.load(Ordering::SeqCst) {
-            return Err(closed_error());
+            return Err(closed_error::<Mysql>());
         }
         Ok(self.pool.get_or_init(|| {
             MySqlPoolOptions::new()
@@ -526,7 +508,7 @@ async fn extend_batch(
         // The server was not reached, or the answer was lost: one statement per item would
         // only wait for the same failure again.
         Err(e) if e.as_database_error().is_none() => {
-            let error = db_error(operation, e);
+            let error = db_error::<Mysql>(operation, e);
             return batch
                 .iter()
                 .map(|job| (job.index, Err(error.clone())))
@@ -570,9 +552,6 @@ async fn join_into(
     }
 }
 
-/// How often a process purges free rows at most.
-const PURGE_EVERY: Duration = Duration::from_secs(60);
-
 /// Runs a purge statement (`SQL_PURGE` or a semaphore table's), binding the purge delay
 /// `after` in its unit, until it deletes fewer rows than its limit.
 async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: u64) -> StoreResult<u64> {
@@ -584,12 +563,17 @@ async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: u64) -> StoreResult
                 .execute(pool)
         })
         .await
-        .map_err(|e| db_error("purge", e))?;
+        .map_err(|e| db_error::<Mysql>("purge", e))?;
         total += done.rows_affected();
         if done.rows_affected() < 1000 {
             return Ok(total);
         }
     }
+}
+
+/// The lease in microseconds, the unit of the lock table's statements.
+fn ttl_micros(ttl_ms: u64) -> StoreResult<u64> {
+    Ok(check_ttl::<Mysql>(ttl_ms)? as u64 * 1000)
 }
 
 /// Runs `SQL_EXTEND` (or the permit table's) for one lease, `ttl` in the statement's unit.
@@ -609,41 +593,12 @@ async fn extend_one(
             .execute(pool)
     })
     .await
-    .map_err(|e| db_error(operation, e))?;
+    .map_err(|e| db_error::<Mysql>(operation, e))?;
     Ok(done.rows_affected() > 0)
 }
 
 fn valid_table_name(name: &str) -> bool {
     crate::limits::valid_table_name(name)
-}
-
-fn check_key(key: &str) -> StoreResult<()> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "mysql: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
-            key.len()
-        )));
-    }
-    Ok(())
-}
-
-fn check_owner(owner: &str) -> StoreResult<()> {
-    if owner.len() > MAX_OWNER_BYTES {
-        return Err(StoreError::invalid(format!(
-            "mysql: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
-            owner.len()
-        )));
-    }
-    Ok(())
-}
-
-fn ttl_micros(ttl_ms: u64) -> StoreResult<u64> {
-    if ttl_ms > MAX_TTL_MS {
-        return Err(StoreError::invalid(format!(
-            "mysql: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported"
-        )));
-    }
-    Ok(ttl_ms * 1000)
 }
 
 /// The contract; every call is bounded by the decorator the registry wraps the store in
@@ -665,8 +620,8 @@ impl LockStore for MysqlStore {
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
+            check_key::<Mysql>(key)?;
+            check_owner::<Mysql>(owner)?;
             let ttl_us = ttl_micros(ttl_ms)?;
             let pool = self.ready().await?;
             let sql = &self.sql.acquire;
@@ -679,7 +634,7 @@ impl LockStore for MysqlStore {
                     .execute(pool)
             })
             .await;
-            let done = done.map_err(|e| db_error("try_acquire", e))?;
+            let done = done.map_err(|e| db_error::<Mysql>("try_acquire", e))?;
             Ok(match done.last_insert_id() {
                 0 if reconnected => self.owned_token(key, owner, ttl_ms).await?,
                 0 => None,
@@ -702,8 +657,8 @@ impl LockStore for MysqlStore {
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
+            check_key::<Mysql>(key)?;
+            check_owner::<Mysql>(owner)?;
             let ttl_us = ttl_micros(ttl_ms)?;
             let pool = self.ready().await?;
             extend_one(pool, &self.sql.extend, "extend", key, owner, ttl_us).await
@@ -741,8 +696,8 @@ impl LockStore for MysqlStore {
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
+            check_key::<Mysql>(key)?;
+            check_owner::<Mysql>(owner)?;
             let pool = self.ready().await?;
             let sql = &self.sql.release;
             let done = retry_on_conflict(|| {
@@ -752,7 +707,7 @@ impl LockStore for MysqlStore {
                     .execute(pool)
             })
             .await
-            .map_err(|e| db_error("release", e))?;
+            .map_err(|e| db_error::<Mysql>("release", e))?;
             self.purge_if_due(pool);
             // No announcements: nobody elsewhere is known to wait.
             Ok(ReleaseOutcome {
@@ -775,9 +730,9 @@ impl LockStore for MysqlStore {
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
-            check_owner(next.owner)?;
+            check_key::<Mysql>(key)?;
+            check_owner::<Mysql>(owner)?;
+            check_owner::<Mysql>(next.owner)?;
             let micros = ttl_micros(next.ttl_ms)?;
             let pool = self.ready().await?;
             let sql = &self.sql.handoff;
@@ -791,7 +746,7 @@ impl LockStore for MysqlStore {
                     .execute(pool)
             })
             .await;
-            let done = done.map_err(|e| db_error("handoff", e))?;
+            let done = done.map_err(|e| db_error::<Mysql>("handoff", e))?;
             if done.rows_affected() == 0 && reconnected {
                 return self.owned_token(key, next.owner, next.ttl_ms).await;
             }
@@ -807,7 +762,7 @@ impl LockStore for MysqlStore {
     /// Cancel safe: read only.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
         async move {
-            check_key(key)?;
+            check_key::<Mysql>(key)?;
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
             let row: Option<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.inspect.clone()))
@@ -815,11 +770,11 @@ impl LockStore for MysqlStore {
                 .fetch_optional(pool)
                 .await
                 .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
-                .map_err(|e| db_error("inspect", e))?;
+                .map_err(|e| db_error::<Mysql>("inspect", e))?;
             let Some(row) = row else {
                 return Ok(None);
             };
-            let decode = |e: sqlx::Error| db_error("inspect", e);
+            let decode = |e: sqlx::Error| db_error::<Mysql>("inspect", e);
             let owner: Vec<u8> = row.try_get(0).map_err(decode)?;
             let fencing_token: u64 = row.try_get(1).map_err(decode)?;
             let remaining_us: i64 = row.try_get(2).map_err(decode)?;
@@ -887,7 +842,7 @@ impl LockStore for MysqlStore {
             sqlx::query(SQL_PING)
                 .execute(pool)
                 .await
-                .map_err(|e| db_error("ping", e))?;
+                .map_err(|e| db_error::<Mysql>("ping", e))?;
             Ok(())
         }
         .boxed()
@@ -914,7 +869,7 @@ impl LockStore for MysqlStore {
 impl OperatorTools for MysqlStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         async move {
-            check_key(key)?;
+            check_key::<Mysql>(key)?;
             let pool = self.ready().await?;
             let sql = &self.sql.force_release;
             let done = retry_on_conflict(|| {
@@ -923,7 +878,7 @@ impl OperatorTools for MysqlStore {
                     .execute(pool)
             })
             .await
-            .map_err(|e| db_error("force_release", e))?;
+            .map_err(|e| db_error::<Mysql>("force_release", e))?;
             Ok(done.rows_affected() > 0)
         }
         .boxed()
@@ -957,8 +912,8 @@ impl OperatorTools for MysqlStore {
                         Err(e)
                     }
                 })
-                .map_err(|e| db_error("list", e))?;
-            let decode = |e: sqlx::Error| db_error("list", e);
+                .map_err(|e| db_error::<Mysql>("list", e))?;
+            let decode = |e: sqlx::Error| db_error::<Mysql>("list", e);
             rows.into_iter()
                 .map(|row| {
                     let name: Vec<u8> = row.try_get(0).map_err(decode)?;

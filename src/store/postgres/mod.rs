@@ -18,7 +18,7 @@ use std::future::Future;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -27,24 +27,20 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
-use self::errors::{closed_error, db_error, is_protocol_violation, no_such_table, retry};
+use self::errors::{is_protocol_violation, no_such_table, retry, Postgres};
 use self::notify::Notifier;
 use self::permit_sql::PermitStatements;
 use self::sql::Statements;
+use crate::store::sql::checks::{check_key, check_owner, check_ttl};
+use crate::store::sql::errors::{closed_error, db_error};
+use crate::store::sql::purge::PurgeClock;
 use crate::store::tls::TlsOptions;
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 
-/// Longest lock name accepted, in bytes (as on every SQL store; a `bytea` primary key).
-pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
-
-/// Longest owner token accepted, in bytes.
-pub const MAX_OWNER_BYTES: usize = 255;
-
-/// Longest lease accepted, in milliseconds (100 years): far inside `timestamptz`'s range.
-pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 
 /// Longest table name: PostgreSQL identifiers have at most 63 bytes, and the sequence is
 /// named `<table>_fence` (the semaphore tables' suffixes, `_sem` and `_perm`, are shorter).
@@ -58,9 +54,6 @@ const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 /// Most items per batched extension statement: one statement holds the row locks of its
 /// items until it commits, so batches stay short; larger batches run concurrently.
 const EXTEND_BATCH_MAX: usize = 1000;
-
-/// How often a process purges free rows at most.
-const PURGE_EVERY: Duration = Duration::from_secs(60);
 
 /// Options for the PostgreSQL store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,9 +113,8 @@ pub struct PostgresStore {
     call_timeout: Duration,
     /// See [`PostgresOptions::purge_after_ms`].
     purge_after: Duration,
-    /// When the last purge started (`None`: never), so it runs at most once per
-    /// [`PURGE_EVERY`] and process.
-    last_purge: std::sync::Mutex<Option<Instant>>,
+    /// When the last purge started.
+    purged: PurgeClock,
     sql: Statements,
     /// The semaphore statements.
     permit_sql: PermitStatements,
@@ -223,7 +215,7 @@ impl PostgresStore {
                 opts.purge_after_ms
                     .max(opts.response_timeout_ms.saturating_mul(2)),
             ),
-            last_purge: std::sync::Mutex::new(None),
+            purged: PurgeClock::default(),
             sql: Statements::new(&opts.table),
             permit_sql: PermitStatements::new(&opts.table),
             id: *uuid::Uuid::new_v4().as_bytes(),
@@ -322,22 +314,11 @@ impl PostgresStore {
         all
     }
 
-    /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
-    /// Called after releases, so an idle store costs nothing and a busy one purges rarely.
+    /// Starts a purge in the background if it is due (see [`PurgeClock`]).
     fn purge_if_due(&self, pool: &PgPool) {
-        let now = Instant::now();
-        {
-            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
-            if last.is_some_and(|at| now.duration_since(at) < PURGE_EVERY) {
-                return;
-            }
-            *last = Some(now);
-        }
-        let (pool, sql, after) = (pool.clone(), self.purge_statements(), self.purge_after);
-        let bound = self.call_timeout;
-        tokio::spawn(async move {
-            // Best effort: a failed purge is tried again after the next interval.
-            let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
+        self.purged.run_if_due(self.call_timeout, || {
+            let (pool, sql, after) = (pool.clone(), self.purge_statements(), self.purge_after);
+            async move { purge_rows(&pool, &sql, after).await }
         });
     }
 
@@ -365,7 +346,7 @@ impl PostgresStore {
         // A `close` that ran between `pool()` and now may have missed this pool.
         if self.closed.load(Ordering::SeqCst) {
             pool.close().await;
-            return Err(closed_error());
+            return Err(closed_error::<Postgres>());
         }
         self.connected
             .get_or_try_init(|| async {
@@ -414,17 +395,17 @@ impl PostgresStore {
                     ),
                 ))
             }
-            Err(e) => return Err(db_error(&connecting, e)),
+            Err(e) => return Err(db_error::<Postgres>(&connecting, e)),
         };
         // A simple query: no prepared statement, whatever stands in front of the server.
         let setting: Option<String> =
             sqlx::raw_sql("SELECT setting FROM pg_settings WHERE name = 'statement_timeout'")
                 .fetch_optional(&mut *conn)
                 .await
-                .map_err(|e| db_error(&connecting, e))?
+                .map_err(|e| db_error::<Postgres>(&connecting, e))?
                 .map(|row| row.try_get(0))
                 .transpose()
-                .map_err(|e| db_error(&connecting, e))?;
+                .map_err(|e| db_error::<Postgres>(&connecting, e))?;
         if setting.as_deref() != Some(self.statement_timeout_ms.as_str()) {
             return Err(StoreError::new(
                 ErrorKind::Unsupported,
@@ -495,12 +476,12 @@ impl PostgresStore {
                 return Ok(());
             }
         }
-        Err(db_error(what, e))
+        Err(db_error::<Postgres>(what, e))
     }
 
     fn pool(&self) -> StoreResult<&PgPool> {
         if self.closed.load(Ordering::SeqCst) {
-            return Err(closed_error());
+            return Err(closed_error::<Postgres>());
         }
         Ok(self.pool.get_or_init(|| {
             PgPoolOptions::new()
@@ -564,7 +545,7 @@ async fn extend_batch(
                 .collect()
         }
         Err(e) => {
-            let error = db_error("extend", e);
+            let error = db_error::<Postgres>("extend", e);
             batch
                 .into_iter()
                 .map(|j| (j.index, Err(error.clone())))
@@ -586,7 +567,7 @@ async fn purge_rows(pool: &PgPool, statements: &[Arc<str>], after: Duration) -> 
                     .execute(pool)
             })
             .await
-            .map_err(|e| db_error("purge", e))?;
+            .map_err(|e| db_error::<Postgres>("purge", e))?;
             total += done.rows_affected();
             if done.rows_affected() < 1000 {
                 break;
@@ -630,38 +611,13 @@ fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// The lease in milliseconds, if the dialect can keep it.
+fn ttl_millis(ttl_ms: u64) -> StoreResult<i64> {
+    check_ttl::<Postgres>(ttl_ms)
+}
+
 fn valid_table_name(name: &str) -> bool {
     crate::limits::valid_table_name(name) && name.len() <= MAX_TABLE_NAME_BYTES
-}
-
-fn check_key(key: &str) -> StoreResult<()> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "postgres: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
-            key.len()
-        )));
-    }
-    Ok(())
-}
-
-fn check_owner(owner: &str) -> StoreResult<()> {
-    if owner.len() > MAX_OWNER_BYTES {
-        return Err(StoreError::invalid(format!(
-            "postgres: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
-            owner.len()
-        )));
-    }
-    Ok(())
-}
-
-fn ttl_millis(ttl_ms: u64) -> StoreResult<i64> {
-    if ttl_ms > MAX_TTL_MS {
-        return Err(StoreError::invalid(format!(
-            "postgres: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported"
-        )));
-    }
-    // At most MAX_TTL_MS, far below i64::MAX.
-    Ok(ttl_ms as i64)
 }
 
 /// The contract; every call is bounded by the decorator the registry wraps the store in
@@ -684,8 +640,8 @@ impl LockStore for PostgresStore {
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
+            check_key::<Postgres>(key)?;
+            check_owner::<Postgres>(owner)?;
             let ttl = ttl_millis(ttl_ms)?;
             let pool = self.ready().await?;
             let sql = &self.sql.acquire;
@@ -699,11 +655,11 @@ impl LockStore for PostgresStore {
                     .fetch_optional(pool)
             })
             .await
-            .map_err(|e| db_error("try_acquire", e))?;
+            .map_err(|e| db_error::<Postgres>("try_acquire", e))?;
             let Some(row) = row else {
                 return Ok(None);
             };
-            let decode = |e: sqlx::Error| db_error("try_acquire", e);
+            let decode = |e: sqlx::Error| db_error::<Postgres>("try_acquire", e);
             let token: i64 = row.try_get(0).map_err(decode)?;
             let granted: Option<bool> = row.try_get(1).map_err(decode)?;
             Ok((granted == Some(true)).then(|| token_of(token)))
@@ -724,8 +680,8 @@ impl LockStore for PostgresStore {
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
+            check_key::<Postgres>(key)?;
+            check_owner::<Postgres>(owner)?;
             let ttl = ttl_millis(ttl_ms)?;
             let pool = self.ready().await?;
             let sql = &self.sql.extend;
@@ -737,7 +693,7 @@ impl LockStore for PostgresStore {
                     .execute(pool)
             })
             .await
-            .map_err(|e| db_error("extend", e))?;
+            .map_err(|e| db_error::<Postgres>("extend", e))?;
             Ok(done.rows_affected() > 0)
         }
         .boxed()
@@ -753,8 +709,8 @@ impl LockStore for PostgresStore {
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
         async move {
             let check = |item: &ExtendItem| {
-                check_key(&item.key)?;
-                check_owner(&item.owner)?;
+                check_key::<Postgres>(&item.key)?;
+                check_owner::<Postgres>(&item.owner)?;
                 ttl_millis(item.ttl_ms)
             };
             self.extend_batched(items, check, self.ready(), &self.sql.extend_many)
@@ -775,8 +731,8 @@ impl LockStore for PostgresStore {
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
+            check_key::<Postgres>(key)?;
+            check_owner::<Postgres>(owner)?;
             let pool = self.ready().await?;
             let sql = &self.sql.release;
             let others: Option<bool> = retry(|| {
@@ -788,7 +744,7 @@ impl LockStore for PostgresStore {
                     .fetch_optional(pool)
             })
             .await
-            .map_err(|e| db_error("release", e))?;
+            .map_err(|e| db_error::<Postgres>("release", e))?;
             self.purge_if_due(pool);
             Ok(ReleaseOutcome {
                 released: others.is_some(),
@@ -810,9 +766,9 @@ impl LockStore for PostgresStore {
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
-            check_owner(next.owner)?;
+            check_key::<Postgres>(key)?;
+            check_owner::<Postgres>(owner)?;
+            check_owner::<Postgres>(next.owner)?;
             let ttl = ttl_millis(next.ttl_ms)?;
             let pool = self.ready().await?;
             let sql = &self.sql.handoff;
@@ -826,7 +782,7 @@ impl LockStore for PostgresStore {
                     .fetch_optional(pool)
             })
             .await
-            .map_err(|e| db_error("handoff", e))?;
+            .map_err(|e| db_error::<Postgres>("handoff", e))?;
             Ok(token.map(token_of))
         }
         .boxed()
@@ -839,7 +795,7 @@ impl LockStore for PostgresStore {
     /// Cancel safe: read only.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
         async move {
-            check_key(key)?;
+            check_key::<Postgres>(key)?;
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
             let sql = &self.sql.inspect;
@@ -850,8 +806,8 @@ impl LockStore for PostgresStore {
             })
             .await
             .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
-            .map_err(|e| db_error("inspect", e))?;
-            row.map(|row| lock_info(&row, 0).map_err(|e| db_error("inspect", e)))
+            .map_err(|e| db_error::<Postgres>("inspect", e))?;
+            row.map(|row| lock_info(&row, 0).map_err(|e| db_error::<Postgres>("inspect", e)))
                 .transpose()
         }
         .boxed()
@@ -866,7 +822,7 @@ impl LockStore for PostgresStore {
             let pool = self.ready().await?;
             retry(|| sqlx::query(sql::PING).execute(pool))
                 .await
-                .map_err(|e| db_error("ping", e))?;
+                .map_err(|e| db_error::<Postgres>("ping", e))?;
             Ok(())
         }
         .boxed()
@@ -933,7 +889,7 @@ impl LockStore for PostgresStore {
 impl OperatorTools for PostgresStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         async move {
-            check_key(key)?;
+            check_key::<Postgres>(key)?;
             let pool = self.ready().await?;
             let sql = &self.sql.force_release;
             let freed: Option<bool> = retry(|| {
@@ -943,7 +899,7 @@ impl OperatorTools for PostgresStore {
                     .fetch_optional(pool)
             })
             .await
-            .map_err(|e| db_error("force_release", e))?;
+            .map_err(|e| db_error::<Postgres>("force_release", e))?;
             Ok(freed.is_some())
         }
         .boxed()
@@ -975,7 +931,7 @@ impl OperatorTools for PostgresStore {
                     Err(e)
                 }
             })
-            .map_err(|e| db_error("list", e))?;
+            .map_err(|e| db_error::<Postgres>("list", e))?;
             rows.iter()
                 .map(|row| {
                     let name: Vec<u8> = row.try_get(0)?;
@@ -985,7 +941,7 @@ impl OperatorTools for PostgresStore {
                     })
                 })
                 .collect::<Result<_, sqlx::Error>>()
-                .map_err(|e| db_error("list", e))
+                .map_err(|e| db_error::<Postgres>("list", e))
         }
         .boxed()
     }

@@ -15,6 +15,7 @@
 //! statement per operation, the same clock, tokens from the same counter.
 
 mod connection;
+mod errors;
 mod path;
 mod permits;
 mod replaced;
@@ -24,8 +25,8 @@ mod wake;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -33,28 +34,20 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::store::bounded::within;
+use crate::store::sql::checks::{check_key, check_owner, check_semaphore, check_ttl};
+use crate::store::sql::purge::PurgeClock;
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
 use connection::{Rewatch, SharedConnection};
+use errors::{db_error, Sqlite};
 pub use path::database_path;
 use replaced::Lease;
 use sql::{Statements, EXTEND_BATCH_MAX};
 use wake::{alive, Wake};
 
-/// Longest lock name accepted, in bytes (as on every store).
-pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
-
-/// Longest owner token accepted, in bytes (as on MySQL).
-pub const MAX_OWNER_BYTES: usize = 255;
-
-/// Longest lease accepted, in milliseconds (100 years): far from overflowing SQLite's 64-bit
-/// integers when added to the clock.
-pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
-
-/// How often a process deletes the rows of leases that ended without a release, at most.
-const PURGE_EVERY: Duration = Duration::from_secs(60);
+pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 
 /// Options for the SQLite store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,8 +85,8 @@ pub struct SqliteStore {
     /// The store's one connection (shared with background clean-ups).
     conn: Arc<SharedConnection>,
     closed: AtomicBool,
-    /// When the last purge started, so it runs at most once per [`PURGE_EVERY`].
-    last_purge: Mutex<Option<Instant>>,
+    /// When the last purge started.
+    purged: PurgeClock,
     /// Whether this store looked for the registrations of dead processes yet.
     swept: AtomicBool,
     wake: Wake,
@@ -153,7 +146,7 @@ impl SqliteStore {
             sql,
             conn: Arc::new(conn),
             closed: AtomicBool::new(false),
-            last_purge: Mutex::new(None),
+            purged: PurgeClock::default(),
             swept: AtomicBool::new(false),
             wake,
         })
@@ -188,8 +181,8 @@ impl SqliteStore {
         for (index, item) in items.iter().enumerate() {
             let checked = leases
                 .check_name(&item.key)
-                .and_then(|()| check_owner(&item.owner))
-                .and_then(|()| check_ttl(item.ttl_ms));
+                .and_then(|()| check_owner::<Sqlite>(&item.owner))
+                .and_then(|()| check_ttl::<Sqlite>(item.ttl_ms));
             match checked {
                 Ok(ttl) => valid.push((index, ttl)),
                 Err(e) => out[index] = Some(Err(e)),
@@ -315,20 +308,11 @@ impl SqliteStore {
         purge_all(&self.conn, &self.sql).await
     }
 
-    /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
+    /// Starts a purge in the background if it is due (see [`PurgeClock`]).
     fn purge_if_due(&self) {
-        let now = Instant::now();
-        {
-            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
-            if last.is_some_and(|at| now.duration_since(at) < PURGE_EVERY) {
-                return;
-            }
-            *last = Some(now);
-        }
-        let (conn, sql, bound) = (self.conn.clone(), self.sql.clone(), self.call_timeout);
-        tokio::spawn(async move {
-            // Best effort: a failed purge is tried again after the next interval.
-            let _ = tokio::time::timeout(bound, purge_all(&conn, &sql)).await;
+        self.purged.run_if_due(self.call_timeout, || {
+            let (conn, sql) = (self.conn.clone(), self.sql.clone());
+            async move { purge_all(&conn, &sql).await }
         });
     }
 
@@ -439,8 +423,8 @@ impl Leases {
     /// Refuses a name that is too long for these leases.
     fn check_name(self, name: &str) -> StoreResult<()> {
         match self {
-            Leases::Locks => check_key(name),
-            Leases::Permits => permits::check_name(name),
+            Leases::Locks => check_key::<Sqlite>(name),
+            Leases::Permits => check_semaphore::<Sqlite>(name),
         }
     }
 }
@@ -523,79 +507,6 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     }
     None
 }
-
-/// Whether SQLite reported that the database was busy (another connection's lock).
-fn is_busy(e: &sqlx::Error) -> bool {
-    sqlite_code(e).is_some_and(|code| matches!(code & 0xFF, 5 | 6))
-}
-
-/// SQLite's extended result code of a database error.
-fn sqlite_code(e: &sqlx::Error) -> Option<i64> {
-    e.as_database_error()?.code()?.parse().ok()
-}
-
-/// The kind of an sqlx error, from sqlx's variants and SQLite's result codes.
-fn kind_of(e: &sqlx::Error) -> ErrorKind {
-    match e {
-        sqlx::Error::PoolTimedOut => ErrorKind::Timeout,
-        sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => ErrorKind::Closed,
-        sqlx::Error::Io(_) => ErrorKind::Unreachable,
-        sqlx::Error::Configuration(_) => ErrorKind::Invalid,
-        sqlx::Error::Database(_) => match sqlite_code(e).map(|c| c & 0xFF) {
-            // SQLITE_BUSY, SQLITE_LOCKED: another process held the file past busy_timeout.
-            Some(5 | 6) => ErrorKind::Timeout,
-            // SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN: the file cannot be used.
-            Some(3 | 8 | 14) => ErrorKind::Unreachable,
-            _ => ErrorKind::Server,
-        },
-        _ => ErrorKind::Internal,
-    }
-}
-
-fn db_error(operation: &str, e: sqlx::Error) -> StoreError {
-    let kind = kind_of(&e);
-    if kind == ErrorKind::Timeout && matches!(e, sqlx::Error::Database(_)) {
-        return StoreError::timeout(format!(
-            "sqlite: {operation}: the database stayed locked by another connection past the busy timeout ({e})"
-        ));
-    }
-    StoreError::new(kind, format!("sqlite: {operation}: {e}"))
-}
-
-fn closed_error() -> StoreError {
-    StoreError::closed("sqlite: the store is closed")
-}
-
-fn check_key(key: &str) -> StoreResult<()> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "sqlite: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
-            key.len()
-        )));
-    }
-    Ok(())
-}
-
-fn check_owner(owner: &str) -> StoreResult<()> {
-    if owner.len() > MAX_OWNER_BYTES {
-        return Err(StoreError::invalid(format!(
-            "sqlite: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
-            owner.len()
-        )));
-    }
-    Ok(())
-}
-
-/// The lease as SQLite's integer, if it is within [`MAX_TTL_MS`].
-fn check_ttl(ttl_ms: u64) -> StoreResult<i64> {
-    if ttl_ms > MAX_TTL_MS {
-        return Err(StoreError::invalid(format!(
-            "sqlite: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported"
-        )));
-    }
-    Ok(ttl_ms as i64)
-}
-
 /// The contract; every call is bounded by the decorator the registry wraps the store in
 /// ([`crate::store::bounded`]).
 impl LockStore for SqliteStore {
@@ -615,9 +526,9 @@ impl LockStore for SqliteStore {
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
-            let ttl = check_ttl(ttl_ms)?;
+            check_key::<Sqlite>(key)?;
+            check_owner::<Sqlite>(owner)?;
+            let ttl = check_ttl::<Sqlite>(ttl_ms)?;
             let mut w = self.conn.lock().await?;
             // Held by another owner in a file replaced since, whose holder has not heard yet.
             if self.conn.ghost_of_another(key.as_bytes(), owner.as_bytes()) {
@@ -654,9 +565,9 @@ impl LockStore for SqliteStore {
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
-            let ttl = check_ttl(ttl_ms)?;
+            check_key::<Sqlite>(key)?;
+            check_owner::<Sqlite>(owner)?;
+            let ttl = check_ttl::<Sqlite>(ttl_ms)?;
             let mut w = self.conn.lock().await?;
             if self
                 .conn
@@ -698,8 +609,8 @@ impl LockStore for SqliteStore {
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
+            check_key::<Sqlite>(key)?;
+            check_owner::<Sqlite>(owner)?;
             let mut w = self.conn.lock().await?;
             let row = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
                 .bind(key.as_bytes())
@@ -735,10 +646,10 @@ impl LockStore for SqliteStore {
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
         async move {
-            check_key(key)?;
-            check_owner(owner)?;
-            check_owner(next.owner)?;
-            let ttl = check_ttl(next.ttl_ms)?;
+            check_key::<Sqlite>(key)?;
+            check_owner::<Sqlite>(owner)?;
+            check_owner::<Sqlite>(next.owner)?;
+            let ttl = check_ttl::<Sqlite>(next.ttl_ms)?;
             let mut w = self.conn.lock().await?;
             let row = sqlx::query(AssertSqlSafe(self.sql.handoff.as_str()))
                 .bind(key.as_bytes())
@@ -765,7 +676,7 @@ impl LockStore for SqliteStore {
     /// Cancel safe: read only.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
         async move {
-            check_key(key)?;
+            check_key::<Sqlite>(key)?;
             if self.conn.absent() {
                 return Ok(None);
             }
@@ -859,7 +770,7 @@ impl LockStore for SqliteStore {
 impl OperatorTools for SqliteStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         async move {
-            check_key(key)?;
+            check_key::<Sqlite>(key)?;
             let mut w = self.conn.lock().await?;
             let row = sqlx::query(AssertSqlSafe(self.sql.force_release.as_str()))
                 .bind(key.as_bytes())

@@ -9,7 +9,8 @@ use crate::store::ValueFormat;
 use crate::store::{ReleaseNotifications, SharedStore};
 use sqlx::sqlite::SqlitePool;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// A temporary directory, removed with everything in it when dropped.
 pub(super) struct TempDir(pub(super) PathBuf);

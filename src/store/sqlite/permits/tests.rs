@@ -3,7 +3,7 @@
 //! go, and several stores on one file standing for several processes.
 
 use super::super::tests::{open, raw, rows, TempDir};
-use super::super::MAX_TTL_MS;
+use super::super::{MAX_KEY_BYTES, MAX_TTL_MS};
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permit_conformance::{queued, req};
