@@ -12,6 +12,7 @@
 //! (`permit_item.rs`), changed by a read and a write conditioned on its version, with leases
 //! reckoned by watching as a lock's are.
 
+mod checks;
 mod client;
 mod config;
 mod credentials;
@@ -30,6 +31,7 @@ use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
+use checks::{check_data, check_key};
 use client::{Api, ApiError, Failure};
 use config::Location;
 use futures_util::future::BoxFuture;
@@ -354,46 +356,6 @@ fn first_token() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
-}
-
-/// A lock name: a name, and not one in the semaphores' key space (`permit_item.rs`).
-fn check_key(key: &str) -> StoreResult<()> {
-    check_name(key, "lock name")?;
-    if key.starts_with(permit_item::PREFIX) {
-        return Err(StoreError::invalid(format!(
-            "dynamodb: lock names starting with {:?} are reserved for semaphores",
-            permit_item::PREFIX
-        )));
-    }
-    Ok(())
-}
-
-/// A lock or semaphore name (`what`) DynamoDB can key an item by.
-fn check_name(name: &str, what: &str) -> StoreResult<()> {
-    if name.is_empty() {
-        return Err(StoreError::invalid(format!(
-            "dynamodb: a {what} must not be empty (DynamoDB key values cannot be)"
-        )));
-    }
-    if name.len() > crate::limits::MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "dynamodb: {what} is {} bytes, at most {} are supported",
-            name.len(),
-            crate::limits::MAX_KEY_BYTES
-        )));
-    }
-    Ok(())
-}
-
-fn check_data(data: Option<&[u8]>) -> StoreResult<()> {
-    match data {
-        Some(d) if d.len() > MAX_DATA_BYTES => Err(StoreError::invalid(format!(
-            "dynamodb: data of {} bytes: a DynamoDB item holds at most 400 KB, so at most \
-             {MAX_DATA_BYTES} bytes of data",
-            d.len()
-        ))),
-        _ => Ok(()),
-    }
 }
 
 /// The contract; every call is bounded by the decorator the registry wraps the store in

@@ -194,7 +194,7 @@ fn settle(before: &Stored, draft: &Draft, version: &str) -> StoreResult<Stored> 
 }
 
 fn check_request(req: &PermitRequest<'_>) -> StoreResult<()> {
-    super::check_name(req.name, "semaphore name")?;
+    super::checks::check_name(req.name, "semaphore name")?;
     if req.permits == 0 || req.permits > req.limit {
         return Err(StoreError::invalid(format!(
             "dynamodb: {} permits asked of a semaphore of {}: ask for 1 to the limit",
@@ -342,7 +342,7 @@ impl DynamoStore {
         owner: &str,
         ttl_ms: u64,
     ) -> StoreResult<bool> {
-        super::check_name(name, "semaphore name")?;
+        super::checks::check_name(name, "semaphore name")?;
         self.update(name, |d| d.extend(owner, ttl_ms))
             .await?
             .ok_or_else(|| Self::contended(name))
@@ -350,7 +350,7 @@ impl DynamoStore {
 
     /// Extends the permits of `owners` (owner, ttl) of one semaphore in one write.
     async fn extend_group(&self, name: &str, owners: &[(&str, u64)]) -> StoreResult<Vec<bool>> {
-        super::check_name(name, "semaphore name")?;
+        super::checks::check_name(name, "semaphore name")?;
         self.update(name, |d| {
             owners
                 .iter()
@@ -418,7 +418,7 @@ impl DynamoStore {
         name: &str,
         owner: &str,
     ) -> StoreResult<ReleaseOutcome> {
-        super::check_name(name, "semaphore name")?;
+        super::checks::check_name(name, "semaphore name")?;
         let released = self
             .update(name, |d| {
                 let now = d.now;
@@ -435,7 +435,7 @@ impl DynamoStore {
 
     /// See [`crate::store::LockStore::permits`]: one read, nothing written.
     pub(super) async fn permits_inner(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
-        super::check_name(name, "semaphore name")?;
+        super::checks::check_name(name, "semaphore name")?;
         let deadline = self.deadline();
         let api = self.api(deadline).await?;
         let (stored, _, seen) = self.read_permits(api, name, deadline).await?;

@@ -14,13 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
-use sqlx::{AssertSqlSafe, Connection, Row};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlRow};
+use sqlx::{AssertSqlSafe, Row};
 use tokio::sync::OnceCell;
-use tokio::task::JoinSet;
 
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
-use crate::store::sql::errors::{closed_error, db_error};
+use crate::store::sql::errors::db_error;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::tls::TlsOptions;
 use crate::store::{
@@ -28,6 +27,7 @@ use crate::store::{
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
 use errors::{no_such_table, retry_on_conflict, retry_transient, Mysql};
+use extend::{extend_one, Leases};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use permits::PermitStatements;
@@ -35,20 +35,13 @@ use sql::{Statements, SQL_PING};
 use tls::apply_tls;
 
 mod errors;
+mod extend;
 mod permits;
+mod pool;
 mod sql;
 mod tls;
 
 pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
-
-/// A pooled connection idle for longer than this is pinged before use, so that one dropped by
-/// the server (`wait_timeout`, restart, a proxy) is replaced instead of failing a lock
-/// operation; busier connections skip the ping, which would double every round trip.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
-
-/// Most items per multi-row extend statement: 4 placeholders each (5 for permits), far below
-/// the protocol's 65 535, and a statement small enough not to hold many row locks for long.
-const EXTEND_BATCH_MAX: usize = 256;
 
 /// Options for the MySQL store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,89 +178,6 @@ impl MysqlStore {
         })
     }
 
-    /// [`LockStore::extend_many`] for locks or permits.
-    async fn extend_leases(&self, leases: Leases, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        if items.len() <= 1 {
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                out.push(match leases {
-                    Leases::Locks => {
-                        LockStore::extend(self, &item.key, &item.owner, item.ttl_ms, item.has_data)
-                            .await
-                    }
-                    Leases::Permits => {
-                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
-                            .await
-                    }
-                });
-            }
-            return out;
-        }
-        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
-        // Invalid items fail alone instead of failing their batch.
-        let mut valid = Vec::with_capacity(items.len());
-        for (index, item) in items.iter().enumerate() {
-            let checked = check_key::<Mysql>(&item.key)
-                .and_then(|()| check_owner::<Mysql>(&item.owner))
-                .and_then(|()| ttl_micros(item.ttl_ms));
-            match checked {
-                Ok(ttl_us) => valid.push(Job {
-                    index,
-                    key: item.key.clone(),
-                    owner: item.owner.clone(),
-                    ttl: match leases {
-                        Leases::Locks => ttl_us,
-                        Leases::Permits => item.ttl_ms,
-                    },
-                }),
-                Err(e) => out[index] = Some(Err(e)),
-            }
-        }
-        if !valid.is_empty() {
-            let (ready, bulk, one) = match leases {
-                Leases::Locks => (self.ready().await, &self.sql.extend_many, &self.sql.extend),
-                Leases::Permits => (
-                    self.permits_ready().await,
-                    &self.permit_sql.extend_many,
-                    &self.permit_sql.extend,
-                ),
-            };
-            match ready {
-                Ok(pool) => {
-                    let mut tasks = JoinSet::new();
-                    let mut rest = valid;
-                    while !rest.is_empty() {
-                        let tail = rest.split_off(rest.len().min(EXTEND_BATCH_MAX));
-                        let batch = std::mem::replace(&mut rest, tail);
-                        let padded = batch.len().max(2).next_power_of_two();
-                        let bulk_sql = bulk[padded.trailing_zeros() as usize - 1].clone();
-                        let one_sql = one.clone();
-                        let pool = pool.clone();
-                        tasks.spawn(async move {
-                            extend_batch(&pool, leases, &bulk_sql, &one_sql, batch).await
-                        });
-                    }
-                    join_into(tasks, &mut out).await;
-                }
-                Err(e) => {
-                    for job in &valid {
-                        out[job.index] = Some(Err(e.clone()));
-                    }
-                }
-            }
-        }
-        out.into_iter()
-            .map(|slot| {
-                slot.unwrap_or_else(|| {
-                    Err(StoreError::internal(format!(
-                        "mysql: {}: no result (the task extending it panicked)",
-                        leases.operation()
-                    )))
-                })
-            })
-            .collect()
-    }
-
     /// After a statement was sent twice (its connection broke), the token of `owner`'s live
     /// lease on `key`, if the first sending took effect (or a local handoff gave it to
     /// `owner` meanwhile). The lease is set anew first, so that it runs from after this call
@@ -328,228 +238,6 @@ impl MysqlStore {
             }
         });
     }
-
-    /// The pool, built on first use, once the table exists.
-    async fn ready(&self) -> StoreResult<&MySqlPool> {
-        let pool = self.connected().await?;
-        self.table_ready
-            .get_or_try_init(|| self.ensure_table(pool))
-            .await?;
-        Ok(pool)
-    }
-
-    /// The pool, built on first use, once a first connection logged in; creates nothing
-    /// (read-only operations use it, so that looking never runs DDL).
-    pub(super) async fn connected(&self) -> StoreResult<&MySqlPool> {
-        let pool = self.pool()?;
-        // A `close` that ran between `pool()` and now may have missed this pool.
-        if self.closed.load(Ordering::SeqCst) {
-            pool.close().await;
-            return Err(closed_error::<Mysql>());
-        }
-        self.connected
-            .get_or_try_init(|| async {
-                self.probe().await?;
-                self.log_in(pool).await
-            })
-            .await?;
-        Ok(pool)
-    }
-
-    /// Opens a first pooled connection (kept in the pool for the next statement), so that a
-    /// failure to connect or log in (a wrong password, an unknown database) is reported as
-    /// connecting to the server, naming it, and not as the step that needed the connection.
-    async fn log_in(&self, pool: &MySqlPool) -> StoreResult<()> {
-        pool.acquire().await.map(drop).map_err(|e| {
-            let opts = &self.connect_options;
-            let server = match opts.get_socket() {
-                Some(path) => path.display().to_string(),
-                None => format!("{}:{}", opts.get_host(), opts.get_port()),
-            };
-            db_error::<Mysql>(&format!("connecting to {server}"), e)
-        })
-    }
-
-    /// Before the first use of the pool, one plain TCP connection to the server: sqlx's pool
-    /// treats "connection refused" as a server still starting and retries until the connect
-    /// timeout, then reports only "pool timed out". A server that is not there is reported as
-    /// such, at once. Other outcomes are left to the pool.
-    async fn probe(&self) -> StoreResult<()> {
-        let opts = &self.connect_options;
-        if opts.get_socket().is_some() {
-            return Ok(());
-        }
-        crate::store::refused::check_not_refused(
-            "mysql",
-            opts.get_host(),
-            opts.get_port(),
-            self.acquire_timeout,
-        )
-        .await
-    }
-
-    async fn ensure_table(&self, pool: &MySqlPool) -> StoreResult<()> {
-        let created = sqlx::query(AssertSqlSafe(self.sql.create_table.clone()))
-            .execute(pool)
-            .await;
-        let Err(e) = created else {
-            return Ok(());
-        };
-        // The server checks the CREATE privilege even when the table exists, so an account
-        // limited to reading and writing a table its DBA created would fail here: accept the
-        // table if it can be read. Only when the server answered, or an unreachable server
-        // would make the caller wait for a second timeout.
-        if e.as_database_error().is_some() {
-            let probe = sqlx::query(AssertSqlSafe(self.sql.table_probe.clone()))
-                .execute(pool)
-                .await;
-            if probe.is_ok() {
-                return Ok(());
-            }
-        }
-        Err(db_error::<Mysql>("creating the lock table", e))
-    }
-
-    fn pool(&self) -> StoreResult<&MySqlPool> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(closed_error::<Mysql>());
-        }
-        Ok(self.pool.get_or_init(|| {
-            MySqlPoolOptions::new()
-                .max_connections(self.pool_size)
-                .min_connections(0)
-                .acquire_timeout(self.acquire_timeout)
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| {
-                    Box::pin(async move {
-                        if meta.idle_for > PING_IF_IDLE_FOR {
-                            conn.ping().await?;
-                        }
-                        Ok(true)
-                    })
-                })
-                .connect_lazy_with(self.connect_options.clone())
-        }))
-    }
-}
-
-/// What a batch of extensions extends: lock leases, or holders' permits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Leases {
-    /// Rows of the lock table, found by name; leases in µs.
-    Locks,
-    /// Holders in the permit table, found by name and owner; leases in ms.
-    Permits,
-}
-
-impl Leases {
-    /// The operation named in errors.
-    fn operation(self) -> &'static str {
-        match self {
-            Leases::Locks => "extend",
-            Leases::Permits => "extend_permits",
-        }
-    }
-}
-
-/// One valid item of an `extend_many` call, owned so that its batch can run in a spawned task.
-#[derive(Clone)]
-struct Job {
-    index: usize,
-    key: String,
-    owner: String,
-    /// The new lease, in the unit of its [`Leases`].
-    ttl: u64,
-}
-
-/// Extends one batch with a single statement, falling back to one statement per item when the
-/// matched count does not prove that every item was extended. Returns each item's outcome
-/// with its index in the caller's list.
-async fn extend_batch(
-    pool: &MySqlPool,
-    leases: Leases,
-    bulk_sql: &Arc<str>,
-    one_sql: &Arc<str>,
-    batch: Vec<Job>,
-) -> Vec<(usize, StoreResult<bool>)> {
-    let operation = leases.operation();
-    if batch.len() == 1 {
-        let job = &batch[0];
-        let result = extend_one(pool, one_sql, operation, &job.key, &job.owner, job.ttl).await;
-        return vec![(job.index, result)];
-    }
-    // Padding repeats the last item: a duplicate matches no extra row and, being identical,
-    // cannot change which lease a name gets, so it never makes a partial batch look complete.
-    let padded = batch.len().next_power_of_two();
-    let last = batch.len() - 1;
-    let slot = |i: usize| &batch[i.min(last)];
-    let bulk = retry_on_conflict(|| {
-        let mut query = sqlx::query(AssertSqlSafe(bulk_sql.clone()));
-        for i in 0..padded {
-            query = query.bind(slot(i).key.as_bytes());
-            if leases == Leases::Permits {
-                query = query.bind(slot(i).owner.as_bytes());
-            }
-            query = query.bind(slot(i).ttl);
-        }
-        for i in 0..padded {
-            query = query
-                .bind(slot(i).key.as_bytes())
-                .bind(slot(i).owner.as_bytes());
-        }
-        query.execute(pool)
-    })
-    .await;
-    match bulk {
-        Ok(done) if done.rows_affected() == batch.len() as u64 => {
-            return batch.iter().map(|job| (job.index, Ok(true))).collect();
-        }
-        Ok(_) => {}
-        // The server was not reached, or the answer was lost: one statement per item would
-        // only wait for the same failure again.
-        Err(e) if e.as_database_error().is_none() => {
-            let error = db_error::<Mysql>(operation, e);
-            return batch
-                .iter()
-                .map(|job| (job.index, Err(error.clone())))
-                .collect();
-        }
-        // The server refused the batch as a whole: try the items on their own.
-        Err(_) => {}
-    }
-    // Some item was not extended: ask each item on its own, concurrently, so that every
-    // answer is exact.
-    let mut tasks = JoinSet::new();
-    for job in batch.iter() {
-        let (pool, sql, job) = (pool.clone(), one_sql.clone(), job.clone());
-        tasks.spawn(async move {
-            let result = extend_one(&pool, &sql, operation, &job.key, &job.owner, job.ttl).await;
-            vec![(job.index, result)]
-        });
-    }
-    let mut results = Vec::with_capacity(batch.len());
-    while let Some(joined) = tasks.join_next().await {
-        // A panicked task leaves its item unanswered; `extend_many` reports it as an error.
-        if let Ok(mut done) = joined {
-            results.append(&mut done);
-        }
-    }
-    results
-}
-
-/// Collects the outcomes of batch tasks into their slots; a panicked task leaves its slots
-/// empty, and `extend_many` reports those as errors.
-async fn join_into(
-    mut tasks: JoinSet<Vec<(usize, StoreResult<bool>)>>,
-    out: &mut [Option<StoreResult<bool>>],
-) {
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok(done) = joined {
-            for (index, result) in done {
-                out[index] = Some(result);
-            }
-        }
-    }
 }
 
 /// Runs a purge statement (`SQL_PURGE` or a semaphore table's), binding the purge delay
@@ -574,27 +262,6 @@ async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: u64) -> StoreResult
 /// The lease in microseconds, the unit of the lock table's statements.
 fn ttl_micros(ttl_ms: u64) -> StoreResult<u64> {
     Ok(check_ttl::<Mysql>(ttl_ms)? as u64 * 1000)
-}
-
-/// Runs `SQL_EXTEND` (or the permit table's) for one lease, `ttl` in the statement's unit.
-async fn extend_one(
-    pool: &MySqlPool,
-    sql: &Arc<str>,
-    operation: &str,
-    key: &str,
-    owner: &str,
-    ttl: u64,
-) -> StoreResult<bool> {
-    let done = retry_on_conflict(|| {
-        sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(ttl)
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .execute(pool)
-    })
-    .await
-    .map_err(|e| db_error::<Mysql>(operation, e))?;
-    Ok(done.rows_affected() > 0)
 }
 
 fn valid_table_name(name: &str) -> bool {

@@ -223,7 +223,7 @@ impl PermitStatements {
         let sql = |template: &str| -> Arc<str> { fill(template).into() };
         let mut extend_many = Vec::new();
         let mut size = 2;
-        while size <= super::EXTEND_BATCH_MAX {
+        while size <= super::extend::EXTEND_BATCH_MAX {
             let mut text = fill(SQL_EXTEND_MANY_HEAD);
             text.push_str(&SQL_EXTEND_MANY_ARM.repeat(size));
             text.push_str(SQL_EXTEND_MANY_MIDDLE);
@@ -519,7 +519,7 @@ impl MysqlStore {
         check_owner::<Mysql>(owner)?;
         ttl_micros(ttl_ms)?;
         let pool = self.permits_ready().await?;
-        super::extend_one(
+        super::extend::extend_one(
             pool,
             &self.permit_sql.extend,
             "extend_permits",

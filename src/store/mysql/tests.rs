@@ -3,7 +3,9 @@
 use super::*;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
 use crate::store::{ErrorKind, ValueFormat};
+use sqlx::Connection;
 use std::time::Instant;
+use tokio::task::JoinSet;
 
 pub(super) const TEST_URL: &str = "mysql://root@127.0.0.1:3306/test";
 // Its own table, so these tests never meet another suite's rows; names are random uuids,

@@ -8,13 +8,14 @@
 //! columns: absolute instants, whatever the session's time zone.
 
 mod errors;
+mod extend;
 mod notify;
 mod permit_sql;
 mod permits;
+mod pool;
 mod sql;
 mod tls;
 
-use std::future::Future;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -22,21 +23,20 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::{AssertSqlSafe, Connection, Row};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgRow};
+use sqlx::{AssertSqlSafe, Row};
 use tokio::sync::OnceCell;
-use tokio::task::JoinSet;
 
-use self::errors::{is_protocol_violation, no_such_table, retry, Postgres};
+use self::errors::{no_such_table, retry, Postgres};
 use self::notify::Notifier;
 use self::permit_sql::PermitStatements;
 use self::sql::Statements;
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
-use crate::store::sql::errors::{closed_error, db_error};
+use crate::store::sql::errors::db_error;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::tls::TlsOptions;
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 
@@ -45,15 +45,6 @@ pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 /// Longest table name: PostgreSQL identifiers have at most 63 bytes, and the sequence is
 /// named `<table>_fence` (the semaphore tables' suffixes, `_sem` and `_perm`, are shorter).
 pub const MAX_TABLE_NAME_BYTES: usize = 63 - "_fence".len();
-
-/// A pooled connection idle for longer than this is pinged before use, so that one dropped by
-/// the server (a restart, `idle_session_timeout`, a proxy) is replaced instead of failing a
-/// lock operation; busier connections skip the ping, which would double every round trip.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
-
-/// Most items per batched extension statement: one statement holds the row locks of its
-/// items until it commits, so batches stay short; larger batches run concurrently.
-const EXTEND_BATCH_MAX: usize = 1000;
 
 /// Options for the PostgreSQL store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,70 +219,6 @@ impl PostgresStore {
         })
     }
 
-    /// Runs batched extensions with `sql` (bound to the names, owners and ttls as three
-    /// arrays, returning the (name, owner) pairs it extended) over the pool `ready` yields,
-    /// once `check` passed each item (returning its ttl); `ready` is awaited only if some
-    /// item is valid. The body of [`Self::extend_many`] and of the semaphores' batches.
-    async fn extend_batched<'a>(
-        &self,
-        items: &[ExtendItem],
-        check: impl Fn(&ExtendItem) -> StoreResult<i64>,
-        ready: impl Future<Output = StoreResult<&'a PgPool>>,
-        sql: &Arc<str>,
-    ) -> Vec<StoreResult<bool>> {
-        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
-        // Invalid items fail alone instead of failing their batch.
-        let mut valid = Vec::with_capacity(items.len());
-        for (index, item) in items.iter().enumerate() {
-            match check(item) {
-                Ok(ttl) => valid.push((index, ttl)),
-                Err(e) => out[index] = Some(Err(e)),
-            }
-        }
-        if !valid.is_empty() {
-            match ready.await {
-                Ok(pool) => {
-                    let mut tasks = JoinSet::new();
-                    for batch in valid.chunks(EXTEND_BATCH_MAX) {
-                        let batch: Vec<Job> = batch
-                            .iter()
-                            .map(|&(index, ttl_ms)| Job {
-                                index,
-                                key: items[index].key.clone().into(),
-                                owner: items[index].owner.clone().into(),
-                                ttl_ms,
-                            })
-                            .collect();
-                        let (pool, sql) = (pool.clone(), sql.clone());
-                        tasks.spawn(async move { extend_batch(&pool, &sql, batch).await });
-                    }
-                    while let Some(joined) = tasks.join_next().await {
-                        // A panicked task leaves its items unanswered (reported below).
-                        if let Ok(done) = joined {
-                            for (index, result) in done {
-                                out[index] = Some(result);
-                            }
-                        }
-                    }
-                }
-                Err(e) => {
-                    for &(index, _) in &valid {
-                        out[index] = Some(Err(e.clone()));
-                    }
-                }
-            }
-        }
-        out.into_iter()
-            .map(|slot| {
-                slot.unwrap_or_else(|| {
-                    Err(StoreError::internal(
-                        "postgres: extend_many: no result (the task extending it panicked)",
-                    ))
-                })
-            })
-            .collect()
-    }
-
     /// Deletes the rows of names free or expired for longer than the purge delay, and, once
     /// this store used semaphores, their lapsed holders and queued places and the headers of
     /// semaphores left without any, 1 000 at a time until none is left. Returns how many rows
@@ -320,237 +247,6 @@ impl PostgresStore {
             let (pool, sql, after) = (pool.clone(), self.purge_statements(), self.purge_after);
             async move { purge_rows(&pool, &sql, after).await }
         });
-    }
-
-    /// The pool, built on first use, once the table exists.
-    async fn ready(&self) -> StoreResult<&PgPool> {
-        let pool = self.connected().await?;
-        self.table_ready
-            .get_or_try_init(|| {
-                self.ensure_schema(
-                    pool,
-                    &self.sql.create,
-                    &self.sql.probe,
-                    "creating the lock table",
-                )
-            })
-            .await?;
-        Ok(pool)
-    }
-
-    /// The pool, built on first use, once a first session was opened and checked (see
-    /// [`Self::log_in`]); creates nothing (read-only operations use it, so that looking never
-    /// runs DDL).
-    pub(super) async fn connected(&self) -> StoreResult<&PgPool> {
-        let pool = self.pool()?;
-        // A `close` that ran between `pool()` and now may have missed this pool.
-        if self.closed.load(Ordering::SeqCst) {
-            pool.close().await;
-            return Err(closed_error::<Postgres>());
-        }
-        self.connected
-            .get_or_try_init(|| async {
-                self.probe().await?;
-                self.log_in(pool).await
-            })
-            .await?;
-        Ok(pool)
-    }
-
-    /// The server as messages name it: `host:port`, or the socket's path.
-    fn server(&self) -> String {
-        let opts = &self.connect_options;
-        match opts.get_socket() {
-            Some(path) => path.display().to_string(),
-            None => format!("{}:{}", opts.get_host(), opts.get_port()),
-        }
-    }
-
-    /// Opens a first pooled session (kept in the pool for the next statement), so that a
-    /// failure to connect or log in (a wrong password, an unknown database) is reported as
-    /// connecting to the server, naming it, and checks that the session is the store's own.
-    ///
-    /// The store needs sessions that are its own from connection to close: `statement_timeout`
-    /// travels in the startup packet, statements are prepared once per connection, and
-    /// release announcements need a session that stays `LISTEN`ing. A pooler that hands one
-    /// server session to several clients (PgBouncer in transaction or statement mode) breaks
-    /// all three, and PgBouncer either refuses the `options` startup parameter or drops it
-    /// (`ignore_startup_parameters`) whatever its mode. So both are refused here, with
-    /// [`ErrorKind::Unsupported`]: a refused startup parameter (08P01, when the same login
-    /// without it is accepted) and a session whose `statement_timeout` is not the one asked for.
-    ///
-    /// [`ErrorKind::Unsupported`]: crate::store::ErrorKind::Unsupported
-    async fn log_in(&self, pool: &PgPool) -> StoreResult<()> {
-        let connecting = format!("connecting to {}", self.server());
-        let mut conn = match pool.acquire().await {
-            Ok(conn) => conn,
-            Err(e) if is_protocol_violation(&e) && self.accepted_without_options().await => {
-                return Err(StoreError::new(
-                    ErrorKind::Unsupported,
-                    format!(
-                        "postgres: {connecting}: the server refused the startup parameters \
-                         that set the session's statement_timeout and extra_float_digits (what \
-                         PgBouncer does unless told to ignore them), and accepts the same login \
-                         without them: {UNSUPPORTED_POOLER}"
-                    ),
-                ))
-            }
-            Err(e) => return Err(db_error::<Postgres>(&connecting, e)),
-        };
-        // A simple query: no prepared statement, whatever stands in front of the server.
-        let setting: Option<String> =
-            sqlx::raw_sql("SELECT setting FROM pg_settings WHERE name = 'statement_timeout'")
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(|e| db_error::<Postgres>(&connecting, e))?
-                .map(|row| row.try_get(0))
-                .transpose()
-                .map_err(|e| db_error::<Postgres>(&connecting, e))?;
-        if setting.as_deref() != Some(self.statement_timeout_ms.as_str()) {
-            return Err(StoreError::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "postgres: {connecting}: the session runs with statement_timeout {} ms \
-                     instead of the {} ms it was opened with, so something between the client \
-                     and PostgreSQL dropped the `options` startup parameter (PgBouncer's \
-                     ignore_startup_parameters): {UNSUPPORTED_POOLER}",
-                    setting.as_deref().unwrap_or("unknown"),
-                    self.statement_timeout_ms
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Whether the server accepts a login without the startup parameters the store adds
-    /// (`options`, `extra_float_digits`): then it was those it refused.
-    async fn accepted_without_options(&self) -> bool {
-        let attempt = tokio::time::timeout(self.acquire_timeout, async {
-            let conn = sqlx::PgConnection::connect_with(&self.plain_options).await?;
-            conn.close().await
-        });
-        matches!(attempt.await, Ok(Ok(())))
-    }
-
-    /// Before the first use of the pool, one plain TCP connection to the server: sqlx's pool
-    /// treats "connection refused" as a server still starting and retries until the connect
-    /// timeout, then reports only "pool timed out". A server that is not there is reported as
-    /// such, at once. Other outcomes are left to the pool.
-    async fn probe(&self) -> StoreResult<()> {
-        let opts = &self.connect_options;
-        if opts.get_socket().is_some() {
-            return Ok(());
-        }
-        crate::store::refused::check_not_refused(
-            "postgres",
-            opts.get_host(),
-            opts.get_port(),
-            self.acquire_timeout,
-        )
-        .await
-    }
-
-    /// Runs the `create` script; if the server refuses it, accepts tables that `probe` can
-    /// read. `what` names the step in the error.
-    async fn ensure_schema(
-        &self,
-        pool: &PgPool,
-        create: &Arc<str>,
-        probe: &Arc<str>,
-        what: &str,
-    ) -> StoreResult<()> {
-        let created = sqlx::raw_sql(AssertSqlSafe(create.clone()))
-            .execute(pool)
-            .await;
-        let Err(e) = created else {
-            return Ok(());
-        };
-        // An account without CREATE on the schema fails here even when the table exists:
-        // accept the table if it can be read. Only when the server answered, or an
-        // unreachable server would make the caller wait for a second timeout.
-        if e.as_database_error().is_some() {
-            let probe = sqlx::query(AssertSqlSafe(probe.clone()))
-                .execute(pool)
-                .await;
-            if probe.is_ok() {
-                return Ok(());
-            }
-        }
-        Err(db_error::<Postgres>(what, e))
-    }
-
-    fn pool(&self) -> StoreResult<&PgPool> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(closed_error::<Postgres>());
-        }
-        Ok(self.pool.get_or_init(|| {
-            PgPoolOptions::new()
-                .max_connections(self.pool_size)
-                .min_connections(0)
-                .acquire_timeout(self.acquire_timeout)
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| {
-                    Box::pin(async move {
-                        if meta.idle_for > PING_IF_IDLE_FOR {
-                            conn.ping().await?;
-                        }
-                        Ok(true)
-                    })
-                })
-                .connect_lazy_with(self.connect_options.clone())
-        }))
-    }
-}
-
-/// What a refused pooler's message ends with.
-const UNSUPPORTED_POOLER: &str = "deadbolt needs server sessions of its own (a pooler in \
-     transaction or statement mode, such as PgBouncer's pool_mode = transaction, is not \
-     supported): connect to PostgreSQL directly";
-
-/// One valid item of an `extend_many` call, owned so that its batch can run in a spawned task.
-struct Job {
-    /// Its place in the caller's list.
-    index: usize,
-    key: Vec<u8>,
-    owner: Vec<u8>,
-    ttl_ms: i64,
-}
-
-/// A (name, owner) pair as the batched extension returns it.
-type Extended = (Vec<u8>, Vec<u8>);
-
-/// Extends one batch with a single statement; returns each item's outcome with its index.
-async fn extend_batch(
-    pool: &PgPool,
-    sql: &Arc<str>,
-    batch: Vec<Job>,
-) -> Vec<(usize, StoreResult<bool>)> {
-    let names: Vec<&[u8]> = batch.iter().map(|j| j.key.as_slice()).collect();
-    let owners: Vec<&[u8]> = batch.iter().map(|j| j.owner.as_slice()).collect();
-    let ttls: Vec<i64> = batch.iter().map(|j| j.ttl_ms).collect();
-    let extended: Result<Vec<Extended>, sqlx::Error> = retry(|| {
-        sqlx::query_as(AssertSqlSafe(sql.clone()))
-            .bind(&names)
-            .bind(&owners)
-            .bind(&ttls)
-            .fetch_all(pool)
-    })
-    .await;
-    match extended {
-        Ok(rows) => {
-            let rows: std::collections::HashSet<Extended> = rows.into_iter().collect();
-            batch
-                .into_iter()
-                .map(|j| (j.index, Ok(rows.contains(&(j.key, j.owner)))))
-                .collect()
-        }
-        Err(e) => {
-            let error = db_error::<Postgres>("extend", e);
-            batch
-                .into_iter()
-                .map(|j| (j.index, Err(error.clone())))
-                .collect()
-        }
     }
 }
 

@@ -5,7 +5,9 @@ use super::*;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
 use crate::store::ErrorKind;
 use crate::store::ValueFormat;
+use sqlx::Connection;
 use tokio::sync::broadcast::error::TryRecvError;
+use tokio::task::JoinSet;
 
 pub(super) const TEST_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 // Its own table, so these tests never meet another suite's rows; names are random uuids,

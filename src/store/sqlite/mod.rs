@@ -16,6 +16,7 @@
 
 mod connection;
 mod errors;
+mod extend;
 mod path;
 mod permits;
 mod replaced;
@@ -34,7 +35,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::store::bounded::within;
-use crate::store::sql::checks::{check_key, check_owner, check_semaphore, check_ttl};
+use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::purge::PurgeClock;
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
@@ -42,9 +43,10 @@ use crate::store::{
 };
 use connection::{Rewatch, SharedConnection};
 use errors::{db_error, Sqlite};
+use extend::Leases;
 pub use path::database_path;
 use replaced::Lease;
-use sql::{Statements, EXTEND_BATCH_MAX};
+use sql::Statements;
 use wake::{alive, Wake};
 
 pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
@@ -157,117 +159,8 @@ impl SqliteStore {
         &self.path
     }
 
-    /// [`LockStore::extend_many`] of locks or of permits.
-    async fn extend_each(&self, items: &[ExtendItem], leases: Leases) -> Vec<StoreResult<bool>> {
-        if items.len() <= 1 {
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                out.push(match leases {
-                    Leases::Locks => {
-                        LockStore::extend(self, &item.key, &item.owner, item.ttl_ms, item.has_data)
-                            .await
-                    }
-                    Leases::Permits => {
-                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
-                            .await
-                    }
-                });
-            }
-            return out;
-        }
-        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
-        // Invalid items fail alone instead of failing their batch.
-        let mut valid = Vec::with_capacity(items.len());
-        for (index, item) in items.iter().enumerate() {
-            let checked = leases
-                .check_name(&item.key)
-                .and_then(|()| check_owner::<Sqlite>(&item.owner))
-                .and_then(|()| check_ttl::<Sqlite>(item.ttl_ms));
-            match checked {
-                Ok(ttl) => valid.push((index, ttl)),
-                Err(e) => out[index] = Some(Err(e)),
-            }
-        }
-        for batch in valid.chunks(EXTEND_BATCH_MAX) {
-            let result = self.extend_batch(items, batch, leases).await;
-            for &(index, _) in batch {
-                let item = &items[index];
-                out[index] = Some(match &result {
-                    Ok((_, ghosts)) if ghosts.contains(&index) => {
-                        Err(self.replaced_error(leases.operation()))
-                    }
-                    Ok((extended, _)) => Ok(extended
-                        .iter()
-                        .any(|(k, o)| k == item.key.as_bytes() && o == item.owner.as_bytes())),
-                    Err(e) => Err(e.clone()),
-                });
-            }
-        }
-        out.into_iter()
-            .map(|slot| slot.unwrap_or_else(|| Err(StoreError::internal("sqlite: no result"))))
-            .collect()
-    }
-
-    /// One batched extension: the (name, owner) of every lease extended, and the indexes of
-    /// the items that were leases of a replaced file (ghosts, left out of the statement). The
-    /// batch is padded to a power of two by repeating its last item, which cannot change any
-    /// outcome.
-    async fn extend_batch(
-        &self,
-        items: &[ExtendItem],
-        batch: &[(usize, i64)],
-        leases: Leases,
-    ) -> StoreResult<(Vec<(Vec<u8>, Vec<u8>)>, Vec<usize>)> {
-        let operation = leases.operation();
-        let texts = match leases {
-            Leases::Locks => &self.sql.extend_many,
-            Leases::Permits => &self.sql.extend_permits_many,
-        };
-        let mut w = self.conn.lock().await?;
-        let mut ghosts = Vec::new();
-        let mut live = Vec::with_capacity(batch.len());
-        for &(index, ttl) in batch {
-            let item = &items[index];
-            if self
-                .conn
-                .is_ghost(leases.lease(), item.key.as_bytes(), item.owner.as_bytes())
-            {
-                ghosts.push(index);
-            } else {
-                live.push((index, ttl));
-            }
-        }
-        let batch = live;
-        if batch.is_empty() {
-            w.finish(Ok(())).ok();
-            return Ok((Vec::new(), ghosts));
-        }
-        let padded = batch.len().max(2).next_power_of_two();
-        let text = &texts[padded.trailing_zeros() as usize - 1];
-        let mut query = sqlx::query(AssertSqlSafe(text.as_str()));
-        for i in 0..padded {
-            let (index, ttl) = batch[i.min(batch.len() - 1)];
-            let item = &items[index];
-            query = query
-                .bind(item.key.as_bytes())
-                .bind(item.owner.as_bytes())
-                .bind(ttl);
-        }
-        let rows = query.fetch_all(w.conn()).await;
-        let rows = w.finish(rows).map_err(|e| db_error(operation, e))?;
-        let extended = rows
-            .iter()
-            .map(|row| {
-                let name: Vec<u8> = row.try_get(0).map_err(|e| db_error(operation, e))?;
-                let owner: Vec<u8> = row.try_get(1).map_err(|e| db_error(operation, e))?;
-                Ok((name, owner))
-            })
-            .collect::<StoreResult<_>>()?;
-        Ok((extended, ghosts))
-    }
-
     /// The error of an extension of a lease that was live in a file since deleted or replaced.
-    fn replaced_error(&self, operation: &str) -> StoreError {
+    pub(super) fn replaced_error(&self, operation: &str) -> StoreError {
         StoreError::new(
             ErrorKind::Replaced,
             format!(
@@ -391,41 +284,6 @@ impl SqliteStore {
             };
             let _ = tokio::time::timeout(bound, sweep).await;
         });
-    }
-}
-
-/// Which leases a batched extension is about.
-#[derive(Debug, Clone, Copy)]
-enum Leases {
-    /// Locks (the lease table).
-    Locks,
-    /// Semaphores' permits (`<table>_permits`).
-    Permits,
-}
-
-impl Leases {
-    /// The operation's name in errors.
-    fn operation(self) -> &'static str {
-        match self {
-            Leases::Locks => "extend",
-            Leases::Permits => "extend_permits",
-        }
-    }
-
-    /// The kind of lease, as ghosts are kept.
-    fn lease(self) -> Lease {
-        match self {
-            Leases::Locks => Lease::Lock,
-            Leases::Permits => Lease::Permits,
-        }
-    }
-
-    /// Refuses a name that is too long for these leases.
-    fn check_name(self, name: &str) -> StoreResult<()> {
-        match self {
-            Leases::Locks => check_key::<Sqlite>(name),
-            Leases::Permits => check_semaphore::<Sqlite>(name),
-        }
     }
 }
 
