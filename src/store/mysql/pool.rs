@@ -2,14 +2,13 @@
 //! reached and the tables created on first use, and a failure is tried again by the next
 //! call.
 
-use std::time::Duration;
-
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use sqlx::{AssertSqlSafe, Connection};
+use sqlx::mysql::MySqlPool;
+use sqlx::AssertSqlSafe;
 
 use super::errors::Mysql;
 use super::MysqlStore;
 use crate::store::sql::errors::{closed_error, db_error};
+use crate::store::sql::pool::lazy_pool;
 use crate::store::StoreResult;
 use std::sync::atomic::Ordering;
 
@@ -100,25 +99,11 @@ impl MysqlStore {
             return Err(closed_error::<Mysql>());
         }
         Ok(self.pool.get_or_init(|| {
-            MySqlPoolOptions::new()
-                .max_connections(self.pool_size)
-                .min_connections(0)
-                .acquire_timeout(self.acquire_timeout)
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| {
-                    Box::pin(async move {
-                        if meta.idle_for > PING_IF_IDLE_FOR {
-                            conn.ping().await?;
-                        }
-                        Ok(true)
-                    })
-                })
-                .connect_lazy_with(self.connect_options.clone())
+            lazy_pool(
+                self.pool_size,
+                self.acquire_timeout,
+                self.connect_options.clone(),
+            )
         }))
     }
 }
-
-/// A pooled connection idle for longer than this is pinged before use, so that one dropped by
-/// the server (`wait_timeout`, restart, a proxy) is replaced instead of failing a lock
-/// operation; busier connections skip the ping, which would double every round trip.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);

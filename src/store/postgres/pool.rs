@@ -4,14 +4,14 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::PgPool;
 use sqlx::{AssertSqlSafe, Connection, Row};
 
 use super::errors::{is_protocol_violation, Postgres};
 use super::PostgresStore;
 use crate::store::sql::errors::{closed_error, db_error};
+use crate::store::sql::pool::lazy_pool;
 use crate::store::{ErrorKind, StoreError, StoreResult};
 
 impl PostgresStore {
@@ -177,28 +177,14 @@ impl PostgresStore {
             return Err(closed_error::<Postgres>());
         }
         Ok(self.pool.get_or_init(|| {
-            PgPoolOptions::new()
-                .max_connections(self.pool_size)
-                .min_connections(0)
-                .acquire_timeout(self.acquire_timeout)
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| {
-                    Box::pin(async move {
-                        if meta.idle_for > PING_IF_IDLE_FOR {
-                            conn.ping().await?;
-                        }
-                        Ok(true)
-                    })
-                })
-                .connect_lazy_with(self.connect_options.clone())
+            lazy_pool(
+                self.pool_size,
+                self.acquire_timeout,
+                self.connect_options.clone(),
+            )
         }))
     }
 }
-
-/// A pooled connection idle for longer than this is pinged before use, so that one dropped by
-/// the server (a restart, `idle_session_timeout`, a proxy) is replaced instead of failing a
-/// lock operation; busier connections skip the ping, which would double every round trip.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 
 /// What a refused pooler's message ends with.
 const UNSUPPORTED_POOLER: &str = "deadbolt needs server sessions of its own (a pooler in \
