@@ -21,7 +21,6 @@ use tokio::sync::OnceCell;
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::errors::db_error;
 use crate::store::sql::purge::PurgeClock;
-use crate::store::tls::TlsOptions;
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
@@ -43,46 +42,8 @@ mod tls;
 
 pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 
-/// Options for the MySQL store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MysqlOptions {
-    /// Lease table, created on first use: 1 to 64 ASCII letters, digits or underscores.
-    /// Default `"deadbolt_locks"`. Semaphores use `<table>_semaphores` and
-    /// `<table>_permits`, created on the first semaphore call.
-    pub table: String,
-    /// Most connections the pool opens; held locks pin none of them. Default 10.
-    pub pool_size: u32,
-    /// How long an operation waits to connect or for a free pooled connection before it fails
-    /// with a `BackendError`, in milliseconds. Default 5000.
-    pub connect_timeout_ms: u64,
-    /// How long an operation waits for the server's answer once connected, in milliseconds.
-    /// Default 5000. A whole call is bounded by `connect_timeout_ms + response_timeout_ms`
-    /// (the registry wraps the store in [`crate::store::bounded`]), however the server or the network misbehaves.
-    pub response_timeout_ms: u64,
-    /// How long a name's row stays after the name was freed or expired before it is purged,
-    /// in milliseconds (a semaphore's header: after its last token; its holders and queued
-    /// places: after they lapsed). Default 300 000 (5 minutes). Fencing tokens stay
-    /// increasing unless the server clock steps back by more than this (see `SQL_PURGE`).
-    pub purge_after_ms: u64,
-    /// TLS settings. When set, the connection is encrypted and, unless
-    /// `reject_unauthorized` is false, the server's certificate is verified against `ca` (or
-    /// the built-in public roots) and the URL's host. A `?ssl-mode=` in the URL still applies
-    /// and must not contradict them. None: only what the URL says (default: TLS if offered).
-    pub tls: Option<TlsOptions>,
-}
-
-impl Default for MysqlOptions {
-    fn default() -> Self {
-        Self {
-            table: crate::limits::DEFAULT_TABLE.to_owned(),
-            pool_size: crate::limits::DEFAULT_POOL_SIZE,
-            connect_timeout_ms: crate::limits::DEFAULT_CONNECT_TIMEOUT_MS,
-            response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
-            purge_after_ms: 300_000,
-            tls: None,
-        }
-    }
-}
+/// Options for the MySQL store (see [`ServerOptions`](crate::store::sql::options::ServerOptions)).
+pub type MysqlOptions = crate::store::sql::options::ServerOptions;
 
 /// A MySQL or MariaDB lock store over a connection pool.
 ///

@@ -34,7 +34,6 @@ use self::sql::Statements;
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::errors::db_error;
 use crate::store::sql::purge::PurgeClock;
-use crate::store::tls::TlsOptions;
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
@@ -46,46 +45,8 @@ pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 /// named `<table>_fence` (the semaphore tables' suffixes, `_sem` and `_perm`, are shorter).
 pub const MAX_TABLE_NAME_BYTES: usize = 63 - "_fence".len();
 
-/// Options for the PostgreSQL store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PostgresOptions {
-    /// Lease table, created on first use with its sequence `<table>_fence`: 1 to 57 ASCII
-    /// letters, digits or underscores (quoted, so case matters). Default `"deadbolt_locks"`.
-    /// Semaphores use `<table>_sem` and `<table>_perm`, created on their first use.
-    pub table: String,
-    /// Most connections the pool opens; held locks pin none of them. The listening
-    /// connection for release announcements comes on top. Default 10.
-    pub pool_size: u32,
-    /// How long an operation waits to connect or for a free pooled connection, in
-    /// milliseconds. Default 5000.
-    pub connect_timeout_ms: u64,
-    /// How long the server may take over one statement (its `statement_timeout`), in
-    /// milliseconds. Default 5000. A whole call is bounded by `connect_timeout_ms +
-    /// response_timeout_ms` (the registry wraps the store in [`crate::store::bounded`]).
-    pub response_timeout_ms: u64,
-    /// How long a name's row stays after the name was freed or expired before it is purged,
-    /// in milliseconds. Default 300 000 (5 minutes); never less than twice
-    /// `response_timeout_ms` (see `sql::ACQUIRE` for why it must exceed a statement's run).
-    pub purge_after_ms: u64,
-    /// TLS settings. When set, the connection is encrypted and, unless
-    /// `reject_unauthorized` is false, the server's certificate is verified against `ca` (or
-    /// the built-in public roots) and the URL's host. A `?sslmode=` in the URL still applies
-    /// and must not contradict them. None: only what the URL says (default: `prefer`).
-    pub tls: Option<TlsOptions>,
-}
-
-impl Default for PostgresOptions {
-    fn default() -> Self {
-        Self {
-            table: crate::limits::DEFAULT_TABLE.to_owned(),
-            pool_size: crate::limits::DEFAULT_POOL_SIZE,
-            connect_timeout_ms: crate::limits::DEFAULT_CONNECT_TIMEOUT_MS,
-            response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
-            purge_after_ms: 300_000,
-            tls: None,
-        }
-    }
-}
+/// Options for the PostgreSQL store (see [`ServerOptions`](crate::store::sql::options::ServerOptions)).
+pub type PostgresOptions = crate::store::sql::options::ServerOptions;
 
 /// A PostgreSQL lock store over a connection pool.
 ///

@@ -3,6 +3,7 @@
 use super::notify::decode_hex;
 use super::*;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
+use crate::store::tls::TlsOptions;
 use crate::store::ErrorKind;
 use crate::store::ValueFormat;
 use sqlx::Connection;
