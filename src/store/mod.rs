@@ -3,6 +3,7 @@
 //! trait ([`LockStore::release_notifications`]). Nothing here knows about retries,
 //! heartbeats or JavaScript. Adding a store is its module here and one line in [`registry`].
 
+pub mod bounded;
 pub mod connect;
 pub mod dynamodb;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod redis;
 pub mod redlock;
 pub mod refused;
 pub mod registry;
+pub mod sql;
 pub mod sqlite;
 pub mod tls;
 pub mod topology;

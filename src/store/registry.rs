@@ -8,6 +8,7 @@
 //! (which names every store's options) into each store's own, so a store never imports the
 //! table that imports it.
 
+use super::bounded::{bounded, call_timeout};
 use super::connect::ConnectOptions;
 use super::dynamodb::{DynamoStore, DynamoStoreOptions};
 use super::etcd::{EtcdOptions, EtcdStore};
@@ -17,7 +18,6 @@ use super::postgres::{PostgresOptions, PostgresStore};
 use super::redis::{RedisOptions, RedisStore};
 use super::sqlite::{SqliteOptions, SqliteStore};
 use super::{SharedStore, StoreError, StoreResult};
-use std::sync::Arc;
 
 /// A kind of store, as the registry knows it.
 pub struct StoreEntry {
@@ -119,6 +119,11 @@ pub fn listed(pick: impl Fn(&StoreEntry) -> &'static [&'static str]) -> String {
     }
 }
 
+/// The bound on one call of a store that bounds whole calls ([`bounded`]).
+fn call_bound(opts: &ConnectOptions) -> std::time::Duration {
+    call_timeout(opts.connect_timeout_ms, opts.response_timeout_ms)
+}
+
 /// The Redis settings among a client's connect options.
 pub fn redis_options(opts: &ConnectOptions) -> RedisOptions {
     RedisOptions {
@@ -156,7 +161,7 @@ fn open_mysql(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
     };
     let store = MysqlStore::connect(&url, mysql_opts)
         .map_err(|e| StoreError::invalid(format!("Invalid MySQL URL or options: {e}")))?;
-    Ok(Arc::new(store))
+    Ok(bounded("mysql", store, call_bound(opts)))
 }
 
 fn open_postgres(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
@@ -170,7 +175,7 @@ fn open_postgres(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
     };
     let store = PostgresStore::connect(url, pg_opts)
         .map_err(|e| StoreError::invalid(format!("Invalid PostgreSQL URL or options: {e}")))?;
-    Ok(Arc::new(store))
+    Ok(bounded("postgres", store, call_bound(opts)))
 }
 
 fn open_sqlite(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
@@ -179,7 +184,8 @@ fn open_sqlite(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
         connect_timeout_ms: opts.connect_timeout_ms,
         response_timeout_ms: opts.response_timeout_ms,
     };
-    Ok(Arc::new(SqliteStore::connect(url, sqlite_opts)?))
+    let store = SqliteStore::connect(url, sqlite_opts)?;
+    Ok(bounded("sqlite", store, call_bound(opts)))
 }
 
 fn open_dynamodb(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
@@ -191,7 +197,7 @@ fn open_dynamodb(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
             response_timeout_ms: opts.response_timeout_ms,
         },
     )?;
-    Ok(Arc::new(store))
+    Ok(bounded("dynamodb", store, call_bound(opts)))
 }
 
 fn open_etcd(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {

@@ -12,6 +12,7 @@
 //! (`permit_item.rs`), changed by a read and a write conditioned on its version, with leases
 //! reckoned by watching as a lock's are.
 
+mod checks;
 mod client;
 mod config;
 mod credentials;
@@ -30,6 +31,7 @@ use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
+use checks::{check_data, check_key};
 use client::{Api, ApiError, Failure};
 use config::Location;
 use futures_util::future::BoxFuture;
@@ -38,8 +40,6 @@ use item::Lock;
 use permit_watch::PermitWatches;
 use requests::{Grant, Requests, Take};
 use serde_json::{Map, Value};
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
@@ -96,7 +96,6 @@ pub struct DynamoStore {
     permit_watches: PermitWatches,
     /// Where the semaphores' watch clock starts (`permits.rs`).
     origin: Instant,
-    closed: AtomicBool,
 }
 
 impl std::fmt::Debug for DynamoStore {
@@ -134,7 +133,6 @@ impl DynamoStore {
             watches: Watches::default(),
             permit_watches: PermitWatches::default(),
             origin: Instant::now(),
-            closed: AtomicBool::new(false),
         })
     }
 
@@ -142,27 +140,6 @@ impl DynamoStore {
     /// checks).
     pub fn watched(&self) -> usize {
         self.watches.len() + self.permit_watches.len()
-    }
-
-    /// Runs `fut` within the call bound.
-    ///
-    /// # Cancel Safety
-    /// As cancel safe as `fut`.
-    async fn bounded<T>(
-        &self,
-        operation: &str,
-        fut: impl Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(StoreError::closed("dynamodb: the store is closed"));
-        }
-        match tokio::time::timeout(self.call_timeout, fut).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::timeout(format!(
-                "dynamodb: {operation}: no answer within {} ms",
-                self.call_timeout.as_millis()
-            ))),
-        }
     }
 
     /// The deadline of a call starting now (retries stop before it).
@@ -292,82 +269,6 @@ impl DynamoStore {
         parse(reply.get("Item").and_then(Value::as_object))
     }
 
-    /// Takes `key` if it is free, or if its version has been watched for a whole lease.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: a write sent before the future is dropped may take the lock.
-    async fn try_acquire_inner(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_data(data)?;
-        let deadline = self.deadline();
-        let api = self.api(deadline).await?;
-        let lease = Duration::from_millis(ttl_ms);
-        let mut step = match self.watches.get(key) {
-            // Nothing known: most locks are free, so try the write first (one request).
-            None => Step::Take(None),
-            Some(w) if w.expired(Instant::now()) => Step::Take(Some(w.version)),
-            Some(_) => Step::Read(None),
-        };
-        for _ in 0..MAX_STEPS {
-            step = match step {
-                Step::Take(watched) => {
-                    let version = new_version();
-                    let how = match &watched {
-                        None => Take::Free,
-                        Some(v) => Take::AtVersion(v),
-                    };
-                    let grant = Grant {
-                        owner,
-                        lease_ms: ttl_ms,
-                        version: &version,
-                        data,
-                        first_token: first_token(),
-                    };
-                    let sent = Instant::now();
-                    let body = self.requests.take(key, &grant, how);
-                    match self.write(api, "UpdateItem", &body, deadline).await? {
-                        Ok(reply) => {
-                            self.watches.wrote(key, &version, lease, sent);
-                            return fence_of(&reply).map(Some);
-                        }
-                        Err(item) => Step::Read(item.map(Some)),
-                    }
-                }
-                Step::Read(known) => {
-                    let lock = match known {
-                        Some(item) => parse(item.as_ref())?,
-                        None => self.read(api, key, deadline).await?,
-                    };
-                    let now = Instant::now();
-                    match lock {
-                        Lock::Free => Step::Take(None),
-                        // Our own earlier request took it (its reply was lost and the request
-                        // went again), or a local handoff gave it to us.
-                        Lock::Held(h) if h.owner == owner => {
-                            return self
-                                .renew_own(api, key, owner, ttl_ms, h.fence, deadline)
-                                .await
-                        }
-                        Lock::Held(h) => {
-                            let watched = self.watches.observe(key, &h.version, h.lease, now);
-                            if !watched.expired(now) {
-                                return Ok(None);
-                            }
-                            Step::Take(Some(h.version))
-                        }
-                    }
-                }
-            };
-        }
-        Ok(None)
-    }
-
     /// `owner` found itself holding `key`: it sets a new version first, so that the lease
     /// runs from this request, as the caller reckons it, for every contender.
     async fn renew_own(
@@ -406,148 +307,6 @@ impl DynamoStore {
                 .wrote(key, &version, Duration::from_millis(ttl_ms), sent);
         }
         Ok(renewed)
-    }
-
-    async fn extend_inner(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_key(key)?;
-        let deadline = self.deadline();
-        let api = self.api(deadline).await?;
-        self.renew(api, key, owner, ttl_ms, deadline).await
-    }
-
-    async fn release_inner(&self, key: &str, owner: &str) -> StoreResult<bool> {
-        check_key(key)?;
-        let deadline = self.deadline();
-        let api = self.api(deadline).await?;
-        let (operation, body) = self
-            .requests
-            .release(key, owner, self.options.delete_on_release);
-        let released = self.write(api, operation, &body, deadline).await?.is_ok();
-        if released {
-            self.watches.forget(key);
-        }
-        Ok(released)
-    }
-
-    async fn handoff_inner(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_data(next.data)?;
-        let deadline = self.deadline();
-        let api = self.api(deadline).await?;
-        let version = new_version();
-        let grant = Grant {
-            owner: next.owner,
-            lease_ms: next.ttl_ms,
-            version: &version,
-            data: next.data,
-            first_token: first_token(),
-        };
-        let sent = Instant::now();
-        let body = self.requests.take(key, &grant, Take::From(owner));
-        match self.write(api, "UpdateItem", &body, deadline).await? {
-            Ok(reply) => {
-                self.watches
-                    .wrote(key, &version, Duration::from_millis(next.ttl_ms), sent);
-                fence_of(&reply).map(Some)
-            }
-            Err(_) => Ok(None),
-        }
-    }
-
-    async fn inspect_inner(&self, key: &str) -> StoreResult<Option<LockInfo>> {
-        check_key(key)?;
-        let deadline = self.deadline();
-        let api = self.api(deadline).await?;
-        let Lock::Held(h) = self.read(api, key, deadline).await? else {
-            return Ok(None);
-        };
-        let now = Instant::now();
-        let watched = self.watches.observe(key, &h.version, h.lease, now);
-        if watched.expired(now) {
-            return Ok(None);
-        }
-        Ok(Some(info(h, watched.remaining(now))))
-    }
-
-    async fn ping_inner(&self) -> StoreResult<()> {
-        let deadline = self.deadline();
-        let api = self.api(deadline).await?;
-        self.read(api, PING_KEY, deadline).await.map(|_| ())
-    }
-
-    async fn force_release_inner(&self, key: &str) -> StoreResult<bool> {
-        check_key(key)?;
-        let deadline = self.deadline();
-        let api = self.api(deadline).await?;
-        let (operation, body) =
-            self.requests
-                .force_release(key, &new_version(), self.options.delete_on_release);
-        let freed = self.write(api, operation, &body, deadline).await?.is_ok();
-        self.watches.forget(key);
-        Ok(freed)
-    }
-
-    async fn list_inner(&self, prefix: &str, limit: usize) -> StoreResult<Vec<HeldLock>> {
-        let deadline = self.deadline();
-        let api = self.api(deadline).await?;
-        let mut out = Vec::new();
-        let mut start: Option<Value> = None;
-        while out.len() < limit {
-            let body = self.requests.scan(prefix, start.as_ref());
-            let reply = api
-                .call("Scan", &body, deadline)
-                .await
-                .map_err(|f| self.failure("Scan", f))?;
-            let now = Instant::now();
-            let items = reply.get("Items").and_then(Value::as_array);
-            for item in items.into_iter().flatten().filter_map(Value::as_object) {
-                let Some(key) = item::get_s(item, self.requests.partition_key()) else {
-                    continue;
-                };
-                let Lock::Held(h) = parse(Some(item))? else {
-                    continue;
-                };
-                // Only what this process already knows; a listing starts no watch.
-                let remaining = match self.watches.get(key) {
-                    Some(w) if w.version == h.version => {
-                        if w.expired(now) {
-                            continue;
-                        }
-                        w.remaining(now)
-                    }
-                    _ => h.lease,
-                };
-                out.push(HeldLock {
-                    key: key.to_owned(),
-                    info: info(h, remaining),
-                });
-                if out.len() == limit {
-                    break;
-                }
-            }
-            start = reply.get("LastEvaluatedKey").cloned();
-            if start.is_none() {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
-    async fn extend_many_inner(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        // Futures do nothing until polled: `buffered` runs this many at a time, in order.
-        let each: Vec<_> = items
-            .iter()
-            .map(|i| self.extend_inner(&i.key, &i.owner, i.ttl_ms))
-            .collect();
-        futures_util::stream::iter(each)
-            .buffered(EXTEND_CONCURRENCY)
-            .collect()
-            .await
     }
 }
 
@@ -599,47 +358,8 @@ fn first_token() -> u64 {
         .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
 }
 
-/// A lock name: a name, and not one in the semaphores' key space (`permit_item.rs`).
-fn check_key(key: &str) -> StoreResult<()> {
-    check_name(key, "lock name")?;
-    if key.starts_with(permit_item::PREFIX) {
-        return Err(StoreError::invalid(format!(
-            "dynamodb: lock names starting with {:?} are reserved for semaphores",
-            permit_item::PREFIX
-        )));
-    }
-    Ok(())
-}
-
-/// A lock or semaphore name (`what`) DynamoDB can key an item by.
-fn check_name(name: &str, what: &str) -> StoreResult<()> {
-    if name.is_empty() {
-        return Err(StoreError::invalid(format!(
-            "dynamodb: a {what} must not be empty (DynamoDB key values cannot be)"
-        )));
-    }
-    if name.len() > crate::limits::MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "dynamodb: {what} is {} bytes, at most {} are supported",
-            name.len(),
-            crate::limits::MAX_KEY_BYTES
-        )));
-    }
-    Ok(())
-}
-
-fn check_data(data: Option<&[u8]>) -> StoreResult<()> {
-    match data {
-        Some(d) if d.len() > MAX_DATA_BYTES => Err(StoreError::invalid(format!(
-            "dynamodb: data of {} bytes: a DynamoDB item holds at most 400 KB, so at most \
-             {MAX_DATA_BYTES} bytes of data",
-            d.len()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// The contract, every call within the call bound.
+/// The contract; every call is bounded by the decorator the registry wraps the store in
+/// ([`crate::store::bounded`]).
 impl LockStore for DynamoStore {
     fn try_acquire<'a>(
         &'a self,
@@ -649,10 +369,71 @@ impl LockStore for DynamoStore {
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded(
-            "try_acquire",
-            self.try_acquire_inner(key, owner, ttl_ms, data),
-        )
+        async move {
+            check_key(key)?;
+            check_data(data)?;
+            let deadline = self.deadline();
+            let api = self.api(deadline).await?;
+            let lease = Duration::from_millis(ttl_ms);
+            let mut step = match self.watches.get(key) {
+                // Nothing known: most locks are free, so try the write first (one request).
+                None => Step::Take(None),
+                Some(w) if w.expired(Instant::now()) => Step::Take(Some(w.version)),
+                Some(_) => Step::Read(None),
+            };
+            for _ in 0..MAX_STEPS {
+                step = match step {
+                    Step::Take(watched) => {
+                        let version = new_version();
+                        let how = match &watched {
+                            None => Take::Free,
+                            Some(v) => Take::AtVersion(v),
+                        };
+                        let grant = Grant {
+                            owner,
+                            lease_ms: ttl_ms,
+                            version: &version,
+                            data,
+                            first_token: first_token(),
+                        };
+                        let sent = Instant::now();
+                        let body = self.requests.take(key, &grant, how);
+                        match self.write(api, "UpdateItem", &body, deadline).await? {
+                            Ok(reply) => {
+                                self.watches.wrote(key, &version, lease, sent);
+                                return fence_of(&reply).map(Some);
+                            }
+                            Err(item) => Step::Read(item.map(Some)),
+                        }
+                    }
+                    Step::Read(known) => {
+                        let lock = match known {
+                            Some(item) => parse(item.as_ref())?,
+                            None => self.read(api, key, deadline).await?,
+                        };
+                        let now = Instant::now();
+                        match lock {
+                            Lock::Free => Step::Take(None),
+                            // Our own earlier request took it (its reply was lost and the request
+                            // went again), or a local handoff gave it to us.
+                            Lock::Held(h) if h.owner == owner => {
+                                return self
+                                    .renew_own(api, key, owner, ttl_ms, h.fence, deadline)
+                                    .await
+                            }
+                            Lock::Held(h) => {
+                                let watched = self.watches.observe(key, &h.version, h.lease, now);
+                                if !watched.expired(now) {
+                                    return Ok(None);
+                                }
+                                Step::Take(Some(h.version))
+                            }
+                        }
+                    }
+                };
+            }
+            Ok(None)
+        }
         .boxed()
     }
 
@@ -663,17 +444,26 @@ impl LockStore for DynamoStore {
         ttl_ms: u64,
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("extend", self.extend_inner(key, owner, ttl_ms))
-            .boxed()
+        async move {
+            check_key(key)?;
+            let deadline = self.deadline();
+            let api = self.api(deadline).await?;
+            self.renew(api, key, owner, ttl_ms, deadline).await
+        }
+        .boxed()
     }
 
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
         async move {
-            let all = self.bounded("extend", async { Ok(self.extend_many_inner(items).await) });
-            match all.await {
-                Ok(results) => results,
-                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-            }
+            // Futures do nothing until polled: `buffered` runs this many at a time, in order.
+            let each: Vec<_> = items
+                .iter()
+                .map(|i| LockStore::extend(self, &i.key, &i.owner, i.ttl_ms, i.has_data))
+                .collect();
+            futures_util::stream::iter(each)
+                .buffered(EXTEND_CONCURRENCY)
+                .collect()
+                .await
         }
         .boxed()
     }
@@ -684,9 +474,16 @@ impl LockStore for DynamoStore {
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
         async move {
-            let released = self
-                .bounded("release", self.release_inner(key, owner))
-                .await?;
+            check_key(key)?;
+            let deadline = self.deadline();
+            let api = self.api(deadline).await?;
+            let (operation, body) =
+                self.requests
+                    .release(key, owner, self.options.delete_on_release);
+            let released = self.write(api, operation, &body, deadline).await?.is_ok();
+            if released {
+                self.watches.forget(key);
+            }
             // No announcements: waiters elsewhere poll.
             Ok(ReleaseOutcome {
                 released,
@@ -702,21 +499,62 @@ impl LockStore for DynamoStore {
         owner: &'a str,
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("handoff", self.handoff_inner(key, owner, next))
-            .boxed()
+        async move {
+            check_key(key)?;
+            check_data(next.data)?;
+            let deadline = self.deadline();
+            let api = self.api(deadline).await?;
+            let version = new_version();
+            let grant = Grant {
+                owner: next.owner,
+                lease_ms: next.ttl_ms,
+                version: &version,
+                data: next.data,
+                first_token: first_token(),
+            };
+            let sent = Instant::now();
+            let body = self.requests.take(key, &grant, Take::From(owner));
+            match self.write(api, "UpdateItem", &body, deadline).await? {
+                Ok(reply) => {
+                    self.watches
+                        .wrote(key, &version, Duration::from_millis(next.ttl_ms), sent);
+                    fence_of(&reply).map(Some)
+                }
+                Err(_) => Ok(None),
+            }
+        }
+        .boxed()
     }
 
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
-        self.bounded("inspect", self.inspect_inner(key)).boxed()
+        async move {
+            check_key(key)?;
+            let deadline = self.deadline();
+            let api = self.api(deadline).await?;
+            let Lock::Held(h) = self.read(api, key, deadline).await? else {
+                return Ok(None);
+            };
+            let now = Instant::now();
+            let watched = self.watches.observe(key, &h.version, h.lease, now);
+            if watched.expired(now) {
+                return Ok(None);
+            }
+            Ok(Some(info(h, watched.remaining(now))))
+        }
+        .boxed()
     }
 
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
-        self.bounded("ping", self.ping_inner()).boxed()
+        async move {
+            let deadline = self.deadline();
+            let api = self.api(deadline).await?;
+            self.read(api, PING_KEY, deadline).await.map(|_| ())
+        }
+        .boxed()
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
-        // Pooled connections close with the store; calls from now on fail.
-        self.closed.store(true, Ordering::SeqCst);
+        // Pooled connections close with the store; the decorator refuses calls from now on.
         futures_util::future::ready(()).boxed()
     }
 
@@ -728,8 +566,7 @@ impl LockStore for DynamoStore {
         &'a self,
         req: &'a PermitRequest<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("acquire_permits", self.acquire_permits_inner(req))
-            .boxed()
+        self.acquire_permits_inner(req).boxed()
     }
 
     fn extend_permits<'a>(
@@ -738,27 +575,14 @@ impl LockStore for DynamoStore {
         owner: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded(
-            "extend_permits",
-            self.extend_permits_inner(name, owner, ttl_ms),
-        )
-        .boxed()
+        self.extend_permits_inner(name, owner, ttl_ms).boxed()
     }
 
     fn extend_permits_many<'a>(
         &'a self,
         items: &'a [ExtendItem],
     ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        async move {
-            let all = self.bounded("extend_permits", async {
-                Ok(self.extend_permits_many_inner(items).await)
-            });
-            match all.await {
-                Ok(results) => results,
-                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-            }
-        }
-        .boxed()
+        self.extend_permits_many_inner(items).boxed()
     }
 
     fn release_permits<'a>(
@@ -766,28 +590,28 @@ impl LockStore for DynamoStore {
         name: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        async move {
-            let released = self
-                .bounded("release_permits", self.release_permits_inner(name, owner))
-                .await?;
-            // No announcements: waiters elsewhere poll.
-            Ok(ReleaseOutcome {
-                released,
-                others_waiting: false,
-            })
-        }
-        .boxed()
+        self.release_permits_inner(name, owner).boxed()
     }
 
     fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
-        self.bounded("permits", self.permits_inner(name)).boxed()
+        self.permits_inner(name).boxed()
     }
 }
 
 impl OperatorTools for DynamoStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("force_release", self.force_release_inner(key))
-            .boxed()
+        async move {
+            check_key(key)?;
+            let deadline = self.deadline();
+            let api = self.api(deadline).await?;
+            let (operation, body) =
+                self.requests
+                    .force_release(key, &new_version(), self.options.delete_on_release);
+            let freed = self.write(api, operation, &body, deadline).await?.is_ok();
+            self.watches.forget(key);
+            Ok(freed)
+        }
+        .boxed()
     }
 
     fn list<'a>(
@@ -795,7 +619,52 @@ impl OperatorTools for DynamoStore {
         prefix: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        self.bounded("list", self.list_inner(prefix, limit)).boxed()
+        async move {
+            let deadline = self.deadline();
+            let api = self.api(deadline).await?;
+            let mut out = Vec::new();
+            let mut start: Option<Value> = None;
+            while out.len() < limit {
+                let body = self.requests.scan(prefix, start.as_ref());
+                let reply = api
+                    .call("Scan", &body, deadline)
+                    .await
+                    .map_err(|f| self.failure("Scan", f))?;
+                let now = Instant::now();
+                let items = reply.get("Items").and_then(Value::as_array);
+                for item in items.into_iter().flatten().filter_map(Value::as_object) {
+                    let Some(key) = item::get_s(item, self.requests.partition_key()) else {
+                        continue;
+                    };
+                    let Lock::Held(h) = parse(Some(item))? else {
+                        continue;
+                    };
+                    // Only what this process already knows; a listing starts no watch.
+                    let remaining = match self.watches.get(key) {
+                        Some(w) if w.version == h.version => {
+                            if w.expired(now) {
+                                continue;
+                            }
+                            w.remaining(now)
+                        }
+                        _ => h.lease,
+                    };
+                    out.push(HeldLock {
+                        key: key.to_owned(),
+                        info: info(h, remaining),
+                    });
+                    if out.len() == limit {
+                        break;
+                    }
+                }
+                start = reply.get("LastEvaluatedKey").cloned();
+                if start.is_none() {
+                    break;
+                }
+            }
+            Ok(out)
+        }
+        .boxed()
     }
 }
 

@@ -16,7 +16,9 @@ use super::permit_item::{self, Stored, StoredHolder, StoredWaiter};
 use super::permit_watch::{PermitWatches, Role};
 use super::{first_token, new_version, DynamoStore, EXTEND_CONCURRENCY};
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
-use crate::store::{ErrorKind, ExtendItem, PermitHolder, PermitRequest, StoreError, StoreResult};
+use crate::store::{
+    ErrorKind, ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
+};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -192,7 +194,7 @@ fn settle(before: &Stored, draft: &Draft, version: &str) -> StoreResult<Stored> 
 }
 
 fn check_request(req: &PermitRequest<'_>) -> StoreResult<()> {
-    super::check_name(req.name, "semaphore name")?;
+    super::checks::check_name(req.name, "semaphore name")?;
     if req.permits == 0 || req.permits > req.limit {
         return Err(StoreError::invalid(format!(
             "dynamodb: {} permits asked of a semaphore of {}: ask for 1 to the limit",
@@ -340,7 +342,7 @@ impl DynamoStore {
         owner: &str,
         ttl_ms: u64,
     ) -> StoreResult<bool> {
-        super::check_name(name, "semaphore name")?;
+        super::checks::check_name(name, "semaphore name")?;
         self.update(name, |d| d.extend(owner, ttl_ms))
             .await?
             .ok_or_else(|| Self::contended(name))
@@ -348,7 +350,7 @@ impl DynamoStore {
 
     /// Extends the permits of `owners` (owner, ttl) of one semaphore in one write.
     async fn extend_group(&self, name: &str, owners: &[(&str, u64)]) -> StoreResult<Vec<bool>> {
-        super::check_name(name, "semaphore name")?;
+        super::checks::check_name(name, "semaphore name")?;
         self.update(name, |d| {
             owners
                 .iter()
@@ -411,19 +413,29 @@ impl DynamoStore {
     }
 
     /// See [`crate::store::LockStore::release_permits`]: whether `owner` held live permits.
-    pub(super) async fn release_permits_inner(&self, name: &str, owner: &str) -> StoreResult<bool> {
-        super::check_name(name, "semaphore name")?;
-        self.update(name, |d| {
-            let now = d.now;
-            d.table.release(owner, now)
+    pub(super) async fn release_permits_inner(
+        &self,
+        name: &str,
+        owner: &str,
+    ) -> StoreResult<ReleaseOutcome> {
+        super::checks::check_name(name, "semaphore name")?;
+        let released = self
+            .update(name, |d| {
+                let now = d.now;
+                d.table.release(owner, now)
+            })
+            .await?
+            .ok_or_else(|| Self::contended(name))?;
+        // No announcements: waiters elsewhere poll.
+        Ok(ReleaseOutcome {
+            released,
+            others_waiting: false,
         })
-        .await?
-        .ok_or_else(|| Self::contended(name))
     }
 
     /// See [`crate::store::LockStore::permits`]: one read, nothing written.
     pub(super) async fn permits_inner(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
-        super::check_name(name, "semaphore name")?;
+        super::checks::check_name(name, "semaphore name")?;
         let deadline = self.deadline();
         let api = self.api(deadline).await?;
         let (stored, _, seen) = self.read_permits(api, name, deadline).await?;

@@ -152,8 +152,16 @@ async fn poll_until_granted(
 }
 
 mod conformance {
-    crate::conformance_suite!(super::store().map(|s| s as _));
-    crate::permits_suite!(super::store().map(|s| s as _));
+    use crate::store::bounded::{bounded, call_timeout};
+
+    /// The store as the registry opens it: within the call bound.
+    fn open() -> Option<crate::store::SharedStore> {
+        let store = std::sync::Arc::into_inner(super::store()?)?;
+        Some(bounded("dynamodb", store, call_timeout(2000, 5000)))
+    }
+
+    crate::conformance_suite!(open());
+    crate::permits_suite!(open());
 }
 
 mod permits;
@@ -479,7 +487,7 @@ async fn a_server_that_is_not_there_is_unreachable_and_one_that_never_answers_ti
             held.push(socket);
         }
     });
-    let s = DynamoStore::connect(
+    let store = DynamoStore::connect(
         &url(&format!("http://127.0.0.1:{port}"), TABLE),
         DynamoStoreOptions {
             connect_timeout_ms: 100,
@@ -488,6 +496,8 @@ async fn a_server_that_is_not_there_is_unreachable_and_one_that_never_answers_ti
         },
     )
     .unwrap();
+    // As the registry opens it: within the call bound.
+    let s = crate::store::bounded::Bounded::new("dynamodb", store, Duration::from_millis(300));
     let err = s.ping().await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
 }

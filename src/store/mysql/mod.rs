@@ -9,23 +9,24 @@
 //! saving time would move every lease by hours), while `UTC_TIMESTAMP(6)` is the same server
 //! clock without that dependency. Both are fixed for the duration of one statement.
 
-use std::future::Future;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
-use sqlx::{AssertSqlSafe, Connection, Row};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlRow};
+use sqlx::{AssertSqlSafe, Row};
 use tokio::sync::OnceCell;
-use tokio::task::JoinSet;
 
-use crate::store::tls::TlsOptions;
+use crate::store::sql::checks::{check_key, check_owner, check_ttl};
+use crate::store::sql::errors::db_error;
+use crate::store::sql::purge::PurgeClock;
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
-use errors::{closed_error, db_error, no_such_table, retry_on_conflict, retry_transient};
+use errors::{no_such_table, retry_on_conflict, retry_transient, Mysql};
+use extend::{extend_one, Leases};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use permits::PermitStatements;
@@ -33,74 +34,16 @@ use sql::{Statements, SQL_PING};
 use tls::apply_tls;
 
 mod errors;
+mod extend;
 mod permits;
+mod pool;
 mod sql;
 mod tls;
 
-/// Longest lock name accepted, in bytes (the width of the `name` column).
-///
-/// Checked before any I/O: a server in non-strict SQL mode would otherwise silently truncate
-/// longer names, and two different names would then share one lock.
-pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
+pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 
-/// Longest owner token accepted, in bytes (the width of the `owner` column).
-pub const MAX_OWNER_BYTES: usize = 255;
-
-/// Longest lease accepted, in milliseconds (100 years).
-///
-/// Keeps `ttl * 1000` microseconds far from `u64` overflow and the expiry inside `DATETIME`'s
-/// range (year 9999).
-pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
-
-/// A pooled connection idle for longer than this is pinged before use, so that one dropped by
-/// the server (`wait_timeout`, restart, a proxy) is replaced instead of failing a lock
-/// operation; busier connections skip the ping, which would double every round trip.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
-
-/// Most items per multi-row extend statement: 4 placeholders each (5 for permits), far below
-/// the protocol's 65 535, and a statement small enough not to hold many row locks for long.
-const EXTEND_BATCH_MAX: usize = 256;
-
-/// Options for the MySQL store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MysqlOptions {
-    /// Lease table, created on first use: 1 to 64 ASCII letters, digits or underscores.
-    /// Default `"deadbolt_locks"`. Semaphores use `<table>_semaphores` and
-    /// `<table>_permits`, created on the first semaphore call.
-    pub table: String,
-    /// Most connections the pool opens; held locks pin none of them. Default 10.
-    pub pool_size: u32,
-    /// How long an operation waits to connect or for a free pooled connection before it fails
-    /// with a `BackendError`, in milliseconds. Default 5000.
-    pub connect_timeout_ms: u64,
-    /// How long an operation waits for the server's answer once connected, in milliseconds.
-    /// Default 5000. A whole call is bounded by `connect_timeout_ms + response_timeout_ms`
-    /// (see [`MysqlStore::bounded`]), however the server or the network misbehaves.
-    pub response_timeout_ms: u64,
-    /// How long a name's row stays after the name was freed or expired before it is purged,
-    /// in milliseconds (a semaphore's header: after its last token; its holders and queued
-    /// places: after they lapsed). Default 300 000 (5 minutes). Fencing tokens stay
-    /// increasing unless the server clock steps back by more than this (see `SQL_PURGE`).
-    pub purge_after_ms: u64,
-    /// TLS settings. When set, the connection is encrypted and, unless
-    /// `reject_unauthorized` is false, the server's certificate is verified against `ca` (or
-    /// the built-in public roots) and the URL's host. A `?ssl-mode=` in the URL still applies
-    /// and must not contradict them. None: only what the URL says (default: TLS if offered).
-    pub tls: Option<TlsOptions>,
-}
-
-impl Default for MysqlOptions {
-    fn default() -> Self {
-        Self {
-            table: crate::limits::DEFAULT_TABLE.to_owned(),
-            pool_size: crate::limits::DEFAULT_POOL_SIZE,
-            connect_timeout_ms: crate::limits::DEFAULT_CONNECT_TIMEOUT_MS,
-            response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
-            purge_after_ms: 300_000,
-            tls: None,
-        }
-    }
-}
+/// Options for the MySQL store (see [`ServerOptions`](crate::store::sql::options::ServerOptions)).
+pub type MysqlOptions = crate::store::sql::options::ServerOptions;
 
 /// A MySQL or MariaDB lock store over a connection pool.
 ///
@@ -109,13 +52,13 @@ pub struct MysqlStore {
     connect_options: MySqlConnectOptions,
     pool_size: u32,
     acquire_timeout: Duration,
-    /// Bound on a whole call (see [`MysqlStore::bounded`]).
+    /// Bound on its background work and on `close`, as on a call (the registry bounds calls
+    /// with [`crate::store::bounded`]).
     call_timeout: Duration,
     /// See [`MysqlOptions::purge_after_ms`].
     purge_after: Duration,
-    /// When the last purge started (`None`: never), so it runs at most once per
-    /// [`PURGE_EVERY`] and process.
-    last_purge: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When the last purge started.
+    purged: PurgeClock,
     sql: Statements,
     /// Built on first use rather than in `connect`, because building a pool spawns its
     /// maintenance task, which needs to run inside a tokio runtime.
@@ -185,7 +128,7 @@ impl MysqlStore {
                     .saturating_add(opts.response_timeout_ms),
             ),
             purge_after: Duration::from_millis(opts.purge_after_ms),
-            last_purge: std::sync::Mutex::new(None),
+            purged: PurgeClock::default(),
             sql: Statements::new(&format!("`{}`", opts.table)),
             pool: OnceLock::new(),
             closed: AtomicBool::new(false),
@@ -196,170 +139,12 @@ impl MysqlStore {
         })
     }
 
-    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
-    /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
-    /// when `owner` itself holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
-    /// taken, with nobody knowing its token, until `ttl_ms` passes.
-    pub async fn try_acquire(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl_us = ttl_micros(ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.acquire;
-        let (done, reconnected) = retry_transient(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(ttl_us)
-                .bind(data)
-                .execute(pool)
-        })
-        .await;
-        let done = done.map_err(|e| db_error("try_acquire", e))?;
-        Ok(match done.last_insert_id() {
-            0 if reconnected => self.owned_token(key, owner, ttl_ms).await?,
-            0 => None,
-            token => Some(token),
-        })
-    }
-
-    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
-    /// expired. Returns whether it did.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: the statement is idempotent, so a dropped call can simply be repeated.
-    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl_us = ttl_micros(ttl_ms)?;
-        let pool = self.ready().await?;
-        extend_one(pool, &self.sql.extend, "extend", key, owner, ttl_us).await
-    }
-
-    /// Extends many leases, as [`MysqlStore::extend`] would each; the result has one entry per
-    /// item, in order.
-    ///
-    /// Items go in batches of up to 256, one multi-row `UPDATE` (one round trip and one commit)
-    /// per batch, the batches running concurrently over the pool. A multi-row statement only
-    /// reports how many rows it matched: when that equals the batch size, every item was
-    /// extended (each matched row has one name, so n matched rows took n items with distinct
-    /// names), which is the heartbeat's usual case. Otherwise that batch's items are extended
-    /// again one by one, which is harmless for the ones already extended and tells each item's
-    /// outcome.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
-    /// yet sent.
-    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_leases(Leases::Locks, items).await
-    }
-
-    /// Extends many holders' permits (`key`: the semaphore), as
-    /// [`MysqlStore::extend_permits`] would each, batched as [`MysqlStore::extend_many`]
-    /// batches locks; one result per item, in order.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
-    /// yet sent.
-    pub async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_leases(Leases::Permits, items).await
-    }
-
-    /// [`MysqlStore::extend_many`] for locks or permits.
-    async fn extend_leases(&self, leases: Leases, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        if items.len() <= 1 {
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                out.push(match leases {
-                    Leases::Locks => self.extend(&item.key, &item.owner, item.ttl_ms).await,
-                    Leases::Permits => {
-                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
-                            .await
-                    }
-                });
-            }
-            return out;
-        }
-        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
-        // Invalid items fail alone instead of failing their batch.
-        let mut valid = Vec::with_capacity(items.len());
-        for (index, item) in items.iter().enumerate() {
-            let checked = check_key(&item.key)
-                .and_then(|()| check_owner(&item.owner))
-                .and_then(|()| ttl_micros(item.ttl_ms));
-            match checked {
-                Ok(ttl_us) => valid.push(Job {
-                    index,
-                    key: item.key.clone(),
-                    owner: item.owner.clone(),
-                    ttl: match leases {
-                        Leases::Locks => ttl_us,
-                        Leases::Permits => item.ttl_ms,
-                    },
-                }),
-                Err(e) => out[index] = Some(Err(e)),
-            }
-        }
-        if !valid.is_empty() {
-            let (ready, bulk, one) = match leases {
-                Leases::Locks => (self.ready().await, &self.sql.extend_many, &self.sql.extend),
-                Leases::Permits => (
-                    self.permits_ready().await,
-                    &self.permit_sql.extend_many,
-                    &self.permit_sql.extend,
-                ),
-            };
-            match ready {
-                Ok(pool) => {
-                    let mut tasks = JoinSet::new();
-                    let mut rest = valid;
-                    while !rest.is_empty() {
-                        let tail = rest.split_off(rest.len().min(EXTEND_BATCH_MAX));
-                        let batch = std::mem::replace(&mut rest, tail);
-                        let padded = batch.len().max(2).next_power_of_two();
-                        let bulk_sql = bulk[padded.trailing_zeros() as usize - 1].clone();
-                        let one_sql = one.clone();
-                        let pool = pool.clone();
-                        tasks.spawn(async move {
-                            extend_batch(&pool, leases, &bulk_sql, &one_sql, batch).await
-                        });
-                    }
-                    join_into(tasks, &mut out).await;
-                }
-                Err(e) => {
-                    for job in &valid {
-                        out[job.index] = Some(Err(e.clone()));
-                    }
-                }
-            }
-        }
-        out.into_iter()
-            .map(|slot| {
-                slot.unwrap_or_else(|| {
-                    Err(StoreError::internal(format!(
-                        "mysql: {}: no result (the task extending it panicked)",
-                        leases.operation()
-                    )))
-                })
-            })
-            .collect()
-    }
-
     /// After a statement was sent twice (its connection broke), the token of `owner`'s live
     /// lease on `key`, if the first sending took effect (or a local handoff gave it to
     /// `owner` meanwhile). The lease is set anew first, so that it runs from after this call
     /// began, as the caller reckons it.
     async fn owned_token(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<Option<u64>> {
-        if !self.extend(key, owner, ttl_ms).await? {
+        if !LockStore::extend(self, key, owner, ttl_ms, false).await? {
             return Ok(None);
         }
         Ok(self
@@ -367,63 +152,6 @@ impl MysqlStore {
             .await?
             .filter(|info| info.owner == owner)
             .map(|info| info.fencing_token))
-    }
-
-    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
-    /// token in one statement (see `SQL_HANDOFF`); `None` if `owner` no longer holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    pub async fn handoff(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        check_owner(next.owner)?;
-        let micros = ttl_micros(next.ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.handoff;
-        let (done, reconnected) = retry_transient(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(next.owner.as_bytes())
-                .bind(next.data)
-                .bind(micros)
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .execute(pool)
-        })
-        .await;
-        let done = done.map_err(|e| db_error("handoff", e))?;
-        if done.rows_affected() == 0 && reconnected {
-            return self.owned_token(key, next.owner, next.ttl_ms).await;
-        }
-        Ok((done.rows_affected() > 0).then(|| done.last_insert_id()))
-    }
-
-    /// Frees `key` if `owner` holds it and its lease has not expired. Returns whether this call
-    /// freed it. The fencing counter is kept, so the next holder gets a higher token.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: the statement is idempotent, but a dropped call may have freed the lock, and
-    /// repeating it then returns `false`.
-    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<bool> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.release;
-        let done = retry_on_conflict(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .execute(pool)
-        })
-        .await
-        .map_err(|e| db_error("release", e))?;
-        self.purge_if_due(pool);
-        Ok(done.rows_affected() > 0)
     }
 
     /// Deletes the rows of names free or expired for longer than the purge delay (see
@@ -459,351 +187,19 @@ impl MysqlStore {
         out
     }
 
-    /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
-    /// Called after releases, so an idle store costs nothing and a busy one purges rarely.
+    /// Starts a purge in the background if it is due (see [`PurgeClock`]).
     fn purge_if_due(&self, pool: &MySqlPool) {
-        let now = std::time::Instant::now();
-        {
-            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
-            if last.is_some_and(|at| now.duration_since(at) < PURGE_EVERY) {
-                return;
-            }
-            *last = Some(now);
-        }
-        let (pool, purges, bound) = (pool.clone(), self.purges(), self.call_timeout);
-        tokio::spawn(async move {
-            // Best effort: a failed purge is tried again after the next interval.
-            for (sql, after) in purges {
-                let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
+        self.purged.run_if_due(self.call_timeout, || {
+            let (pool, purges) = (pool.clone(), self.purges());
+            async move {
+                for (sql, after) in purges {
+                    purge_rows(&pool, &sql, after).await?;
+                }
+                StoreResult::Ok(())
             }
         });
     }
-
-    /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
-    /// clock (rounded up to whole milliseconds) and data. `None` when it is free or expired.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: read only.
-    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
-        check_key(key)?;
-        // A read creates nothing: a table that does not exist holds no lock.
-        let pool = self.connected().await?;
-        let row: Option<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.inspect.clone()))
-            .bind(key.as_bytes())
-            .fetch_optional(pool)
-            .await
-            .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
-            .map_err(|e| db_error("inspect", e))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let decode = |e: sqlx::Error| db_error("inspect", e);
-        let owner: Vec<u8> = row.try_get(0).map_err(decode)?;
-        let fencing_token: u64 = row.try_get(1).map_err(decode)?;
-        let remaining_us: i64 = row.try_get(2).map_err(decode)?;
-        let data: Option<Vec<u8>> = row.try_get(3).map_err(decode)?;
-        Ok(Some(LockInfo {
-            // Owners are only ever written from `&str`, so this never replaces anything.
-            owner: String::from_utf8_lossy(&owner).into_owned(),
-            fencing_token,
-            remaining_ms: (remaining_us + 999) / 1000,
-            data,
-        }))
-    }
-
-    /// Checks that the server answers, creating the table if it does not exist yet.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe.
-    pub async fn ping(&self) -> StoreResult<()> {
-        let pool = self.ready().await?;
-        sqlx::query(SQL_PING)
-            .execute(pool)
-            .await
-            .map_err(|e| db_error("ping", e))?;
-        Ok(())
-    }
-
-    /// Closes the pool, waiting (at most one call's bound) for connections in use to come
-    /// back. Operations after this fail with a `BackendError`.
-    pub async fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        if let Some(pool) = self.pool.get() {
-            // A connection stuck on a stalled server never comes back: do not wait for it.
-            let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
-        }
-    }
-
-    /// Runs one store operation within the call bound (`connect_timeout_ms +
-    /// response_timeout_ms`). sqlx bounds connecting and waiting for a pooled connection,
-    /// but not a statement whose answer never comes (a server stopped with SIGSTOP, a frozen
-    /// network path), and the reconnect loop may try several connections: this bounds it all.
-    /// A statement abandoned this way may still take effect on the server; its connection is
-    /// not reused (sqlx tests a connection whose operation was dropped before pooling it).
-    ///
-    /// # Cancel Safety
-    /// As cancel safe as `fut`.
-    pub async fn bounded<T>(
-        &self,
-        operation: &str,
-        fut: impl Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        match tokio::time::timeout(self.call_timeout, fut).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::timeout(format!(
-                "mysql: {operation}: no answer from the server within {} ms",
-                self.call_timeout.as_millis()
-            ))),
-        }
-    }
-
-    /// [`MysqlStore::extend_many`] within the call bound: on time-out every item fails.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent.
-    pub async fn extend_many_bounded(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_leases_bounded(Leases::Locks, items).await
-    }
-
-    /// [`MysqlStore::extend_many`] or [`MysqlStore::extend_permits_many`] within the call
-    /// bound: on time-out every item fails.
-    async fn extend_leases_bounded(
-        &self,
-        leases: Leases,
-        items: &[ExtendItem],
-    ) -> Vec<StoreResult<bool>> {
-        let all = async { Ok(self.extend_leases(leases, items).await) };
-        match self.bounded(leases.operation(), all).await {
-            Ok(results) => results,
-            Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-        }
-    }
-
-    /// The pool, built on first use, once the table exists.
-    async fn ready(&self) -> StoreResult<&MySqlPool> {
-        let pool = self.connected().await?;
-        self.table_ready
-            .get_or_try_init(|| self.ensure_table(pool))
-            .await?;
-        Ok(pool)
-    }
-
-    /// The pool, built on first use, once a first connection logged in; creates nothing
-    /// (read-only operations use it, so that looking never runs DDL).
-    pub(super) async fn connected(&self) -> StoreResult<&MySqlPool> {
-        let pool = self.pool()?;
-        // A `close` that ran between `pool()` and now may have missed this pool.
-        if self.closed.load(Ordering::SeqCst) {
-            pool.close().await;
-            return Err(closed_error());
-        }
-        self.connected
-            .get_or_try_init(|| async {
-                self.probe().await?;
-                self.log_in(pool).await
-            })
-            .await?;
-        Ok(pool)
-    }
-
-    /// Opens a first pooled connection (kept in the pool for the next statement), so that a
-    /// failure to connect or log in (a wrong password, an unknown database) is reported as
-    /// connecting to the server, naming it, and not as the step that needed the connection.
-    async fn log_in(&self, pool: &MySqlPool) -> StoreResult<()> {
-        pool.acquire().await.map(drop).map_err(|e| {
-            let opts = &self.connect_options;
-            let server = match opts.get_socket() {
-                Some(path) => path.display().to_string(),
-                None => format!("{}:{}", opts.get_host(), opts.get_port()),
-            };
-            db_error(&format!("connecting to {server}"), e)
-        })
-    }
-
-    /// Before the first use of the pool, one plain TCP connection to the server: sqlx's pool
-    /// treats "connection refused" as a server still starting and retries until the connect
-    /// timeout, then reports only "pool timed out". A server that is not there is reported as
-    /// such, at once. Other outcomes are left to the pool.
-    async fn probe(&self) -> StoreResult<()> {
-        let opts = &self.connect_options;
-        if opts.get_socket().is_some() {
-            return Ok(());
-        }
-        crate::store::refused::check_not_refused(
-            "mysql",
-            opts.get_host(),
-            opts.get_port(),
-            self.acquire_timeout,
-        )
-        .await
-    }
-
-    async fn ensure_table(&self, pool: &MySqlPool) -> StoreResult<()> {
-        let created = sqlx::query(AssertSqlSafe(self.sql.create_table.clone()))
-            .execute(pool)
-            .await;
-        let Err(e) = created else {
-            return Ok(());
-        };
-        // The server checks the CREATE privilege even when the table exists, so an account
-        // limited to reading and writing a table its DBA created would fail here: accept the
-        // table if it can be read. Only when the server answered, or an unreachable server
-        // would make the caller wait for a second timeout.
-        if e.as_database_error().is_some() {
-            let probe = sqlx::query(AssertSqlSafe(self.sql.table_probe.clone()))
-                .execute(pool)
-                .await;
-            if probe.is_ok() {
-                return Ok(());
-            }
-        }
-        Err(db_error("creating the lock table", e))
-    }
-
-    fn pool(&self) -> StoreResult<&MySqlPool> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(closed_error());
-        }
-        Ok(self.pool.get_or_init(|| {
-            MySqlPoolOptions::new()
-                .max_connections(self.pool_size)
-                .min_connections(0)
-                .acquire_timeout(self.acquire_timeout)
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| {
-                    Box::pin(async move {
-                        if meta.idle_for > PING_IF_IDLE_FOR {
-                            conn.ping().await?;
-                        }
-                        Ok(true)
-                    })
-                })
-                .connect_lazy_with(self.connect_options.clone())
-        }))
-    }
 }
-
-/// What a batch of extensions extends: lock leases, or holders' permits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Leases {
-    /// Rows of the lock table, found by name; leases in µs.
-    Locks,
-    /// Holders in the permit table, found by name and owner; leases in ms.
-    Permits,
-}
-
-impl Leases {
-    /// The operation named in errors.
-    fn operation(self) -> &'static str {
-        match self {
-            Leases::Locks => "extend",
-            Leases::Permits => "extend_permits",
-        }
-    }
-}
-
-/// One valid item of an `extend_many` call, owned so that its batch can run in a spawned task.
-#[derive(Clone)]
-struct Job {
-    index: usize,
-    key: String,
-    owner: String,
-    /// The new lease, in the unit of its [`Leases`].
-    ttl: u64,
-}
-
-/// Extends one batch with a single statement, falling back to one statement per item when the
-/// matched count does not prove that every item was extended. Returns each item's outcome
-/// with its index in the caller's list.
-async fn extend_batch(
-    pool: &MySqlPool,
-    leases: Leases,
-    bulk_sql: &Arc<str>,
-    one_sql: &Arc<str>,
-    batch: Vec<Job>,
-) -> Vec<(usize, StoreResult<bool>)> {
-    let operation = leases.operation();
-    if batch.len() == 1 {
-        let job = &batch[0];
-        let result = extend_one(pool, one_sql, operation, &job.key, &job.owner, job.ttl).await;
-        return vec![(job.index, result)];
-    }
-    // Padding repeats the last item: a duplicate matches no extra row and, being identical,
-    // cannot change which lease a name gets, so it never makes a partial batch look complete.
-    let padded = batch.len().next_power_of_two();
-    let last = batch.len() - 1;
-    let slot = |i: usize| &batch[i.min(last)];
-    let bulk = retry_on_conflict(|| {
-        let mut query = sqlx::query(AssertSqlSafe(bulk_sql.clone()));
-        for i in 0..padded {
-            query = query.bind(slot(i).key.as_bytes());
-            if leases == Leases::Permits {
-                query = query.bind(slot(i).owner.as_bytes());
-            }
-            query = query.bind(slot(i).ttl);
-        }
-        for i in 0..padded {
-            query = query
-                .bind(slot(i).key.as_bytes())
-                .bind(slot(i).owner.as_bytes());
-        }
-        query.execute(pool)
-    })
-    .await;
-    match bulk {
-        Ok(done) if done.rows_affected() == batch.len() as u64 => {
-            return batch.iter().map(|job| (job.index, Ok(true))).collect();
-        }
-        Ok(_) => {}
-        // The server was not reached, or the answer was lost: one statement per item would
-        // only wait for the same failure again.
-        Err(e) if e.as_database_error().is_none() => {
-            let error = db_error(operation, e);
-            return batch
-                .iter()
-                .map(|job| (job.index, Err(error.clone())))
-                .collect();
-        }
-        // The server refused the batch as a whole: try the items on their own.
-        Err(_) => {}
-    }
-    // Some item was not extended: ask each item on its own, concurrently, so that every
-    // answer is exact.
-    let mut tasks = JoinSet::new();
-    for job in batch.iter() {
-        let (pool, sql, job) = (pool.clone(), one_sql.clone(), job.clone());
-        tasks.spawn(async move {
-            let result = extend_one(&pool, &sql, operation, &job.key, &job.owner, job.ttl).await;
-            vec![(job.index, result)]
-        });
-    }
-    let mut results = Vec::with_capacity(batch.len());
-    while let Some(joined) = tasks.join_next().await {
-        // A panicked task leaves its item unanswered; `extend_many` reports it as an error.
-        if let Ok(mut done) = joined {
-            results.append(&mut done);
-        }
-    }
-    results
-}
-
-/// Collects the outcomes of batch tasks into their slots; a panicked task leaves its slots
-/// empty, and `extend_many` reports those as errors.
-async fn join_into(
-    mut tasks: JoinSet<Vec<(usize, StoreResult<bool>)>>,
-    out: &mut [Option<StoreResult<bool>>],
-) {
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok(done) = joined {
-            for (index, result) in done {
-                out[index] = Some(result);
-            }
-        }
-    }
-}
-
-/// How often a process purges free rows at most.
-const PURGE_EVERY: Duration = Duration::from_secs(60);
 
 /// Runs a purge statement (`SQL_PURGE` or a semaphore table's), binding the purge delay
 /// `after` in its unit, until it deletes fewer rows than its limit.
@@ -816,7 +212,7 @@ async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: u64) -> StoreResult
                 .execute(pool)
         })
         .await
-        .map_err(|e| db_error("purge", e))?;
+        .map_err(|e| db_error::<Mysql>("purge", e))?;
         total += done.rows_affected();
         if done.rows_affected() < 1000 {
             return Ok(total);
@@ -824,62 +220,25 @@ async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: u64) -> StoreResult
     }
 }
 
-/// Runs `SQL_EXTEND` (or the permit table's) for one lease, `ttl` in the statement's unit.
-async fn extend_one(
-    pool: &MySqlPool,
-    sql: &Arc<str>,
-    operation: &str,
-    key: &str,
-    owner: &str,
-    ttl: u64,
-) -> StoreResult<bool> {
-    let done = retry_on_conflict(|| {
-        sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(ttl)
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .execute(pool)
-    })
-    .await
-    .map_err(|e| db_error(operation, e))?;
-    Ok(done.rows_affected() > 0)
+/// The lease in microseconds, the unit of the lock table's statements.
+fn ttl_micros(ttl_ms: u64) -> StoreResult<u64> {
+    Ok(check_ttl::<Mysql>(ttl_ms)? as u64 * 1000)
 }
 
 fn valid_table_name(name: &str) -> bool {
     crate::limits::valid_table_name(name)
 }
 
-fn check_key(key: &str) -> StoreResult<()> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "mysql: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
-            key.len()
-        )));
-    }
-    Ok(())
-}
-
-fn check_owner(owner: &str) -> StoreResult<()> {
-    if owner.len() > MAX_OWNER_BYTES {
-        return Err(StoreError::invalid(format!(
-            "mysql: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
-            owner.len()
-        )));
-    }
-    Ok(())
-}
-
-fn ttl_micros(ttl_ms: u64) -> StoreResult<u64> {
-    if ttl_ms > MAX_TTL_MS {
-        return Err(StoreError::invalid(format!(
-            "mysql: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported"
-        )));
-    }
-    Ok(ttl_ms * 1000)
-}
-
-/// The contract: every call within [`MysqlStore::bounded`].
+/// The contract; every call is bounded by the decorator the registry wraps the store in
+/// ([`crate::store::bounded`]).
 impl LockStore for MysqlStore {
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
+    /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
+    /// when `owner` itself holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
+    /// taken, with nobody knowing its token, until `ttl_ms` passes.
     fn try_acquire<'a>(
         &'a self,
         key: &'a str,
@@ -888,13 +247,36 @@ impl LockStore for MysqlStore {
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded(
-            "try_acquire",
-            MysqlStore::try_acquire(self, key, owner, ttl_ms, data),
-        )
+        async move {
+            check_key::<Mysql>(key)?;
+            check_owner::<Mysql>(owner)?;
+            let ttl_us = ttl_micros(ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.acquire;
+            let (done, reconnected) = retry_transient(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(ttl_us)
+                    .bind(data)
+                    .execute(pool)
+            })
+            .await;
+            let done = done.map_err(|e| db_error::<Mysql>("try_acquire", e))?;
+            Ok(match done.last_insert_id() {
+                0 if reconnected => self.owned_token(key, owner, ttl_ms).await?,
+                0 => None,
+                token => Some(token),
+            })
+        }
         .boxed()
     }
 
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
+    /// expired. Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent, so a dropped call can simply be repeated.
     fn extend<'a>(
         &'a self,
         key: &'a str,
@@ -902,53 +284,145 @@ impl LockStore for MysqlStore {
         ttl_ms: u64,
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("extend", MysqlStore::extend(self, key, owner, ttl_ms))
-            .boxed()
+        async move {
+            check_key::<Mysql>(key)?;
+            check_owner::<Mysql>(owner)?;
+            let ttl_us = ttl_micros(ttl_ms)?;
+            let pool = self.ready().await?;
+            extend_one(pool, &self.sql.extend, "extend", key, owner, ttl_us).await
+        }
+        .boxed()
     }
 
+    /// Extends many leases, as [`LockStore::extend`] would each; the result has one entry per
+    /// item, in order.
+    ///
+    /// Items go in batches of up to 256, one multi-row `UPDATE` (one round trip and one commit)
+    /// per batch, the batches running concurrently over the pool. A multi-row statement only
+    /// reports how many rows it matched: when that equals the batch size, every item was
+    /// extended (each matched row has one name, so n matched rows took n items with distinct
+    /// names), which is the heartbeat's usual case. Otherwise that batch's items are extended
+    /// again one by one, which is harmless for the ones already extended and tells each item's
+    /// outcome.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
+    /// yet sent.
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        self.extend_many_bounded(items).boxed()
+        self.extend_leases(Leases::Locks, items).boxed()
     }
 
+    /// Frees `key` if `owner` holds it and its lease has not expired. Returns whether this call
+    /// freed it. The fencing counter is kept, so the next holder gets a higher token.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent, but a dropped call may have freed the lock, and
+    /// repeating it then returns `false`.
     fn release<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
         async move {
-            let released = self
-                .bounded("release", MysqlStore::release(self, key, owner))
-                .await?;
+            check_key::<Mysql>(key)?;
+            check_owner::<Mysql>(owner)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.release;
+            let done = retry_on_conflict(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .execute(pool)
+            })
+            .await
+            .map_err(|e| db_error::<Mysql>("release", e))?;
+            self.purge_if_due(pool);
             // No announcements: nobody elsewhere is known to wait.
             Ok(ReleaseOutcome {
-                released,
+                released: done.rows_affected() > 0,
                 others_waiting: false,
             })
         }
         .boxed()
     }
 
+    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
+    /// token in one statement (see `SQL_HANDOFF`); `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
     fn handoff<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("handoff", MysqlStore::handoff(self, key, owner, next))
-            .boxed()
+        async move {
+            check_key::<Mysql>(key)?;
+            check_owner::<Mysql>(owner)?;
+            check_owner::<Mysql>(next.owner)?;
+            let micros = ttl_micros(next.ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.handoff;
+            let (done, reconnected) = retry_transient(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(next.owner.as_bytes())
+                    .bind(next.data)
+                    .bind(micros)
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .execute(pool)
+            })
+            .await;
+            let done = done.map_err(|e| db_error::<Mysql>("handoff", e))?;
+            if done.rows_affected() == 0 && reconnected {
+                return self.owned_token(key, next.owner, next.ttl_ms).await;
+            }
+            Ok((done.rows_affected() > 0).then(|| done.last_insert_id()))
+        }
+        .boxed()
     }
 
+    /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
+    /// clock (rounded up to whole milliseconds) and data. `None` when it is free or expired.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
-        self.bounded("inspect", MysqlStore::inspect(self, key))
-            .boxed()
+        async move {
+            check_key::<Mysql>(key)?;
+            // A read creates nothing: a table that does not exist holds no lock.
+            let pool = self.connected().await?;
+            let row: Option<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.inspect.clone()))
+                .bind(key.as_bytes())
+                .fetch_optional(pool)
+                .await
+                .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
+                .map_err(|e| db_error::<Mysql>("inspect", e))?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let decode = |e: sqlx::Error| db_error::<Mysql>("inspect", e);
+            let owner: Vec<u8> = row.try_get(0).map_err(decode)?;
+            let fencing_token: u64 = row.try_get(1).map_err(decode)?;
+            let remaining_us: i64 = row.try_get(2).map_err(decode)?;
+            let data: Option<Vec<u8>> = row.try_get(3).map_err(decode)?;
+            Ok(Some(LockInfo {
+                // Owners are only ever written from `&str`, so this never replaces anything.
+                owner: String::from_utf8_lossy(&owner).into_owned(),
+                fencing_token,
+                remaining_ms: (remaining_us + 999) / 1000,
+                data,
+            }))
+        }
+        .boxed()
     }
 
     fn acquire_permits<'a>(
         &'a self,
         req: &'a PermitRequest<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("acquire_permits", MysqlStore::acquire_permits(self, req))
-            .boxed()
+        MysqlStore::acquire_permits(self, req).boxed()
     }
 
     fn extend_permits<'a>(
@@ -957,18 +431,21 @@ impl LockStore for MysqlStore {
         owner: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded(
-            "extend_permits",
-            MysqlStore::extend_permits(self, name, owner, ttl_ms),
-        )
-        .boxed()
+        MysqlStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
+    /// Extends many holders' permits (`key`: the semaphore), as
+    /// [`LockStore::extend_permits`] would each, batched as [`LockStore::extend_many`]
+    /// batches locks; one result per item, in order.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
+    /// yet sent.
     fn extend_permits_many<'a>(
         &'a self,
         items: &'a [ExtendItem],
     ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        self.extend_leases_bounded(Leases::Permits, items).boxed()
+        self.extend_leases(Leases::Permits, items).boxed()
     }
 
     fn release_permits<'a>(
@@ -976,33 +453,40 @@ impl LockStore for MysqlStore {
         name: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+        MysqlStore::release_permits(self, name, owner).boxed()
+    }
+
+    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+        MysqlStore::permits(self, name).boxed()
+    }
+
+    /// Checks that the server answers, creating the table if it does not exist yet.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
         async move {
-            let released = self
-                .bounded(
-                    "release_permits",
-                    MysqlStore::release_permits(self, name, owner),
-                )
-                .await?;
-            // No announcements, as for locks.
-            Ok(ReleaseOutcome {
-                released,
-                others_waiting: false,
-            })
+            let pool = self.ready().await?;
+            sqlx::query(SQL_PING)
+                .execute(pool)
+                .await
+                .map_err(|e| db_error::<Mysql>("ping", e))?;
+            Ok(())
         }
         .boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
-        self.bounded("permits", MysqlStore::permits(self, name))
-            .boxed()
-    }
-
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
-        self.bounded("ping", MysqlStore::ping(self)).boxed()
-    }
-
+    /// Closes the pool, waiting (at most one call's bound) for connections in use to come
+    /// back. Operations after this fail with a `BackendError`.
     fn close(&self) -> BoxFuture<'_, ()> {
-        MysqlStore::close(self).boxed()
+        async move {
+            self.closed.store(true, Ordering::SeqCst);
+            if let Some(pool) = self.pool.get() {
+                // A connection stuck on a stalled server never comes back: do not wait for it.
+                let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
+            }
+        }
+        .boxed()
     }
 
     fn operator(&self) -> Option<&dyn OperatorTools> {
@@ -1012,8 +496,8 @@ impl LockStore for MysqlStore {
 
 impl OperatorTools for MysqlStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("force_release", async move {
-            check_key(key)?;
+        async move {
+            check_key::<Mysql>(key)?;
             let pool = self.ready().await?;
             let sql = &self.sql.force_release;
             let done = retry_on_conflict(|| {
@@ -1022,9 +506,9 @@ impl OperatorTools for MysqlStore {
                     .execute(pool)
             })
             .await
-            .map_err(|e| db_error("force_release", e))?;
+            .map_err(|e| db_error::<Mysql>("force_release", e))?;
             Ok(done.rows_affected() > 0)
-        })
+        }
         .boxed()
     }
 
@@ -1033,7 +517,7 @@ impl OperatorTools for MysqlStore {
         prefix: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        self.bounded("list", async move {
+        async move {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
             let mut pattern = Vec::with_capacity(prefix.len() + 1);
@@ -1056,8 +540,8 @@ impl OperatorTools for MysqlStore {
                         Err(e)
                     }
                 })
-                .map_err(|e| db_error("list", e))?;
-            let decode = |e: sqlx::Error| db_error("list", e);
+                .map_err(|e| db_error::<Mysql>("list", e))?;
+            let decode = |e: sqlx::Error| db_error::<Mysql>("list", e);
             rows.into_iter()
                 .map(|row| {
                     let name: Vec<u8> = row.try_get(0).map_err(decode)?;
@@ -1076,7 +560,7 @@ impl OperatorTools for MysqlStore {
                     })
                 })
                 .collect()
-        })
+        }
         .boxed()
     }
 }

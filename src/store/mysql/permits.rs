@@ -20,11 +20,12 @@ use std::sync::Arc;
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, MySqlConnection, Row};
 
-use super::{
-    check_key, check_owner, db_error, no_such_table, retry_on_conflict, ttl_micros, MysqlStore,
-};
+use super::errors::{no_such_table, retry_on_conflict, Mysql};
+use super::{ttl_micros, MysqlStore};
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
-use crate::store::{PermitHolder, PermitRequest, StoreError, StoreResult};
+use crate::store::sql::checks::{check_key, check_owner};
+use crate::store::sql::errors::db_error;
+use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
 
 /// `kind` of a holder's row.
 const HOLDER: u8 = 1;
@@ -222,7 +223,7 @@ impl PermitStatements {
         let sql = |template: &str| -> Arc<str> { fill(template).into() };
         let mut extend_many = Vec::new();
         let mut size = 2;
-        while size <= super::EXTEND_BATCH_MAX {
+        while size <= super::extend::EXTEND_BATCH_MAX {
             let mut text = fill(SQL_EXTEND_MANY_HEAD);
             text.push_str(&SQL_EXTEND_MANY_ARM.repeat(size));
             text.push_str(SQL_EXTEND_MANY_MIDDLE);
@@ -473,8 +474,8 @@ async fn acquire_once(
 
 /// Checks a request before any I/O.
 fn check_request(req: &PermitRequest<'_>) -> StoreResult<()> {
-    check_key(req.name)?;
-    check_owner(req.owner)?;
+    check_key::<Mysql>(req.name)?;
+    check_owner::<Mysql>(req.owner)?;
     if req.permits == 0 || req.permits > req.limit {
         return Err(StoreError::invalid(format!(
             "mysql: {} permits asked of a semaphore of {}: ask for 1 to the limit",
@@ -505,7 +506,7 @@ impl MysqlStore {
         let pool = self.permits_ready().await?;
         retry_on_conflict(|| acquire_once(pool, &self.permit_sql, req))
             .await
-            .map_err(|e| db_error("acquire_permits", e))
+            .map_err(|e| db_error::<Mysql>("acquire_permits", e))
     }
 
     /// Sets the remaining lease of `owner`'s permits of `name` to `ttl_ms` if it still holds
@@ -514,11 +515,11 @@ impl MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
     pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_key(name)?;
-        check_owner(owner)?;
+        check_key::<Mysql>(name)?;
+        check_owner::<Mysql>(owner)?;
         ttl_micros(ttl_ms)?;
         let pool = self.permits_ready().await?;
-        super::extend_one(
+        super::extend::extend_one(
             pool,
             &self.permit_sql.extend,
             "extend_permits",
@@ -530,15 +531,15 @@ impl MysqlStore {
     }
 
     /// Frees `owner`'s permits of `name` and its place in the queue. Returns whether it held
-    /// live permits. One statement when it did, a second one otherwise (for a queued place or
+    /// live permits (`released`). One statement when it did, a second one otherwise (for a queued place or
     /// a lapsed holder's row).
     ///
     /// # Cancel Safety
     /// Cancel safe: the statements are idempotent, but a dropped call may have freed the
     /// permits, and repeating it then returns `false`.
-    pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<bool> {
-        check_key(name)?;
-        check_owner(owner)?;
+    pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+        check_key::<Mysql>(name)?;
+        check_owner::<Mysql>(owner)?;
         let pool = self.permits_ready().await?;
         let run = |sql: &Arc<str>| {
             let sql = sql.clone();
@@ -551,16 +552,20 @@ impl MysqlStore {
         };
         let held = run(&self.permit_sql.release_held)
             .await
-            .map_err(|e| db_error("release_permits", e))?
+            .map_err(|e| db_error::<Mysql>("release_permits", e))?
             .rows_affected()
             > 0;
         if !held {
             run(&self.permit_sql.release_rest)
                 .await
-                .map_err(|e| db_error("release_permits", e))?;
+                .map_err(|e| db_error::<Mysql>("release_permits", e))?;
         }
         self.purge_if_due(pool);
-        Ok(held)
+        // No announcements, as for locks.
+        Ok(ReleaseOutcome {
+            released: held,
+            others_waiting: false,
+        })
     }
 
     /// The live holders of `name`, remaining leases by the server's clock.
@@ -568,7 +573,7 @@ impl MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: read only.
     pub async fn permits(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
-        check_key(name)?;
+        check_key::<Mysql>(name)?;
         // A read creates nothing: tables that do not exist hold no permits.
         let pool = self.connected().await?;
         let rows: Vec<MySqlRow> = sqlx::query(AssertSqlSafe(self.permit_sql.holders.clone()))
@@ -582,8 +587,8 @@ impl MysqlStore {
                     Err(e)
                 }
             })
-            .map_err(|e| db_error("permits", e))?;
-        let decode = |e: sqlx::Error| db_error("permits", e);
+            .map_err(|e| db_error::<Mysql>("permits", e))?;
+        let decode = |e: sqlx::Error| db_error::<Mysql>("permits", e);
         rows.into_iter()
             .map(|row| {
                 let owner: Vec<u8> = row.try_get(0).map_err(decode)?;
@@ -632,7 +637,7 @@ impl MysqlStore {
                 return Ok(());
             }
         }
-        Err(db_error("creating the semaphore tables", e))
+        Err(db_error::<Mysql>("creating the semaphore tables", e))
     }
 }
 

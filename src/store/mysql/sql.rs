@@ -1,6 +1,6 @@
 //! The MySQL store's statement texts, one set per lease table.
 
-use super::EXTEND_BATCH_MAX;
+use super::extend::EXTEND_BATCH_MAX;
 use std::sync::Arc;
 
 // Placeholder substituted with the validated, backtick-quoted table name when the store is built.

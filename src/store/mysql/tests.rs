@@ -3,7 +3,9 @@
 use super::*;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
 use crate::store::{ErrorKind, ValueFormat};
+use sqlx::Connection;
 use std::time::Instant;
+use tokio::task::JoinSet;
 
 pub(super) const TEST_URL: &str = "mysql://root@127.0.0.1:3306/test";
 // Its own table, so these tests never meet another suite's rows; names are random uuids,
@@ -37,10 +39,16 @@ fn fresh(granted: Option<u64>) -> u64 {
 async fn acquire_on_a_new_name_returns_the_clock_and_after_release_the_next_token() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
-    assert!(s.release(&k, &a).await.unwrap());
+    let first = fresh(
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
+    assert!(s.release(&k, &a).await.unwrap().released);
     assert_eq!(
-        s.try_acquire(&k, &b, 10_000, None).await.unwrap(),
+        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
         Some(first + 1)
     );
 }
@@ -49,9 +57,13 @@ async fn acquire_on_a_new_name_returns_the_clock_and_after_release_the_next_toke
 async fn a_held_name_returns_none_for_another_owner_and_stays_with_its_holder() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    let first = fresh(s.try_acquire(&k, &a, 10_000, Some(b"mine")).await.unwrap());
+    let first = fresh(
+        s.try_acquire(&k, &a, 10_000, Some(b"mine"), ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     assert_eq!(
-        s.try_acquire(&k, &b, 10_000, Some(b"theirs"))
+        s.try_acquire(&k, &b, 10_000, Some(b"theirs"), ValueFormat::Fenced)
             .await
             .unwrap(),
         None
@@ -67,8 +79,17 @@ async fn a_held_name_returns_none_for_another_owner_and_stays_with_its_holder() 
 async fn the_same_owner_acquiring_again_while_holding_gets_none() {
     let s = store();
     let (k, a) = (name(), owner());
-    let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
-    assert_eq!(s.try_acquire(&k, &a, 10_000, None).await.unwrap(), None);
+    let first = fresh(
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().fencing_token, first);
 }
 
@@ -76,10 +97,16 @@ async fn the_same_owner_acquiring_again_while_holding_gets_none() {
 async fn an_expired_lease_is_taken_by_another_owner_with_a_higher_token() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    let first = fresh(s.try_acquire(&k, &a, 100, Some(b"old")).await.unwrap());
+    let first = fresh(
+        s.try_acquire(&k, &a, 100, Some(b"old"), ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     sleep_ms(250).await;
     assert_eq!(
-        s.try_acquire(&k, &b, 10_000, Some(b"new")).await.unwrap(),
+        s.try_acquire(&k, &b, 10_000, Some(b"new"), ValueFormat::Fenced)
+            .await
+            .unwrap(),
         Some(first + 1)
     );
     let info = s.inspect(&k).await.unwrap().unwrap();
@@ -89,28 +116,37 @@ async fn an_expired_lease_is_taken_by_another_owner_with_a_higher_token() {
     );
     assert_eq!(info.data.as_deref(), Some(&b"new"[..]));
     // The old holder's lease is gone: it can neither extend nor release the new one.
-    assert!(!s.extend(&k, &a, 10_000).await.unwrap());
-    assert!(!s.release(&k, &a).await.unwrap());
+    assert!(!s.extend(&k, &a, 10_000, false).await.unwrap());
+    assert!(!s.release(&k, &a).await.unwrap().released);
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, b);
 }
 
 #[tokio::test]
 async fn fencing_tokens_keep_increasing_across_releases_expiries_and_new_stores() {
     let (k, a) = (name(), owner());
-    let mut expected = fresh(store().try_acquire(&k, &a, 50, None).await.unwrap());
+    let mut expected = fresh(
+        store()
+            .try_acquire(&k, &a, 50, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     sleep_ms(150).await;
     for round in 0..3 {
         // A new store (a new pool) stands in for a restarted client.
         let s = store();
         expected += 1;
         assert_eq!(
-            s.try_acquire(&k, &a, 10_000, None).await.unwrap(),
+            s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap(),
             Some(expected)
         );
-        assert!(s.release(&k, &a).await.unwrap());
+        assert!(s.release(&k, &a).await.unwrap().released);
         expected += 1;
         assert_eq!(
-            s.try_acquire(&k, &a, 50, None).await.unwrap(),
+            s.try_acquire(&k, &a, 50, None, ValueFormat::Fenced)
+                .await
+                .unwrap(),
             Some(expected)
         );
         sleep_ms(150).await;
@@ -125,33 +161,61 @@ async fn a_token_from_an_earlier_statement_on_the_same_connection_never_leaks_in
     // a token; a busy acquire must still report busy.
     let s = MysqlStore::connect(TEST_URL, options(1)).unwrap();
     let (k, a, b) = (name(), owner(), owner());
-    fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
+    fresh(
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     let other = name();
-    let first = fresh(s.try_acquire(&other, &a, 10_000, None).await.unwrap());
-    assert!(s.release(&other, &a).await.unwrap());
+    let first = fresh(
+        s.try_acquire(&other, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
+    assert!(s.release(&other, &a).await.unwrap().released);
     assert_eq!(
-        s.try_acquire(&other, &a, 10_000, None).await.unwrap(),
+        s.try_acquire(&other, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
         Some(first + 1)
     );
-    assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), None);
+    assert_eq!(
+        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
     let pool = s.ready().await.unwrap();
     sqlx::query("SELECT LAST_INSERT_ID(99)")
         .execute(pool)
         .await
         .unwrap();
-    assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), None);
-    assert_eq!(s.try_acquire(&other, &b, 10_000, None).await.unwrap(), None);
+    assert_eq!(
+        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        s.try_acquire(&other, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 #[tokio::test]
 async fn extend_by_the_owner_succeeds_and_by_a_stranger_fails() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 1_000, None).await.unwrap().unwrap();
-    assert!(s.extend(&k, &a, 60_000).await.unwrap());
+    s.try_acquire(&k, &a, 1_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.extend(&k, &a, 60_000, false).await.unwrap());
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!((59_000..=60_000).contains(&remaining), "{remaining}");
-    assert!(!s.extend(&k, &b, 120_000).await.unwrap());
+    assert!(!s.extend(&k, &b, 120_000, false).await.unwrap());
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!(remaining <= 60_000, "{remaining}");
 }
@@ -160,8 +224,11 @@ async fn extend_by_the_owner_succeeds_and_by_a_stranger_fails() {
 async fn extend_can_shorten_a_lease() {
     let s = store();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 60_000, None).await.unwrap().unwrap();
-    assert!(s.extend(&k, &a, 2_000).await.unwrap());
+    s.try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.extend(&k, &a, 2_000, false).await.unwrap());
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!((1_000..=2_000).contains(&remaining), "{remaining}");
 }
@@ -170,26 +237,37 @@ async fn extend_can_shorten_a_lease() {
 async fn extend_after_expiry_fails() {
     let s = store();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 100, None).await.unwrap().unwrap();
+    s.try_acquire(&k, &a, 100, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     sleep_ms(250).await;
-    assert!(!s.extend(&k, &a, 10_000).await.unwrap());
+    assert!(!s.extend(&k, &a, 10_000, false).await.unwrap());
     assert_eq!(s.inspect(&k).await.unwrap(), None);
 }
 
 #[tokio::test]
 async fn extend_of_a_name_never_locked_fails() {
     let s = store();
-    assert!(!s.extend(&name(), &owner(), 10_000).await.unwrap());
+    assert!(!s.extend(&name(), &owner(), 10_000, false).await.unwrap());
 }
 
 #[tokio::test]
 async fn release_by_a_stranger_returns_false_and_leaves_the_lock() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-    assert!(!s.release(&k, &b).await.unwrap());
+    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!s.release(&k, &b).await.unwrap().released);
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, a);
-    assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), None);
+    assert_eq!(
+        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 #[tokio::test]
@@ -197,7 +275,7 @@ async fn a_handoff_gives_the_lock_to_the_next_owner_with_the_next_token() {
     let store = store();
     let (key, a, b) = (name(), owner(), owner());
     let first = store
-        .try_acquire(&key, &a, 30_000, Some(b"a-data"))
+        .try_acquire(&key, &a, 30_000, Some(b"a-data"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -217,25 +295,31 @@ async fn a_handoff_gives_the_lock_to_the_next_owner_with_the_next_token() {
         None,
         "a no longer holds it"
     );
-    assert!(store.release(&key, &b).await.unwrap());
+    assert!(store.release(&key, &b).await.unwrap().released);
 }
 
 #[tokio::test]
 async fn release_twice_returns_true_then_false() {
     let s = store();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-    assert!(s.release(&k, &a).await.unwrap());
-    assert!(!s.release(&k, &a).await.unwrap());
+    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.release(&k, &a).await.unwrap().released);
+    assert!(!s.release(&k, &a).await.unwrap().released);
 }
 
 #[tokio::test]
 async fn release_after_expiry_returns_false() {
     let s = store();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 100, None).await.unwrap().unwrap();
+    s.try_acquire(&k, &a, 100, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     sleep_ms(250).await;
-    assert!(!s.release(&k, &a).await.unwrap());
+    assert!(!s.release(&k, &a).await.unwrap().released);
 }
 
 #[tokio::test]
@@ -243,13 +327,13 @@ async fn inspect_returns_none_for_a_name_never_locked_released_or_expired() {
     let s = store();
     assert_eq!(s.inspect(&name()).await.unwrap(), None);
     let (released, expired, a) = (name(), name(), owner());
-    s.try_acquire(&released, &a, 10_000, Some(b"x"))
+    s.try_acquire(&released, &a, 10_000, Some(b"x"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     s.release(&released, &a).await.unwrap();
     assert_eq!(s.inspect(&released).await.unwrap(), None);
-    s.try_acquire(&expired, &a, 100, None)
+    s.try_acquire(&expired, &a, 100, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -261,12 +345,15 @@ async fn inspect_returns_none_for_a_name_never_locked_released_or_expired() {
 async fn inspect_reports_no_data_when_acquired_without_data() {
     let s = store();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 100, Some(b"first"))
+    s.try_acquire(&k, &a, 100, Some(b"first"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     sleep_ms(250).await;
-    s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, None);
 }
 
@@ -276,7 +363,7 @@ async fn data_round_trips_binary_bytes_including_zero_and_0xff() {
     let (k, a) = (name(), owner());
     let mut data: Vec<u8> = (0..=255u8).collect();
     data.extend_from_slice(&[0x00, 0xff, 0x00, b'\'', b'\\', 0xff]);
-    s.try_acquire(&k, &a, 10_000, Some(&data))
+    s.try_acquire(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -288,7 +375,7 @@ async fn data_of_a_few_megabytes_round_trips() {
     let s = store();
     let (k, a) = (name(), owner());
     let data: Vec<u8> = (0..3 * 1024 * 1024).map(|_| fastrand::u8(..)).collect();
-    s.try_acquire(&k, &a, 10_000, Some(&data))
+    s.try_acquire(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -300,23 +387,38 @@ async fn names_that_differ_only_in_case_or_trailing_spaces_are_different_locks()
     let s = store();
     let k = name();
     let (a, b, c) = (owner(), owner(), owner());
-    fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
+    fresh(
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     let upper = k.to_uppercase();
-    fresh(s.try_acquire(&upper, &b, 10_000, None).await.unwrap());
+    fresh(
+        s.try_acquire(&upper, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     let spaced = format!("{k} ");
-    fresh(s.try_acquire(&spaced, &c, 10_000, None).await.unwrap());
+    fresh(
+        s.try_acquire(&spaced, &c, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
 }
 
 #[tokio::test]
 async fn a_name_longer_than_the_column_is_rejected_instead_of_truncated() {
     let s = store();
     let long = "x".repeat(MAX_KEY_BYTES + 1);
-    assert!(s.try_acquire(&long, &owner(), 10_000, None).await.is_err());
+    assert!(s
+        .try_acquire(&long, &owner(), 10_000, None, ValueFormat::Fenced)
+        .await
+        .is_err());
     let base = name();
     let longest = format!("{base}{}", "y".repeat(MAX_KEY_BYTES - base.len()));
     assert_eq!(longest.len(), MAX_KEY_BYTES);
     fresh(
-        s.try_acquire(&longest, &owner(), 10_000, None)
+        s.try_acquire(&longest, &owner(), 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap(),
     );
@@ -326,11 +428,11 @@ async fn a_name_longer_than_the_column_is_rejected_instead_of_truncated() {
 async fn a_ttl_beyond_the_supported_maximum_is_rejected() {
     let s = store();
     assert!(s
-        .try_acquire(&name(), &owner(), MAX_TTL_MS + 1, None)
+        .try_acquire(&name(), &owner(), MAX_TTL_MS + 1, None, ValueFormat::Fenced)
         .await
         .is_err());
     assert!(s
-        .try_acquire(&name(), &owner(), MAX_TTL_MS, None)
+        .try_acquire(&name(), &owner(), MAX_TTL_MS, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .is_some());
@@ -343,7 +445,10 @@ async fn exactly_one_of_200_concurrent_acquirers_of_a_free_name_wins() {
     let mut tasks = JoinSet::new();
     for _ in 0..200 {
         let (s, k) = (s.clone(), k.clone());
-        tasks.spawn(async move { s.try_acquire(&k, &owner(), 10_000, None).await });
+        tasks.spawn(async move {
+            s.try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
+                .await
+        });
     }
     let mut winners = Vec::new();
     while let Some(joined) = tasks.join_next().await {
@@ -359,12 +464,19 @@ async fn exactly_one_of_200_concurrent_acquirers_of_a_free_name_wins() {
 async fn exactly_one_of_200_concurrent_acquirers_of_an_expired_name_wins() {
     let s = Arc::new(store());
     let k = name();
-    let first = fresh(s.try_acquire(&k, &owner(), 50, None).await.unwrap());
+    let first = fresh(
+        s.try_acquire(&k, &owner(), 50, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     sleep_ms(150).await;
     let mut tasks = JoinSet::new();
     for _ in 0..200 {
         let (s, k) = (s.clone(), k.clone());
-        tasks.spawn(async move { s.try_acquire(&k, &owner(), 10_000, None).await });
+        tasks.spawn(async move {
+            s.try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
+                .await
+        });
     }
     let mut winners = Vec::new();
     while let Some(joined) = tasks.join_next().await {
@@ -380,15 +492,15 @@ async fn extend_many_reports_each_items_outcome_in_order() {
     let s = store();
     let (held, expired, taken, never) = (name(), name(), name(), name());
     let (a, b) = (owner(), owner());
-    s.try_acquire(&held, &a, 1_000, None)
+    s.try_acquire(&held, &a, 1_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
-    s.try_acquire(&expired, &a, 50, None)
+    s.try_acquire(&expired, &a, 50, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
-    s.try_acquire(&taken, &b, 1_000, None)
+    s.try_acquire(&taken, &b, 1_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -432,7 +544,10 @@ async fn extend_many_gives_each_item_its_own_ttl() {
     let a = owner();
     let keys: Vec<String> = (0..5).map(|_| name()).collect();
     for k in &keys {
-        s.try_acquire(k, &a, 1_000, None).await.unwrap().unwrap();
+        s.try_acquire(k, &a, 1_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
     }
     let items: Vec<ExtendItem> = keys
         .iter()
@@ -457,7 +572,10 @@ async fn extend_many_gives_each_item_its_own_ttl() {
 async fn extend_many_with_a_duplicate_item_reports_both_as_extended() {
     let s = store();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 1_000, None).await.unwrap().unwrap();
+    s.try_acquire(&k, &a, 1_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     let item = ExtendItem {
         key: k.clone(),
         owner: a.clone(),
@@ -480,7 +598,10 @@ async fn extend_many_over_several_batches_keeps_every_items_place() {
         let k = name();
         let held = i % 7 != 3;
         if held {
-            s.try_acquire(&k, &a, 5_000, None).await.unwrap().unwrap();
+            s.try_acquire(&k, &a, 5_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap()
+                .unwrap();
         }
         items.push(ExtendItem {
             key: k,
@@ -516,13 +637,16 @@ async fn an_extend_many_chosen_as_a_deadlock_victim_still_reports_every_outcome(
     // `second`, which the other transaction holds.
     let (first, second) = (format!("{prefix}:1"), format!("{prefix}:2"));
     for k in [&first, &second] {
-        s.try_acquire(k, &a, 60_000, None).await.unwrap().unwrap();
+        s.try_acquire(k, &a, 60_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
     }
     // Many rows changed make the other transaction the heavier one, so InnoDB rolls back
     // the extend instead.
     for i in 0..50 {
         let filler = format!("{prefix}:filler:{i}");
-        s.try_acquire(&filler, &a, 60_000, None)
+        s.try_acquire(&filler, &a, 60_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
@@ -642,10 +766,18 @@ fn purging_at_once() -> MysqlStore {
 async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token() {
     let s = purging_at_once();
     let (k, a) = (name(), owner());
-    let first = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
-    assert!(s.release(&k, &a).await.unwrap());
+    let first = fresh(
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
+    assert!(s.release(&k, &a).await.unwrap().released);
     let expired = name();
-    fresh(s.try_acquire(&expired, &a, 1, None).await.unwrap());
+    fresh(
+        s.try_acquire(&expired, &a, 1, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     sleep_ms(20).await;
     s.purge().await.unwrap();
     let pool = s.ready().await.unwrap();
@@ -658,7 +790,11 @@ async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token() {
     .await
     .unwrap();
     assert_eq!(rows, 0, "released and expired names leave no row");
-    let again = fresh(s.try_acquire(&k, &a, 10_000, None).await.unwrap());
+    let again = fresh(
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     assert!(again > first, "{again} > {first}");
 }
 
@@ -666,7 +802,11 @@ async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token() {
 async fn a_purge_never_deletes_a_held_lock() {
     let s = purging_at_once();
     let (k, a) = (name(), owner());
-    let token = fresh(s.try_acquire(&k, &a, 60_000, None).await.unwrap());
+    let token = fresh(
+        s.try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+    );
     s.purge().await.unwrap();
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!((info.owner, info.fencing_token), (a, token));
@@ -695,7 +835,10 @@ async fn holding_2000_locks_at_once_needs_no_connection_per_lock() {
     let mut tasks = JoinSet::new();
     for k in keys.clone() {
         let (s, a) = (s.clone(), a.clone());
-        tasks.spawn(async move { s.try_acquire(&k, &a, 120_000, None).await });
+        tasks.spawn(async move {
+            s.try_acquire(&k, &a, 120_000, None, ValueFormat::Fenced)
+                .await
+        });
     }
     while let Some(joined) = tasks.join_next().await {
         fresh(joined.unwrap().unwrap());
@@ -719,8 +862,11 @@ async fn holding_2000_locks_at_once_needs_no_connection_per_lock() {
     for k in keys {
         let (s, a) = (s.clone(), a.clone());
         tasks.spawn(async move {
-            let busy = s.try_acquire(&k, &owner(), 1_000, None).await.unwrap();
-            let released = s.release(&k, &a).await.unwrap();
+            let busy = s
+                .try_acquire(&k, &owner(), 1_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap();
+            let released = s.release(&k, &a).await.unwrap().released;
             (busy, released)
         });
     }
@@ -740,7 +886,9 @@ async fn a_store_pointed_at_a_closed_port_fails_within_the_connect_timeout() {
     )
     .unwrap();
     let started = Instant::now();
-    let result = s.try_acquire(&name(), &owner(), 1_000, None).await;
+    let result = s
+        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
+        .await;
     let elapsed = started.elapsed();
     assert!(result.is_err());
     assert!(elapsed < Duration::from_millis(2_000), "{elapsed:?}");
@@ -840,7 +988,9 @@ async fn an_account_without_the_create_privilege_uses_an_existing_table_and_fail
     )
     .unwrap();
     let (k, a) = (name(), owner());
-    let acquired = limited.try_acquire(&k, &a, 10_000, None).await;
+    let acquired = limited
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await;
     let released = limited.release(&k, &a).await;
     limited.close().await;
     let missing = MysqlStore::connect(
@@ -858,7 +1008,7 @@ async fn an_account_without_the_create_privilege_uses_an_existing_table_and_fail
         .await
         .unwrap();
     fresh(acquired.unwrap());
-    assert!(released.unwrap());
+    assert!(released.unwrap().released);
     let message = refused.unwrap_err().message;
     assert!(message.contains("creating the lock table"), "{message}");
 }
@@ -868,7 +1018,10 @@ async fn operations_after_close_fail() {
     let s = store();
     s.ping().await.unwrap();
     s.close().await;
-    assert!(s.try_acquire(&name(), &owner(), 1_000, None).await.is_err());
+    assert!(s
+        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
+        .await
+        .is_err());
     assert!(s.inspect(&name()).await.is_err());
     let never_used = store();
     never_used.close().await;
@@ -881,7 +1034,10 @@ async fn the_driver_counts_matched_rows_so_an_unchanged_row_still_counts() {
     // CLIENT_FOUND_ROWS behaviour they rely on.
     let s = store();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     let pool = s.ready().await.unwrap();
     let noop = format!("UPDATE `{TEST_TABLE}` SET fence = fence WHERE name = ?");
     let done = sqlx::query(AssertSqlSafe(noop))
@@ -902,8 +1058,11 @@ async fn sequential_acquire_and_release_latency() {
     for _ in 0..500 {
         let k = name();
         let started = Instant::now();
-        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-        assert!(s.release(&k, &a).await.unwrap());
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(s.release(&k, &a).await.unwrap().released);
         samples.push(started.elapsed());
     }
     samples.sort();
@@ -918,8 +1077,11 @@ async fn sequential_acquire_and_release_latency() {
     let mut samples = Vec::new();
     for _ in 0..500 {
         let started = Instant::now();
-        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
-        assert!(s.release(&k, &a).await.unwrap());
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(s.release(&k, &a).await.unwrap().released);
         samples.push(started.elapsed());
     }
     samples.sort();
@@ -934,14 +1096,21 @@ async fn sequential_acquire_and_release_latency() {
 
 mod conformance {
     use super::{options, TEST_URL};
+    use crate::store::bounded::{bounded, call_timeout};
     use crate::store::conformance::server_or_skip;
     use crate::store::mysql::MysqlStore;
-    use std::sync::Arc;
+    use crate::store::SharedStore;
 
-    crate::conformance_suite!(server_or_skip("MariaDB", 3306)
-        .then(|| Arc::new(MysqlStore::connect(TEST_URL, options(4)).unwrap()) as _));
-    crate::permits_suite!(server_or_skip("MariaDB", 3306)
-        .then(|| Arc::new(MysqlStore::connect(TEST_URL, options(4)).unwrap()) as _));
+    /// The store as the registry opens it: within the call bound.
+    fn open() -> Option<SharedStore> {
+        server_or_skip("MariaDB", 3306).then(|| {
+            let store = MysqlStore::connect(TEST_URL, options(4)).unwrap();
+            bounded("mysql", store, call_timeout(5000, 5000))
+        })
+    }
+
+    crate::conformance_suite!(open());
+    crate::permits_suite!(open());
 }
 
 #[tokio::test]

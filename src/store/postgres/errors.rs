@@ -1,10 +1,11 @@
-//! How the PostgreSQL store reads sqlx's errors: the store error kind, from sqlx's error
-//! variants and the server's SQLSTATE, and which failures are worth sending a statement again.
+//! The PostgreSQL dialect of the SQL core's error model ([`crate::store::sql::errors`]): what
+//! the server's SQLSTATEs mean, and which failures are worth sending a statement again.
 
 use std::future::Future;
-use std::time::Duration;
 
-use crate::store::{ErrorKind, StoreError};
+use crate::store::sql::{errors, Dialect};
+use crate::store::ErrorKind;
+use sqlx::error::DatabaseError;
 
 /// The SQLSTATE of a server error, if that is what `e` is.
 fn sqlstate(e: &sqlx::Error) -> Option<String> {
@@ -21,15 +22,14 @@ fn is_session_gone(code: &str) -> bool {
     code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
 }
 
-/// The kind of an sqlx error, from sqlx's own classification and the SQLSTATE.
-pub fn kind_of(e: &sqlx::Error) -> ErrorKind {
-    match e {
-        sqlx::Error::PoolTimedOut => ErrorKind::Timeout,
-        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
-        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => {
-            ErrorKind::Unreachable
-        }
-        sqlx::Error::Database(_) => match sqlstate(e).as_deref() {
+/// The PostgreSQL dialect.
+pub struct Postgres;
+
+impl Dialect for Postgres {
+    const NAME: &'static str = "postgres";
+
+    fn server_kind(e: &dyn DatabaseError) -> ErrorKind {
+        match e.code().as_deref() {
             Some(code) if is_session_gone(code) => ErrorKind::Unreachable,
             // too_many_connections: the server refused the connection.
             Some("53300") => ErrorKind::Unreachable,
@@ -41,17 +41,23 @@ pub fn kind_of(e: &sqlx::Error) -> ErrorKind {
             // invalid_catalog_name: the URL's database does not exist.
             Some("3D000") => ErrorKind::NoDatabase,
             _ => ErrorKind::Server,
-        },
-        sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => ErrorKind::Closed,
-        sqlx::Error::Configuration(_) => ErrorKind::Invalid,
-        _ => ErrorKind::Internal,
+        }
     }
-}
 
-/// A store error for `operation`. sqlx's messages name the server's error and never the
-/// connection options, so no password reaches the message.
-pub fn db_error(operation: &str, e: sqlx::Error) -> StoreError {
-    StoreError::new(kind_of(&e), format!("postgres: {operation}: {e}"))
+    /// A serialization failure (40001) or a deadlock victim (40P01). A batched extension can
+    /// meet another multi-row statement in a lock cycle.
+    fn is_conflict(e: &sqlx::Error) -> bool {
+        matches!(sqlstate(e).as_deref(), Some("40001" | "40P01"))
+    }
+
+    /// I/O, protocol, or the server ending the session.
+    fn is_broken_connection(e: &sqlx::Error) -> bool {
+        match e {
+            sqlx::Error::Io(_) | sqlx::Error::Protocol(_) => true,
+            sqlx::Error::Database(_) => sqlstate(e).is_some_and(|c| is_session_gone(&c)),
+            _ => false,
+        }
+    }
 }
 
 /// Whether `e` is undefined_table (42P01): a read of a table nobody created yet.
@@ -66,52 +72,13 @@ pub fn is_protocol_violation(e: &sqlx::Error) -> bool {
     sqlstate(e).as_deref() == Some("08P01")
 }
 
-/// The store was closed.
-pub fn closed_error() -> StoreError {
-    StoreError::closed("postgres: the store is closed")
-}
-
-/// Whether the statement was rolled back as a serialization failure (40001) or a deadlock
-/// victim (40P01): safe to send again, since in autocommit the statement was the whole
-/// transaction. A batched extension can meet another multi-row statement in a lock cycle.
-pub fn is_conflict(e: &sqlx::Error) -> bool {
-    matches!(sqlstate(e).as_deref(), Some("40001" | "40P01"))
-}
-
-/// Whether the connection broke under the statement (I/O, protocol, or the server ending
-/// the session): a server restart leaves every pooled connection like this.
-pub fn is_broken_connection(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) => true,
-        sqlx::Error::Database(_) => sqlstate(e).is_some_and(|c| is_session_gone(&c)),
-        _ => false,
-    }
-}
-
-/// Runs a statement, sending it again after a conflict (a few times, with jitter) or a broken
-/// connection (on another connection; a dead socket fails at once, and a server that is down
-/// fails the pool's acquire with a time-out, which is not retried). Every statement of the
-/// store is safe to repeat: acquire and handoff recognise their own earlier success, extend
+/// [`errors::retry`] in this dialect. Every statement of the store is safe to repeat: acquire and handoff recognise their own earlier success, extend
 /// is idempotent, and a repeated release reports "not owned". The caller's bound
-/// ([`super::PostgresStore::bounded`]) ends the loop in any case.
-pub async fn retry<T, F, Fut>(mut run: F) -> Result<T, sqlx::Error>
+/// ([`crate::store::bounded`]) ends the loop in any case.
+pub async fn retry<T, F, Fut>(run: F) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, sqlx::Error>>,
 {
-    const ATTEMPTS: u32 = 5;
-    const RECONNECTS: u32 = 32;
-    let mut attempt = 1;
-    let mut reconnects = 0;
-    loop {
-        match run().await {
-            Err(e) if attempt < ATTEMPTS && is_conflict(&e) => {
-                attempt += 1;
-                // Jitter separates the transactions that collided.
-                tokio::time::sleep(Duration::from_micros(fastrand::u64(0..2000))).await;
-            }
-            Err(e) if reconnects < RECONNECTS && is_broken_connection(&e) => reconnects += 1,
-            other => return other,
-        }
-    }
+    errors::retry::<Postgres, _, _, _>(run).await
 }

@@ -8,100 +8,45 @@
 //! columns: absolute instants, whatever the session's time zone.
 
 mod errors;
+mod extend;
 mod notify;
 mod permit_sql;
 mod permits;
+mod pool;
 mod sql;
 mod tls;
 
-use std::future::Future;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::{AssertSqlSafe, Connection, Row};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgRow};
+use sqlx::{AssertSqlSafe, Row};
 use tokio::sync::OnceCell;
-use tokio::task::JoinSet;
 
-use self::errors::{closed_error, db_error, is_protocol_violation, no_such_table, retry};
+use self::errors::{no_such_table, retry, Postgres};
 use self::notify::Notifier;
 use self::permit_sql::PermitStatements;
 use self::sql::Statements;
-use crate::store::tls::TlsOptions;
+use crate::store::sql::checks::{check_key, check_owner, check_ttl};
+use crate::store::sql::errors::db_error;
+use crate::store::sql::purge::PurgeClock;
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
+    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 
-/// Longest lock name accepted, in bytes (as on every SQL store; a `bytea` primary key).
-pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
-
-/// Longest owner token accepted, in bytes.
-pub const MAX_OWNER_BYTES: usize = 255;
-
-/// Longest lease accepted, in milliseconds (100 years): far inside `timestamptz`'s range.
-pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 
 /// Longest table name: PostgreSQL identifiers have at most 63 bytes, and the sequence is
 /// named `<table>_fence` (the semaphore tables' suffixes, `_sem` and `_perm`, are shorter).
 pub const MAX_TABLE_NAME_BYTES: usize = 63 - "_fence".len();
 
-/// A pooled connection idle for longer than this is pinged before use, so that one dropped by
-/// the server (a restart, `idle_session_timeout`, a proxy) is replaced instead of failing a
-/// lock operation; busier connections skip the ping, which would double every round trip.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
-
-/// Most items per batched extension statement: one statement holds the row locks of its
-/// items until it commits, so batches stay short; larger batches run concurrently.
-const EXTEND_BATCH_MAX: usize = 1000;
-
-/// How often a process purges free rows at most.
-const PURGE_EVERY: Duration = Duration::from_secs(60);
-
-/// Options for the PostgreSQL store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PostgresOptions {
-    /// Lease table, created on first use with its sequence `<table>_fence`: 1 to 57 ASCII
-    /// letters, digits or underscores (quoted, so case matters). Default `"deadbolt_locks"`.
-    /// Semaphores use `<table>_sem` and `<table>_perm`, created on their first use.
-    pub table: String,
-    /// Most connections the pool opens; held locks pin none of them. The listening
-    /// connection for release announcements comes on top. Default 10.
-    pub pool_size: u32,
-    /// How long an operation waits to connect or for a free pooled connection, in
-    /// milliseconds. Default 5000.
-    pub connect_timeout_ms: u64,
-    /// How long the server may take over one statement (its `statement_timeout`), in
-    /// milliseconds. Default 5000. A whole call is bounded by `connect_timeout_ms +
-    /// response_timeout_ms` (see [`PostgresStore::bounded`]).
-    pub response_timeout_ms: u64,
-    /// How long a name's row stays after the name was freed or expired before it is purged,
-    /// in milliseconds. Default 300 000 (5 minutes); never less than twice
-    /// `response_timeout_ms` (see `sql::ACQUIRE` for why it must exceed a statement's run).
-    pub purge_after_ms: u64,
-    /// TLS settings. When set, the connection is encrypted and, unless
-    /// `reject_unauthorized` is false, the server's certificate is verified against `ca` (or
-    /// the built-in public roots) and the URL's host. A `?sslmode=` in the URL still applies
-    /// and must not contradict them. None: only what the URL says (default: `prefer`).
-    pub tls: Option<TlsOptions>,
-}
-
-impl Default for PostgresOptions {
-    fn default() -> Self {
-        Self {
-            table: crate::limits::DEFAULT_TABLE.to_owned(),
-            pool_size: crate::limits::DEFAULT_POOL_SIZE,
-            connect_timeout_ms: crate::limits::DEFAULT_CONNECT_TIMEOUT_MS,
-            response_timeout_ms: crate::limits::DEFAULT_RESPONSE_TIMEOUT_MS,
-            purge_after_ms: 300_000,
-            tls: None,
-        }
-    }
-}
+/// Options for the PostgreSQL store (see [`ServerOptions`](crate::store::sql::options::ServerOptions)).
+pub type PostgresOptions = crate::store::sql::options::ServerOptions;
 
 /// A PostgreSQL lock store over a connection pool.
 ///
@@ -115,13 +60,13 @@ pub struct PostgresStore {
     statement_timeout_ms: String,
     pool_size: u32,
     acquire_timeout: Duration,
-    /// Bound on a whole call (see [`PostgresStore::bounded`]).
+    /// Bound on its background work and on `close`, as on a call (the registry bounds calls
+    /// with [`crate::store::bounded`]).
     call_timeout: Duration,
     /// See [`PostgresOptions::purge_after_ms`].
     purge_after: Duration,
-    /// When the last purge started (`None`: never), so it runs at most once per
-    /// [`PURGE_EVERY`] and process.
-    last_purge: std::sync::Mutex<Option<Instant>>,
+    /// When the last purge started.
+    purged: PurgeClock,
     sql: Statements,
     /// The semaphore statements.
     permit_sql: PermitStatements,
@@ -222,7 +167,7 @@ impl PostgresStore {
                 opts.purge_after_ms
                     .max(opts.response_timeout_ms.saturating_mul(2)),
             ),
-            last_purge: std::sync::Mutex::new(None),
+            purged: PurgeClock::default(),
             sql: Statements::new(&opts.table),
             permit_sql: PermitStatements::new(&opts.table),
             id: *uuid::Uuid::new_v4().as_bytes(),
@@ -232,209 +177,6 @@ impl PostgresStore {
             connected: OnceCell::new(),
             table_ready: OnceCell::new(),
             permits_ready: OnceCell::new(),
-        })
-    }
-
-    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
-    /// `data` with it. Returns the new fencing token, or `None` when another owner holds it.
-    /// `owner` asking again while it holds the lock gets its own token back, with the lease
-    /// set anew (so a retry after a lost reply is safe).
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
-    /// taken, with nobody knowing its token, until `ttl_ms` passes.
-    pub async fn try_acquire(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl = ttl_millis(ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.acquire;
-        let row: Option<PgRow> = retry(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(ttl)
-                .bind(data)
-                .bind(&self.id[..])
-                .fetch_optional(pool)
-        })
-        .await
-        .map_err(|e| db_error("try_acquire", e))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let decode = |e: sqlx::Error| db_error("try_acquire", e);
-        let token: i64 = row.try_get(0).map_err(decode)?;
-        let granted: Option<bool> = row.try_get(1).map_err(decode)?;
-        Ok((granted == Some(true)).then(|| token_of(token)))
-    }
-
-    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
-    /// expired. Returns whether it did.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: the statement is idempotent.
-    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl = ttl_millis(ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.extend;
-        let done = retry(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(ttl)
-                .execute(pool)
-        })
-        .await
-        .map_err(|e| db_error("extend", e))?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    /// Extends many leases, as [`PostgresStore::extend`] would each; the result has one entry
-    /// per item, in order. Items go in batches of up to 1 000, one statement each (the items
-    /// as three arrays), the batches running concurrently over the pool. Each statement
-    /// returns the (name, owner) pairs it extended, so every item's answer is exact.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent.
-    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        let check = |item: &ExtendItem| {
-            check_key(&item.key)?;
-            check_owner(&item.owner)?;
-            ttl_millis(item.ttl_ms)
-        };
-        self.extend_batched(items, check, self.ready(), &self.sql.extend_many)
-            .await
-    }
-
-    /// Runs batched extensions with `sql` (bound to the names, owners and ttls as three
-    /// arrays, returning the (name, owner) pairs it extended) over the pool `ready` yields,
-    /// once `check` passed each item (returning its ttl); `ready` is awaited only if some
-    /// item is valid. The body of [`Self::extend_many`] and of the semaphores' batches.
-    async fn extend_batched<'a>(
-        &self,
-        items: &[ExtendItem],
-        check: impl Fn(&ExtendItem) -> StoreResult<i64>,
-        ready: impl Future<Output = StoreResult<&'a PgPool>>,
-        sql: &Arc<str>,
-    ) -> Vec<StoreResult<bool>> {
-        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
-        // Invalid items fail alone instead of failing their batch.
-        let mut valid = Vec::with_capacity(items.len());
-        for (index, item) in items.iter().enumerate() {
-            match check(item) {
-                Ok(ttl) => valid.push((index, ttl)),
-                Err(e) => out[index] = Some(Err(e)),
-            }
-        }
-        if !valid.is_empty() {
-            match ready.await {
-                Ok(pool) => {
-                    let mut tasks = JoinSet::new();
-                    for batch in valid.chunks(EXTEND_BATCH_MAX) {
-                        let batch: Vec<Job> = batch
-                            .iter()
-                            .map(|&(index, ttl_ms)| Job {
-                                index,
-                                key: items[index].key.clone().into(),
-                                owner: items[index].owner.clone().into(),
-                                ttl_ms,
-                            })
-                            .collect();
-                        let (pool, sql) = (pool.clone(), sql.clone());
-                        tasks.spawn(async move { extend_batch(&pool, &sql, batch).await });
-                    }
-                    while let Some(joined) = tasks.join_next().await {
-                        // A panicked task leaves its items unanswered (reported below).
-                        if let Ok(done) = joined {
-                            for (index, result) in done {
-                                out[index] = Some(result);
-                            }
-                        }
-                    }
-                }
-                Err(e) => {
-                    for &(index, _) in &valid {
-                        out[index] = Some(Err(e.clone()));
-                    }
-                }
-            }
-        }
-        out.into_iter()
-            .map(|slot| {
-                slot.unwrap_or_else(|| {
-                    Err(StoreError::internal(
-                        "postgres: extend_many: no result (the task extending it panicked)",
-                    ))
-                })
-            })
-            .collect()
-    }
-
-    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
-    /// token in one statement; `None` if `owner` no longer holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    pub async fn handoff(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        check_owner(next.owner)?;
-        let ttl = ttl_millis(next.ttl_ms)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.handoff;
-        let token: Option<i64> = retry(|| {
-            sqlx::query_scalar(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(next.owner.as_bytes())
-                .bind(ttl)
-                .bind(next.data)
-                .fetch_optional(pool)
-        })
-        .await
-        .map_err(|e| db_error("handoff", e))?;
-        Ok(token.map(token_of))
-    }
-
-    /// Frees `key` if `owner` holds it and its lease has not expired, announcing it to the
-    /// other stores that were refused it. The row keeps its place until purged.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: a dropped call may have freed the lock, and repeating it then reports
-    /// `released: false`.
-    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let pool = self.ready().await?;
-        let sql = &self.sql.release;
-        let others: Option<bool> = retry(|| {
-            sqlx::query_scalar(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(&self.id[..])
-                .bind(&self.channel)
-                .fetch_optional(pool)
-        })
-        .await
-        .map_err(|e| db_error("release", e))?;
-        self.purge_if_due(pool);
-        Ok(ReleaseOutcome {
-            released: others.is_some(),
-            others_waiting: others.unwrap_or(false),
         })
     }
 
@@ -460,320 +202,12 @@ impl PostgresStore {
         all
     }
 
-    /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
-    /// Called after releases, so an idle store costs nothing and a busy one purges rarely.
+    /// Starts a purge in the background if it is due (see [`PurgeClock`]).
     fn purge_if_due(&self, pool: &PgPool) {
-        let now = Instant::now();
-        {
-            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
-            if last.is_some_and(|at| now.duration_since(at) < PURGE_EVERY) {
-                return;
-            }
-            *last = Some(now);
-        }
-        let (pool, sql, after) = (pool.clone(), self.purge_statements(), self.purge_after);
-        let bound = self.call_timeout;
-        tokio::spawn(async move {
-            // Best effort: a failed purge is tried again after the next interval.
-            let _ = tokio::time::timeout(bound, purge_rows(&pool, &sql, after)).await;
+        self.purged.run_if_due(self.call_timeout, || {
+            let (pool, sql, after) = (pool.clone(), self.purge_statements(), self.purge_after);
+            async move { purge_rows(&pool, &sql, after).await }
         });
-    }
-
-    /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
-    /// clock (rounded up to whole milliseconds) and data. `None` when it is free or expired.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: read only.
-    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
-        check_key(key)?;
-        // A read creates nothing: a table that does not exist holds no lock.
-        let pool = self.connected().await?;
-        let sql = &self.sql.inspect;
-        let row: Option<PgRow> = retry(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.as_bytes())
-                .fetch_optional(pool)
-        })
-        .await
-        .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
-        .map_err(|e| db_error("inspect", e))?;
-        row.map(|row| lock_info(&row, 0).map_err(|e| db_error("inspect", e)))
-            .transpose()
-    }
-
-    /// Checks that the server answers, creating the table if it does not exist yet.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe.
-    pub async fn ping(&self) -> StoreResult<()> {
-        let pool = self.ready().await?;
-        retry(|| sqlx::query(sql::PING).execute(pool))
-            .await
-            .map_err(|e| db_error("ping", e))?;
-        Ok(())
-    }
-
-    /// Closes the pool and the listening connection, waiting (at most one call's bound) for
-    /// connections in use to come back. Operations after this fail with `Closed`.
-    pub async fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        self.notifier.stop();
-        if let Some(pool) = self.pool.get() {
-            // A connection stuck on a stalled server never comes back: do not wait for it.
-            let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
-        }
-    }
-
-    /// Runs one store operation within the call bound (`connect_timeout_ms +
-    /// response_timeout_ms`). sqlx bounds connecting and waiting for a pooled connection,
-    /// the server bounds a statement (`statement_timeout`), but not a network that stops
-    /// delivering, and the reconnect loop may try several connections: this bounds it all.
-    ///
-    /// # Cancel Safety
-    /// As cancel safe as `fut`.
-    pub async fn bounded<T>(
-        &self,
-        operation: &str,
-        fut: impl Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        match tokio::time::timeout(self.call_timeout, fut).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::timeout(format!(
-                "postgres: {operation}: no answer from the server within {} ms",
-                self.call_timeout.as_millis()
-            ))),
-        }
-    }
-
-    /// The pool, built on first use, once the table exists.
-    async fn ready(&self) -> StoreResult<&PgPool> {
-        let pool = self.connected().await?;
-        self.table_ready
-            .get_or_try_init(|| {
-                self.ensure_schema(
-                    pool,
-                    &self.sql.create,
-                    &self.sql.probe,
-                    "creating the lock table",
-                )
-            })
-            .await?;
-        Ok(pool)
-    }
-
-    /// The pool, built on first use, once a first session was opened and checked (see
-    /// [`Self::log_in`]); creates nothing (read-only operations use it, so that looking never
-    /// runs DDL).
-    pub(super) async fn connected(&self) -> StoreResult<&PgPool> {
-        let pool = self.pool()?;
-        // A `close` that ran between `pool()` and now may have missed this pool.
-        if self.closed.load(Ordering::SeqCst) {
-            pool.close().await;
-            return Err(closed_error());
-        }
-        self.connected
-            .get_or_try_init(|| async {
-                self.probe().await?;
-                self.log_in(pool).await
-            })
-            .await?;
-        Ok(pool)
-    }
-
-    /// The server as messages name it: `host:port`, or the socket's path.
-    fn server(&self) -> String {
-        let opts = &self.connect_options;
-        match opts.get_socket() {
-            Some(path) => path.display().to_string(),
-            None => format!("{}:{}", opts.get_host(), opts.get_port()),
-        }
-    }
-
-    /// Opens a first pooled session (kept in the pool for the next statement), so that a
-    /// failure to connect or log in (a wrong password, an unknown database) is reported as
-    /// connecting to the server, naming it, and checks that the session is the store's own.
-    ///
-    /// The store needs sessions that are its own from connection to close: `statement_timeout`
-    /// travels in the startup packet, statements are prepared once per connection, and
-    /// release announcements need a session that stays `LISTEN`ing. A pooler that hands one
-    /// server session to several clients (PgBouncer in transaction or statement mode) breaks
-    /// all three, and PgBouncer either refuses the `options` startup parameter or drops it
-    /// (`ignore_startup_parameters`) whatever its mode. So both are refused here, with
-    /// [`ErrorKind::Unsupported`]: a refused startup parameter (08P01, when the same login
-    /// without it is accepted) and a session whose `statement_timeout` is not the one asked for.
-    ///
-    /// [`ErrorKind::Unsupported`]: crate::store::ErrorKind::Unsupported
-    async fn log_in(&self, pool: &PgPool) -> StoreResult<()> {
-        let connecting = format!("connecting to {}", self.server());
-        let mut conn = match pool.acquire().await {
-            Ok(conn) => conn,
-            Err(e) if is_protocol_violation(&e) && self.accepted_without_options().await => {
-                return Err(StoreError::new(
-                    ErrorKind::Unsupported,
-                    format!(
-                        "postgres: {connecting}: the server refused the startup parameters \
-                         that set the session's statement_timeout and extra_float_digits (what \
-                         PgBouncer does unless told to ignore them), and accepts the same login \
-                         without them: {UNSUPPORTED_POOLER}"
-                    ),
-                ))
-            }
-            Err(e) => return Err(db_error(&connecting, e)),
-        };
-        // A simple query: no prepared statement, whatever stands in front of the server.
-        let setting: Option<String> =
-            sqlx::raw_sql("SELECT setting FROM pg_settings WHERE name = 'statement_timeout'")
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(|e| db_error(&connecting, e))?
-                .map(|row| row.try_get(0))
-                .transpose()
-                .map_err(|e| db_error(&connecting, e))?;
-        if setting.as_deref() != Some(self.statement_timeout_ms.as_str()) {
-            return Err(StoreError::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "postgres: {connecting}: the session runs with statement_timeout {} ms \
-                     instead of the {} ms it was opened with, so something between the client \
-                     and PostgreSQL dropped the `options` startup parameter (PgBouncer's \
-                     ignore_startup_parameters): {UNSUPPORTED_POOLER}",
-                    setting.as_deref().unwrap_or("unknown"),
-                    self.statement_timeout_ms
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Whether the server accepts a login without the startup parameters the store adds
-    /// (`options`, `extra_float_digits`): then it was those it refused.
-    async fn accepted_without_options(&self) -> bool {
-        let attempt = tokio::time::timeout(self.acquire_timeout, async {
-            let conn = sqlx::PgConnection::connect_with(&self.plain_options).await?;
-            conn.close().await
-        });
-        matches!(attempt.await, Ok(Ok(())))
-    }
-
-    /// Before the first use of the pool, one plain TCP connection to the server: sqlx's pool
-    /// treats "connection refused" as a server still starting and retries until the connect
-    /// timeout, then reports only "pool timed out". A server that is not there is reported as
-    /// such, at once. Other outcomes are left to the pool.
-    async fn probe(&self) -> StoreResult<()> {
-        let opts = &self.connect_options;
-        if opts.get_socket().is_some() {
-            return Ok(());
-        }
-        crate::store::refused::check_not_refused(
-            "postgres",
-            opts.get_host(),
-            opts.get_port(),
-            self.acquire_timeout,
-        )
-        .await
-    }
-
-    /// Runs the `create` script; if the server refuses it, accepts tables that `probe` can
-    /// read. `what` names the step in the error.
-    async fn ensure_schema(
-        &self,
-        pool: &PgPool,
-        create: &Arc<str>,
-        probe: &Arc<str>,
-        what: &str,
-    ) -> StoreResult<()> {
-        let created = sqlx::raw_sql(AssertSqlSafe(create.clone()))
-            .execute(pool)
-            .await;
-        let Err(e) = created else {
-            return Ok(());
-        };
-        // An account without CREATE on the schema fails here even when the table exists:
-        // accept the table if it can be read. Only when the server answered, or an
-        // unreachable server would make the caller wait for a second timeout.
-        if e.as_database_error().is_some() {
-            let probe = sqlx::query(AssertSqlSafe(probe.clone()))
-                .execute(pool)
-                .await;
-            if probe.is_ok() {
-                return Ok(());
-            }
-        }
-        Err(db_error(what, e))
-    }
-
-    fn pool(&self) -> StoreResult<&PgPool> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(closed_error());
-        }
-        Ok(self.pool.get_or_init(|| {
-            PgPoolOptions::new()
-                .max_connections(self.pool_size)
-                .min_connections(0)
-                .acquire_timeout(self.acquire_timeout)
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| {
-                    Box::pin(async move {
-                        if meta.idle_for > PING_IF_IDLE_FOR {
-                            conn.ping().await?;
-                        }
-                        Ok(true)
-                    })
-                })
-                .connect_lazy_with(self.connect_options.clone())
-        }))
-    }
-}
-
-/// What a refused pooler's message ends with.
-const UNSUPPORTED_POOLER: &str = "deadbolt needs server sessions of its own (a pooler in \
-     transaction or statement mode, such as PgBouncer's pool_mode = transaction, is not \
-     supported): connect to PostgreSQL directly";
-
-/// One valid item of an `extend_many` call, owned so that its batch can run in a spawned task.
-struct Job {
-    /// Its place in the caller's list.
-    index: usize,
-    key: Vec<u8>,
-    owner: Vec<u8>,
-    ttl_ms: i64,
-}
-
-/// A (name, owner) pair as the batched extension returns it.
-type Extended = (Vec<u8>, Vec<u8>);
-
-/// Extends one batch with a single statement; returns each item's outcome with its index.
-async fn extend_batch(
-    pool: &PgPool,
-    sql: &Arc<str>,
-    batch: Vec<Job>,
-) -> Vec<(usize, StoreResult<bool>)> {
-    let names: Vec<&[u8]> = batch.iter().map(|j| j.key.as_slice()).collect();
-    let owners: Vec<&[u8]> = batch.iter().map(|j| j.owner.as_slice()).collect();
-    let ttls: Vec<i64> = batch.iter().map(|j| j.ttl_ms).collect();
-    let extended: Result<Vec<Extended>, sqlx::Error> = retry(|| {
-        sqlx::query_as(AssertSqlSafe(sql.clone()))
-            .bind(&names)
-            .bind(&owners)
-            .bind(&ttls)
-            .fetch_all(pool)
-    })
-    .await;
-    match extended {
-        Ok(rows) => {
-            let rows: std::collections::HashSet<Extended> = rows.into_iter().collect();
-            batch
-                .into_iter()
-                .map(|j| (j.index, Ok(rows.contains(&(j.key, j.owner)))))
-                .collect()
-        }
-        Err(e) => {
-            let error = db_error("extend", e);
-            batch
-                .into_iter()
-                .map(|j| (j.index, Err(error.clone())))
-                .collect()
-        }
     }
 }
 
@@ -790,7 +224,7 @@ async fn purge_rows(pool: &PgPool, statements: &[Arc<str>], after: Duration) -> 
                     .execute(pool)
             })
             .await
-            .map_err(|e| db_error("purge", e))?;
+            .map_err(|e| db_error::<Postgres>("purge", e))?;
             total += done.rows_affected();
             if done.rows_affected() < 1000 {
                 break;
@@ -834,42 +268,26 @@ fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// The lease in milliseconds, if the dialect can keep it.
+fn ttl_millis(ttl_ms: u64) -> StoreResult<i64> {
+    check_ttl::<Postgres>(ttl_ms)
+}
+
 fn valid_table_name(name: &str) -> bool {
     crate::limits::valid_table_name(name) && name.len() <= MAX_TABLE_NAME_BYTES
 }
 
-fn check_key(key: &str) -> StoreResult<()> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "postgres: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
-            key.len()
-        )));
-    }
-    Ok(())
-}
-
-fn check_owner(owner: &str) -> StoreResult<()> {
-    if owner.len() > MAX_OWNER_BYTES {
-        return Err(StoreError::invalid(format!(
-            "postgres: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
-            owner.len()
-        )));
-    }
-    Ok(())
-}
-
-fn ttl_millis(ttl_ms: u64) -> StoreResult<i64> {
-    if ttl_ms > MAX_TTL_MS {
-        return Err(StoreError::invalid(format!(
-            "postgres: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported"
-        )));
-    }
-    // At most MAX_TTL_MS, far below i64::MAX.
-    Ok(ttl_ms as i64)
-}
-
-/// The contract: every call within [`PostgresStore::bounded`].
+/// The contract; every call is bounded by the decorator the registry wraps the store in
+/// ([`crate::store::bounded`]).
 impl LockStore for PostgresStore {
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
+    /// `data` with it. Returns the new fencing token, or `None` when another owner holds it.
+    /// `owner` asking again while it holds the lock gets its own token back, with the lease
+    /// set anew (so a retry after a lost reply is safe).
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
+    /// taken, with nobody knowing its token, until `ttl_ms` passes.
     fn try_acquire<'a>(
         &'a self,
         key: &'a str,
@@ -878,13 +296,39 @@ impl LockStore for PostgresStore {
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded(
-            "try_acquire",
-            PostgresStore::try_acquire(self, key, owner, ttl_ms, data),
-        )
+        async move {
+            check_key::<Postgres>(key)?;
+            check_owner::<Postgres>(owner)?;
+            let ttl = ttl_millis(ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.acquire;
+            let row: Option<PgRow> = retry(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(ttl)
+                    .bind(data)
+                    .bind(&self.id[..])
+                    .fetch_optional(pool)
+            })
+            .await
+            .map_err(|e| db_error::<Postgres>("try_acquire", e))?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let decode = |e: sqlx::Error| db_error::<Postgres>("try_acquire", e);
+            let token: i64 = row.try_get(0).map_err(decode)?;
+            let granted: Option<bool> = row.try_get(1).map_err(decode)?;
+            Ok((granted == Some(true)).then(|| token_of(token)))
+        }
         .boxed()
     }
 
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
+    /// expired. Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent.
     fn extend<'a>(
         &'a self,
         key: &'a str,
@@ -892,59 +336,174 @@ impl LockStore for PostgresStore {
         ttl_ms: u64,
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("extend", PostgresStore::extend(self, key, owner, ttl_ms))
-            .boxed()
-    }
-
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
         async move {
-            let bounded = self.bounded("extend", async { Ok(self.extend_many(items).await) });
-            match bounded.await {
-                Ok(results) => results,
-                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-            }
+            check_key::<Postgres>(key)?;
+            check_owner::<Postgres>(owner)?;
+            let ttl = ttl_millis(ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.extend;
+            let done = retry(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(ttl)
+                    .execute(pool)
+            })
+            .await
+            .map_err(|e| db_error::<Postgres>("extend", e))?;
+            Ok(done.rows_affected() > 0)
         }
         .boxed()
     }
 
+    /// Extends many leases, as [`LockStore::extend`] would each; the result has one entry
+    /// per item, in order. Items go in batches of up to 1 000, one statement each (the items
+    /// as three arrays), the batches running concurrently over the pool. Each statement
+    /// returns the (name, owner) pairs it extended, so every item's answer is exact.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent.
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+        async move {
+            let check = |item: &ExtendItem| {
+                check_key::<Postgres>(&item.key)?;
+                check_owner::<Postgres>(&item.owner)?;
+                ttl_millis(item.ttl_ms)
+            };
+            self.extend_batched(items, check, self.ready(), &self.sql.extend_many)
+                .await
+        }
+        .boxed()
+    }
+
+    /// Frees `key` if `owner` holds it and its lease has not expired, announcing it to the
+    /// other stores that were refused it. The row keeps its place until purged.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: a dropped call may have freed the lock, and repeating it then reports
+    /// `released: false`.
     fn release<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        self.bounded("release", PostgresStore::release(self, key, owner))
-            .boxed()
+        async move {
+            check_key::<Postgres>(key)?;
+            check_owner::<Postgres>(owner)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.release;
+            let others: Option<bool> = retry(|| {
+                sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(&self.id[..])
+                    .bind(&self.channel)
+                    .fetch_optional(pool)
+            })
+            .await
+            .map_err(|e| db_error::<Postgres>("release", e))?;
+            self.purge_if_due(pool);
+            Ok(ReleaseOutcome {
+                released: others.is_some(),
+                others_waiting: others.unwrap_or(false),
+            })
+        }
+        .boxed()
     }
 
+    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
+    /// token in one statement; `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
     fn handoff<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("handoff", PostgresStore::handoff(self, key, owner, next))
-            .boxed()
+        async move {
+            check_key::<Postgres>(key)?;
+            check_owner::<Postgres>(owner)?;
+            check_owner::<Postgres>(next.owner)?;
+            let ttl = ttl_millis(next.ttl_ms)?;
+            let pool = self.ready().await?;
+            let sql = &self.sql.handoff;
+            let token: Option<i64> = retry(|| {
+                sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .bind(owner.as_bytes())
+                    .bind(next.owner.as_bytes())
+                    .bind(ttl)
+                    .bind(next.data)
+                    .fetch_optional(pool)
+            })
+            .await
+            .map_err(|e| db_error::<Postgres>("handoff", e))?;
+            Ok(token.map(token_of))
+        }
+        .boxed()
     }
 
+    /// Reads the live lease on `key`: owner, fencing token, remaining time by the server's
+    /// clock (rounded up to whole milliseconds) and data. `None` when it is free or expired.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
-        self.bounded("inspect", PostgresStore::inspect(self, key))
-            .boxed()
+        async move {
+            check_key::<Postgres>(key)?;
+            // A read creates nothing: a table that does not exist holds no lock.
+            let pool = self.connected().await?;
+            let sql = &self.sql.inspect;
+            let row: Option<PgRow> = retry(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(key.as_bytes())
+                    .fetch_optional(pool)
+            })
+            .await
+            .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
+            .map_err(|e| db_error::<Postgres>("inspect", e))?;
+            row.map(|row| lock_info(&row, 0).map_err(|e| db_error::<Postgres>("inspect", e)))
+                .transpose()
+        }
+        .boxed()
     }
 
+    /// Checks that the server answers, creating the table if it does not exist yet.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
-        self.bounded("ping", PostgresStore::ping(self)).boxed()
+        async move {
+            let pool = self.ready().await?;
+            retry(|| sqlx::query(sql::PING).execute(pool))
+                .await
+                .map_err(|e| db_error::<Postgres>("ping", e))?;
+            Ok(())
+        }
+        .boxed()
     }
 
+    /// Closes the pool and the listening connection, waiting (at most one call's bound) for
+    /// connections in use to come back. Operations after this fail with `Closed`.
     fn close(&self) -> BoxFuture<'_, ()> {
-        PostgresStore::close(self).boxed()
+        async move {
+            self.closed.store(true, Ordering::SeqCst);
+            self.notifier.stop();
+            if let Some(pool) = self.pool.get() {
+                // A connection stuck on a stalled server never comes back: do not wait for it.
+                let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
+            }
+        }
+        .boxed()
     }
 
     fn acquire_permits<'a>(
         &'a self,
         req: &'a PermitRequest<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("acquire_permits", PostgresStore::acquire_permits(self, req))
-            .boxed()
+        PostgresStore::acquire_permits(self, req).boxed()
     }
 
     fn extend_permits<'a>(
@@ -953,27 +512,14 @@ impl LockStore for PostgresStore {
         owner: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded(
-            "extend_permits",
-            PostgresStore::extend_permits(self, name, owner, ttl_ms),
-        )
-        .boxed()
+        PostgresStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
     fn extend_permits_many<'a>(
         &'a self,
         items: &'a [ExtendItem],
     ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        async move {
-            let bounded = self.bounded("extend_permits", async {
-                Ok(PostgresStore::extend_permits_many(self, items).await)
-            });
-            match bounded.await {
-                Ok(results) => results,
-                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-            }
-        }
-        .boxed()
+        PostgresStore::extend_permits_many(self, items).boxed()
     }
 
     fn release_permits<'a>(
@@ -981,16 +527,11 @@ impl LockStore for PostgresStore {
         name: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        self.bounded(
-            "release_permits",
-            PostgresStore::release_permits(self, name, owner),
-        )
-        .boxed()
+        PostgresStore::release_permits(self, name, owner).boxed()
     }
 
     fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
-        self.bounded("permits", PostgresStore::permits(self, name))
-            .boxed()
+        PostgresStore::permits(self, name).boxed()
     }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
@@ -1004,8 +545,8 @@ impl LockStore for PostgresStore {
 
 impl OperatorTools for PostgresStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("force_release", async move {
-            check_key(key)?;
+        async move {
+            check_key::<Postgres>(key)?;
             let pool = self.ready().await?;
             let sql = &self.sql.force_release;
             let freed: Option<bool> = retry(|| {
@@ -1015,9 +556,9 @@ impl OperatorTools for PostgresStore {
                     .fetch_optional(pool)
             })
             .await
-            .map_err(|e| db_error("force_release", e))?;
+            .map_err(|e| db_error::<Postgres>("force_release", e))?;
             Ok(freed.is_some())
-        })
+        }
         .boxed()
     }
 
@@ -1026,7 +567,7 @@ impl OperatorTools for PostgresStore {
         prefix: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        self.bounded("list", async move {
+        async move {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
             let upper = prefix_upper_bound(prefix.as_bytes());
@@ -1047,7 +588,7 @@ impl OperatorTools for PostgresStore {
                     Err(e)
                 }
             })
-            .map_err(|e| db_error("list", e))?;
+            .map_err(|e| db_error::<Postgres>("list", e))?;
             rows.iter()
                 .map(|row| {
                     let name: Vec<u8> = row.try_get(0)?;
@@ -1057,8 +598,8 @@ impl OperatorTools for PostgresStore {
                     })
                 })
                 .collect::<Result<_, sqlx::Error>>()
-                .map_err(|e| db_error("list", e))
-        })
+                .map_err(|e| db_error::<Postgres>("list", e))
+        }
         .boxed()
     }
 }

@@ -152,7 +152,7 @@ async fn open(pool: &PgPool, channel: &str, bound: Duration) -> Option<PgListene
         Ok(Err(e)) => {
             crate::debug!(
                 "postgres: cannot open the listening connection ({:?})",
-                super::errors::kind_of(&e)
+                crate::store::sql::errors::kind_of::<super::errors::Postgres>(&e)
             );
             None
         }
@@ -206,7 +206,7 @@ async fn listen(
                 Err(e) => {
                     crate::debug!(
                         "postgres: the listening connection ended ({:?}); reopening it",
-                        super::errors::kind_of(&e)
+                        crate::store::sql::errors::kind_of::<super::errors::Postgres>(&e)
                     );
                     shared.listening.send_replace(false);
                     continue 'reopen;

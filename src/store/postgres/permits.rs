@@ -6,28 +6,19 @@
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 
-use super::errors::{db_error, no_such_table, retry};
-use super::{check_owner, token_of, ttl_millis, PostgresStore, MAX_KEY_BYTES};
+use super::errors::{no_such_table, retry, Postgres};
+use super::{token_of, ttl_millis, PostgresStore};
 use crate::store::permits::watch_key;
+use crate::store::sql::checks::{check_owner, check_semaphore};
+use crate::store::sql::errors::db_error;
 use crate::store::{
     ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
 
-/// A semaphore name the store can keep (the same bound as a lock name).
-fn check_name(name: &str) -> StoreResult<()> {
-    if name.len() > MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "postgres: semaphore name is {} bytes, at most {MAX_KEY_BYTES} are supported",
-            name.len()
-        )));
-    }
-    Ok(())
-}
-
 /// Checks a request before any I/O; returns its lease and queue time in ms.
 fn check_request(req: &PermitRequest<'_>) -> StoreResult<(i64, i64)> {
-    check_name(req.name)?;
-    check_owner(req.owner)?;
+    check_semaphore::<Postgres>(req.name)?;
+    check_owner::<Postgres>(req.owner)?;
     if req.permits == 0 || req.permits > req.limit {
         return Err(StoreError::invalid(format!(
             "postgres: {} permits asked of a semaphore of {}: ask for 1 to the limit",
@@ -98,7 +89,7 @@ impl PostgresStore {
             Ok(token)
         })
         .await
-        .map_err(|e| db_error("acquire_permits", e))?;
+        .map_err(|e| db_error::<Postgres>("acquire_permits", e))?;
         Ok(token.map(token_of))
     }
 
@@ -108,8 +99,8 @@ impl PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
     pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_name(name)?;
-        check_owner(owner)?;
+        check_semaphore::<Postgres>(name)?;
+        check_owner::<Postgres>(owner)?;
         let ttl = ttl_millis(ttl_ms)?;
         let pool = self.permits_ready().await?;
         let sql = &self.permit_sql.extend;
@@ -121,7 +112,7 @@ impl PostgresStore {
                 .execute(pool)
         })
         .await
-        .map_err(|e| db_error("extend_permits", e))?;
+        .map_err(|e| db_error::<Postgres>("extend_permits", e))?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -133,8 +124,8 @@ impl PostgresStore {
     /// Cancel safe: every extension is idempotent.
     pub async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
         let check = |item: &ExtendItem| {
-            check_name(&item.key)?;
-            check_owner(&item.owner)?;
+            check_semaphore::<Postgres>(&item.key)?;
+            check_owner::<Postgres>(&item.owner)?;
             ttl_millis(item.ttl_ms)
         };
         self.extend_batched(
@@ -154,8 +145,8 @@ impl PostgresStore {
     /// Cancel safe: a dropped call may have freed the permits, and repeating it then reports
     /// `released: false`.
     pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
-        check_name(name)?;
-        check_owner(owner)?;
+        check_semaphore::<Postgres>(name)?;
+        check_owner::<Postgres>(owner)?;
         let pool = self.permits_ready().await?;
         let sql = &self.permit_sql.release;
         let key = watch_key(name);
@@ -169,7 +160,7 @@ impl PostgresStore {
                 .fetch_optional(pool)
         })
         .await
-        .map_err(|e| db_error("release_permits", e))?;
+        .map_err(|e| db_error::<Postgres>("release_permits", e))?;
         self.purge_if_due(pool);
         let Some(row) = row else {
             return Ok(ReleaseOutcome {
@@ -177,7 +168,7 @@ impl PostgresStore {
                 others_waiting: false,
             });
         };
-        let decode = |e: sqlx::Error| db_error("release_permits", e);
+        let decode = |e: sqlx::Error| db_error::<Postgres>("release_permits", e);
         Ok(ReleaseOutcome {
             released: row.try_get(0).map_err(decode)?,
             others_waiting: row.try_get(1).map_err(decode)?,
@@ -190,7 +181,7 @@ impl PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: read only.
     pub async fn permits(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
-        check_name(name)?;
+        check_semaphore::<Postgres>(name)?;
         // A read creates nothing: tables that do not exist hold no permits.
         let pool = self.connected().await?;
         let sql = &self.permit_sql.holders;
@@ -207,7 +198,7 @@ impl PostgresStore {
                 Err(e)
             }
         })
-        .map_err(|e| db_error("permits", e))?;
+        .map_err(|e| db_error::<Postgres>("permits", e))?;
         rows.iter()
             .map(|row| {
                 let owner: Vec<u8> = row.try_get(0)?;
@@ -224,7 +215,7 @@ impl PostgresStore {
                 })
             })
             .collect::<Result<_, sqlx::Error>>()
-            .map_err(|e| db_error("permits", e))
+            .map_err(|e| db_error::<Postgres>("permits", e))
     }
 }
 

@@ -3,9 +3,12 @@
 use super::notify::decode_hex;
 use super::*;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
+use crate::store::tls::TlsOptions;
 use crate::store::ErrorKind;
 use crate::store::ValueFormat;
+use sqlx::Connection;
 use tokio::sync::broadcast::error::TryRecvError;
+use tokio::task::JoinSet;
 
 pub(super) const TEST_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 // Its own table, so these tests never meet another suite's rows; names are random uuids,
@@ -40,9 +43,17 @@ pub(super) async fn admin() -> sqlx::PgConnection {
 async fn acquire_on_a_new_name_returns_a_token_and_after_release_a_higher_one() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    let first = s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    let first = s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(s.release(&k, &a).await.unwrap().released);
-    let second = s.try_acquire(&k, &b, 10_000, None).await.unwrap().unwrap();
+    let second = s
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(second > first, "{second} after {first}");
 }
 
@@ -51,12 +62,12 @@ async fn a_held_name_is_refused_to_another_owner_and_stays_with_its_holder() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
     let token = s
-        .try_acquire(&k, &a, 10_000, Some(b"mine"))
+        .try_acquire(&k, &a, 10_000, Some(b"mine"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(
-        s.try_acquire(&k, &b, 10_000, Some(b"theirs"))
+        s.try_acquire(&k, &b, 10_000, Some(b"theirs"), ValueFormat::Fenced)
             .await
             .unwrap(),
         None
@@ -75,9 +86,15 @@ async fn the_holder_asking_again_gets_its_own_token_and_a_new_lease() {
     // What makes a retry after a lost reply safe.
     let s = store();
     let (k, a) = (name(), owner());
-    let token = s.try_acquire(&k, &a, 2_000, None).await.unwrap().unwrap();
+    let token = s
+        .try_acquire(&k, &a, 2_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
-        s.try_acquire(&k, &a, 60_000, None).await.unwrap(),
+        s.try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
         Some(token)
     );
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
@@ -89,13 +106,13 @@ async fn an_expired_lease_is_taken_over_with_a_higher_token_and_the_old_holder_i
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
     let first = s
-        .try_acquire(&k, &a, 50, Some(b"old"))
+        .try_acquire(&k, &a, 50, Some(b"old"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     sleep_ms(150).await;
     let second = s
-        .try_acquire(&k, &b, 10_000, Some(b"new"))
+        .try_acquire(&k, &b, 10_000, Some(b"new"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -106,7 +123,7 @@ async fn an_expired_lease_is_taken_over_with_a_higher_token_and_the_old_holder_i
         (b.as_str(), second)
     );
     assert_eq!(info.data.as_deref(), Some(&b"new"[..]));
-    assert!(!s.extend(&k, &a, 10_000).await.unwrap());
+    assert!(!s.extend(&k, &a, 10_000, false).await.unwrap());
     assert!(!s.release(&k, &a).await.unwrap().released);
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, b);
 }
@@ -121,12 +138,20 @@ async fn fencing_tokens_keep_increasing_across_releases_expiries_handoffs_and_ne
         let (a, b) = (owner(), owner());
         // A long lease for the lock that is handed over: a loaded machine must not expire it
         // before the handoff. The last acquisition of the round is the short one that expires.
-        let token = s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+        let token = s
+            .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(token > last, "round {round}: {token} after {last}");
         let handed = s.handoff(&k, &a, &next_for(&b)).await.unwrap().unwrap();
         assert!(handed > token);
         assert!(s.release(&k, &b).await.unwrap().released);
-        let expiring = s.try_acquire(&k, &a, 50, None).await.unwrap().unwrap();
+        let expiring = s
+            .try_acquire(&k, &a, 50, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(expiring > handed);
         last = expiring;
         sleep_ms(100).await;
@@ -138,7 +163,9 @@ async fn fencing_tokens_keep_increasing_across_releases_expiries_handoffs_and_ne
 async fn a_retried_handoff_finds_the_lock_with_the_next_owner_and_returns_its_token() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 10_000, Some(b"a")).await.unwrap();
+    s.try_acquire(&k, &a, 10_000, Some(b"a"), ValueFormat::Fenced)
+        .await
+        .unwrap();
     let token = s.handoff(&k, &a, &next_for(&b)).await.unwrap().unwrap();
     assert_eq!(s.handoff(&k, &a, &next_for(&b)).await.unwrap(), Some(token));
     let info = s.inspect(&k).await.unwrap().unwrap();
@@ -151,7 +178,11 @@ async fn a_released_row_is_free_even_when_dated_after_the_acquirers_clock_readin
     // with a later `expires_at`: the row must still count as free. Dated an hour ahead here.
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    let first = s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    let first = s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     sqlx::query(AssertSqlSafe(format!(
         "UPDATE \"{TEST_TABLE}\" SET owner = NULL, expires_at = clock_timestamp() + interval '1 hour' WHERE name = $1"
     )))
@@ -159,7 +190,11 @@ async fn a_released_row_is_free_even_when_dated_after_the_acquirers_clock_readin
     .execute(&mut admin().await)
     .await
     .unwrap();
-    let second = s.try_acquire(&k, &b, 10_000, None).await.unwrap().unwrap();
+    let second = s
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(second > first);
 }
 
@@ -167,24 +202,30 @@ async fn a_released_row_is_free_even_when_dated_after_the_acquirers_clock_readin
 async fn extend_by_the_owner_succeeds_and_can_shorten_and_by_a_stranger_fails() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 1_000, None).await.unwrap().unwrap();
-    assert!(s.extend(&k, &a, 60_000).await.unwrap());
+    s.try_acquire(&k, &a, 1_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.extend(&k, &a, 60_000, false).await.unwrap());
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!((59_000..=60_000).contains(&remaining), "{remaining}");
-    assert!(s.extend(&k, &a, 2_000).await.unwrap());
+    assert!(s.extend(&k, &a, 2_000, false).await.unwrap());
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!((1_000..=2_000).contains(&remaining), "{remaining}");
-    assert!(!s.extend(&k, &b, 120_000).await.unwrap());
-    assert!(!s.extend(&name(), &a, 1_000).await.unwrap());
+    assert!(!s.extend(&k, &b, 120_000, false).await.unwrap());
+    assert!(!s.extend(&name(), &a, 1_000, false).await.unwrap());
 }
 
 #[tokio::test]
 async fn extend_after_expiry_fails_and_inspect_sees_nothing() {
     let s = store();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 50, None).await.unwrap().unwrap();
+    s.try_acquire(&k, &a, 50, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     sleep_ms(150).await;
-    assert!(!s.extend(&k, &a, 10_000).await.unwrap());
+    assert!(!s.extend(&k, &a, 10_000, false).await.unwrap());
     assert_eq!(s.inspect(&k).await.unwrap(), None);
 }
 
@@ -194,7 +235,10 @@ async fn extend_many_reports_each_items_outcome_in_order_duplicates_included() {
     let a = owner();
     let held: Vec<String> = (0..3).map(|_| name()).collect();
     for k in &held {
-        s.try_acquire(k, &a, 10_000, None).await.unwrap().unwrap();
+        s.try_acquire(k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
     }
     let item = |key: &str, owner: &str, ttl_ms: u64| ExtendItem {
         key: key.to_owned(),
@@ -233,12 +277,15 @@ async fn extend_many_reports_each_items_outcome_in_order_duplicates_included() {
 async fn release_by_a_stranger_or_twice_or_after_expiry_reports_not_released() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(!s.release(&k, &b).await.unwrap().released);
     assert!(s.release(&k, &a).await.unwrap().released);
     assert!(!s.release(&k, &a).await.unwrap().released);
     let expiring = name();
-    s.try_acquire(&expiring, &a, 50, None)
+    s.try_acquire(&expiring, &a, 50, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -258,7 +305,10 @@ async fn names_are_bytes_exact_including_nul_case_and_trailing_spaces() {
         format!("{base}\0"),
     ] {
         assert!(
-            s.try_acquire(&k, &a, 10_000, None).await.unwrap().is_some(),
+            s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap()
+                .is_some(),
             "{k:?} is a lock of its own"
         );
     }
@@ -272,7 +322,9 @@ async fn data_round_trips_every_byte_and_a_few_megabytes() {
     let (k, a) = (name(), owner());
     let mut data: Vec<u8> = (0..=255u8).cycle().take(3 << 20).collect();
     data.extend_from_slice(b"\0'\\");
-    s.try_acquire(&k, &a, 10_000, Some(&data)).await.unwrap();
+    s.try_acquire(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
+        .await
+        .unwrap();
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, Some(data));
 }
 
@@ -283,9 +335,12 @@ async fn names_owners_and_ttls_beyond_the_limits_are_refused_before_any_io() {
     let long_key = "k".repeat(MAX_KEY_BYTES + 1);
     let long_owner = "o".repeat(MAX_OWNER_BYTES + 1);
     for result in [
-        s.try_acquire(&long_key, "o", 1_000, None).await,
-        s.try_acquire("k", &long_owner, 1_000, None).await,
-        s.try_acquire("k", "o", MAX_TTL_MS + 1, None).await,
+        s.try_acquire(&long_key, "o", 1_000, None, ValueFormat::Fenced)
+            .await,
+        s.try_acquire("k", &long_owner, 1_000, None, ValueFormat::Fenced)
+            .await,
+        s.try_acquire("k", "o", MAX_TTL_MS + 1, None, ValueFormat::Fenced)
+            .await,
     ] {
         assert_eq!(result.unwrap_err().kind, ErrorKind::Invalid);
     }
@@ -297,13 +352,19 @@ async fn exactly_one_of_200_concurrent_acquirers_of_a_free_or_expired_name_wins(
     for expired in [false, true] {
         let k = name();
         if expired {
-            s.try_acquire(&k, &owner(), 1, None).await.unwrap().unwrap();
+            s.try_acquire(&k, &owner(), 1, None, ValueFormat::Fenced)
+                .await
+                .unwrap()
+                .unwrap();
             sleep_ms(20).await;
         }
         let mut tasks = JoinSet::new();
         for _ in 0..200 {
             let (s, k) = (s.clone(), k.clone());
-            tasks.spawn(async move { s.try_acquire(&k, &owner(), 10_000, None).await });
+            tasks.spawn(async move {
+                s.try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
+                    .await
+            });
         }
         let mut winners = 0;
         while let Some(joined) = tasks.join_next().await {
@@ -349,13 +410,24 @@ async fn rows_named(keys: &[&str]) -> i64 {
 async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token() {
     let s = purging_soon();
     let (k, expired, a) = (name(), name(), owner());
-    let first = s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    let first = s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(s.release(&k, &a).await.unwrap().released);
-    s.try_acquire(&expired, &a, 1, None).await.unwrap().unwrap();
+    s.try_acquire(&expired, &a, 1, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     sleep_ms(20).await;
     s.purge().await.unwrap();
     assert_eq!(rows_named(&[&k, &expired]).await, 0);
-    let again = s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    let again = s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(again > first, "{again} > {first}");
 }
 
@@ -363,7 +435,11 @@ async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token() {
 async fn a_purge_never_deletes_a_held_lock() {
     let s = purging_soon();
     let (k, a) = (name(), owner());
-    let token = s.try_acquire(&k, &a, 60_000, None).await.unwrap().unwrap();
+    let token = s
+        .try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     s.purge().await.unwrap();
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!((info.owner, info.fencing_token), (a, token));
@@ -383,11 +459,17 @@ pub(super) async fn next_release(
 async fn a_release_is_announced_to_another_store_that_was_refused_the_lock() {
     let (holder, waiter) = (store(), store());
     let (k, a, b) = (name(), owner(), owner());
-    holder.try_acquire(&k, &a, 10_000, None).await.unwrap();
+    holder
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     let mut releases = waiter.releases();
     waiter.watch(&k).await;
     assert_eq!(
-        waiter.try_acquire(&k, &b, 10_000, None).await.unwrap(),
+        waiter
+            .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
         None
     );
     let outcome = holder.release(&k, &a).await.unwrap();
@@ -398,11 +480,14 @@ async fn a_release_is_announced_to_another_store_that_was_refused_the_lock() {
     );
     // The holder takes it again before the waiter: that grant clears the record of who
     // waited, so its release, which nobody was refused since, announces nothing.
-    holder.try_acquire(&k, &a, 10_000, None).await.unwrap();
+    holder
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     let outcome = holder.release(&k, &a).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     assert!(waiter
-        .try_acquire(&k, &b, 10_000, None)
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .is_some());
@@ -416,16 +501,28 @@ async fn a_release_nobody_elsewhere_waits_for_is_not_announced() {
     let (k, a, b) = (name(), owner(), owner());
     let mut releases = other.releases();
     other.watch(&k).await;
-    s.try_acquire(&k, &a, 10_000, None).await.unwrap();
+    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     // Refused by its own store: local waiters are woken locally, not through the server.
-    assert_eq!(s.try_acquire(&k, &b, 10_000, None).await.unwrap(), None);
+    assert_eq!(
+        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
+        None
+    );
     let outcome = s.release(&k, &a).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     // A later announcement on the same channel arrives, and it is the only one.
     let marker = name();
     other.watch(&marker).await;
-    s.try_acquire(&marker, &a, 10_000, None).await.unwrap();
-    other.try_acquire(&marker, &b, 10_000, None).await.unwrap();
+    s.try_acquire(&marker, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
+    other
+        .try_acquire(&marker, &b, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     assert!(s.release(&marker, &a).await.unwrap().others_waiting);
     assert_eq!(
         next_release(&mut releases).await.as_deref(),
@@ -450,8 +547,14 @@ async fn an_announcement_reaches_only_a_waiter_of_exactly_that_name() {
         format!("{base}é"),
     ];
     for k in others.iter().chain([&base]) {
-        holder.try_acquire(k, &a, 10_000, None).await.unwrap();
-        waiter.try_acquire(k, &owner(), 10_000, None).await.unwrap();
+        holder
+            .try_acquire(k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap();
+        waiter
+            .try_acquire(k, &owner(), 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap();
         assert!(holder.release(k, &a).await.unwrap().others_waiting);
     }
     assert_eq!(
@@ -465,11 +568,14 @@ async fn an_announcement_reaches_only_a_waiter_of_exactly_that_name() {
 async fn force_release_announces_the_release_to_refused_waiters() {
     let (holder, waiter) = (store(), store());
     let (k, a) = (name(), owner());
-    holder.try_acquire(&k, &a, 60_000, None).await.unwrap();
+    holder
+        .try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     let mut releases = waiter.releases();
     waiter.watch(&k).await;
     waiter
-        .try_acquire(&k, &owner(), 10_000, None)
+        .try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap();
     assert!(holder.force_release(&k).await.unwrap());
@@ -508,9 +614,12 @@ async fn the_listening_connection_is_reopened_after_the_server_ends_it() {
         next_release(&mut releases).await.as_deref(),
         Some(k.as_str())
     );
-    holder.try_acquire(&k, &a, 10_000, None).await.unwrap();
+    holder
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     waiter
-        .try_acquire(&k, &owner(), 10_000, None)
+        .try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap();
     assert!(holder.release(&k, &a).await.unwrap().others_waiting);
@@ -549,7 +658,10 @@ async fn holding_2000_locks_at_once_needs_no_connection_per_lock() {
     let mut tasks = JoinSet::new();
     for k in keys.clone() {
         let (s, a) = (s.clone(), a.clone());
-        tasks.spawn(async move { s.try_acquire(&k, &a, 120_000, None).await });
+        tasks.spawn(async move {
+            s.try_acquire(&k, &a, 120_000, None, ValueFormat::Fenced)
+                .await
+        });
     }
     while let Some(joined) = tasks.join_next().await {
         assert!(joined.unwrap().unwrap().is_some());
@@ -573,7 +685,10 @@ async fn holding_2000_locks_at_once_needs_no_connection_per_lock() {
     for k in keys {
         let (s, a) = (s.clone(), a.clone());
         tasks.spawn(async move {
-            let busy = s.try_acquire(&k, &owner(), 1_000, None).await.unwrap();
+            let busy = s
+                .try_acquire(&k, &owner(), 1_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap();
             let released = s.release(&k, &a).await.unwrap().released;
             (busy, released)
         });
@@ -619,7 +734,9 @@ async fn a_statement_the_server_holds_past_the_response_bound_fails_as_a_timeout
     )
     .unwrap();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 60_000, None).await.unwrap();
+    s.try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     // Another session keeps the row locked, so the next statement on it waits.
     let mut conn = admin().await;
     let mut tx = sqlx::Connection::begin(&mut conn).await.unwrap();
@@ -630,12 +747,12 @@ async fn a_statement_the_server_holds_past_the_response_bound_fails_as_a_timeout
     .execute(&mut *tx)
     .await
     .unwrap();
-    let err = s.extend(&k, &a, 60_000).await.unwrap_err();
+    let err = s.extend(&k, &a, 60_000, false).await.unwrap_err();
     tx.rollback().await.unwrap();
     // Cancelled by the server (`statement_timeout`), not left running behind the caller.
     assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
     assert!(err.message.contains("statement timeout"), "{err}");
-    assert!(s.extend(&k, &a, 60_000).await.unwrap());
+    assert!(s.extend(&k, &a, 60_000, false).await.unwrap());
 }
 
 #[test]
@@ -796,7 +913,9 @@ async fn an_account_without_create_rights_uses_a_table_made_for_it_and_fails_on_
     let url = format!("postgres://{role}:pw@127.0.0.1:5432/test");
     let limited = PostgresStore::connect(&url, options(2)).unwrap();
     let (k, a) = (name(), owner());
-    let acquired = limited.try_acquire(&k, &a, 10_000, None).await;
+    let acquired = limited
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await;
     let released = limited.release(&k, &a).await;
     limited.close().await;
     let missing = PostgresStore::connect(
@@ -830,7 +949,7 @@ async fn operations_after_close_fail_as_closed() {
     s.ping().await.unwrap();
     s.close().await;
     let err = s
-        .try_acquire(&name(), &owner(), 1_000, None)
+        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Closed);
@@ -841,20 +960,19 @@ async fn operations_after_close_fail_as_closed() {
 
 mod conformance {
     use super::{options, TEST_URL};
+    use crate::store::bounded::{bounded, call_timeout};
     use crate::store::conformance::server_or_skip;
     use crate::store::postgres::PostgresStore;
-    use std::sync::Arc;
+    use crate::store::SharedStore;
 
-    crate::conformance_suite!(server_or_skip("PostgreSQL", 5432)
-        .then(|| Arc::new(PostgresStore::connect(TEST_URL, options(4)).unwrap()) as _));
-}
+    /// The store as the registry opens it: within the call bound.
+    fn open() -> Option<SharedStore> {
+        server_or_skip("PostgreSQL", 5432).then(|| {
+            let store = PostgresStore::connect(TEST_URL, options(4)).unwrap();
+            bounded("postgres", store, call_timeout(5000, 5000))
+        })
+    }
 
-mod permits {
-    use super::{options, TEST_URL};
-    use crate::store::conformance::server_or_skip;
-    use crate::store::postgres::PostgresStore;
-    use std::sync::Arc;
-
-    crate::permits_suite!(server_or_skip("PostgreSQL", 5432)
-        .then(|| Arc::new(PostgresStore::connect(TEST_URL, options(4)).unwrap()) as _));
+    crate::conformance_suite!(open());
+    crate::permits_suite!(open());
 }

@@ -12,8 +12,8 @@
 //! statement it checks that the file at the path is still the one it opened, and leaves a
 //! file that was deleted or replaced for the one now there (see `replaced`).
 
+use super::errors::{closed_error, db_error, is_busy};
 use super::replaced::{file_id, moved, FileId, Ghosts, Lease};
-use super::{closed_error, db_error, is_busy};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};

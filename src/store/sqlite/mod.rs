@@ -15,6 +15,8 @@
 //! statement per operation, the same clock, tokens from the same counter.
 
 mod connection;
+mod errors;
+mod extend;
 mod path;
 mod permits;
 mod replaced;
@@ -22,39 +24,32 @@ mod sql;
 #[cfg_attr(not(unix), path = "wake_none.rs")]
 mod wake;
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::store::bounded::within;
+use crate::store::sql::checks::{check_key, check_owner, check_ttl};
+use crate::store::sql::purge::PurgeClock;
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
 use connection::{Rewatch, SharedConnection};
+use errors::{db_error, Sqlite};
+use extend::Leases;
 pub use path::database_path;
 use replaced::Lease;
-use sql::{Statements, EXTEND_BATCH_MAX};
+use sql::Statements;
 use wake::{alive, Wake};
 
-/// Longest lock name accepted, in bytes (as on every store).
-pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
-
-/// Longest owner token accepted, in bytes (as on MySQL).
-pub const MAX_OWNER_BYTES: usize = 255;
-
-/// Longest lease accepted, in milliseconds (100 years): far from overflowing SQLite's 64-bit
-/// integers when added to the clock.
-pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
-
-/// How often a process deletes the rows of leases that ended without a release, at most.
-const PURGE_EVERY: Duration = Duration::from_secs(60);
+pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 
 /// Options for the SQLite store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +62,7 @@ pub struct SqliteOptions {
     pub connect_timeout_ms: u64,
     /// How long a statement waits for another process's write to finish (SQLite's
     /// `busy_timeout`), in milliseconds. Default 5000. A whole call is bounded by
-    /// `connect_timeout_ms + response_timeout_ms` (see [`SqliteStore::bounded`]).
+    /// `connect_timeout_ms + response_timeout_ms` (the registry wraps the store in [`crate::store::bounded`]).
     pub response_timeout_ms: u64,
 }
 
@@ -85,14 +80,15 @@ impl Default for SqliteOptions {
 /// the same file.
 pub struct SqliteStore {
     path: PathBuf,
-    /// Bound on a whole call (see [`SqliteStore::bounded`]).
+    /// Bound on its background work and on `close`, as on a call (the registry bounds calls
+    /// with [`crate::store::bounded`]).
     call_timeout: Duration,
     sql: Arc<Statements>,
     /// The store's one connection (shared with background clean-ups).
     conn: Arc<SharedConnection>,
     closed: AtomicBool,
-    /// When the last purge started, so it runs at most once per [`PURGE_EVERY`].
-    last_purge: Mutex<Option<Instant>>,
+    /// When the last purge started.
+    purged: PurgeClock,
     /// Whether this store looked for the registrations of dead processes yet.
     swept: AtomicBool,
     wake: Wake,
@@ -152,7 +148,7 @@ impl SqliteStore {
             sql,
             conn: Arc::new(conn),
             closed: AtomicBool::new(false),
-            last_purge: Mutex::new(None),
+            purged: PurgeClock::default(),
             swept: AtomicBool::new(false),
             wake,
         })
@@ -163,189 +159,8 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has ended, and stores
-    /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
-    /// when `owner` itself holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: once the statement is on its way, dropping the future may leave the
-    /// lock taken, with nobody knowing its token, until `ttl_ms` passes.
-    pub async fn try_acquire(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl = check_ttl(ttl_ms)?;
-        let mut w = self.conn.lock().await?;
-        // Held by another owner in a file replaced since, whose holder has not heard yet.
-        if self.conn.ghost_of_another(key.as_bytes(), owner.as_bytes()) {
-            w.finish(Ok(())).ok();
-            return Ok(None);
-        }
-        let row = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .bind(ttl)
-            .bind(data)
-            .fetch_optional(w.conn())
-            .await;
-        let row = w.finish(row).map_err(|e| db_error("try_acquire", e))?;
-        if row.is_some() {
-            self.conn
-                .forget_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes());
-        }
-        row.map(|row| token(&row, "try_acquire")).transpose()
-    }
-
-    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
-    /// ended. Returns whether it did.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: the statement is idempotent.
-    pub async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let ttl = check_ttl(ttl_ms)?;
-        let mut w = self.conn.lock().await?;
-        if self
-            .conn
-            .is_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes())
-        {
-            w.finish(Ok(())).ok();
-            return Err(self.replaced_error("extend"));
-        }
-        let done = sqlx::query(AssertSqlSafe(self.sql.extend.as_str()))
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .bind(ttl)
-            .execute(w.conn())
-            .await;
-        let done = w.finish(done).map_err(|e| db_error("extend", e))?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    /// Extends many leases, as [`SqliteStore::extend`] would each, in one statement per 256
-    /// items; the result has one entry per item, in order. The statement returns the
-    /// (name, owner) of every lease it extended, so each item's outcome is exact.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent.
-    pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_each(items, Leases::Locks).await
-    }
-
-    /// [`SqliteStore::extend_many`] of locks or of permits.
-    async fn extend_each(&self, items: &[ExtendItem], leases: Leases) -> Vec<StoreResult<bool>> {
-        if items.len() <= 1 {
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                out.push(match leases {
-                    Leases::Locks => self.extend(&item.key, &item.owner, item.ttl_ms).await,
-                    Leases::Permits => {
-                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
-                            .await
-                    }
-                });
-            }
-            return out;
-        }
-        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
-        // Invalid items fail alone instead of failing their batch.
-        let mut valid = Vec::with_capacity(items.len());
-        for (index, item) in items.iter().enumerate() {
-            let checked = leases
-                .check_name(&item.key)
-                .and_then(|()| check_owner(&item.owner))
-                .and_then(|()| check_ttl(item.ttl_ms));
-            match checked {
-                Ok(ttl) => valid.push((index, ttl)),
-                Err(e) => out[index] = Some(Err(e)),
-            }
-        }
-        for batch in valid.chunks(EXTEND_BATCH_MAX) {
-            let result = self.extend_batch(items, batch, leases).await;
-            for &(index, _) in batch {
-                let item = &items[index];
-                out[index] = Some(match &result {
-                    Ok((_, ghosts)) if ghosts.contains(&index) => {
-                        Err(self.replaced_error(leases.operation()))
-                    }
-                    Ok((extended, _)) => Ok(extended
-                        .iter()
-                        .any(|(k, o)| k == item.key.as_bytes() && o == item.owner.as_bytes())),
-                    Err(e) => Err(e.clone()),
-                });
-            }
-        }
-        out.into_iter()
-            .map(|slot| slot.unwrap_or_else(|| Err(StoreError::internal("sqlite: no result"))))
-            .collect()
-    }
-
-    /// One batched extension: the (name, owner) of every lease extended, and the indexes of
-    /// the items that were leases of a replaced file (ghosts, left out of the statement). The
-    /// batch is padded to a power of two by repeating its last item, which cannot change any
-    /// outcome.
-    async fn extend_batch(
-        &self,
-        items: &[ExtendItem],
-        batch: &[(usize, i64)],
-        leases: Leases,
-    ) -> StoreResult<(Vec<(Vec<u8>, Vec<u8>)>, Vec<usize>)> {
-        let operation = leases.operation();
-        let texts = match leases {
-            Leases::Locks => &self.sql.extend_many,
-            Leases::Permits => &self.sql.extend_permits_many,
-        };
-        let mut w = self.conn.lock().await?;
-        let mut ghosts = Vec::new();
-        let mut live = Vec::with_capacity(batch.len());
-        for &(index, ttl) in batch {
-            let item = &items[index];
-            if self
-                .conn
-                .is_ghost(leases.lease(), item.key.as_bytes(), item.owner.as_bytes())
-            {
-                ghosts.push(index);
-            } else {
-                live.push((index, ttl));
-            }
-        }
-        let batch = live;
-        if batch.is_empty() {
-            w.finish(Ok(())).ok();
-            return Ok((Vec::new(), ghosts));
-        }
-        let padded = batch.len().max(2).next_power_of_two();
-        let text = &texts[padded.trailing_zeros() as usize - 1];
-        let mut query = sqlx::query(AssertSqlSafe(text.as_str()));
-        for i in 0..padded {
-            let (index, ttl) = batch[i.min(batch.len() - 1)];
-            let item = &items[index];
-            query = query
-                .bind(item.key.as_bytes())
-                .bind(item.owner.as_bytes())
-                .bind(ttl);
-        }
-        let rows = query.fetch_all(w.conn()).await;
-        let rows = w.finish(rows).map_err(|e| db_error(operation, e))?;
-        let extended = rows
-            .iter()
-            .map(|row| {
-                let name: Vec<u8> = row.try_get(0).map_err(|e| db_error(operation, e))?;
-                let owner: Vec<u8> = row.try_get(1).map_err(|e| db_error(operation, e))?;
-                Ok((name, owner))
-            })
-            .collect::<StoreResult<_>>()?;
-        Ok((extended, ghosts))
-    }
-
     /// The error of an extension of a lease that was live in a file since deleted or replaced.
-    fn replaced_error(&self, operation: &str) -> StoreError {
+    pub(super) fn replaced_error(&self, operation: &str) -> StoreError {
         StoreError::new(
             ErrorKind::Replaced,
             format!(
@@ -353,35 +168,6 @@ impl SqliteStore {
                 self.path.display()
             ),
         )
-    }
-
-    /// Frees `key` if `owner` holds it (its row goes, live or not) and tells the processes
-    /// waiting for it. `released`: whether the lease was live.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: idempotent (a repeat after a dropped call reports `released: false`).
-    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
-        check_key(key)?;
-        check_owner(owner)?;
-        let mut w = self.conn.lock().await?;
-        let row = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .fetch_optional(w.conn())
-            .await;
-        let row = w.finish(row).map_err(|e| db_error("release", e))?;
-        self.purge_if_due();
-        let Some(row) = row else {
-            return Ok(ReleaseOutcome {
-                released: false,
-                others_waiting: false,
-            });
-        };
-        let (released, others_waiting) = self.deleted(key, &row, "release")?;
-        Ok(ReleaseOutcome {
-            released,
-            others_waiting,
-        })
     }
 
     /// After a row was deleted (by a release or a force release): whether its lease was live,
@@ -405,57 +191,6 @@ impl SqliteStore {
         told.others
     }
 
-    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
-    /// token in one statement; `None` if `owner` no longer holds it.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    pub async fn handoff(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
-        check_key(key)?;
-        check_owner(owner)?;
-        check_owner(next.owner)?;
-        let ttl = check_ttl(next.ttl_ms)?;
-        let mut w = self.conn.lock().await?;
-        let row = sqlx::query(AssertSqlSafe(self.sql.handoff.as_str()))
-            .bind(key.as_bytes())
-            .bind(owner.as_bytes())
-            .bind(next.owner.as_bytes())
-            .bind(next.data)
-            .bind(ttl)
-            .fetch_optional(w.conn())
-            .await;
-        let row = w.finish(row).map_err(|e| db_error("handoff", e))?;
-        if row.is_some() {
-            self.conn
-                .forget_ghost(Lease::Lock, key.as_bytes(), next.owner.as_bytes());
-        }
-        row.map(|row| token(&row, "handoff")).transpose()
-    }
-
-    /// Reads the live lease on `key`: owner, fencing token, remaining time by the host clock
-    /// and data. `None` when it is free or its lease has ended.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: read only.
-    pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
-        check_key(key)?;
-        if self.conn.absent() {
-            return Ok(None);
-        }
-        let mut w = self.conn.lock().await?;
-        let row = sqlx::query(AssertSqlSafe(self.sql.inspect.as_str()))
-            .bind(key.as_bytes())
-            .fetch_optional(w.conn())
-            .await;
-        let row = w.finish(row).map_err(|e| db_error("inspect", e))?;
-        row.map(|row| lock_info(&row, 0, "inspect")).transpose()
-    }
-
     /// Deletes the rows of leases that ended without a release, and of semaphores' lapsed
     /// holders and queued places, 1 000 at a time until none is left. Returns how many it
     /// deleted.
@@ -466,27 +201,18 @@ impl SqliteStore {
         purge_all(&self.conn, &self.sql).await
     }
 
-    /// Starts a purge in the background if none ran in this process for [`PURGE_EVERY`].
+    /// Starts a purge in the background if it is due (see [`PurgeClock`]).
     fn purge_if_due(&self) {
-        let now = Instant::now();
-        {
-            let mut last = self.last_purge.lock().unwrap_or_else(|e| e.into_inner());
-            if last.is_some_and(|at| now.duration_since(at) < PURGE_EVERY) {
-                return;
-            }
-            *last = Some(now);
-        }
-        let (conn, sql, bound) = (self.conn.clone(), self.sql.clone(), self.call_timeout);
-        tokio::spawn(async move {
-            // Best effort: a failed purge is tried again after the next interval.
-            let _ = tokio::time::timeout(bound, purge_all(&conn, &sql)).await;
+        self.purged.run_if_due(self.call_timeout, || {
+            let (conn, sql) = (self.conn.clone(), self.sql.clone());
+            async move { purge_all(&conn, &sql).await }
         });
     }
 
     /// Registers this process as waiting for `key` (see `wake`). The first registration also
     /// looks for those of processes that are gone, once.
     async fn register(&self, key: &str) -> StoreResult<()> {
-        self.bounded("watch", async {
+        within("sqlite", "watch", self.call_timeout, async {
             let mut w = self.conn.lock().await?;
             let done = sqlx::query(AssertSqlSafe(self.sql.watch.as_str()))
                 .bind(key.as_bytes())
@@ -504,7 +230,7 @@ impl SqliteStore {
 
     /// Unregisters this process for `key`.
     async fn unregister(&self, key: &str) -> StoreResult<()> {
-        self.bounded("unwatch", async {
+        within("sqlite", "unwatch", self.call_timeout, async {
             let mut w = self.conn.lock().await?;
             let done = sqlx::query(AssertSqlSafe(self.sql.unwatch.as_str()))
                 .bind(key.as_bytes())
@@ -558,104 +284,6 @@ impl SqliteStore {
             };
             let _ = tokio::time::timeout(bound, sweep).await;
         });
-    }
-
-    /// Checks that the file can be opened and written, creating it and the tables if needed.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe.
-    pub async fn ping(&self) -> StoreResult<()> {
-        let mut w = self.conn.lock().await?;
-        let done = sqlx::query("SELECT 1").execute(w.conn()).await;
-        w.finish(done).map_err(|e| db_error("ping", e))?;
-        Ok(())
-    }
-
-    /// Unregisters this process's waiters and closes the connections (waiting at most one
-    /// call's bound). Operations after this fail with [`ErrorKind::Closed`].
-    pub async fn close(&self) {
-        if self.closed.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        self.wake.close();
-        let bound = self.call_timeout;
-        let own = vec![self.wake.addr().to_string()];
-        let forget = forget_addresses(&self.conn, &self.sql.forget, own);
-        let _ = tokio::time::timeout(bound, forget).await;
-        let _ = tokio::time::timeout(bound, self.conn.close()).await;
-    }
-
-    /// Runs one store operation within the call bound (`connect_timeout_ms +
-    /// response_timeout_ms`): the wait for this store's earlier statements, for another
-    /// process's write (SQLite's busy timeout) and for the disk. A statement abandoned this
-    /// way may still take effect; its connection is dropped, and opened again by the next
-    /// statement.
-    ///
-    /// # Cancel Safety
-    /// As cancel safe as `fut`.
-    pub async fn bounded<T>(
-        &self,
-        operation: &str,
-        fut: impl Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        match tokio::time::timeout(self.call_timeout, fut).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::timeout(format!(
-                "sqlite: {operation}: no answer within {} ms",
-                self.call_timeout.as_millis()
-            ))),
-        }
-    }
-
-    /// [`SqliteStore::extend_many`] of `leases` within the call bound: on time-out every item
-    /// fails.
-    async fn extend_many_bounded(
-        &self,
-        items: &[ExtendItem],
-        leases: Leases,
-    ) -> Vec<StoreResult<bool>> {
-        let bounded = self.bounded(leases.operation(), async {
-            Ok(self.extend_each(items, leases).await)
-        });
-        match bounded.await {
-            Ok(results) => results,
-            Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-        }
-    }
-}
-
-/// Which leases a batched extension is about.
-#[derive(Debug, Clone, Copy)]
-enum Leases {
-    /// Locks (the lease table).
-    Locks,
-    /// Semaphores' permits (`<table>_permits`).
-    Permits,
-}
-
-impl Leases {
-    /// The operation's name in errors.
-    fn operation(self) -> &'static str {
-        match self {
-            Leases::Locks => "extend",
-            Leases::Permits => "extend_permits",
-        }
-    }
-
-    /// The kind of lease, as ghosts are kept.
-    fn lease(self) -> Lease {
-        match self {
-            Leases::Locks => Lease::Lock,
-            Leases::Permits => Lease::Permits,
-        }
-    }
-
-    /// Refuses a name that is too long for these leases.
-    fn check_name(self, name: &str) -> StoreResult<()> {
-        match self {
-            Leases::Locks => check_key(name),
-            Leases::Permits => permits::check_name(name),
-        }
     }
 }
 
@@ -737,81 +365,16 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     }
     None
 }
-
-/// Whether SQLite reported that the database was busy (another connection's lock).
-fn is_busy(e: &sqlx::Error) -> bool {
-    sqlite_code(e).is_some_and(|code| matches!(code & 0xFF, 5 | 6))
-}
-
-/// SQLite's extended result code of a database error.
-fn sqlite_code(e: &sqlx::Error) -> Option<i64> {
-    e.as_database_error()?.code()?.parse().ok()
-}
-
-/// The kind of an sqlx error, from sqlx's variants and SQLite's result codes.
-fn kind_of(e: &sqlx::Error) -> ErrorKind {
-    match e {
-        sqlx::Error::PoolTimedOut => ErrorKind::Timeout,
-        sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => ErrorKind::Closed,
-        sqlx::Error::Io(_) => ErrorKind::Unreachable,
-        sqlx::Error::Configuration(_) => ErrorKind::Invalid,
-        sqlx::Error::Database(_) => match sqlite_code(e).map(|c| c & 0xFF) {
-            // SQLITE_BUSY, SQLITE_LOCKED: another process held the file past busy_timeout.
-            Some(5 | 6) => ErrorKind::Timeout,
-            // SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN: the file cannot be used.
-            Some(3 | 8 | 14) => ErrorKind::Unreachable,
-            _ => ErrorKind::Server,
-        },
-        _ => ErrorKind::Internal,
-    }
-}
-
-fn db_error(operation: &str, e: sqlx::Error) -> StoreError {
-    let kind = kind_of(&e);
-    if kind == ErrorKind::Timeout && matches!(e, sqlx::Error::Database(_)) {
-        return StoreError::timeout(format!(
-            "sqlite: {operation}: the database stayed locked by another connection past the busy timeout ({e})"
-        ));
-    }
-    StoreError::new(kind, format!("sqlite: {operation}: {e}"))
-}
-
-fn closed_error() -> StoreError {
-    StoreError::closed("sqlite: the store is closed")
-}
-
-fn check_key(key: &str) -> StoreResult<()> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "sqlite: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
-            key.len()
-        )));
-    }
-    Ok(())
-}
-
-fn check_owner(owner: &str) -> StoreResult<()> {
-    if owner.len() > MAX_OWNER_BYTES {
-        return Err(StoreError::invalid(format!(
-            "sqlite: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
-            owner.len()
-        )));
-    }
-    Ok(())
-}
-
-/// The lease as SQLite's integer, if it is within [`MAX_TTL_MS`].
-fn check_ttl(ttl_ms: u64) -> StoreResult<i64> {
-    if ttl_ms > MAX_TTL_MS {
-        return Err(StoreError::invalid(format!(
-            "sqlite: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported"
-        )));
-    }
-    Ok(ttl_ms as i64)
-}
-
-/// The contract: every call within [`SqliteStore::bounded`].
+/// The contract; every call is bounded by the decorator the registry wraps the store in
+/// ([`crate::store::bounded`]).
 impl LockStore for SqliteStore {
+    /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has ended, and stores
+    /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
+    /// when `owner` itself holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: once the statement is on its way, dropping the future may leave the
+    /// lock taken, with nobody knowing its token, until `ttl_ms` passes.
     fn try_acquire<'a>(
         &'a self,
         key: &'a str,
@@ -820,13 +383,38 @@ impl LockStore for SqliteStore {
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded(
-            "try_acquire",
-            SqliteStore::try_acquire(self, key, owner, ttl_ms, data),
-        )
+        async move {
+            check_key::<Sqlite>(key)?;
+            check_owner::<Sqlite>(owner)?;
+            let ttl = check_ttl::<Sqlite>(ttl_ms)?;
+            let mut w = self.conn.lock().await?;
+            // Held by another owner in a file replaced since, whose holder has not heard yet.
+            if self.conn.ghost_of_another(key.as_bytes(), owner.as_bytes()) {
+                w.finish(Ok(())).ok();
+                return Ok(None);
+            }
+            let row = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(ttl)
+                .bind(data)
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("try_acquire", e))?;
+            if row.is_some() {
+                self.conn
+                    .forget_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes());
+            }
+            row.map(|row| token(&row, "try_acquire")).transpose()
+        }
         .boxed()
     }
 
+    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` holds it and it has not
+    /// ended. Returns whether it did.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent.
     fn extend<'a>(
         &'a self,
         key: &'a str,
@@ -834,48 +422,152 @@ impl LockStore for SqliteStore {
         ttl_ms: u64,
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("extend", SqliteStore::extend(self, key, owner, ttl_ms))
-            .boxed()
+        async move {
+            check_key::<Sqlite>(key)?;
+            check_owner::<Sqlite>(owner)?;
+            let ttl = check_ttl::<Sqlite>(ttl_ms)?;
+            let mut w = self.conn.lock().await?;
+            if self
+                .conn
+                .is_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes())
+            {
+                w.finish(Ok(())).ok();
+                return Err(self.replaced_error("extend"));
+            }
+            let done = sqlx::query(AssertSqlSafe(self.sql.extend.as_str()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(ttl)
+                .execute(w.conn())
+                .await;
+            let done = w.finish(done).map_err(|e| db_error("extend", e))?;
+            Ok(done.rows_affected() > 0)
+        }
+        .boxed()
     }
 
+    /// Extends many leases, as [`LockStore::extend`] would each, in one statement per 256
+    /// items; the result has one entry per item, in order. The statement returns the
+    /// (name, owner) of every lease it extended, so each item's outcome is exact.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: every extension is idempotent.
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        self.extend_many_bounded(items, Leases::Locks).boxed()
+        self.extend_each(items, Leases::Locks).boxed()
     }
 
+    /// Frees `key` if `owner` holds it (its row goes, live or not) and tells the processes
+    /// waiting for it. `released`: whether the lease was live.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent (a repeat after a dropped call reports `released: false`).
     fn release<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        self.bounded("release", SqliteStore::release(self, key, owner))
-            .boxed()
+        async move {
+            check_key::<Sqlite>(key)?;
+            check_owner::<Sqlite>(owner)?;
+            let mut w = self.conn.lock().await?;
+            let row = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("release", e))?;
+            self.purge_if_due();
+            let Some(row) = row else {
+                return Ok(ReleaseOutcome {
+                    released: false,
+                    others_waiting: false,
+                });
+            };
+            let (released, others_waiting) = self.deleted(key, &row, "release")?;
+            Ok(ReleaseOutcome {
+                released,
+                others_waiting,
+            })
+        }
+        .boxed()
     }
 
+    /// Gives `key`, if `owner` holds it, straight to `next` with a new lease and fencing
+    /// token in one statement; `None` if `owner` no longer holds it.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
     fn handoff<'a>(
         &'a self,
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("handoff", SqliteStore::handoff(self, key, owner, next))
-            .boxed()
+        async move {
+            check_key::<Sqlite>(key)?;
+            check_owner::<Sqlite>(owner)?;
+            check_owner::<Sqlite>(next.owner)?;
+            let ttl = check_ttl::<Sqlite>(next.ttl_ms)?;
+            let mut w = self.conn.lock().await?;
+            let row = sqlx::query(AssertSqlSafe(self.sql.handoff.as_str()))
+                .bind(key.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(next.owner.as_bytes())
+                .bind(next.data)
+                .bind(ttl)
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("handoff", e))?;
+            if row.is_some() {
+                self.conn
+                    .forget_ghost(Lease::Lock, key.as_bytes(), next.owner.as_bytes());
+            }
+            row.map(|row| token(&row, "handoff")).transpose()
+        }
+        .boxed()
     }
 
+    /// Reads the live lease on `key`: owner, fencing token, remaining time by the host clock
+    /// and data. `None` when it is free or its lease has ended.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: read only.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
-        self.bounded("inspect", SqliteStore::inspect(self, key))
-            .boxed()
+        async move {
+            check_key::<Sqlite>(key)?;
+            if self.conn.absent() {
+                return Ok(None);
+            }
+            let mut w = self.conn.lock().await?;
+            let row = sqlx::query(AssertSqlSafe(self.sql.inspect.as_str()))
+                .bind(key.as_bytes())
+                .fetch_optional(w.conn())
+                .await;
+            let row = w.finish(row).map_err(|e| db_error("inspect", e))?;
+            row.map(|row| lock_info(&row, 0, "inspect")).transpose()
+        }
+        .boxed()
     }
 
+    /// Checks that the file can be opened and written, creating it and the tables if needed.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe.
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
-        self.bounded("ping", SqliteStore::ping(self)).boxed()
+        async move {
+            let mut w = self.conn.lock().await?;
+            let done = sqlx::query("SELECT 1").execute(w.conn()).await;
+            w.finish(done).map_err(|e| db_error("ping", e))?;
+            Ok(())
+        }
+        .boxed()
     }
 
     fn acquire_permits<'a>(
         &'a self,
         req: &'a PermitRequest<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("acquire_permits", SqliteStore::acquire_permits(self, req))
-            .boxed()
+        SqliteStore::acquire_permits(self, req).boxed()
     }
 
     fn extend_permits<'a>(
@@ -884,18 +576,14 @@ impl LockStore for SqliteStore {
         owner: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded(
-            "extend_permits",
-            SqliteStore::extend_permits(self, name, owner, ttl_ms),
-        )
-        .boxed()
+        SqliteStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
     fn extend_permits_many<'a>(
         &'a self,
         items: &'a [ExtendItem],
     ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        self.extend_many_bounded(items, Leases::Permits).boxed()
+        self.extend_each(items, Leases::Permits).boxed()
     }
 
     fn release_permits<'a>(
@@ -903,20 +591,28 @@ impl LockStore for SqliteStore {
         name: &'a str,
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
-        self.bounded(
-            "release_permits",
-            SqliteStore::release_permits(self, name, owner),
-        )
-        .boxed()
+        SqliteStore::release_permits(self, name, owner).boxed()
     }
 
     fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
-        self.bounded("permits", SqliteStore::permits(self, name))
-            .boxed()
+        SqliteStore::permits(self, name).boxed()
     }
 
+    /// Unregisters this process's waiters and closes the connections (waiting at most one
+    /// call's bound). Operations after this fail with [`ErrorKind::Closed`].
     fn close(&self) -> BoxFuture<'_, ()> {
-        SqliteStore::close(self).boxed()
+        async move {
+            if self.closed.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            self.wake.close();
+            let bound = self.call_timeout;
+            let own = vec![self.wake.addr().to_string()];
+            let forget = forget_addresses(&self.conn, &self.sql.forget, own);
+            let _ = tokio::time::timeout(bound, forget).await;
+            let _ = tokio::time::timeout(bound, self.conn.close()).await;
+        }
+        .boxed()
     }
 
     #[cfg(unix)]
@@ -931,8 +627,8 @@ impl LockStore for SqliteStore {
 
 impl OperatorTools for SqliteStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("force_release", async move {
-            check_key(key)?;
+        async move {
+            check_key::<Sqlite>(key)?;
             let mut w = self.conn.lock().await?;
             let row = sqlx::query(AssertSqlSafe(self.sql.force_release.as_str()))
                 .bind(key.as_bytes())
@@ -943,7 +639,7 @@ impl OperatorTools for SqliteStore {
                 Some(row) => Ok(self.deleted(key, &row, "force_release")?.0),
                 None => Ok(false),
             }
-        })
+        }
         .boxed()
     }
 
@@ -952,7 +648,7 @@ impl OperatorTools for SqliteStore {
         prefix: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        self.bounded("list", async move {
+        async move {
             if self.conn.absent() {
                 return Ok(Vec::new());
             }
@@ -973,7 +669,7 @@ impl OperatorTools for SqliteStore {
                     })
                 })
                 .collect()
-        })
+        }
         .boxed()
     }
 }

@@ -9,24 +9,13 @@
 //! the engine passes on to its local waiters itself, a semaphore's release is announced to
 //! every watcher, as Redis's publish reaches its own subscriber.
 
+use super::errors::{db_error, Sqlite};
 use super::replaced::Lease;
-use super::{check_owner, check_ttl, db_error, Leases, SqliteStore, MAX_KEY_BYTES};
+use super::SqliteStore;
 use crate::store::permits::watch_key;
-use crate::store::{
-    ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
-};
+use crate::store::sql::checks::{check_owner, check_semaphore, check_ttl};
+use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
 use sqlx::{AssertSqlSafe, Row};
-
-/// Refuses a semaphore name longer than a lock name may be.
-pub(super) fn check_name(name: &str) -> StoreResult<()> {
-    if name.len() > MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "sqlite: semaphore name is {} bytes, at most {MAX_KEY_BYTES} are supported",
-            name.len()
-        )));
-    }
-    Ok(())
-}
 
 /// Refuses a request for no permits or for more than the semaphore has.
 fn check_permits(permits: u32, limit: u32) -> StoreResult<()> {
@@ -48,11 +37,11 @@ impl SqliteStore {
     /// Not cancel safe: once the statement is on its way, dropping the future may leave the
     /// permits taken, with nobody knowing its token, until `req.ttl_ms` passes.
     pub async fn acquire_permits(&self, req: &PermitRequest<'_>) -> StoreResult<Option<u64>> {
-        check_name(req.name)?;
-        check_owner(req.owner)?;
+        check_semaphore::<Sqlite>(req.name)?;
+        check_owner::<Sqlite>(req.owner)?;
         check_permits(req.permits, req.limit)?;
-        let ttl = check_ttl(req.ttl_ms)?;
-        let queue_ttl = check_ttl(req.queue_ttl_ms)?;
+        let ttl = check_ttl::<Sqlite>(req.ttl_ms)?;
+        let queue_ttl = check_ttl::<Sqlite>(req.queue_ttl_ms)?;
         let mut w = self.conn.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.acquire_permits.as_str()))
             .bind(req.name.as_bytes())
@@ -86,9 +75,9 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
     pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_name(name)?;
-        check_owner(owner)?;
-        let ttl = check_ttl(ttl_ms)?;
+        check_semaphore::<Sqlite>(name)?;
+        check_owner::<Sqlite>(owner)?;
+        let ttl = check_ttl::<Sqlite>(ttl_ms)?;
         let mut w = self.conn.lock().await?;
         if self
             .conn
@@ -107,16 +96,6 @@ impl SqliteStore {
         Ok(done.rows_affected() > 0)
     }
 
-    /// Extends many holders' permits (`key`: the semaphore) as
-    /// [`SqliteStore::extend_permits`] would each, in one statement per 256 items, like
-    /// [`SqliteStore::extend_many`]. One result per item, in order.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: every extension is idempotent.
-    pub async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        self.extend_each(items, Leases::Permits).await
-    }
-
     /// Frees `owner`'s permits of semaphore `name` and gives up its queued place, and deletes
     /// the semaphore's lapsed rows. If the owner had a row (held or queued, live or not), the
     /// processes watching the semaphore are told. `released`: whether it held live permits.
@@ -124,8 +103,8 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent (a repeat after a dropped call reports `released: false`).
     pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
-        check_name(name)?;
-        check_owner(owner)?;
+        check_semaphore::<Sqlite>(name)?;
+        check_owner::<Sqlite>(owner)?;
         let key = watch_key(name);
         let mut w = self.conn.lock().await?;
         let rows = sqlx::query(AssertSqlSafe(self.sql.release_permits.as_str()))
@@ -162,7 +141,7 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe: read only.
     pub async fn permits(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
-        check_name(name)?;
+        check_semaphore::<Sqlite>(name)?;
         if self.conn.absent() {
             return Ok(Vec::new());
         }

@@ -3,12 +3,14 @@
 //! shared with the semaphore tests (`permits/tests.rs`).
 
 use super::*;
+use crate::store::bounded::{bounded, call_timeout, Bounded};
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
-use crate::store::ReleaseNotifications;
 use crate::store::ValueFormat;
+use crate::store::{ReleaseNotifications, SharedStore};
 use sqlx::sqlite::SqlitePool;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// A temporary directory, removed with everything in it when dropped.
 pub(super) struct TempDir(pub(super) PathBuf);
@@ -180,7 +182,11 @@ async fn a_release_deletes_the_row_and_tokens_keep_increasing_in_a_new_store_on_
     let url = dir.url();
     let (k, a, b) = (name(), owner(), owner());
     let s = open(&url);
-    let first = s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    let first = s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(s.release(&k, &a).await.unwrap().released);
     assert_eq!(
         rows(&url, "deadbolt_locks").await,
@@ -191,7 +197,11 @@ async fn a_release_deletes_the_row_and_tokens_keep_increasing_in_a_new_store_on_
     drop(s);
     // A new process on the same file.
     let s = open(&url);
-    let second = s.try_acquire(&k, &b, 10_000, None).await.unwrap().unwrap();
+    let second = s
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(second > first, "{second} after {first}");
     assert_eq!(rows(&url, "deadbolt_locks_fence").await, 1);
 }
@@ -205,7 +215,7 @@ async fn tokens_are_at_least_the_host_clock_in_microseconds() {
         .unwrap()
         .as_micros() as u64;
     let token = s
-        .try_acquire(&name(), &owner(), 10_000, None)
+        .try_acquire(&name(), &owner(), 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -225,14 +235,22 @@ async fn a_lease_taken_over_after_expiry_raises_the_counter_for_every_name() {
         .execute(&pool)
         .await
         .unwrap();
-    let first = s.try_acquire(&k, &a, 30, None).await.unwrap().unwrap();
+    let first = s
+        .try_acquire(&k, &a, 30, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(first, 9_000_000_000_000_001);
     sleep_ms(80).await;
     // The upsert's update path (an expired row) must raise the counter too.
-    let second = s.try_acquire(&k, &b, 10_000, None).await.unwrap().unwrap();
+    let second = s
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(second, first + 1);
     let other = s
-        .try_acquire(&name(), &a, 10_000, None)
+        .try_acquire(&name(), &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -240,7 +258,9 @@ async fn a_lease_taken_over_after_expiry_raises_the_counter_for_every_name() {
     let next = next_owner(&a, 10_000, ValueFormat::Fenced);
     assert_eq!(s.handoff(&k, &b, &next).await.unwrap(), Some(other + 1));
     assert_eq!(
-        s.try_acquire(&name(), &a, 10_000, None).await.unwrap(),
+        s.try_acquire(&name(), &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
         Some(other + 2)
     );
 }
@@ -252,10 +272,13 @@ async fn a_purge_deletes_the_rows_of_ended_leases_and_never_a_live_one() {
     let s = open(&url);
     let a = owner();
     for _ in 0..3 {
-        s.try_acquire(&name(), &a, 20, None).await.unwrap().unwrap();
+        s.try_acquire(&name(), &a, 20, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
     }
     let live = name();
-    s.try_acquire(&live, &a, 60_000, None)
+    s.try_acquire(&live, &a, 60_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -272,7 +295,10 @@ async fn names_differing_in_case_nul_bytes_or_trailing_spaces_are_different_lock
     let a = owner();
     for k in ["k", "K", "k ", "k\0", "k\0x"] {
         assert!(
-            s.try_acquire(k, &a, 10_000, None).await.unwrap().is_some(),
+            s.try_acquire(k, &a, 10_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap()
+                .is_some(),
             "{k:?}"
         );
     }
@@ -288,7 +314,7 @@ async fn data_of_a_few_megabytes_round_trips() {
     let s = open(&dir.url());
     let (k, a) = (name(), owner());
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-    s.try_acquire(&k, &a, 10_000, Some(&data))
+    s.try_acquire(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -300,12 +326,12 @@ async fn a_name_or_ttl_beyond_the_limits_is_refused_before_any_io() {
     let s = open("sqlite:///nonexistent-dir-for-deadbolt/locks.db");
     let long = "k".repeat(MAX_KEY_BYTES + 1);
     let err = s
-        .try_acquire(&long, &owner(), 1_000, None)
+        .try_acquire(&long, &owner(), 1_000, None, ValueFormat::Fenced)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid);
     let err = s
-        .try_acquire(&name(), &owner(), MAX_TTL_MS + 1, None)
+        .try_acquire(&name(), &owner(), MAX_TTL_MS + 1, None, ValueFormat::Fenced)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid);
@@ -325,7 +351,10 @@ async fn exactly_one_of_200_acquirers_in_8_stores_on_one_file_wins() {
         for i in 0..200 {
             let s = stores[i % stores.len()].clone();
             let k = k.clone();
-            tasks.spawn(async move { s.try_acquire(&k, &owner(), 10_000, None).await });
+            tasks.spawn(async move {
+                s.try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
+                    .await
+            });
         }
         let mut winners = 0;
         while let Some(joined) = tasks.join_next().await {
@@ -353,7 +382,11 @@ async fn stores_on_one_file_never_overlap_and_tokens_strictly_increase() {
             let me = owner();
             let mut done = 0;
             while done < 50 {
-                let Some(token) = s.try_acquire(&k, &me, 10_000, None).await.unwrap() else {
+                let Some(token) = s
+                    .try_acquire(&k, &me, 10_000, None, ValueFormat::Fenced)
+                    .await
+                    .unwrap()
+                else {
                     tokio::task::yield_now().await;
                     continue;
                 };
@@ -378,7 +411,7 @@ async fn stores_on_one_file_never_overlap_and_tokens_strictly_increase() {
 async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound() {
     let dir = TempDir::new();
     let url = dir.url();
-    let s = SqliteStore::connect(
+    let store = SqliteStore::connect(
         &url,
         SqliteOptions {
             connect_timeout_ms: 300,
@@ -387,6 +420,8 @@ async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound(
         },
     )
     .unwrap();
+    // As the registry opens it: within the call bound.
+    let s = Bounded::new("sqlite", store, call_timeout(300, 300));
     s.ping().await.unwrap();
     // Another "process" holds the write lock.
     let path = database_path(&url).unwrap();
@@ -414,7 +449,7 @@ async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound(
     assert_eq!(s.inspect(&name()).await.unwrap(), None);
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
     assert!(s
-        .try_acquire(&name(), &owner(), 1_000, None)
+        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .is_some());
@@ -439,13 +474,17 @@ async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
     // Dropped while its statement waits for the other connection's write lock.
     let cancelled = tokio::time::timeout(
         Duration::from_millis(50),
-        s.try_acquire(&name(), &owner(), 1_000, None),
+        s.try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced),
     )
     .await;
     assert!(cancelled.is_err());
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
     let (k, a) = (name(), owner());
-    assert!(s.try_acquire(&k, &a, 10_000, None).await.unwrap().is_some());
+    assert!(s
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .is_some());
     assert!(s.release(&k, &a).await.unwrap().released);
 }
 
@@ -456,7 +495,7 @@ async fn operations_after_close_fail_as_closed() {
     s.ping().await.unwrap();
     s.close().await;
     let err = s
-        .try_acquire(&name(), &owner(), 1_000, None)
+        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Closed);
@@ -478,7 +517,7 @@ mod wake_ups {
         let (waiting, holding) = (open(&url), open(&url));
         let (k, a) = (name(), owner());
         holding
-            .try_acquire(&k, &a, 10_000, None)
+            .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
@@ -501,7 +540,7 @@ mod wake_ups {
         let (waiting, holding) = (open(&url), open(&url));
         let (k, a) = (name(), owner());
         holding
-            .try_acquire(&k, &a, 10_000, None)
+            .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
@@ -513,7 +552,7 @@ mod wake_ups {
         waiting.unwatch(&k).await;
         assert_eq!(waiting.watched(), 0);
         holding
-            .try_acquire(&k, &a, 10_000, None)
+            .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();
@@ -527,7 +566,10 @@ mod wake_ups {
         let dir = TempDir::new();
         let s = open(&dir.url());
         let (k, a) = (name(), owner());
-        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
         s.watch(&k).await;
         let outcome = s.release(&k, &a).await.unwrap();
         assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
@@ -550,7 +592,10 @@ mod wake_ups {
                 .await
                 .unwrap();
         }
-        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
         let outcome = s.release(&k, &a).await.unwrap();
         assert!(outcome.released, "{outcome:?}");
         assert!(!outcome.others_waiting, "nobody alive waits");
@@ -611,7 +656,10 @@ async fn sequential_acquire_and_release_latency() {
     for _ in 0..2000 {
         let k = name();
         let started = Instant::now();
-        s.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(s.release(&k, &a).await.unwrap().released);
         samples.push(started.elapsed());
     }
@@ -636,6 +684,12 @@ mod conformance {
         format!("sqlite://{}", dir.join("locks.db").display())
     }
 
-    crate::conformance_suite!(Some(Arc::new(open(&shared_url())) as _));
-    crate::permits_suite!(Some(Arc::new(open(&shared_url())) as _));
+    /// The store as the registry opens it: within the call bound.
+    fn shared() -> Option<SharedStore> {
+        let bound = call_timeout(5000, 5000);
+        Some(bounded("sqlite", open(&shared_url()), bound))
+    }
+
+    crate::conformance_suite!(shared());
+    crate::permits_suite!(shared());
 }

@@ -129,7 +129,7 @@ async fn an_account_without_the_create_privilege_uses_existing_semaphore_tables(
         .await
         .unwrap();
     assert!(acquired.unwrap().is_some());
-    assert!(released.unwrap());
+    assert!(released.unwrap().released);
 }
 
 #[tokio::test]
@@ -170,7 +170,7 @@ async fn a_queued_request_asking_again_keeps_its_place_ahead_of_later_ones() {
         s.acquire_permits(&queued(&n, &first, 3, 3)).await.unwrap(),
         None
     );
-    assert!(s.release_permits(&n, &h).await.unwrap());
+    assert!(s.release_permits(&n, &h).await.unwrap().released);
     assert_eq!(
         s.acquire_permits(&queued(&n, &second, 3, 3)).await.unwrap(),
         None
@@ -226,7 +226,7 @@ async fn a_purged_semaphore_leaves_no_row_and_comes_back_with_a_higher_token() {
         .await
         .unwrap()
         .unwrap();
-    assert!(s.release_permits(&n, &a).await.unwrap());
+    assert!(s.release_permits(&n, &a).await.unwrap().released);
     let short = PermitRequest {
         ttl_ms: 1,
         ..req(&lapsed, &a, 1, 1)
@@ -414,7 +414,7 @@ async fn permit_latency_and_contention() {
             .await
             .unwrap()
             .unwrap();
-        assert!(s.release_permits(&n, &a).await.unwrap());
+        assert!(s.release_permits(&n, &a).await.unwrap().released);
         samples.push(started.elapsed());
     }
     samples.sort();
@@ -440,7 +440,7 @@ async fn permit_latency_and_contention() {
                         granted += 1;
                         let holders = s.permits(&n).await.unwrap();
                         assert!(holders.iter().map(|h| h.permits).sum::<u32>() <= 2);
-                        assert!(s.release_permits(&n, &o).await.unwrap());
+                        assert!(s.release_permits(&n, &o).await.unwrap().released);
                     }
                     None => {
                         refused += 1;

@@ -3,6 +3,7 @@
 //! when it is down.
 
 use crate::store::permit_conformance::{queued, req};
+use crate::store::{LockStore, ValueFormat};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,7 +107,7 @@ async fn the_semaphore_tables_are_created_by_the_first_semaphore_operation_only(
     )
     .unwrap();
     let mut conn = admin().await;
-    s.try_acquire(&name(), &owner(), 1_000, None)
+    s.try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -182,7 +183,9 @@ async fn an_account_without_create_rights_uses_semaphore_tables_made_for_it_and_
     let released = limited.release_permits(&n, &b).await;
     limited.close().await;
     let missing = PostgresStore::connect(&url, bare_opts).unwrap();
-    let lock = missing.try_acquire(&name(), &b, 1_000, None).await;
+    let lock = missing
+        .try_acquire(&name(), &b, 1_000, None, ValueFormat::Fenced)
+        .await;
     let refused = missing.acquire_permits(&req(&n, &b, 1, 2)).await;
     missing.close().await;
     sqlx::raw_sql(AssertSqlSafe(format!(

@@ -3,11 +3,11 @@
 //! go, and several stores on one file standing for several processes.
 
 use super::super::tests::{open, raw, rows, TempDir};
-use super::super::MAX_TTL_MS;
+use super::super::{MAX_KEY_BYTES, MAX_TTL_MS};
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permit_conformance::{queued, req};
-use crate::store::ErrorKind;
+use crate::store::{ErrorKind, ExtendItem, LockStore, ValueFormat};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,7 +52,10 @@ async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
         .unwrap();
     let first = s.acquire_permits(&req(&n, &a, 1, 1)).await.unwrap();
     assert_eq!(first, Some(9_000_000_000_000_001), "an insert raises it");
-    let lock = s.try_acquire(&name(), &a, 10_000, None).await.unwrap();
+    let lock = s
+        .try_acquire(&name(), &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     assert_eq!(lock, Some(9_000_000_000_000_002), "locks draw after it");
     assert_eq!(
         s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
@@ -62,7 +65,10 @@ async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
     // The queued row becomes a holder's through the upsert's update path.
     let granted = s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap();
     assert_eq!(granted, Some(9_000_000_000_000_003), "an update raises it");
-    let lock = s.try_acquire(&name(), &a, 10_000, None).await.unwrap();
+    let lock = s
+        .try_acquire(&name(), &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap();
     assert_eq!(lock, Some(9_000_000_000_000_004));
 }
 
@@ -354,7 +360,7 @@ mod wake_ups {
         let (waiting, holding) = (open(&url), open(&url));
         let (n, a) = (name(), owner());
         holding
-            .try_acquire(&n, &a, 10_000, None)
+            .try_acquire(&n, &a, 10_000, None, ValueFormat::Fenced)
             .await
             .unwrap()
             .unwrap();

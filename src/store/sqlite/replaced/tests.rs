@@ -5,7 +5,7 @@ use super::super::tests::{open, TempDir};
 use super::super::SqliteStore;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permit_conformance::req;
-use crate::store::{ErrorKind, ExtendItem};
+use crate::store::{ErrorKind, ExtendItem, LockStore, ValueFormat};
 use std::path::{Path, PathBuf};
 
 fn db(dir: &TempDir) -> PathBuf {
@@ -56,22 +56,22 @@ async fn a_lease_in_a_deleted_file_fails_to_extend_as_replaced_and_its_name_is_f
     let holder = open(&dir.url());
     let (k, a, b) = (name(), owner(), owner());
     let old_token = holder
-        .try_acquire(&k, &a, 10_000, None)
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
-    assert!(holder.extend(&k, &a, 10_000).await.unwrap());
+    assert!(holder.extend(&k, &a, 10_000, false).await.unwrap());
     delete(&path);
     // Another process makes a new file at the path and takes the name there.
     let other = open(&dir.url());
     let token = other
-        .try_acquire(&k, &b, 10_000, None)
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     assert!(token > old_token, "{token} after {old_token}");
     // Without the check, the holder's extension succeeds in the unlinked file.
-    let err = holder.extend(&k, &a, 10_000).await.unwrap_err();
+    let err = holder.extend(&k, &a, 10_000, false).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Replaced, "{err:?}");
     assert_eq!(err.kind.code(), "ERR_LOCK_STORE_REPLACED");
     assert_eq!(holder.conn.replacements(), 1);
@@ -92,7 +92,7 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
     let holder = open(&dir.url());
     let (k, a, b) = (name(), owner(), owner());
     let old_token = holder
-        .try_acquire(&k, &a, 300, None)
+        .try_acquire(&k, &a, 300, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -100,12 +100,16 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
     // The old file's -wal file is still at the path, and SQLite reads it as the new file's:
     // the lease shows there until it lapses, and every extension of it still fails.
     for _ in 0..2 {
-        let err = holder.extend(&k, &a, 10_000).await.unwrap_err();
+        let err = holder.extend(&k, &a, 10_000, false).await.unwrap_err();
         assert_eq!(err.kind, ErrorKind::Replaced, "{err:?}");
     }
     let other = open(&dir.url());
     let token = loop {
-        if let Some(token) = other.try_acquire(&k, &b, 10_000, None).await.unwrap() {
+        if let Some(token) = other
+            .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+        {
             break token;
         }
         sleep_ms(20).await;
@@ -115,7 +119,7 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
     // Once the old lease has ended here too (by the monotonic clock: a few ms either way), an
     // extension is an ordinary refusal.
     loop {
-        match holder.extend(&k, &a, 10_000).await {
+        match holder.extend(&k, &a, 10_000, false).await {
             Err(e) if e.kind == ErrorKind::Replaced => sleep_ms(5).await,
             other => break assert_eq!(other, Ok(false)),
         }
@@ -123,7 +127,7 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
     // The holder takes other names in the file now at the path.
     let k2 = name();
     holder
-        .try_acquire(&k2, &a, 10_000, None)
+        .try_acquire(&k2, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -139,16 +143,16 @@ async fn a_lease_in_a_file_deleted_without_its_wal_fails_to_extend_and_the_name_
     let holder = open(&dir.url());
     let (k, a, b) = (name(), owner(), owner());
     holder
-        .try_acquire(&k, &a, 10_000, None)
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     std::fs::remove_file(&path).unwrap();
-    let err = holder.extend(&k, &a, 10_000).await.unwrap_err();
+    let err = holder.extend(&k, &a, 10_000, false).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Replaced, "{err:?}");
     let other = open(&dir.url());
     other
-        .try_acquire(&k, &b, 10_000, None)
+        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -163,24 +167,24 @@ async fn a_batched_extension_fails_only_the_leases_of_the_replaced_file() {
     let holder = open(&dir.url());
     let (k1, k2, k3, a) = (name(), name(), name(), owner());
     holder
-        .try_acquire(&k1, &a, 10_000, None)
+        .try_acquire(&k1, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     holder
-        .try_acquire(&k2, &a, 10_000, None)
+        .try_acquire(&k2, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     delete(&path);
     // Taken again by the same owner in the new file: a lease of its own there, not a ghost.
     holder
-        .try_acquire(&k2, &a, 10_000, None)
+        .try_acquire(&k2, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     holder
-        .try_acquire(&k3, &a, 10_000, None)
+        .try_acquire(&k3, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -228,14 +232,14 @@ async fn tokens_in_the_new_file_continue_above_the_replaced_files_counter() {
         .unwrap();
     pool.close().await;
     let old = holder
-        .try_acquire(&k, &a, 10_000, None)
+        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     delete(&path);
     let k2 = name();
     let token = holder
-        .try_acquire(&k2, &a, 10_000, None)
+        .try_acquire(&k2, &a, 10_000, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -251,7 +255,7 @@ async fn a_call_on_an_unchanged_file_keeps_its_connection_and_ghosts_go_when_the
     let holder = open(&dir.url());
     let (k, a) = (name(), owner());
     holder
-        .try_acquire(&k, &a, 100, None)
+        .try_acquire(&k, &a, 100, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -265,7 +269,7 @@ async fn a_call_on_an_unchanged_file_keeps_its_connection_and_ghosts_go_when_the
     assert_eq!(holder.conn.replacements(), 1);
     sleep_ms(150).await;
     // Past the lease's end in the old file: an ordinary refusal, and the ghost is gone.
-    assert!(!holder.extend(&k, &a, 10_000).await.unwrap());
+    assert!(!holder.extend(&k, &a, 10_000, false).await.unwrap());
     assert_eq!(holder.conn.ghosts(), 0);
     holder.close().await;
 }
@@ -276,7 +280,10 @@ async fn closing_the_last_store_on_a_file_removes_its_wal_and_shm_files() {
     let path = db(&dir);
     let (s1, s2) = (open(&dir.url()), open(&dir.url()));
     let (k, a) = (name(), owner());
-    s1.try_acquire(&k, &a, 10_000, None).await.unwrap().unwrap();
+    s1.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
     s2.ping().await.unwrap();
     assert_eq!(files(&path).len(), 3);
     s1.close().await;
@@ -317,7 +324,7 @@ async fn a_process_that_saw_the_old_file_keeps_its_live_leases_busy_in_the_new_o
     let (holder, waiter) = (open(&dir.url()), open(&dir.url()));
     let (k, a, b) = (name(), owner(), owner());
     holder
-        .try_acquire(&k, &a, 300, None)
+        .try_acquire(&k, &a, 300, None, ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
@@ -326,12 +333,19 @@ async fn a_process_that_saw_the_old_file_keeps_its_live_leases_busy_in_the_new_o
     // The waiter read the holder's lease from the old file: busy until it would have ended,
     // although the new file is empty, since the holder believes it holds until its next call.
     assert_eq!(
-        waiter.try_acquire(&k, &b, 10_000, None).await.unwrap(),
+        waiter
+            .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap(),
         None
     );
     assert_eq!(waiter.inspect(&k).await.unwrap(), None);
     let token = loop {
-        if let Some(token) = waiter.try_acquire(&k, &b, 10_000, None).await.unwrap() {
+        if let Some(token) = waiter
+            .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+            .await
+            .unwrap()
+        {
             break token;
         }
         sleep_ms(20).await;

@@ -1,0 +1,247 @@
+//! Batched extensions (heartbeats) of MySQL leases, of locks or of semaphore holders: one
+//! multi-row `UPDATE` per batch, the batches running concurrently over the pool.
+
+use std::sync::Arc;
+
+use sqlx::mysql::MySqlPool;
+use sqlx::AssertSqlSafe;
+use tokio::task::JoinSet;
+
+use super::errors::{retry_on_conflict, Mysql};
+use super::{ttl_micros, MysqlStore};
+use crate::store::sql::checks::{check_key, check_owner};
+use crate::store::sql::errors::db_error;
+use crate::store::{ExtendItem, LockStore, StoreError, StoreResult};
+
+impl MysqlStore {
+    /// [`LockStore::extend_many`] for locks or permits.
+    pub(super) async fn extend_leases(
+        &self,
+        leases: Leases,
+        items: &[ExtendItem],
+    ) -> Vec<StoreResult<bool>> {
+        if items.len() <= 1 {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(match leases {
+                    Leases::Locks => {
+                        LockStore::extend(self, &item.key, &item.owner, item.ttl_ms, item.has_data)
+                            .await
+                    }
+                    Leases::Permits => {
+                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
+                            .await
+                    }
+                });
+            }
+            return out;
+        }
+        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
+        // Invalid items fail alone instead of failing their batch.
+        let mut valid = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let checked = check_key::<Mysql>(&item.key)
+                .and_then(|()| check_owner::<Mysql>(&item.owner))
+                .and_then(|()| ttl_micros(item.ttl_ms));
+            match checked {
+                Ok(ttl_us) => valid.push(Job {
+                    index,
+                    key: item.key.clone(),
+                    owner: item.owner.clone(),
+                    ttl: match leases {
+                        Leases::Locks => ttl_us,
+                        Leases::Permits => item.ttl_ms,
+                    },
+                }),
+                Err(e) => out[index] = Some(Err(e)),
+            }
+        }
+        if !valid.is_empty() {
+            let (ready, bulk, one) = match leases {
+                Leases::Locks => (self.ready().await, &self.sql.extend_many, &self.sql.extend),
+                Leases::Permits => (
+                    self.permits_ready().await,
+                    &self.permit_sql.extend_many,
+                    &self.permit_sql.extend,
+                ),
+            };
+            match ready {
+                Ok(pool) => {
+                    let mut tasks = JoinSet::new();
+                    let mut rest = valid;
+                    while !rest.is_empty() {
+                        let tail = rest.split_off(rest.len().min(EXTEND_BATCH_MAX));
+                        let batch = std::mem::replace(&mut rest, tail);
+                        let padded = batch.len().max(2).next_power_of_two();
+                        let bulk_sql = bulk[padded.trailing_zeros() as usize - 1].clone();
+                        let one_sql = one.clone();
+                        let pool = pool.clone();
+                        tasks.spawn(async move {
+                            extend_batch(&pool, leases, &bulk_sql, &one_sql, batch).await
+                        });
+                    }
+                    join_into(tasks, &mut out).await;
+                }
+                Err(e) => {
+                    for job in &valid {
+                        out[job.index] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|slot| {
+                slot.unwrap_or_else(|| {
+                    Err(StoreError::internal(format!(
+                        "mysql: {}: no result (the task extending it panicked)",
+                        leases.operation()
+                    )))
+                })
+            })
+            .collect()
+    }
+}
+
+/// Most items per multi-row extend statement: 4 placeholders each (5 for permits), far below
+/// the protocol's 65 535, and a statement small enough not to hold many row locks for long.
+pub(super) const EXTEND_BATCH_MAX: usize = 256;
+
+/// What a batch of extensions extends: lock leases, or holders' permits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Leases {
+    /// Rows of the lock table, found by name; leases in µs.
+    Locks,
+    /// Holders in the permit table, found by name and owner; leases in ms.
+    Permits,
+}
+
+impl Leases {
+    /// The operation named in errors.
+    fn operation(self) -> &'static str {
+        match self {
+            Leases::Locks => "extend",
+            Leases::Permits => "extend_permits",
+        }
+    }
+}
+
+/// One valid item of an `extend_many` call, owned so that its batch can run in a spawned task.
+#[derive(Clone)]
+struct Job {
+    index: usize,
+    key: String,
+    owner: String,
+    /// The new lease, in the unit of its [`Leases`].
+    ttl: u64,
+}
+
+/// Extends one batch with a single statement, falling back to one statement per item when the
+/// matched count does not prove that every item was extended. Returns each item's outcome
+/// with its index in the caller's list.
+async fn extend_batch(
+    pool: &MySqlPool,
+    leases: Leases,
+    bulk_sql: &Arc<str>,
+    one_sql: &Arc<str>,
+    batch: Vec<Job>,
+) -> Vec<(usize, StoreResult<bool>)> {
+    let operation = leases.operation();
+    if batch.len() == 1 {
+        let job = &batch[0];
+        let result = extend_one(pool, one_sql, operation, &job.key, &job.owner, job.ttl).await;
+        return vec![(job.index, result)];
+    }
+    // Padding repeats the last item: a duplicate matches no extra row and, being identical,
+    // cannot change which lease a name gets, so it never makes a partial batch look complete.
+    let padded = batch.len().next_power_of_two();
+    let last = batch.len() - 1;
+    let slot = |i: usize| &batch[i.min(last)];
+    let bulk = retry_on_conflict(|| {
+        let mut query = sqlx::query(AssertSqlSafe(bulk_sql.clone()));
+        for i in 0..padded {
+            query = query.bind(slot(i).key.as_bytes());
+            if leases == Leases::Permits {
+                query = query.bind(slot(i).owner.as_bytes());
+            }
+            query = query.bind(slot(i).ttl);
+        }
+        for i in 0..padded {
+            query = query
+                .bind(slot(i).key.as_bytes())
+                .bind(slot(i).owner.as_bytes());
+        }
+        query.execute(pool)
+    })
+    .await;
+    match bulk {
+        Ok(done) if done.rows_affected() == batch.len() as u64 => {
+            return batch.iter().map(|job| (job.index, Ok(true))).collect();
+        }
+        Ok(_) => {}
+        // The server was not reached, or the answer was lost: one statement per item would
+        // only wait for the same failure again.
+        Err(e) if e.as_database_error().is_none() => {
+            let error = db_error::<Mysql>(operation, e);
+            return batch
+                .iter()
+                .map(|job| (job.index, Err(error.clone())))
+                .collect();
+        }
+        // The server refused the batch as a whole: try the items on their own.
+        Err(_) => {}
+    }
+    // Some item was not extended: ask each item on its own, concurrently, so that every
+    // answer is exact.
+    let mut tasks = JoinSet::new();
+    for job in batch.iter() {
+        let (pool, sql, job) = (pool.clone(), one_sql.clone(), job.clone());
+        tasks.spawn(async move {
+            let result = extend_one(&pool, &sql, operation, &job.key, &job.owner, job.ttl).await;
+            vec![(job.index, result)]
+        });
+    }
+    let mut results = Vec::with_capacity(batch.len());
+    while let Some(joined) = tasks.join_next().await {
+        // A panicked task leaves its item unanswered; `extend_many` reports it as an error.
+        if let Ok(mut done) = joined {
+            results.append(&mut done);
+        }
+    }
+    results
+}
+
+/// Collects the outcomes of batch tasks into their slots; a panicked task leaves its slots
+/// empty, and `extend_many` reports those as errors.
+async fn join_into(
+    mut tasks: JoinSet<Vec<(usize, StoreResult<bool>)>>,
+    out: &mut [Option<StoreResult<bool>>],
+) {
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok(done) = joined {
+            for (index, result) in done {
+                out[index] = Some(result);
+            }
+        }
+    }
+}
+
+/// Runs `SQL_EXTEND` (or the permit table's) for one lease, `ttl` in the statement's unit.
+pub(super) async fn extend_one(
+    pool: &MySqlPool,
+    sql: &Arc<str>,
+    operation: &str,
+    key: &str,
+    owner: &str,
+    ttl: u64,
+) -> StoreResult<bool> {
+    let done = retry_on_conflict(|| {
+        sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(ttl)
+            .bind(key.as_bytes())
+            .bind(owner.as_bytes())
+            .execute(pool)
+    })
+    .await
+    .map_err(|e| db_error::<Mysql>(operation, e))?;
+    Ok(done.rows_affected() > 0)
+}

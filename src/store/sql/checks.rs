@@ -1,0 +1,65 @@
+//! The checks every SQL dialect makes before any I/O: a name, an owner or a lease its
+//! columns cannot hold is refused as invalid input, never truncated by a lenient server (two
+//! names cut to one would share one lock).
+
+use super::Dialect;
+use crate::store::{StoreError, StoreResult};
+
+/// Longest lock name accepted, in bytes (the width of the `name` column).
+pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
+
+/// Longest owner token accepted, in bytes (the width of the `owner` column).
+pub const MAX_OWNER_BYTES: usize = 255;
+
+/// Longest lease accepted, in milliseconds (100 years): `ttl * 1000` microseconds stays far
+/// from `u64` overflow, and an expiry inside every dialect's time range (MySQL's `DATETIME`
+/// ends in the year 9999).
+pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+
+/// Refuses a lock name longer than [`MAX_KEY_BYTES`].
+pub fn check_key<D: Dialect>(key: &str) -> StoreResult<()> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(StoreError::invalid(format!(
+            "{}: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
+            D::NAME,
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses an owner token longer than [`MAX_OWNER_BYTES`].
+pub fn check_owner<D: Dialect>(owner: &str) -> StoreResult<()> {
+    if owner.len() > MAX_OWNER_BYTES {
+        return Err(StoreError::invalid(format!(
+            "{}: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
+            D::NAME,
+            owner.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The lease, as a signed integer for the dialect's arithmetic, if it is within
+/// [`MAX_TTL_MS`] (far below `i64::MAX`).
+pub fn check_ttl<D: Dialect>(ttl_ms: u64) -> StoreResult<i64> {
+    if ttl_ms > MAX_TTL_MS {
+        return Err(StoreError::invalid(format!(
+            "{}: ttl of {ttl_ms} ms is longer than the {MAX_TTL_MS} ms supported",
+            D::NAME
+        )));
+    }
+    Ok(ttl_ms as i64)
+}
+
+/// Refuses a semaphore name longer than a lock name may be.
+pub fn check_semaphore<D: Dialect>(name: &str) -> StoreResult<()> {
+    if name.len() > MAX_KEY_BYTES {
+        return Err(StoreError::invalid(format!(
+            "{}: semaphore name is {} bytes, at most {MAX_KEY_BYTES} are supported",
+            D::NAME,
+            name.len()
+        )));
+    }
+    Ok(())
+}

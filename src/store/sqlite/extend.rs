@@ -1,0 +1,162 @@
+//! Batched extensions (heartbeats) of SQLite leases, of locks or of semaphore holders: one
+//! statement per batch, returning the (name, owner) of every lease it extended, so each
+//! item's outcome is exact.
+
+use sqlx::{AssertSqlSafe, Row};
+
+use super::errors::{db_error, Sqlite};
+use super::replaced::Lease;
+use super::sql::EXTEND_BATCH_MAX;
+use super::SqliteStore;
+use crate::store::sql::checks::{check_key, check_owner, check_semaphore, check_ttl};
+use crate::store::{ExtendItem, LockStore, StoreError, StoreResult};
+
+impl SqliteStore {
+    /// [`LockStore::extend_many`] of locks or of permits.
+    pub(super) async fn extend_each(
+        &self,
+        items: &[ExtendItem],
+        leases: Leases,
+    ) -> Vec<StoreResult<bool>> {
+        if items.len() <= 1 {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(match leases {
+                    Leases::Locks => {
+                        LockStore::extend(self, &item.key, &item.owner, item.ttl_ms, item.has_data)
+                            .await
+                    }
+                    Leases::Permits => {
+                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
+                            .await
+                    }
+                });
+            }
+            return out;
+        }
+        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
+        // Invalid items fail alone instead of failing their batch.
+        let mut valid = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let checked = leases
+                .check_name(&item.key)
+                .and_then(|()| check_owner::<Sqlite>(&item.owner))
+                .and_then(|()| check_ttl::<Sqlite>(item.ttl_ms));
+            match checked {
+                Ok(ttl) => valid.push((index, ttl)),
+                Err(e) => out[index] = Some(Err(e)),
+            }
+        }
+        for batch in valid.chunks(EXTEND_BATCH_MAX) {
+            let result = self.extend_batch(items, batch, leases).await;
+            for &(index, _) in batch {
+                let item = &items[index];
+                out[index] = Some(match &result {
+                    Ok((_, ghosts)) if ghosts.contains(&index) => {
+                        Err(self.replaced_error(leases.operation()))
+                    }
+                    Ok((extended, _)) => Ok(extended
+                        .iter()
+                        .any(|(k, o)| k == item.key.as_bytes() && o == item.owner.as_bytes())),
+                    Err(e) => Err(e.clone()),
+                });
+            }
+        }
+        out.into_iter()
+            .map(|slot| slot.unwrap_or_else(|| Err(StoreError::internal("sqlite: no result"))))
+            .collect()
+    }
+
+    /// One batched extension: the (name, owner) of every lease extended, and the indexes of
+    /// the items that were leases of a replaced file (ghosts, left out of the statement). The
+    /// batch is padded to a power of two by repeating its last item, which cannot change any
+    /// outcome.
+    async fn extend_batch(
+        &self,
+        items: &[ExtendItem],
+        batch: &[(usize, i64)],
+        leases: Leases,
+    ) -> StoreResult<(Vec<(Vec<u8>, Vec<u8>)>, Vec<usize>)> {
+        let operation = leases.operation();
+        let texts = match leases {
+            Leases::Locks => &self.sql.extend_many,
+            Leases::Permits => &self.sql.extend_permits_many,
+        };
+        let mut w = self.conn.lock().await?;
+        let mut ghosts = Vec::new();
+        let mut live = Vec::with_capacity(batch.len());
+        for &(index, ttl) in batch {
+            let item = &items[index];
+            if self
+                .conn
+                .is_ghost(leases.lease(), item.key.as_bytes(), item.owner.as_bytes())
+            {
+                ghosts.push(index);
+            } else {
+                live.push((index, ttl));
+            }
+        }
+        let batch = live;
+        if batch.is_empty() {
+            w.finish(Ok(())).ok();
+            return Ok((Vec::new(), ghosts));
+        }
+        let padded = batch.len().max(2).next_power_of_two();
+        let text = &texts[padded.trailing_zeros() as usize - 1];
+        let mut query = sqlx::query(AssertSqlSafe(text.as_str()));
+        for i in 0..padded {
+            let (index, ttl) = batch[i.min(batch.len() - 1)];
+            let item = &items[index];
+            query = query
+                .bind(item.key.as_bytes())
+                .bind(item.owner.as_bytes())
+                .bind(ttl);
+        }
+        let rows = query.fetch_all(w.conn()).await;
+        let rows = w.finish(rows).map_err(|e| db_error(operation, e))?;
+        let extended = rows
+            .iter()
+            .map(|row| {
+                let name: Vec<u8> = row.try_get(0).map_err(|e| db_error(operation, e))?;
+                let owner: Vec<u8> = row.try_get(1).map_err(|e| db_error(operation, e))?;
+                Ok((name, owner))
+            })
+            .collect::<StoreResult<_>>()?;
+        Ok((extended, ghosts))
+    }
+}
+
+/// Which leases a batched extension is about.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Leases {
+    /// Locks (the lease table).
+    Locks,
+    /// Semaphores' permits (`<table>_permits`).
+    Permits,
+}
+
+impl Leases {
+    /// The operation's name in errors.
+    fn operation(self) -> &'static str {
+        match self {
+            Leases::Locks => "extend",
+            Leases::Permits => "extend_permits",
+        }
+    }
+
+    /// The kind of lease, as ghosts are kept.
+    fn lease(self) -> Lease {
+        match self {
+            Leases::Locks => Lease::Lock,
+            Leases::Permits => Lease::Permits,
+        }
+    }
+
+    /// Refuses a name that is too long for these leases.
+    fn check_name(self, name: &str) -> StoreResult<()> {
+        match self {
+            Leases::Locks => check_key::<Sqlite>(name),
+            Leases::Permits => check_semaphore::<Sqlite>(name),
+        }
+    }
+}
