@@ -209,7 +209,7 @@ fn open_etcd(url: &str, opts: &ConnectOptions) -> StoreResult<SharedStore> {
             tls: opts.tls.clone(),
         },
     )?;
-    Ok(Arc::new(store))
+    Ok(bounded("etcd", store, call_bound(opts)))
 }
 
 /// `memory://[name]`: the process's store of that name.

@@ -44,7 +44,6 @@ use keys::{lock_key, LockValue};
 use leases::Leases;
 use serde_json::json;
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,23 +131,6 @@ impl EtcdStore {
             call_timeout,
             closed: AtomicBool::new(false),
         })
-    }
-
-    async fn bounded<T>(
-        &self,
-        operation: &str,
-        fut: impl Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(StoreError::closed("etcd: the store is closed"));
-        }
-        match tokio::time::timeout(self.call_timeout, fut).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::timeout(format!(
-                "etcd: {operation}: no answer within {} ms",
-                self.call_timeout.as_millis()
-            ))),
-        }
     }
 
     /// The deadline of a call starting now.
@@ -529,7 +511,7 @@ fn ttl_after(ttl_ms: u64) -> Instant {
     crate::runtime::clock::after(Instant::now(), Duration::from_millis(ttl_ms))
 }
 
-/// The contract, every call within the call bound.
+/// The contract (the registry bounds every call: `store/bounded.rs`).
 impl LockStore for EtcdStore {
     fn try_acquire<'a>(
         &'a self,
@@ -540,11 +522,7 @@ impl LockStore for EtcdStore {
         _format: ValueFormat,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
         // The token is the grant's revision, which costs nothing: every format gets one.
-        self.bounded(
-            "try_acquire",
-            self.try_acquire_inner(key, owner, ttl_ms, data),
-        )
-        .boxed()
+        self.try_acquire_inner(key, owner, ttl_ms, data).boxed()
     }
 
     fn extend<'a>(
@@ -554,19 +532,11 @@ impl LockStore for EtcdStore {
         ttl_ms: u64,
         _has_data: bool,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("extend", self.extend_inner(key, owner, ttl_ms))
-            .boxed()
+        self.extend_inner(key, owner, ttl_ms).boxed()
     }
 
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
-        async move {
-            let all = self.bounded("extend", async { Ok(self.extend_many_inner(items).await) });
-            match all.await {
-                Ok(results) => results,
-                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
-            }
-        }
-        .boxed()
+        self.extend_many_inner(items).boxed()
     }
 
     fn release<'a>(
@@ -575,8 +545,7 @@ impl LockStore for EtcdStore {
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
         // The deletion is the announcement: every watching process sees it.
-        self.bounded("release", self.release_inner(key, owner))
-            .boxed()
+        self.release_inner(key, owner).boxed()
     }
 
     fn handoff<'a>(
@@ -585,16 +554,15 @@ impl LockStore for EtcdStore {
         owner: &'a str,
         next: &'a NextOwner<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("handoff", self.handoff_inner(key, owner, next))
-            .boxed()
+        self.handoff_inner(key, owner, next).boxed()
     }
 
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
-        self.bounded("inspect", self.inspect_inner(key)).boxed()
+        self.inspect_inner(key).boxed()
     }
 
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
-        self.bounded("ping", async {
+        async {
             self.api
                 .call(
                     "/v3/maintenance/status",
@@ -604,7 +572,7 @@ impl LockStore for EtcdStore {
                 )
                 .await
                 .map(|_| ())
-        })
+        }
         .boxed()
     }
 
@@ -616,8 +584,7 @@ impl LockStore for EtcdStore {
         &'a self,
         req: &'a PermitRequest<'a>,
     ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
-        self.bounded("acquire_permits", self.acquire_permits_inner(req))
-            .boxed()
+        self.acquire_permits_inner(req).boxed()
     }
 
     fn extend_permits<'a>(
@@ -626,11 +593,7 @@ impl LockStore for EtcdStore {
         owner: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded(
-            "extend_permits",
-            self.extend_permits_inner(name, owner, ttl_ms),
-        )
-        .boxed()
+        self.extend_permits_inner(name, owner, ttl_ms).boxed()
     }
 
     fn release_permits<'a>(
@@ -639,9 +602,7 @@ impl LockStore for EtcdStore {
         owner: &'a str,
     ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
         async move {
-            let released = self
-                .bounded("release_permits", self.release_permits_inner(name, owner))
-                .await?;
+            let released = self.release_permits_inner(name, owner).await?;
             Ok(ReleaseOutcome {
                 released,
                 others_waiting: false,
@@ -651,7 +612,7 @@ impl LockStore for EtcdStore {
     }
 
     fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
-        self.bounded("permits", self.permits_inner(name)).boxed()
+        self.permits_inner(name).boxed()
     }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {

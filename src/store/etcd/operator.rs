@@ -52,8 +52,7 @@ impl EtcdStore {
 
 impl OperatorTools for EtcdStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
-        self.bounded("force_release", self.force_release_inner(key))
-            .boxed()
+        self.force_release_inner(key).boxed()
     }
 
     fn list<'a>(
@@ -61,6 +60,6 @@ impl OperatorTools for EtcdStore {
         prefix: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
-        self.bounded("list", self.list_inner(prefix, limit)).boxed()
+        self.list_inner(prefix, limit).boxed()
     }
 }
