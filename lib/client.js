@@ -445,11 +445,10 @@ function knownScheme(url) {
 const SCHEMES_TEXT = `${SCHEMES_LIST.slice(0, -1).map((s) => `${s}://`).join(', ')} or ${SCHEMES_LIST.at(-1)}://`
 
 /**
- * Connects to a lock store: `redis://`, `rediss://`, `mysql://`, `mariadb://`, `postgres://`,
- * `postgresql://`, `sqlite://path`, `dynamodb://<table>` or `memory://[name]`. Resolves once
- * the store answers.
- * `options.tls` ({ ca, cert, key, servername, rejectUnauthorized }) applies to `rediss://`,
- * `mysql://` and `postgres://`;
+ * Connects to a lock store, one of the native registry's schemes (`stores()`, listed in
+ * SCHEMES_TEXT and the README's Backends table). Resolves once the store answers.
+ * `options.tls` ({ ca, cert, key, servername, rejectUnauthorized }) applies to the schemes the
+ * registry marks as TLS;
  * `createTable`, `partitionKey`, `sortKey`, `deleteOnRelease` and `credentials` to
  * `dynamodb://` (lib/dynamodb.js).
  */
