@@ -11,30 +11,18 @@ use super::errors::{retry_on_conflict, Mysql};
 use super::{ttl_micros, MysqlStore};
 use crate::store::sql::checks::{check_key, check_owner};
 use crate::store::sql::errors::db_error;
-use crate::store::{ExtendItem, LockStore, StoreError, StoreResult};
+pub(super) use crate::store::sql::extend::Leases;
+use crate::store::{ExtendItem, StoreError, StoreResult};
 
 impl MysqlStore {
-    /// [`LockStore::extend_many`] for locks or permits.
+    /// [`crate::store::LockStore::extend_many`] for locks or permits.
     pub(super) async fn extend_leases(
         &self,
         leases: Leases,
         items: &[ExtendItem],
     ) -> Vec<StoreResult<bool>> {
         if items.len() <= 1 {
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                out.push(match leases {
-                    Leases::Locks => {
-                        LockStore::extend(self, &item.key, &item.owner, item.ttl_ms, item.has_data)
-                            .await
-                    }
-                    Leases::Permits => {
-                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
-                            .await
-                    }
-                });
-            }
-            return out;
+            return leases.one_by_one(self, items).await;
         }
         let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
         // Invalid items fail alone instead of failing their batch.
@@ -105,25 +93,6 @@ impl MysqlStore {
 /// Most items per multi-row extend statement: 4 placeholders each (5 for permits), far below
 /// the protocol's 65 535, and a statement small enough not to hold many row locks for long.
 pub(super) const EXTEND_BATCH_MAX: usize = 256;
-
-/// What a batch of extensions extends: lock leases, or holders' permits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Leases {
-    /// Rows of the lock table, found by name; leases in µs.
-    Locks,
-    /// Holders in the permit table, found by name and owner; leases in ms.
-    Permits,
-}
-
-impl Leases {
-    /// The operation named in errors.
-    fn operation(self) -> &'static str {
-        match self {
-            Leases::Locks => "extend",
-            Leases::Permits => "extend_permits",
-        }
-    }
-}
 
 /// One valid item of an `extend_many` call, owned so that its batch can run in a spawned task.
 #[derive(Clone)]

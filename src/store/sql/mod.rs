@@ -8,6 +8,7 @@
 
 pub mod checks;
 pub mod errors;
+pub mod extend;
 pub mod options;
 pub mod pool;
 pub mod purge;

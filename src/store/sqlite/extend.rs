@@ -9,37 +9,24 @@ use super::replaced::Lease;
 use super::sql::EXTEND_BATCH_MAX;
 use super::SqliteStore;
 use crate::store::sql::checks::{check_key, check_owner, check_semaphore, check_ttl};
-use crate::store::{ExtendItem, LockStore, StoreError, StoreResult};
+pub(super) use crate::store::sql::extend::Leases;
+use crate::store::{ExtendItem, StoreError, StoreResult};
 
 impl SqliteStore {
-    /// [`LockStore::extend_many`] of locks or of permits.
+    /// [`crate::store::LockStore::extend_many`] of locks or of permits.
     pub(super) async fn extend_each(
         &self,
         items: &[ExtendItem],
         leases: Leases,
     ) -> Vec<StoreResult<bool>> {
         if items.len() <= 1 {
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                out.push(match leases {
-                    Leases::Locks => {
-                        LockStore::extend(self, &item.key, &item.owner, item.ttl_ms, item.has_data)
-                            .await
-                    }
-                    Leases::Permits => {
-                        self.extend_permits(&item.key, &item.owner, item.ttl_ms)
-                            .await
-                    }
-                });
-            }
-            return out;
+            return leases.one_by_one(self, items).await;
         }
         let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
         // Invalid items fail alone instead of failing their batch.
         let mut valid = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
-            let checked = leases
-                .check_name(&item.key)
+            let checked = check_name(leases, &item.key)
                 .and_then(|()| check_owner::<Sqlite>(&item.owner))
                 .and_then(|()| check_ttl::<Sqlite>(item.ttl_ms));
             match checked {
@@ -87,10 +74,11 @@ impl SqliteStore {
         let mut live = Vec::with_capacity(batch.len());
         for &(index, ttl) in batch {
             let item = &items[index];
-            if self
-                .conn
-                .is_ghost(leases.lease(), item.key.as_bytes(), item.owner.as_bytes())
-            {
+            if self.conn.is_ghost(
+                ghost_lease(leases),
+                item.key.as_bytes(),
+                item.owner.as_bytes(),
+            ) {
                 ghosts.push(index);
             } else {
                 live.push((index, ttl));
@@ -126,37 +114,18 @@ impl SqliteStore {
     }
 }
 
-/// Which leases a batched extension is about.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Leases {
-    /// Locks (the lease table).
-    Locks,
-    /// Semaphores' permits (`<table>_permits`).
-    Permits,
+/// The kind of lease `leases` are, as ghosts are kept.
+fn ghost_lease(leases: Leases) -> Lease {
+    match leases {
+        Leases::Locks => Lease::Lock,
+        Leases::Permits => Lease::Permits,
+    }
 }
 
-impl Leases {
-    /// The operation's name in errors.
-    fn operation(self) -> &'static str {
-        match self {
-            Leases::Locks => "extend",
-            Leases::Permits => "extend_permits",
-        }
-    }
-
-    /// The kind of lease, as ghosts are kept.
-    fn lease(self) -> Lease {
-        match self {
-            Leases::Locks => Lease::Lock,
-            Leases::Permits => Lease::Permits,
-        }
-    }
-
-    /// Refuses a name that is too long for these leases.
-    fn check_name(self, name: &str) -> StoreResult<()> {
-        match self {
-            Leases::Locks => check_key::<Sqlite>(name),
-            Leases::Permits => check_semaphore::<Sqlite>(name),
-        }
+/// Refuses a name that is too long for `leases`.
+fn check_name(leases: Leases, name: &str) -> StoreResult<()> {
+    match leases {
+        Leases::Locks => check_key::<Sqlite>(name),
+        Leases::Permits => check_semaphore::<Sqlite>(name),
     }
 }
