@@ -7,10 +7,9 @@ use sqlx::AssertSqlSafe;
 
 use super::errors::Mysql;
 use super::MysqlStore;
-use crate::store::sql::errors::{closed_error, db_error};
-use crate::store::sql::pool::lazy_pool;
+use crate::store::sql::errors::db_error;
+use crate::store::sql::pool::{built_pool, connected_pool};
 use crate::store::StoreResult;
-use std::sync::atomic::Ordering;
 
 impl MysqlStore {
     /// The pool, built on first use, once the table exists.
@@ -26,18 +25,11 @@ impl MysqlStore {
     /// (read-only operations use it, so that looking never runs DDL).
     pub(super) async fn connected(&self) -> StoreResult<&MySqlPool> {
         let pool = self.pool()?;
-        // A `close` that ran between `pool()` and now may have missed this pool.
-        if self.closed.load(Ordering::SeqCst) {
-            pool.close().await;
-            return Err(closed_error::<Mysql>());
-        }
-        self.connected
-            .get_or_try_init(|| async {
-                self.probe().await?;
-                self.log_in(pool).await
-            })
-            .await?;
-        Ok(pool)
+        connected_pool::<_, Mysql, _>(pool, &self.closed, &self.connected, || async {
+            self.probe().await?;
+            self.log_in(pool).await
+        })
+        .await
     }
 
     /// Opens a first pooled connection (kept in the pool for the next statement), so that a
@@ -95,15 +87,12 @@ impl MysqlStore {
     }
 
     pub(super) fn pool(&self) -> StoreResult<&MySqlPool> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(closed_error::<Mysql>());
-        }
-        Ok(self.pool.get_or_init(|| {
-            lazy_pool(
-                self.pool_size,
-                self.acquire_timeout,
-                self.connect_options.clone(),
-            )
-        }))
+        built_pool::<_, Mysql>(
+            &self.pool,
+            &self.closed,
+            self.pool_size,
+            self.acquire_timeout,
+            &self.connect_options,
+        )
     }
 }

@@ -2,7 +2,6 @@
 //! server reached, the session checked as the store's own and the tables created on first
 //! use, and a failure is tried again by the next call.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sqlx::postgres::PgPool;
@@ -10,8 +9,8 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 
 use super::errors::{is_protocol_violation, Postgres};
 use super::PostgresStore;
-use crate::store::sql::errors::{closed_error, db_error};
-use crate::store::sql::pool::lazy_pool;
+use crate::store::sql::errors::db_error;
+use crate::store::sql::pool::{built_pool, connected_pool};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 
 impl PostgresStore {
@@ -36,18 +35,11 @@ impl PostgresStore {
     /// runs DDL).
     pub(super) async fn connected(&self) -> StoreResult<&PgPool> {
         let pool = self.pool()?;
-        // A `close` that ran between `pool()` and now may have missed this pool.
-        if self.closed.load(Ordering::SeqCst) {
-            pool.close().await;
-            return Err(closed_error::<Postgres>());
-        }
-        self.connected
-            .get_or_try_init(|| async {
-                self.probe().await?;
-                self.log_in(pool).await
-            })
-            .await?;
-        Ok(pool)
+        connected_pool::<_, Postgres, _>(pool, &self.closed, &self.connected, || async {
+            self.probe().await?;
+            self.log_in(pool).await
+        })
+        .await
     }
 
     /// The server as messages name it: `host:port`, or the socket's path.
@@ -173,16 +165,13 @@ impl PostgresStore {
     }
 
     pub(super) fn pool(&self) -> StoreResult<&PgPool> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(closed_error::<Postgres>());
-        }
-        Ok(self.pool.get_or_init(|| {
-            lazy_pool(
-                self.pool_size,
-                self.acquire_timeout,
-                self.connect_options.clone(),
-            )
-        }))
+        built_pool::<_, Postgres>(
+            &self.pool,
+            &self.closed,
+            self.pool_size,
+            self.acquire_timeout,
+            &self.connect_options,
+        )
     }
 }
 
