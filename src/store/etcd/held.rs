@@ -117,8 +117,14 @@ impl Held {
     /// The remaining lease of `key` held as `guard`, in ms (0 or less: its lease ended),
     /// if this store holds it.
     pub fn remaining_ms(&self, key: &[u8], guard: &Guard) -> Option<i64> {
+        self.remaining_where(key, |e| &e.guard == guard)
+    }
+
+    /// The remaining lease of `key`'s entry if `matches` it, in ms (0 or less: ended), read
+    /// under one lock.
+    fn remaining_where(&self, key: &[u8], matches: impl Fn(&Entry) -> bool) -> Option<i64> {
         let entries = self.entries();
-        let e = entries.get(key).filter(|e| &e.guard == guard)?;
+        let e = entries.get(key).filter(|e| matches(e))?;
         let now = Instant::now();
         Some(if e.deadline > now {
             (e.deadline - now).as_millis().min(i64::MAX as u128) as i64
@@ -135,10 +141,7 @@ impl Held {
     /// [`Held::remaining_ms`] of a key read on the etcd lease `lease`: `None` when this store
     /// did not put it there (another process adopted it and moved it onto its own lease).
     pub fn remaining_on(&self, key: &[u8], guard: &Guard, lease: i64) -> Option<i64> {
-        if self.entries().get(key).is_some_and(|e| e.lease != lease) {
-            return None;
-        }
-        self.remaining_ms(key, guard)
+        self.remaining_where(key, |e| &e.guard == guard && e.lease == lease)
     }
 
     /// [`Held::ended`] of a key read on the etcd lease `lease`.
