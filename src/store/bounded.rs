@@ -4,6 +4,7 @@
 //! its operations. Redis bounds each reply instead (its pipelines carry many calls), and
 //! Redlock bounds a quorum round; neither is wrapped.
 
+use crate::store::{Batch, Call};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -122,7 +123,7 @@ impl<S: LockStore> LockStore for Bounded<S> {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         format: ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         let fut = self.inner.try_acquire(key, owner, ttl_ms, data, format);
         self.call("try_acquire", fut).boxed()
     }
@@ -133,21 +134,17 @@ impl<S: LockStore> LockStore for Bounded<S> {
         owner: &'a str,
         ttl_ms: u64,
         has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         let fut = self.inner.extend(key, owner, ttl_ms, has_data);
         self.call("extend", fut).boxed()
     }
 
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         let fut = self.inner.extend_many(items);
         self.call_many("extend", items.len(), fut).boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         self.call("release", self.inner.release(key, owner)).boxed()
     }
 
@@ -156,7 +153,7 @@ impl<S: LockStore> LockStore for Bounded<S> {
         key: &'a str,
         owner: &'a str,
         had_data: bool,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    ) -> Call<'a, ReleaseOutcome> {
         let fut = self.inner.release_held(key, owner, had_data);
         self.call("release", fut).boxed()
     }
@@ -166,7 +163,7 @@ impl<S: LockStore> LockStore for Bounded<S> {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         self.call("handoff", self.inner.handoff(key, owner, next))
             .boxed()
     }
@@ -176,16 +173,16 @@ impl<S: LockStore> LockStore for Bounded<S> {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<HandoffOutcome>> {
+    ) -> Call<'a, HandoffOutcome> {
         let fut = self.inner.handoff_or_release(key, owner, next);
         self.call("handoff", fut).boxed()
     }
 
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         self.call("inspect", self.inner.inspect(key)).boxed()
     }
 
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         self.call("ping", self.inner.ping()).boxed()
     }
 
@@ -194,42 +191,27 @@ impl<S: LockStore> LockStore for Bounded<S> {
         self.inner.close()
     }
 
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         self.call("acquire_permits", self.inner.acquire_permits(req))
             .boxed()
     }
 
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         let fut = self.inner.extend_permits(name, owner, ttl_ms);
         self.call("extend_permits", fut).boxed()
     }
 
-    fn extend_permits_many<'a>(
-        &'a self,
-        items: &'a [ExtendItem],
-    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         let fut = self.inner.extend_permits_many(items);
         self.call_many("extend_permits", items.len(), fut).boxed()
     }
 
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         let fut = self.inner.release_permits(name, owner);
         self.call("release_permits", fut).boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         self.call("permits", self.inner.permits(name)).boxed()
     }
 
@@ -249,7 +231,7 @@ impl<S: LockStore> LockStore for Bounded<S> {
 /// The operator's tools of the wrapped store, bounded as its other calls; reached only
 /// through [`LockStore::operator`], which offers them when the wrapped store has them.
 impl<S: LockStore> OperatorTools for Bounded<S> {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         self.call("force_release", async move {
             match self.inner.operator() {
                 Some(tools) => tools.force_release(key).await,
@@ -259,11 +241,7 @@ impl<S: LockStore> OperatorTools for Bounded<S> {
         .boxed()
     }
 
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         self.call("list", async move {
             match self.inner.operator() {
                 Some(tools) => tools.list(prefix, limit).await,

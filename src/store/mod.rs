@@ -129,6 +129,13 @@ pub enum HandoffOutcome {
 /// A connected store, shared by every engine user; cloning the `Arc` shares its connections.
 pub type SharedStore = Arc<dyn LockStore>;
 
+/// What a store call returns: a boxed future of its result (boxed so that the contract stays
+/// object safe: the engine holds stores as `dyn LockStore`).
+pub type Call<'a, T> = BoxFuture<'a, StoreResult<T>>;
+
+/// What a batched store call returns: one result per item, in order.
+pub type Batch<'a> = BoxFuture<'a, Vec<StoreResult<bool>>>;
+
 /// The operations every store offers. Each is one round trip where the store allows it and
 /// atomic on the server (compare-and-act), decided by the store's clock.
 pub trait LockStore: Send + Sync + 'static {
@@ -146,7 +153,7 @@ pub trait LockStore: Send + Sync + 'static {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         format: ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>>;
+    ) -> Call<'a, Option<u64>>;
 
     /// Sets the remaining lease of `key` to `ttl_ms` if `owner` still holds it (and of its
     /// payload, `has_data`). Returns whether it did.
@@ -159,25 +166,21 @@ pub trait LockStore: Send + Sync + 'static {
         owner: &'a str,
         ttl_ms: u64,
         has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>>;
+    ) -> Call<'a, bool>;
 
     /// Extends many leases in as few round trips as the store allows (one pipeline on Redis,
     /// one statement per batch on MySQL). One result per item, in order.
     ///
     /// # Cancel Safety
     /// Cancel safe: each extension is idempotent.
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>>;
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a>;
 
     /// Frees `key` if `owner` still holds it, and announces it to waiters where the store
     /// can.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent (a repeat after a lost reply reports `released: false`).
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>>;
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome>;
 
     /// [`LockStore::release`] by a holder that knows whether it stored a payload
     /// (`had_data`), so that a store keeping payloads apart may leave the payload alone when
@@ -190,7 +193,7 @@ pub trait LockStore: Send + Sync + 'static {
         key: &'a str,
         owner: &'a str,
         had_data: bool,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    ) -> Call<'a, ReleaseOutcome> {
         let _ = had_data;
         self.release(key, owner)
     }
@@ -205,7 +208,7 @@ pub trait LockStore: Send + Sync + 'static {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>>;
+    ) -> Call<'a, Option<u64>>;
 
     /// Hands `key` to `next` like [`LockStore::handoff`], for a store that cannot always do it
     /// in one step (Redlock: the handoff may reach too few servers); it then releases the
@@ -219,7 +222,7 @@ pub trait LockStore: Send + Sync + 'static {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<HandoffOutcome>> {
+    ) -> Call<'a, HandoffOutcome> {
         use futures_util::FutureExt;
         self.handoff(key, owner, next)
             .map(|r| {
@@ -238,13 +241,13 @@ pub trait LockStore: Send + Sync + 'static {
     ///
     /// # Cancel Safety
     /// Cancel safe: read only.
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>>;
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>>;
 
     /// Checks that the store answers.
     ///
     /// # Cancel Safety
     /// Cancel safe.
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>>;
+    fn ping(&self) -> Call<'_, ()>;
 
     /// Closes connections. Operations afterwards fail with [`ErrorKind::Closed`].
     ///
@@ -262,10 +265,7 @@ pub trait LockStore: Send + Sync + 'static {
     /// # Cancel Safety
     /// Not cancel safe: dropping the future after the request was sent may leave the permits
     /// taken until their lease ends.
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         let _ = req;
         unsupported("semaphores")
     }
@@ -275,12 +275,7 @@ pub trait LockStore: Send + Sync + 'static {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         let _ = (name, owner, ttl_ms);
         unsupported("semaphores")
     }
@@ -290,10 +285,7 @@ pub trait LockStore: Send + Sync + 'static {
     ///
     /// # Cancel Safety
     /// Cancel safe: each extension is idempotent.
-    fn extend_permits_many<'a>(
-        &'a self,
-        items: &'a [ExtendItem],
-    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         use futures_util::FutureExt;
         async move {
             let mut out = Vec::with_capacity(items.len());
@@ -311,11 +303,7 @@ pub trait LockStore: Send + Sync + 'static {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         let _ = (name, owner);
         unsupported("semaphores")
     }
@@ -332,7 +320,7 @@ pub trait LockStore: Send + Sync + 'static {
         &'a self,
         owner: &'a str,
         next: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<PermitHandoff>> {
+    ) -> Call<'a, PermitHandoff> {
         use futures_util::FutureExt;
         async move {
             let released = self.release_permits(next.name, owner).await?.released;
@@ -350,7 +338,7 @@ pub trait LockStore: Send + Sync + 'static {
     ///
     /// # Cancel Safety
     /// Cancel safe: read only.
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         let _ = name;
         unsupported("semaphores")
     }
@@ -368,7 +356,7 @@ pub trait LockStore: Send + Sync + 'static {
 }
 
 /// The reply of a contract method a store does not offer.
-fn unsupported<'a, T: Send + 'a>(what: &str) -> BoxFuture<'a, StoreResult<T>> {
+fn unsupported<'a, T: Send + 'a>(what: &str) -> Call<'a, T> {
     use futures_util::FutureExt;
     futures_util::future::ready(Err(StoreError::invalid(format!(
         "this store does not offer {what}"
@@ -392,17 +380,13 @@ pub trait OperatorTools: Send + Sync {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>>;
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool>;
 
     /// Up to `limit` held locks whose names start with `prefix`, in no particular order.
     ///
     /// # Cancel Safety
     /// Cancel safe: read only.
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>>;
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>>;
 }
 
 /// A store capability: release announcements from other processes (Redis pub/sub,

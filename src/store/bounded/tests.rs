@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::ErrorKind;
+use crate::store::{Batch, Call};
 use std::sync::atomic::AtomicUsize;
 
 /// A store whose calls answer at once (`stalled: false`) or never, counting the calls that
@@ -16,7 +17,7 @@ struct Stub {
 
 impl Stub {
     /// A call that reaches the store when polled, as a store's own `async` body does.
-    fn answer<'a, T: Send + 'a>(&'a self, value: T) -> BoxFuture<'a, StoreResult<T>> {
+    fn answer<'a, T: Send + 'a>(&'a self, value: T) -> Call<'a, T> {
         async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
             if self.stalled {
@@ -36,27 +37,21 @@ impl LockStore for Stub {
         _: u64,
         _: Option<&'a [u8]>,
         _: ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         self.answer(Some(7))
     }
 
-    fn extend<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: u64,
-        _: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend<'a>(&'a self, _: &'a str, _: &'a str, _: u64, _: bool) -> Call<'a, bool> {
         self.answer(true)
     }
 
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.answer(())
             .map(move |r| items.iter().map(|_| r.clone().map(|()| true)).collect())
             .boxed()
     }
 
-    fn release<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ReleaseOutcome> {
         self.answer(ReleaseOutcome {
             released: true,
             others_waiting: false,
@@ -68,15 +63,15 @@ impl LockStore for Stub {
         _: &'a str,
         _: &'a str,
         _: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         self.answer(Some(8))
     }
 
-    fn inspect<'a>(&'a self, _: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, _: &'a str) -> Call<'a, Option<LockInfo>> {
         self.answer(None)
     }
 
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         self.answer(())
     }
 
@@ -91,11 +86,11 @@ impl LockStore for Stub {
 }
 
 impl OperatorTools for Stub {
-    fn force_release<'a>(&'a self, _: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, _: &'a str) -> Call<'a, bool> {
         self.answer(true)
     }
 
-    fn list<'a>(&'a self, _: &'a str, _: usize) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, _: &'a str, _: usize) -> Call<'a, Vec<HeldLock>> {
         self.answer(Vec::new())
     }
 }

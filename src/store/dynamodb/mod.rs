@@ -27,6 +27,7 @@ mod watch;
 pub use config::{DynamoOptions, SortKey};
 pub use credentials::AwsCredentials;
 
+use crate::store::{Batch, Call};
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
@@ -368,7 +369,7 @@ impl LockStore for DynamoStore {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         async move {
             check_key(key)?;
             check_data(data)?;
@@ -443,7 +444,7 @@ impl LockStore for DynamoStore {
         owner: &'a str,
         ttl_ms: u64,
         _has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         async move {
             check_key(key)?;
             let deadline = self.deadline();
@@ -453,7 +454,7 @@ impl LockStore for DynamoStore {
         .boxed()
     }
 
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         async move {
             // Futures do nothing until polled: `buffered` runs this many at a time, in order.
             let each: Vec<_> = items
@@ -468,11 +469,7 @@ impl LockStore for DynamoStore {
         .boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         async move {
             check_key(key)?;
             let deadline = self.deadline();
@@ -498,7 +495,7 @@ impl LockStore for DynamoStore {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         async move {
             check_key(key)?;
             check_data(next.data)?;
@@ -526,7 +523,7 @@ impl LockStore for DynamoStore {
         .boxed()
     }
 
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         async move {
             check_key(key)?;
             let deadline = self.deadline();
@@ -544,7 +541,7 @@ impl LockStore for DynamoStore {
         .boxed()
     }
 
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         async move {
             let deadline = self.deadline();
             let api = self.api(deadline).await?;
@@ -562,44 +559,29 @@ impl LockStore for DynamoStore {
         Some(self)
     }
 
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         self.acquire_permits_inner(req).boxed()
     }
 
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         self.extend_permits_inner(name, owner, ttl_ms).boxed()
     }
 
-    fn extend_permits_many<'a>(
-        &'a self,
-        items: &'a [ExtendItem],
-    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.extend_permits_many_inner(items).boxed()
     }
 
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         self.release_permits_inner(name, owner).boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         self.permits_inner(name).boxed()
     }
 }
 
 impl OperatorTools for DynamoStore {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         async move {
             check_key(key)?;
             let deadline = self.deadline();
@@ -614,11 +596,7 @@ impl OperatorTools for DynamoStore {
         .boxed()
     }
 
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         async move {
             let deadline = self.deadline();
             let api = self.api(deadline).await?;

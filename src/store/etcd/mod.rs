@@ -32,6 +32,7 @@ mod watch;
 pub use config::DEFAULT_PORT;
 
 use crate::store::tls::TlsOptions;
+use crate::store::{Batch, Call};
 use crate::store::{
     ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder, PermitRequest,
     ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult, ValueFormat,
@@ -520,7 +521,7 @@ impl LockStore for EtcdStore {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         _format: ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         // The token is the grant's revision, which costs nothing: every format gets one.
         self.try_acquire_inner(key, owner, ttl_ms, data).boxed()
     }
@@ -531,19 +532,15 @@ impl LockStore for EtcdStore {
         owner: &'a str,
         ttl_ms: u64,
         _has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         self.extend_inner(key, owner, ttl_ms).boxed()
     }
 
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.extend_many_inner(items).boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         // The deletion is the announcement: every watching process sees it.
         self.release_inner(key, owner).boxed()
     }
@@ -553,15 +550,15 @@ impl LockStore for EtcdStore {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         self.handoff_inner(key, owner, next).boxed()
     }
 
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         self.inspect_inner(key).boxed()
     }
 
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         async {
             self.api
                 .call(
@@ -580,27 +577,15 @@ impl LockStore for EtcdStore {
         self.close_inner().boxed()
     }
 
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         self.acquire_permits_inner(req).boxed()
     }
 
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         self.extend_permits_inner(name, owner, ttl_ms).boxed()
     }
 
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         async move {
             let released = self.release_permits_inner(name, owner).await?;
             Ok(ReleaseOutcome {
@@ -611,7 +596,7 @@ impl LockStore for EtcdStore {
         .boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         self.permits_inner(name).boxed()
     }
 

@@ -3,8 +3,8 @@
 
 use super::client::{self, b64, int, kvs, Retry};
 use super::{keys, lock_key, EtcdStore};
+use crate::store::Call;
 use crate::store::{HeldLock, OperatorTools, StoreResult};
-use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::json;
 
@@ -51,15 +51,11 @@ impl EtcdStore {
 }
 
 impl OperatorTools for EtcdStore {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         self.force_release_inner(key).boxed()
     }
 
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         self.list_inner(prefix, limit).boxed()
     }
 }

@@ -3,9 +3,10 @@
 //! process that connects to `memory://name` shares one store.
 
 use crate::store::permits::PermitTable;
+use crate::store::{Batch, Call};
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
-    PermitRequest, ReleaseOutcome, StoreResult,
+    PermitRequest, ReleaseOutcome,
 };
 use futures_util::future::{ready, BoxFuture};
 use futures_util::FutureExt;
@@ -247,7 +248,7 @@ impl LockStore for MemoryStore {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         ready(Ok(MemoryStore::try_acquire(self, key, owner, ttl_ms, data))).boxed()
     }
 
@@ -257,11 +258,11 @@ impl LockStore for MemoryStore {
         owner: &'a str,
         ttl_ms: u64,
         _has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         ready(Ok(MemoryStore::extend(self, key, owner, ttl_ms))).boxed()
     }
 
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         let out = items
             .iter()
             .map(|i| Ok(MemoryStore::extend(self, &i.key, &i.owner, i.ttl_ms)))
@@ -269,11 +270,7 @@ impl LockStore for MemoryStore {
         ready(out).boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         let released = MemoryStore::release(self, key, owner);
         ready(Ok(ReleaseOutcome {
             released,
@@ -287,35 +284,23 @@ impl LockStore for MemoryStore {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         ready(Ok(MemoryStore::handoff(self, key, owner, next))).boxed()
     }
 
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         ready(Ok(MemoryStore::inspect(self, key))).boxed()
     }
 
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         ready(Ok(MemoryStore::acquire_permits(self, req))).boxed()
     }
 
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         ready(Ok(MemoryStore::extend_permits(self, name, owner, ttl_ms))).boxed()
     }
 
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         let released = MemoryStore::release_permits(self, name, owner);
         ready(Ok(ReleaseOutcome {
             released,
@@ -324,11 +309,11 @@ impl LockStore for MemoryStore {
         .boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         ready(Ok(MemoryStore::permits(self, name))).boxed()
     }
 
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         ready(Ok(())).boxed()
     }
 
@@ -342,7 +327,7 @@ impl LockStore for MemoryStore {
 }
 
 impl OperatorTools for MemoryStore {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         let now = Instant::now();
         let live = self
             .state
@@ -354,11 +339,7 @@ impl OperatorTools for MemoryStore {
         ready(Ok(live)).boxed()
     }
 
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         let keys: Vec<String> = {
             let state = self.state.lock().unwrap();
             state

@@ -9,6 +9,7 @@
 //! saving time would move every lease by hours), while `UTC_TIMESTAMP(6)` is the same server
 //! clock without that dependency. Both are fixed for the duration of one statement.
 
+use crate::store::{Batch, Call};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -246,7 +247,7 @@ impl LockStore for MysqlStore {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         async move {
             check_key::<Mysql>(key)?;
             check_owner::<Mysql>(owner)?;
@@ -283,7 +284,7 @@ impl LockStore for MysqlStore {
         owner: &'a str,
         ttl_ms: u64,
         _has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         async move {
             check_key::<Mysql>(key)?;
             check_owner::<Mysql>(owner)?;
@@ -308,7 +309,7 @@ impl LockStore for MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
     /// yet sent.
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.extend_leases(Leases::Locks, items).boxed()
     }
 
@@ -318,11 +319,7 @@ impl LockStore for MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent, but a dropped call may have freed the lock, and
     /// repeating it then returns `false`.
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         async move {
             check_key::<Mysql>(key)?;
             check_owner::<Mysql>(owner)?;
@@ -356,7 +353,7 @@ impl LockStore for MysqlStore {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         async move {
             check_key::<Mysql>(key)?;
             check_owner::<Mysql>(owner)?;
@@ -388,7 +385,7 @@ impl LockStore for MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: read only.
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         async move {
             check_key::<Mysql>(key)?;
             // A read creates nothing: a table that does not exist holds no lock.
@@ -418,19 +415,11 @@ impl LockStore for MysqlStore {
         .boxed()
     }
 
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         MysqlStore::acquire_permits(self, req).boxed()
     }
 
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         MysqlStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
@@ -441,22 +430,15 @@ impl LockStore for MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent. Dropping the future aborts the batches not
     /// yet sent.
-    fn extend_permits_many<'a>(
-        &'a self,
-        items: &'a [ExtendItem],
-    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.extend_leases(Leases::Permits, items).boxed()
     }
 
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         MysqlStore::release_permits(self, name, owner).boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         MysqlStore::permits(self, name).boxed()
     }
 
@@ -464,7 +446,7 @@ impl LockStore for MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe.
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         async move {
             let pool = self.ready().await?;
             sqlx::query(SQL_PING)
@@ -495,7 +477,7 @@ impl LockStore for MysqlStore {
 }
 
 impl OperatorTools for MysqlStore {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         async move {
             check_key::<Mysql>(key)?;
             let pool = self.ready().await?;
@@ -512,11 +494,7 @@ impl OperatorTools for MysqlStore {
         .boxed()
     }
 
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         async move {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;

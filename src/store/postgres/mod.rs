@@ -16,6 +16,7 @@ mod pool;
 mod sql;
 mod tls;
 
+use crate::store::{Batch, Call};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -295,7 +296,7 @@ impl LockStore for PostgresStore {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         async move {
             check_key::<Postgres>(key)?;
             check_owner::<Postgres>(owner)?;
@@ -335,7 +336,7 @@ impl LockStore for PostgresStore {
         owner: &'a str,
         ttl_ms: u64,
         _has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         async move {
             check_key::<Postgres>(key)?;
             check_owner::<Postgres>(owner)?;
@@ -363,7 +364,7 @@ impl LockStore for PostgresStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent.
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         async move {
             let check = |item: &ExtendItem| {
                 check_key::<Postgres>(&item.key)?;
@@ -382,11 +383,7 @@ impl LockStore for PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: a dropped call may have freed the lock, and repeating it then reports
     /// `released: false`.
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         async move {
             check_key::<Postgres>(key)?;
             check_owner::<Postgres>(owner)?;
@@ -421,7 +418,7 @@ impl LockStore for PostgresStore {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         async move {
             check_key::<Postgres>(key)?;
             check_owner::<Postgres>(owner)?;
@@ -450,7 +447,7 @@ impl LockStore for PostgresStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: read only.
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         async move {
             check_key::<Postgres>(key)?;
             // A read creates nothing: a table that does not exist holds no lock.
@@ -474,7 +471,7 @@ impl LockStore for PostgresStore {
     ///
     /// # Cancel Safety
     /// Cancel safe.
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         async move {
             let pool = self.ready().await?;
             retry(|| sqlx::query(sql::PING).execute(pool))
@@ -499,38 +496,23 @@ impl LockStore for PostgresStore {
         .boxed()
     }
 
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         PostgresStore::acquire_permits(self, req).boxed()
     }
 
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         PostgresStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
-    fn extend_permits_many<'a>(
-        &'a self,
-        items: &'a [ExtendItem],
-    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         PostgresStore::extend_permits_many(self, items).boxed()
     }
 
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         PostgresStore::release_permits(self, name, owner).boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         PostgresStore::permits(self, name).boxed()
     }
 
@@ -544,7 +526,7 @@ impl LockStore for PostgresStore {
 }
 
 impl OperatorTools for PostgresStore {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         async move {
             check_key::<Postgres>(key)?;
             let pool = self.ready().await?;
@@ -562,11 +544,7 @@ impl OperatorTools for PostgresStore {
         .boxed()
     }
 
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         async move {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;

@@ -34,6 +34,7 @@ mod socket;
 mod tls;
 
 use crate::store::tls::TlsOptions;
+use crate::store::{Batch, Call};
 use crate::store::{
     ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, PermitHandoff,
     PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
@@ -519,7 +520,7 @@ impl LockStore for RedisStore {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         format: ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         RedisStore::try_acquire(self, key, owner, ttl_ms, data, format).boxed()
     }
 
@@ -529,19 +530,15 @@ impl LockStore for RedisStore {
         owner: &'a str,
         ttl_ms: u64,
         has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         RedisStore::extend(self, key, owner, ttl_ms, has_data).boxed()
     }
 
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         RedisStore::extend_many(self, items).boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         RedisStore::release(self, key, owner).boxed()
     }
 
@@ -550,7 +547,7 @@ impl LockStore for RedisStore {
         key: &'a str,
         owner: &'a str,
         had_data: bool,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    ) -> Call<'a, ReleaseOutcome> {
         RedisStore::release_held(self, key, owner, had_data).boxed()
     }
 
@@ -559,50 +556,35 @@ impl LockStore for RedisStore {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         RedisStore::handoff(self, key, owner, next).boxed()
     }
 
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         RedisStore::inspect(self, key).boxed()
     }
 
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         RedisStore::ping(self).boxed()
     }
 
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         self.acquire_permits_ticketed(req, 0).boxed()
     }
 
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         self.extend_permits_limit(name, owner, ttl_ms)
             .map(|r| r.map(|limit| limit > 0))
             .boxed()
     }
 
-    fn extend_permits_many<'a>(
-        &'a self,
-        items: &'a [ExtendItem],
-    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.extend_permits_many_limits(items)
             .map(|rs| rs.into_iter().map(|r| r.map(|limit| limit > 0)).collect())
             .boxed()
     }
 
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         self.release_permits_keeping(name, owner, None)
             .map(|r| r.map(|(outcome, _)| outcome))
             .boxed()
@@ -612,11 +594,11 @@ impl LockStore for RedisStore {
         &'a self,
         owner: &'a str,
         next: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<PermitHandoff>> {
+    ) -> Call<'a, PermitHandoff> {
         self.handoff_permits_once(owner, next).boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         self.permits_limit(name)
             .map(|r| r.map(|(_, holders)| holders))
             .boxed()

@@ -7,15 +7,15 @@ use super::keys::SideKeys;
 use super::link::Link;
 use super::scripts::FORCE_RELEASE;
 use super::{parse, RedisStore};
+use crate::store::Call;
 use crate::store::{HeldLock, OperatorTools, StoreError, StoreResult};
-use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 
 /// Most SCAN rounds one listing makes (each reads up to 1 000 keys).
 const MAX_SCAN_ROUNDS: usize = 10_000;
 
 impl OperatorTools for RedisStore {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         async move {
             let side = SideKeys::of(key);
             let (data_k, channel) = (side.data(), side.channel());
@@ -32,11 +32,7 @@ impl OperatorTools for RedisStore {
     /// Lock keys are ordinary keys: every key with an expiry under `prefix` is listed (a lock
     /// in the redislock format cannot be told from another key; its token shows as 0). Side
     /// keys (reserved namespace) never are.
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         async move {
             let mut pattern = String::with_capacity(prefix.len() + 1);
             for c in prefix.chars() {

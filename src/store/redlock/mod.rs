@@ -45,6 +45,7 @@ use super::{
 };
 use crate::limits;
 use crate::runtime::lease::lease_end;
+use crate::store::{Batch, Call};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use notify::Subscriptions;
@@ -177,7 +178,7 @@ impl RedlockStore {
         start: Instant,
         ttl_ms: u64,
         quorum: usize,
-        raise: impl Fn(usize, u64) -> BoxFuture<'a, StoreResult<bool>>,
+        raise: impl Fn(usize, u64) -> Call<'a, bool>,
     ) -> Option<u64> {
         let valid_until = lease_end(start, ttl_ms);
         let top = grants.iter().map(|&(_, t)| t).max()?;
@@ -230,7 +231,7 @@ impl RedlockStore {
         what: &str,
         answers: &Answers<Option<u64>>,
         bound: Duration,
-        give_back: impl Fn(usize) -> BoxFuture<'a, StoreResult<()>>,
+        give_back: impl Fn(usize) -> Call<'a, ()>,
     ) {
         let targets: Vec<(usize, bool)> = answers
             .iter()
@@ -586,7 +587,7 @@ impl LockStore for RedlockStore {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         format: ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         RedlockStore::try_acquire(self, key, owner, ttl_ms, data, format).boxed()
     }
 
@@ -596,19 +597,15 @@ impl LockStore for RedlockStore {
         owner: &'a str,
         ttl_ms: u64,
         has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         RedlockStore::extend(self, key, owner, ttl_ms, has_data).boxed()
     }
 
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         RedlockStore::extend_many(self, items).boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         RedlockStore::release(self, key, owner).boxed()
     }
 
@@ -617,7 +614,7 @@ impl LockStore for RedlockStore {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         RedlockStore::handoff(self, key, owner, next).boxed()
     }
 
@@ -626,50 +623,35 @@ impl LockStore for RedlockStore {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<HandoffOutcome>> {
+    ) -> Call<'a, HandoffOutcome> {
         RedlockStore::handoff_or_release(self, key, owner, next).boxed()
     }
 
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         RedlockStore::inspect(self, key).boxed()
     }
 
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         RedlockStore::ping(self).boxed()
     }
 
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         RedlockStore::acquire_permits(self, req).boxed()
     }
 
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         RedlockStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
-    fn extend_permits_many<'a>(
-        &'a self,
-        items: &'a [ExtendItem],
-    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         RedlockStore::extend_permits_many(self, items).boxed()
     }
 
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         RedlockStore::release_permits(self, name, owner).boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         RedlockStore::permits(self, name).boxed()
     }
 

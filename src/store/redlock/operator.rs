@@ -3,14 +3,14 @@
 
 use super::quorum::{ask_all, no_quorum, Tally};
 use super::RedlockStore;
-use crate::store::{HeldLock, OperatorTools, StoreResult};
-use futures_util::future::BoxFuture;
+use crate::store::Call;
+use crate::store::{HeldLock, OperatorTools};
 use futures_util::FutureExt;
 use std::collections::BTreeSet;
 
 impl OperatorTools for RedlockStore {
     /// Frees the lock on every server; true if any server held it.
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         async move {
             let calls = self
                 .servers
@@ -32,11 +32,7 @@ impl OperatorTools for RedlockStore {
 
     /// Names listed by any server are looked up through the quorum ([`RedlockStore::inspect`]),
     /// in name order, until `limit` held ones are found.
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         async move {
             let calls = self
                 .servers

@@ -24,6 +24,7 @@ mod sql;
 #[cfg_attr(not(unix), path = "wake_none.rs")]
 mod wake;
 
+use crate::store::{Batch, Call};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -382,7 +383,7 @@ impl LockStore for SqliteStore {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         _format: crate::store::ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         async move {
             check_key::<Sqlite>(key)?;
             check_owner::<Sqlite>(owner)?;
@@ -421,7 +422,7 @@ impl LockStore for SqliteStore {
         owner: &'a str,
         ttl_ms: u64,
         _has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         async move {
             check_key::<Sqlite>(key)?;
             check_owner::<Sqlite>(owner)?;
@@ -452,7 +453,7 @@ impl LockStore for SqliteStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent.
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.extend_each(items, Leases::Locks).boxed()
     }
 
@@ -461,11 +462,7 @@ impl LockStore for SqliteStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent (a repeat after a dropped call reports `released: false`).
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         async move {
             check_key::<Sqlite>(key)?;
             check_owner::<Sqlite>(owner)?;
@@ -502,7 +499,7 @@ impl LockStore for SqliteStore {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         async move {
             check_key::<Sqlite>(key)?;
             check_owner::<Sqlite>(owner)?;
@@ -532,7 +529,7 @@ impl LockStore for SqliteStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: read only.
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         async move {
             check_key::<Sqlite>(key)?;
             if self.conn.absent() {
@@ -553,7 +550,7 @@ impl LockStore for SqliteStore {
     ///
     /// # Cancel Safety
     /// Cancel safe.
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         async move {
             let mut w = self.conn.lock().await?;
             let done = sqlx::query("SELECT 1").execute(w.conn()).await;
@@ -563,38 +560,23 @@ impl LockStore for SqliteStore {
         .boxed()
     }
 
-    fn acquire_permits<'a>(
-        &'a self,
-        req: &'a PermitRequest<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         SqliteStore::acquire_permits(self, req).boxed()
     }
 
-    fn extend_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
         SqliteStore::extend_permits(self, name, owner, ttl_ms).boxed()
     }
 
-    fn extend_permits_many<'a>(
-        &'a self,
-        items: &'a [ExtendItem],
-    ) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.extend_each(items, Leases::Permits).boxed()
     }
 
-    fn release_permits<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         SqliteStore::release_permits(self, name, owner).boxed()
     }
 
-    fn permits<'a>(&'a self, name: &'a str) -> BoxFuture<'a, StoreResult<Vec<PermitHolder>>> {
+    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
         SqliteStore::permits(self, name).boxed()
     }
 
@@ -626,7 +608,7 @@ impl LockStore for SqliteStore {
 }
 
 impl OperatorTools for SqliteStore {
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+    fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         async move {
             check_key::<Sqlite>(key)?;
             let mut w = self.conn.lock().await?;
@@ -643,11 +625,7 @@ impl OperatorTools for SqliteStore {
         .boxed()
     }
 
-    fn list<'a>(
-        &'a self,
-        prefix: &'a str,
-        limit: usize,
-    ) -> BoxFuture<'a, StoreResult<Vec<HeldLock>>> {
+    fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         async move {
             if self.conn.absent() {
                 return Ok(Vec::new());

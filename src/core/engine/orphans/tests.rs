@@ -4,9 +4,9 @@
 use super::super::{Engine, Grant};
 use crate::core::options::AcquireSpec;
 use crate::store::memory::MemoryStore;
+use crate::store::{Batch, Call};
 use crate::store::{
-    ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, ReleaseOutcome, StoreError, StoreResult,
-    ValueFormat,
+    ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, ReleaseOutcome, StoreError, ValueFormat,
 };
 use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -53,7 +53,7 @@ impl LockStore for Lossy {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         _format: ValueFormat,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         Box::pin(async move {
             let error = self.acquire_error.lock().unwrap().take();
             if let Some(kind) = error {
@@ -73,17 +73,13 @@ impl LockStore for Lossy {
         owner: &'a str,
         ttl_ms: u64,
         has_data: bool,
-    ) -> BoxFuture<'a, StoreResult<bool>> {
+    ) -> Call<'a, bool> {
         LockStore::extend(&self.inner, key, owner, ttl_ms, has_data)
     }
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> BoxFuture<'a, Vec<StoreResult<bool>>> {
+    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         LockStore::extend_many(&self.inner, items)
     }
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-    ) -> BoxFuture<'a, StoreResult<ReleaseOutcome>> {
+    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         Box::pin(async move {
             self.releases.fetch_add(1, Ordering::SeqCst);
             let delay = *self.release_delay.lock().unwrap();
@@ -110,13 +106,13 @@ impl LockStore for Lossy {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> BoxFuture<'a, StoreResult<Option<u64>>> {
+    ) -> Call<'a, Option<u64>> {
         LockStore::handoff(&self.inner, key, owner, next)
     }
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<LockInfo>>> {
+    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         LockStore::inspect(&self.inner, key)
     }
-    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+    fn ping(&self) -> Call<'_, ()> {
         LockStore::ping(&self.inner)
     }
     fn close(&self) -> BoxFuture<'_, ()> {
