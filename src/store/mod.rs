@@ -5,6 +5,7 @@
 
 pub mod bounded;
 pub mod connect;
+mod delegate;
 pub mod dynamodb;
 pub mod error;
 pub mod etcd;

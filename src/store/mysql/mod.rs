@@ -9,6 +9,7 @@
 //! saving time would move every lease by hours), while `UTC_TIMESTAMP(6)` is the same server
 //! clock without that dependency. Both are fixed for the duration of one statement.
 
+use crate::store::delegate::delegate;
 use crate::store::{Batch, Call};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,8 +24,8 @@ use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::errors::db_error;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::{
-    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
-    PermitRequest, ReleaseOutcome, StoreError, StoreResult,
+    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
+    StoreError, StoreResult,
 };
 use errors::{no_such_table, retry_on_conflict, retry_transient, Mysql};
 use extend::{extend_one, Leases};
@@ -233,6 +234,8 @@ fn valid_table_name(name: &str) -> bool {
 /// The contract; every call is bounded by the decorator the registry wraps the store in
 /// ([`crate::store::bounded`]).
 impl LockStore for MysqlStore {
+    delegate!(acquire_permits, extend_permits, release_permits, permits);
+
     /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
     /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
     /// when `owner` itself holds it.
@@ -415,14 +418,6 @@ impl LockStore for MysqlStore {
         .boxed()
     }
 
-    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
-        MysqlStore::acquire_permits(self, req).boxed()
-    }
-
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
-        MysqlStore::extend_permits(self, name, owner, ttl_ms).boxed()
-    }
-
     /// Extends many holders' permits (`key`: the semaphore), as
     /// [`LockStore::extend_permits`] would each, batched as [`LockStore::extend_many`]
     /// batches locks; one result per item, in order.
@@ -432,14 +427,6 @@ impl LockStore for MysqlStore {
     /// yet sent.
     fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.extend_leases(Leases::Permits, items).boxed()
-    }
-
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        MysqlStore::release_permits(self, name, owner).boxed()
-    }
-
-    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
-        MysqlStore::permits(self, name).boxed()
     }
 
     /// Checks that the server answers, creating the table if it does not exist yet.

@@ -16,6 +16,7 @@ mod pool;
 mod sql;
 mod tls;
 
+use crate::store::delegate::delegate;
 use crate::store::{Batch, Call};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,8 +37,8 @@ use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::errors::db_error;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::{
-    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
-    PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseNotifications,
+    ReleaseOutcome, StoreError, StoreResult,
 };
 
 pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
@@ -281,6 +282,14 @@ fn valid_table_name(name: &str) -> bool {
 /// The contract; every call is bounded by the decorator the registry wraps the store in
 /// ([`crate::store::bounded`]).
 impl LockStore for PostgresStore {
+    delegate!(
+        acquire_permits,
+        extend_permits,
+        extend_permits_many,
+        release_permits,
+        permits
+    );
+
     /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has expired, and stores
     /// `data` with it. Returns the new fencing token, or `None` when another owner holds it.
     /// `owner` asking again while it holds the lock gets its own token back, with the lease
@@ -494,26 +503,6 @@ impl LockStore for PostgresStore {
             }
         }
         .boxed()
-    }
-
-    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
-        PostgresStore::acquire_permits(self, req).boxed()
-    }
-
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
-        PostgresStore::extend_permits(self, name, owner, ttl_ms).boxed()
-    }
-
-    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
-        PostgresStore::extend_permits_many(self, items).boxed()
-    }
-
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        PostgresStore::release_permits(self, name, owner).boxed()
-    }
-
-    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
-        PostgresStore::permits(self, name).boxed()
     }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {

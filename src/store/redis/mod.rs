@@ -33,6 +33,7 @@ mod sentinel;
 mod socket;
 mod tls;
 
+use crate::store::delegate::delegate;
 use crate::store::tls::TlsOptions;
 use crate::store::{Batch, Call};
 use crate::store::{
@@ -43,7 +44,6 @@ use crate::store::{
 use batcher::evalsha;
 use connection::Node;
 use errors::store_err;
-use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use keys::{data_key, fence_key, legacy_fence_key, split_value, SideKeys, TOKEN_SEPARATOR};
 use link::Link;
@@ -513,60 +513,17 @@ impl RedisStore {
 
 /// The contract, delegating to the inherent methods above.
 impl LockStore for RedisStore {
-    fn try_acquire<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        format: ValueFormat,
-    ) -> Call<'a, Option<u64>> {
-        RedisStore::try_acquire(self, key, owner, ttl_ms, data, format).boxed()
-    }
-
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        has_data: bool,
-    ) -> Call<'a, bool> {
-        RedisStore::extend(self, key, owner, ttl_ms, has_data).boxed()
-    }
-
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
-        RedisStore::extend_many(self, items).boxed()
-    }
-
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        RedisStore::release(self, key, owner).boxed()
-    }
-
-    fn release_held<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        had_data: bool,
-    ) -> Call<'a, ReleaseOutcome> {
-        RedisStore::release_held(self, key, owner, had_data).boxed()
-    }
-
-    fn handoff<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
-        RedisStore::handoff(self, key, owner, next).boxed()
-    }
-
-    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
-        RedisStore::inspect(self, key).boxed()
-    }
-
-    fn ping(&self) -> Call<'_, ()> {
-        RedisStore::ping(self).boxed()
-    }
+    delegate!(
+        try_acquire,
+        extend,
+        extend_many,
+        release,
+        release_held,
+        handoff,
+        inspect,
+        ping,
+        close
+    );
 
     fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         self.acquire_permits_ticketed(req, 0).boxed()
@@ -602,10 +559,6 @@ impl LockStore for RedisStore {
         self.permits_limit(name)
             .map(|r| r.map(|(_, holders)| holders))
             .boxed()
-    }
-
-    fn close(&self) -> BoxFuture<'_, ()> {
-        RedisStore::close(self).boxed()
     }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {

@@ -40,13 +40,12 @@ mod quorum;
 use super::redis::{RedisOptions, RedisStore};
 use super::{
     ErrorKind, ExtendItem, HandoffOutcome, LockInfo, LockStore, NextOwner, OperatorTools,
-    PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
-    ValueFormat,
+    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult, ValueFormat,
 };
 use crate::limits;
 use crate::runtime::lease::lease_end;
-use crate::store::{Batch, Call};
-use futures_util::future::BoxFuture;
+use crate::store::delegate::delegate;
+use crate::store::Call;
 use futures_util::FutureExt;
 use notify::Subscriptions;
 use quorum::{ask_all, no_quorum, Answers, Tally};
@@ -580,84 +579,22 @@ fn holders(answers: &Answers<Option<LockInfo>>) -> (usize, Option<String>) {
 
 /// The contract, delegating to the inherent methods above.
 impl LockStore for RedlockStore {
-    fn try_acquire<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        format: ValueFormat,
-    ) -> Call<'a, Option<u64>> {
-        RedlockStore::try_acquire(self, key, owner, ttl_ms, data, format).boxed()
-    }
-
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        has_data: bool,
-    ) -> Call<'a, bool> {
-        RedlockStore::extend(self, key, owner, ttl_ms, has_data).boxed()
-    }
-
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
-        RedlockStore::extend_many(self, items).boxed()
-    }
-
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        RedlockStore::release(self, key, owner).boxed()
-    }
-
-    fn handoff<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
-        RedlockStore::handoff(self, key, owner, next).boxed()
-    }
-
-    fn handoff_or_release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, HandoffOutcome> {
-        RedlockStore::handoff_or_release(self, key, owner, next).boxed()
-    }
-
-    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
-        RedlockStore::inspect(self, key).boxed()
-    }
-
-    fn ping(&self) -> Call<'_, ()> {
-        RedlockStore::ping(self).boxed()
-    }
-
-    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
-        RedlockStore::acquire_permits(self, req).boxed()
-    }
-
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
-        RedlockStore::extend_permits(self, name, owner, ttl_ms).boxed()
-    }
-
-    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
-        RedlockStore::extend_permits_many(self, items).boxed()
-    }
-
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        RedlockStore::release_permits(self, name, owner).boxed()
-    }
-
-    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
-        RedlockStore::permits(self, name).boxed()
-    }
-
-    fn close(&self) -> BoxFuture<'_, ()> {
-        RedlockStore::close(self).boxed()
-    }
+    delegate!(
+        try_acquire,
+        extend,
+        extend_many,
+        release,
+        handoff,
+        handoff_or_release,
+        inspect,
+        ping,
+        acquire_permits,
+        extend_permits,
+        extend_permits_many,
+        release_permits,
+        permits,
+        close
+    );
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
         Some(self)

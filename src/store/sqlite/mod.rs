@@ -24,6 +24,7 @@ mod sql;
 #[cfg_attr(not(unix), path = "wake_none.rs")]
 mod wake;
 
+use crate::store::delegate::delegate;
 use crate::store::{Batch, Call};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,8 +40,8 @@ use crate::store::bounded::within;
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::purge::PurgeClock;
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
-    PermitRequest, ReleaseOutcome, StoreError, StoreResult,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
+    StoreError, StoreResult,
 };
 use connection::{Rewatch, SharedConnection};
 use errors::{db_error, Sqlite};
@@ -369,6 +370,8 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 /// The contract; every call is bounded by the decorator the registry wraps the store in
 /// ([`crate::store::bounded`]).
 impl LockStore for SqliteStore {
+    delegate!(acquire_permits, extend_permits, release_permits, permits);
+
     /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has ended, and stores
     /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
     /// when `owner` itself holds it.
@@ -560,24 +563,8 @@ impl LockStore for SqliteStore {
         .boxed()
     }
 
-    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
-        SqliteStore::acquire_permits(self, req).boxed()
-    }
-
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
-        SqliteStore::extend_permits(self, name, owner, ttl_ms).boxed()
-    }
-
     fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         self.extend_each(items, Leases::Permits).boxed()
-    }
-
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        SqliteStore::release_permits(self, name, owner).boxed()
-    }
-
-    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
-        SqliteStore::permits(self, name).boxed()
     }
 
     /// Unregisters this process's waiters and closes the connections (waiting at most one
