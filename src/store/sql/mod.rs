@@ -12,6 +12,7 @@ pub mod extend;
 pub mod options;
 pub mod pool;
 pub mod purge;
+pub mod tls;
 
 use crate::store::ErrorKind;
 use sqlx::error::DatabaseError;
