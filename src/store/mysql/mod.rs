@@ -10,6 +10,7 @@
 //! clock without that dependency. Both are fixed for the duration of one statement.
 
 use crate::store::delegate::delegate;
+use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{Batch, Call};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlRow};
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::AssertSqlSafe;
 use tokio::sync::OnceCell;
 
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
@@ -399,21 +400,8 @@ impl LockStore for MysqlStore {
                 .await
                 .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
                 .map_err(|e| db_error::<Mysql>("inspect", e))?;
-            let Some(row) = row else {
-                return Ok(None);
-            };
-            let decode = |e: sqlx::Error| db_error::<Mysql>("inspect", e);
-            let owner: Vec<u8> = row.try_get(0).map_err(decode)?;
-            let fencing_token: u64 = row.try_get(1).map_err(decode)?;
-            let remaining_us: i64 = row.try_get(2).map_err(decode)?;
-            let data: Option<Vec<u8>> = row.try_get(3).map_err(decode)?;
-            Ok(Some(LockInfo {
-                // Owners are only ever written from `&str`, so this never replaces anything.
-                owner: String::from_utf8_lossy(&owner).into_owned(),
-                fencing_token,
-                remaining_ms: (remaining_us + 999) / 1000,
-                data,
-            }))
+            row.map(|row| row.lease(0).map_err(|e| db_error::<Mysql>("inspect", e)))
+                .transpose()
         }
         .boxed()
     }
@@ -485,16 +473,11 @@ impl OperatorTools for MysqlStore {
         async move {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
-            let mut pattern = Vec::with_capacity(prefix.len() + 1);
-            for &b in prefix.as_bytes() {
-                if matches!(b, b'!' | b'%' | b'_') {
-                    pattern.push(b'!');
-                }
-                pattern.push(b);
-            }
-            pattern.push(b'%');
+            let end = prefix_end(prefix.as_bytes());
             let rows: Vec<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.list.clone()))
-                .bind(pattern)
+                .bind(prefix.as_bytes())
+                .bind(end.as_deref())
+                .bind(end.as_deref())
                 .bind(u64::try_from(limit).unwrap_or(u64::MAX))
                 .fetch_all(pool)
                 .await
@@ -506,28 +489,19 @@ impl OperatorTools for MysqlStore {
                     }
                 })
                 .map_err(|e| db_error::<Mysql>("list", e))?;
-            let decode = |e: sqlx::Error| db_error::<Mysql>("list", e);
-            rows.into_iter()
-                .map(|row| {
-                    let name: Vec<u8> = row.try_get(0).map_err(decode)?;
-                    let owner: Vec<u8> = row.try_get(1).map_err(decode)?;
-                    let fencing_token: u64 = row.try_get(2).map_err(decode)?;
-                    let remaining_us: i64 = row.try_get(3).map_err(decode)?;
-                    let data: Option<Vec<u8>> = row.try_get(4).map_err(decode)?;
-                    Ok(HeldLock {
-                        key: String::from_utf8_lossy(&name).into_owned(),
-                        info: LockInfo {
-                            owner: String::from_utf8_lossy(&owner).into_owned(),
-                            fencing_token,
-                            remaining_ms: (remaining_us + 999) / 1000,
-                            data,
-                        },
-                    })
-                })
-                .collect()
+            rows.iter()
+                .map(|row| row.held())
+                .collect::<Result<_, sqlx::Error>>()
+                .map_err(|e| db_error::<Mysql>("list", e))
         }
         .boxed()
     }
+}
+
+/// Tokens are `BIGINT UNSIGNED`; remaining time comes in microseconds.
+impl LeaseRow for MySqlRow {
+    type Token = u64;
+    const REMAINING: Remaining = Remaining::Micros;
 }
 
 #[cfg(test)]

@@ -112,11 +112,14 @@ pub(super) const SQL_FORCE_RELEASE: &str = "UPDATE {table}
 SET owner = NULL, data = NULL, expires_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)";
 
-// Live leases whose names start with a prefix (escaped for LIKE with `!`), at most `?`.
+// Live leases whose names start with a prefix, at most `?`: the names from the prefix up to
+// the end of its range (`rows::prefix_end`, bound twice; NULL: no end), a range of the
+// primary key.
 pub(super) const SQL_LIST: &str =
     "SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), data
 FROM {table}
-WHERE name LIKE ? ESCAPE '!' AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)
+WHERE name >= ? AND (? IS NULL OR name < ?)
+    AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)
 LIMIT ?";
 
 // Liveness check.

@@ -36,6 +36,7 @@ use self::sql::Statements;
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::errors::db_error;
 use crate::store::sql::purge::PurgeClock;
+use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseNotifications,
     ReleaseOutcome, StoreError, StoreResult,
@@ -236,38 +237,9 @@ async fn purge_rows(pool: &PgPool, statements: &[Arc<str>], after: Duration) -> 
     Ok(total)
 }
 
-/// A lease read from columns `first..first + 4` (owner, fence, remaining µs, data).
-fn lock_info(row: &PgRow, first: usize) -> Result<LockInfo, sqlx::Error> {
-    let owner: Vec<u8> = row.try_get(first)?;
-    let fence: i64 = row.try_get(first + 1)?;
-    let remaining_us: i64 = row.try_get(first + 2)?;
-    let data: Option<Vec<u8>> = row.try_get(first + 3)?;
-    Ok(LockInfo {
-        // Owners are only ever written from `&str`, so this never replaces anything.
-        owner: String::from_utf8_lossy(&owner).into_owned(),
-        fencing_token: token_of(fence),
-        remaining_ms: (remaining_us + 999) / 1000,
-        data,
-    })
-}
-
 /// A sequence value as a token (sequences start at 1 and never go below).
 fn token_of(fence: i64) -> u64 {
     u64::try_from(fence).unwrap_or(0)
-}
-
-/// The first byte string greater than every string that starts with `prefix`, or `None`
-/// when there is none (empty, or all `0xFF`): the prefix with trailing `0xFF` bytes dropped
-/// and its last byte incremented.
-fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut upper = prefix.to_vec();
-    while let Some(last) = upper.pop() {
-        if last < 0xFF {
-            upper.push(last + 1);
-            return Some(upper);
-        }
-    }
-    None
 }
 
 /// The lease in milliseconds, if the dialect can keep it.
@@ -470,7 +442,7 @@ impl LockStore for PostgresStore {
             .await
             .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
             .map_err(|e| db_error::<Postgres>("inspect", e))?;
-            row.map(|row| lock_info(&row, 0).map_err(|e| db_error::<Postgres>("inspect", e)))
+            row.map(|row| row.lease(0).map_err(|e| db_error::<Postgres>("inspect", e)))
                 .transpose()
         }
         .boxed()
@@ -537,7 +509,7 @@ impl OperatorTools for PostgresStore {
         async move {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
-            let upper = prefix_upper_bound(prefix.as_bytes());
+            let upper = prefix_end(prefix.as_bytes());
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let sql = &self.sql.list;
             let rows: Vec<PgRow> = retry(|| {
@@ -557,18 +529,18 @@ impl OperatorTools for PostgresStore {
             })
             .map_err(|e| db_error::<Postgres>("list", e))?;
             rows.iter()
-                .map(|row| {
-                    let name: Vec<u8> = row.try_get(0)?;
-                    Ok(HeldLock {
-                        key: String::from_utf8_lossy(&name).into_owned(),
-                        info: lock_info(row, 1)?,
-                    })
-                })
+                .map(|row| row.held())
                 .collect::<Result<_, sqlx::Error>>()
                 .map_err(|e| db_error::<Postgres>("list", e))
         }
         .boxed()
     }
+}
+
+/// Tokens are `BIGINT`; remaining time comes in microseconds.
+impl LeaseRow for PgRow {
+    type Token = i64;
+    const REMAINING: Remaining = Remaining::Micros;
 }
 
 #[cfg(test)]

@@ -846,14 +846,6 @@ fn default_options_are_the_documented_ones() {
 }
 
 #[test]
-fn the_upper_bound_of_a_prefix_is_the_first_string_after_all_that_start_with_it() {
-    assert_eq!(prefix_upper_bound(b"ab"), Some(b"ac".to_vec()));
-    assert_eq!(prefix_upper_bound(b"a\xff\xff"), Some(b"b".to_vec()));
-    assert_eq!(prefix_upper_bound(b"\xff"), None);
-    assert_eq!(prefix_upper_bound(b""), None);
-}
-
-#[test]
 fn hex_payloads_decode_to_exactly_the_bytes_they_encode() {
     assert_eq!(decode_hex("6b31").unwrap(), b"k1");
     assert_eq!(decode_hex("00FF").unwrap(), [0, 0xff]);

@@ -12,6 +12,7 @@ pub mod extend;
 pub mod options;
 pub mod pool;
 pub mod purge;
+pub mod rows;
 pub mod tls;
 
 use crate::store::ErrorKind;

@@ -39,6 +39,7 @@ use sqlx::{AssertSqlSafe, Row};
 use crate::store::bounded::within;
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::purge::PurgeClock;
+use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
     StoreError, StoreResult,
@@ -339,34 +340,6 @@ fn token(row: &SqliteRow, operation: &str) -> StoreResult<u64> {
         .ok_or_else(|| StoreError::internal(format!("sqlite: {operation}: token {fence}")))
 }
 
-/// A lease from columns owner, fence, remaining ms, data starting at `at`.
-fn lock_info(row: &SqliteRow, at: usize, operation: &str) -> StoreResult<LockInfo> {
-    let decode = |e: sqlx::Error| db_error(operation, e);
-    let owner: Vec<u8> = row.try_get(at).map_err(decode)?;
-    let fence: i64 = row.try_get(at + 1).map_err(decode)?;
-    let remaining_ms: i64 = row.try_get(at + 2).map_err(decode)?;
-    let data: Option<Vec<u8>> = row.try_get(at + 3).map_err(decode)?;
-    Ok(LockInfo {
-        // Owners are only ever written from `&str`, so this never replaces anything.
-        owner: String::from_utf8_lossy(&owner).into_owned(),
-        fencing_token: u64::try_from(fence).unwrap_or(0),
-        remaining_ms,
-        data,
-    })
-}
-
-/// The first byte string after every string that starts with `prefix` (`None`: there is
-/// none, the prefix being all 0xFF bytes): the end of the prefix's range along the key.
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xFF {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
 /// The contract; every call is bounded by the decorator the registry wraps the store in
 /// ([`crate::store::bounded`]).
 impl LockStore for SqliteStore {
@@ -544,7 +517,8 @@ impl LockStore for SqliteStore {
                 .fetch_optional(w.conn())
                 .await;
             let row = w.finish(row).map_err(|e| db_error("inspect", e))?;
-            row.map(|row| lock_info(&row, 0, "inspect")).transpose()
+            row.map(|row| row.lease(0).map_err(|e| db_error("inspect", e)))
+                .transpose()
         }
         .boxed()
     }
@@ -626,17 +600,17 @@ impl OperatorTools for SqliteStore {
                 .await;
             let rows = w.finish(rows).map_err(|e| db_error("list", e))?;
             rows.iter()
-                .map(|row| {
-                    let name: Vec<u8> = row.try_get(0).map_err(|e| db_error("list", e))?;
-                    Ok(HeldLock {
-                        key: String::from_utf8_lossy(&name).into_owned(),
-                        info: lock_info(row, 1, "list")?,
-                    })
-                })
+                .map(|row| row.held().map_err(|e| db_error("list", e)))
                 .collect()
         }
         .boxed()
     }
+}
+
+/// Tokens are `BIGINT`; remaining time comes in milliseconds.
+impl LeaseRow for SqliteRow {
+    type Token = i64;
+    const REMAINING: Remaining = Remaining::Millis;
 }
 
 #[cfg(test)]

@@ -109,14 +109,6 @@ fn connect_rejects_bad_table_names_without_a_runtime() {
     assert!(SqliteStore::connect("sqlite:///tmp/x.db", options()).is_ok());
 }
 
-#[test]
-fn prefix_end_is_the_first_string_after_the_prefixs_range() {
-    assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
-    assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
-    assert_eq!(prefix_end(b"\xff\xff"), None);
-    assert_eq!(prefix_end(b""), None);
-}
-
 #[tokio::test]
 async fn the_first_use_creates_the_file_in_wal_mode_with_its_tables() {
     let dir = TempDir::new();
