@@ -13,6 +13,13 @@ pub(super) struct Mysql;
 impl Dialect for Mysql {
     const NAME: &'static str = "mysql";
 
+    /// ER_NO_SUCH_TABLE (1146).
+    fn is_missing_table(e: &sqlx::Error) -> bool {
+        e.as_database_error()
+            .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
+            .is_some_and(|m| m.number() == 1146)
+    }
+
     fn server_kind(e: &dyn DatabaseError) -> ErrorKind {
         match e
             .try_downcast_ref::<MySqlDatabaseError>()
@@ -56,11 +63,4 @@ where
     Fut: Future<Output = Result<T, sqlx::Error>>,
 {
     errors::retry_transient::<Mysql, _, _, _>(run).await
-}
-
-/// Whether `e` is ER_NO_SUCH_TABLE (1146): a read of a table nobody created yet.
-pub(super) fn no_such_table(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
-        .is_some_and(|m| m.number() == 1146)
 }

@@ -22,13 +22,13 @@ use sqlx::AssertSqlSafe;
 use tokio::sync::OnceCell;
 
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
-use crate::store::sql::errors::db_error;
+use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::purge::PurgeClock;
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
     StoreError, StoreResult,
 };
-use errors::{no_such_table, retry_on_conflict, retry_transient, Mysql};
+use errors::{retry_on_conflict, retry_transient, Mysql};
 use extend::{extend_one, Leases};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -394,12 +394,13 @@ impl LockStore for MysqlStore {
             check_key::<Mysql>(key)?;
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
-            let row: Option<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.inspect.clone()))
-                .bind(key.as_bytes())
-                .fetch_optional(pool)
-                .await
-                .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
-                .map_err(|e| db_error::<Mysql>("inspect", e))?;
+            let row: Option<MySqlRow> = read::<Mysql, _>(
+                "inspect",
+                sqlx::query(AssertSqlSafe(self.sql.inspect.clone()))
+                    .bind(key.as_bytes())
+                    .fetch_optional(pool)
+                    .await,
+            )?;
             row.map(|row| row.lease(0).map_err(|e| db_error::<Mysql>("inspect", e)))
                 .transpose()
         }
@@ -474,21 +475,16 @@ impl OperatorTools for MysqlStore {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
             let end = prefix_end(prefix.as_bytes());
-            let rows: Vec<MySqlRow> = sqlx::query(AssertSqlSafe(self.sql.list.clone()))
-                .bind(prefix.as_bytes())
-                .bind(end.as_deref())
-                .bind(end.as_deref())
-                .bind(u64::try_from(limit).unwrap_or(u64::MAX))
-                .fetch_all(pool)
-                .await
-                .or_else(|e| {
-                    if no_such_table(&e) {
-                        Ok(Vec::new())
-                    } else {
-                        Err(e)
-                    }
-                })
-                .map_err(|e| db_error::<Mysql>("list", e))?;
+            let rows: Vec<MySqlRow> = read::<Mysql, _>(
+                "list",
+                sqlx::query(AssertSqlSafe(self.sql.list.clone()))
+                    .bind(prefix.as_bytes())
+                    .bind(end.as_deref())
+                    .bind(end.as_deref())
+                    .bind(u64::try_from(limit).unwrap_or(u64::MAX))
+                    .fetch_all(pool)
+                    .await,
+            )?;
             rows.iter()
                 .map(|row| row.held())
                 .collect::<Result<_, sqlx::Error>>()

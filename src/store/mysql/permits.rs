@@ -20,11 +20,11 @@ use std::sync::Arc;
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, MySqlConnection, Row};
 
-use super::errors::{no_such_table, retry_on_conflict, Mysql};
+use super::errors::{retry_on_conflict, Mysql};
 use super::{ttl_micros, MysqlStore};
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
 use crate::store::sql::checks::{check_key, check_owner};
-use crate::store::sql::errors::db_error;
+use crate::store::sql::errors::{db_error, read};
 use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
 
 /// `kind` of a holder's row.
@@ -576,18 +576,13 @@ impl MysqlStore {
         check_key::<Mysql>(name)?;
         // A read creates nothing: tables that do not exist hold no permits.
         let pool = self.connected().await?;
-        let rows: Vec<MySqlRow> = sqlx::query(AssertSqlSafe(self.permit_sql.holders.clone()))
-            .bind(name.as_bytes())
-            .fetch_all(pool)
-            .await
-            .or_else(|e| {
-                if no_such_table(&e) {
-                    Ok(Vec::new())
-                } else {
-                    Err(e)
-                }
-            })
-            .map_err(|e| db_error::<Mysql>("permits", e))?;
+        let rows: Vec<MySqlRow> = read::<Mysql, _>(
+            "permits",
+            sqlx::query(AssertSqlSafe(self.permit_sql.holders.clone()))
+                .bind(name.as_bytes())
+                .fetch_all(pool)
+                .await,
+        )?;
         let decode = |e: sqlx::Error| db_error::<Mysql>("permits", e);
         rows.into_iter()
             .map(|row| {

@@ -28,6 +28,11 @@ pub struct Postgres;
 impl Dialect for Postgres {
     const NAME: &'static str = "postgres";
 
+    /// undefined_table (42P01).
+    fn is_missing_table(e: &sqlx::Error) -> bool {
+        sqlstate(e).as_deref() == Some("42P01")
+    }
+
     fn server_kind(e: &dyn DatabaseError) -> ErrorKind {
         match e.code().as_deref() {
             Some(code) if is_session_gone(code) => ErrorKind::Unreachable,
@@ -58,11 +63,6 @@ impl Dialect for Postgres {
             _ => false,
         }
     }
-}
-
-/// Whether `e` is undefined_table (42P01): a read of a table nobody created yet.
-pub fn no_such_table(e: &sqlx::Error) -> bool {
-    sqlstate(e).as_deref() == Some("42P01")
 }
 
 /// Whether the server (or what answers in its place) refused the connection as a protocol

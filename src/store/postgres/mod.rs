@@ -29,12 +29,12 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::sync::OnceCell;
 
-use self::errors::{no_such_table, retry, Postgres};
+use self::errors::{retry, Postgres};
 use self::notify::Notifier;
 use self::permit_sql::PermitStatements;
 use self::sql::Statements;
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
-use crate::store::sql::errors::db_error;
+use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::purge::PurgeClock;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{
@@ -434,14 +434,15 @@ impl LockStore for PostgresStore {
             // A read creates nothing: a table that does not exist holds no lock.
             let pool = self.connected().await?;
             let sql = &self.sql.inspect;
-            let row: Option<PgRow> = retry(|| {
-                sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(key.as_bytes())
-                    .fetch_optional(pool)
-            })
-            .await
-            .or_else(|e| if no_such_table(&e) { Ok(None) } else { Err(e) })
-            .map_err(|e| db_error::<Postgres>("inspect", e))?;
+            let row: Option<PgRow> = read::<Postgres, _>(
+                "inspect",
+                retry(|| {
+                    sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(key.as_bytes())
+                        .fetch_optional(pool)
+                })
+                .await,
+            )?;
             row.map(|row| row.lease(0).map_err(|e| db_error::<Postgres>("inspect", e)))
                 .transpose()
         }
@@ -512,22 +513,17 @@ impl OperatorTools for PostgresStore {
             let upper = prefix_end(prefix.as_bytes());
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let sql = &self.sql.list;
-            let rows: Vec<PgRow> = retry(|| {
-                sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(prefix.as_bytes())
-                    .bind(upper.as_deref())
-                    .bind(limit)
-                    .fetch_all(pool)
-            })
-            .await
-            .or_else(|e| {
-                if no_such_table(&e) {
-                    Ok(Vec::new())
-                } else {
-                    Err(e)
-                }
-            })
-            .map_err(|e| db_error::<Postgres>("list", e))?;
+            let rows: Vec<PgRow> = read::<Postgres, _>(
+                "list",
+                retry(|| {
+                    sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(prefix.as_bytes())
+                        .bind(upper.as_deref())
+                        .bind(limit)
+                        .fetch_all(pool)
+                })
+                .await,
+            )?;
             rows.iter()
                 .map(|row| row.held())
                 .collect::<Result<_, sqlx::Error>>()

@@ -6,11 +6,11 @@
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 
-use super::errors::{no_such_table, retry, Postgres};
+use super::errors::{retry, Postgres};
 use super::{token_of, ttl_millis, PostgresStore};
 use crate::store::permits::watch_key;
 use crate::store::sql::checks::{check_owner, check_semaphore};
-use crate::store::sql::errors::db_error;
+use crate::store::sql::errors::{db_error, read};
 use crate::store::{
     ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
@@ -185,20 +185,15 @@ impl PostgresStore {
         // A read creates nothing: tables that do not exist hold no permits.
         let pool = self.connected().await?;
         let sql = &self.permit_sql.holders;
-        let rows: Vec<PgRow> = retry(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(name.as_bytes())
-                .fetch_all(pool)
-        })
-        .await
-        .or_else(|e| {
-            if no_such_table(&e) {
-                Ok(Vec::new())
-            } else {
-                Err(e)
-            }
-        })
-        .map_err(|e| db_error::<Postgres>("permits", e))?;
+        let rows: Vec<PgRow> = read::<Postgres, _>(
+            "permits",
+            retry(|| {
+                sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(name.as_bytes())
+                    .fetch_all(pool)
+            })
+            .await,
+        )?;
         rows.iter()
             .map(|row| {
                 let owner: Vec<u8> = row.try_get(0)?;

@@ -29,6 +29,18 @@ pub fn db_error<D: Dialect>(operation: &str, e: sqlx::Error) -> StoreError {
     StoreError::new(kind_of::<D>(&e), format!("{}: {operation}: {e}", D::NAME))
 }
 
+/// A read's outcome as `operation`'s, where a table nobody created yet holds nothing: it
+/// reads as `T::default()` (no row, no rows), since a read creates no table.
+pub fn read<D: Dialect, T: Default>(
+    operation: &str,
+    outcome: Result<T, sqlx::Error>,
+) -> Result<T, StoreError> {
+    match outcome {
+        Err(e) if D::is_missing_table(&e) => Ok(T::default()),
+        other => other.map_err(|e| db_error::<D>(operation, e)),
+    }
+}
+
 /// The store was closed.
 pub fn closed_error<D: Dialect>() -> StoreError {
     StoreError::closed(format!("{}: the store is closed", D::NAME))

@@ -33,6 +33,13 @@ pub trait Dialect {
     /// failure, so that sending it again is safe (in autocommit it was the transaction).
     fn is_conflict(e: &sqlx::Error) -> bool;
 
+    /// Whether the statement read a table nobody created yet (see [`errors::read`]). No by
+    /// default: a dialect whose tables exist before any read.
+    fn is_missing_table(e: &sqlx::Error) -> bool {
+        let _ = e;
+        false
+    }
+
     /// Whether the connection broke under the statement, so that another pooled connection
     /// may carry it (a server restart leaves every pooled connection like this).
     fn is_broken_connection(e: &sqlx::Error) -> bool {
