@@ -23,9 +23,9 @@ use sqlx::{AssertSqlSafe, MySqlConnection, Row};
 use super::errors::{retry_on_conflict, Mysql};
 use super::{ttl_micros, MysqlStore};
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
-use crate::store::sql::checks::{check_key, check_owner};
+use crate::store::sql::checks::{check_key, check_owner, check_request};
 use crate::store::sql::errors::{db_error, read};
-use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
+use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
 
 /// `kind` of a holder's row.
 const HOLDER: u8 = 1;
@@ -472,21 +472,6 @@ async fn acquire_once(
     Ok(granted)
 }
 
-/// Checks a request before any I/O.
-fn check_request(req: &PermitRequest<'_>) -> StoreResult<()> {
-    check_key::<Mysql>(req.name)?;
-    check_owner::<Mysql>(req.owner)?;
-    if req.permits == 0 || req.permits > req.limit {
-        return Err(StoreError::invalid(format!(
-            "mysql: {} permits asked of a semaphore of {}: ask for 1 to the limit",
-            req.permits, req.limit
-        )));
-    }
-    ttl_micros(req.ttl_ms)?;
-    ttl_micros(req.queue_ttl_ms)?;
-    Ok(())
-}
-
 impl MysqlStore {
     /// Takes permits of semaphore `req.name` by the rules of
     /// [`permits`](crate::store::permits), in one transaction that locks the semaphore's
@@ -502,7 +487,7 @@ impl MysqlStore {
     /// taken until their lease ends (or the request queued until its place lapses). Dropped
     /// earlier, the transaction is rolled back.
     pub async fn acquire_permits(&self, req: &PermitRequest<'_>) -> StoreResult<Option<u64>> {
-        check_request(req)?;
+        check_request::<Mysql>(req)?;
         let pool = self.permits_ready().await?;
         retry_on_conflict(|| acquire_once(pool, &self.permit_sql, req))
             .await

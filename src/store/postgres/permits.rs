@@ -9,32 +9,9 @@ use sqlx::{AssertSqlSafe, Row};
 use super::errors::{retry, Postgres};
 use super::{token_of, ttl_millis, PostgresStore};
 use crate::store::permits::watch_key;
-use crate::store::sql::checks::{check_owner, check_semaphore};
+use crate::store::sql::checks::{check_owner, check_request, check_semaphore};
 use crate::store::sql::errors::{db_error, read};
-use crate::store::{
-    ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
-};
-
-/// Checks a request before any I/O; returns its lease and queue time in ms.
-fn check_request(req: &PermitRequest<'_>) -> StoreResult<(i64, i64)> {
-    check_semaphore::<Postgres>(req.name)?;
-    check_owner::<Postgres>(req.owner)?;
-    if req.permits == 0 || req.permits > req.limit {
-        return Err(StoreError::invalid(format!(
-            "postgres: {} permits asked of a semaphore of {}: ask for 1 to the limit",
-            req.permits, req.limit
-        )));
-    }
-    let ttl = ttl_millis(req.ttl_ms)?;
-    let queue_ttl = ttl_millis(req.queue_ttl_ms).map_err(|_| {
-        StoreError::invalid(format!(
-            "postgres: a queued place of {} ms is longer than the {} ms supported",
-            req.queue_ttl_ms,
-            super::MAX_TTL_MS
-        ))
-    })?;
-    Ok((ttl, queue_ttl))
-}
+use crate::store::{ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
 
 impl PostgresStore {
     /// The pool, once the lock table and the semaphore tables exist (created on the first
@@ -64,7 +41,7 @@ impl PostgresStore {
     /// taken (or the place queued) until the lease (or the place) runs out. A future dropped
     /// earlier rolls the transaction back when its connection returns to the pool.
     pub async fn acquire_permits(&self, req: &PermitRequest<'_>) -> StoreResult<Option<u64>> {
-        let (ttl, queue_ttl) = check_request(req)?;
+        let (ttl, queue_ttl) = check_request::<Postgres>(req)?;
         let pool = self.permits_ready().await?;
         let (lock, acquire) = (&self.permit_sql.lock, &self.permit_sql.acquire);
         // Safe to repeat as a whole: a commit whose reply was lost left the owner holding

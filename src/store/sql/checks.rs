@@ -3,7 +3,7 @@
 //! names cut to one would share one lock).
 
 use super::Dialect;
-use crate::store::{StoreError, StoreResult};
+use crate::store::{PermitRequest, StoreError, StoreResult};
 
 /// Longest lock name accepted, in bytes (the width of the `name` column).
 pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
@@ -62,4 +62,28 @@ pub fn check_semaphore<D: Dialect>(name: &str) -> StoreResult<()> {
         )));
     }
     Ok(())
+}
+
+/// Checks a semaphore request before any I/O: its name and owner, a number of permits from 1
+/// to the semaphore's limit, and its lease and queue time. Returns those two, in ms.
+pub fn check_request<D: Dialect>(req: &PermitRequest<'_>) -> StoreResult<(i64, i64)> {
+    check_semaphore::<D>(req.name)?;
+    check_owner::<D>(req.owner)?;
+    if req.permits == 0 || req.permits > req.limit {
+        return Err(StoreError::invalid(format!(
+            "{}: {} permits asked of a semaphore of {}: ask for 1 to the limit",
+            D::NAME,
+            req.permits,
+            req.limit
+        )));
+    }
+    let ttl = check_ttl::<D>(req.ttl_ms)?;
+    if req.queue_ttl_ms > MAX_TTL_MS {
+        return Err(StoreError::invalid(format!(
+            "{}: a queued place of {} ms is longer than the {MAX_TTL_MS} ms supported",
+            D::NAME,
+            req.queue_ttl_ms
+        )));
+    }
+    Ok((ttl, req.queue_ttl_ms as i64))
 }

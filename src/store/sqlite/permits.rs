@@ -13,19 +13,9 @@ use super::errors::{db_error, Sqlite};
 use super::replaced::Lease;
 use super::SqliteStore;
 use crate::store::permits::watch_key;
-use crate::store::sql::checks::{check_owner, check_semaphore, check_ttl};
+use crate::store::sql::checks::{check_owner, check_request, check_semaphore, check_ttl};
 use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
 use sqlx::{AssertSqlSafe, Row};
-
-/// Refuses a request for no permits or for more than the semaphore has.
-fn check_permits(permits: u32, limit: u32) -> StoreResult<()> {
-    if permits == 0 || permits > limit {
-        return Err(StoreError::invalid(format!(
-            "sqlite: {permits} permits asked of a semaphore of {limit}: ask for 1 to {limit}"
-        )));
-    }
-    Ok(())
-}
 
 impl SqliteStore {
     /// Takes `req.permits` of semaphore `req.name` for `req.owner` by the rules of
@@ -37,11 +27,7 @@ impl SqliteStore {
     /// Not cancel safe: once the statement is on its way, dropping the future may leave the
     /// permits taken, with nobody knowing its token, until `req.ttl_ms` passes.
     pub async fn acquire_permits(&self, req: &PermitRequest<'_>) -> StoreResult<Option<u64>> {
-        check_semaphore::<Sqlite>(req.name)?;
-        check_owner::<Sqlite>(req.owner)?;
-        check_permits(req.permits, req.limit)?;
-        let ttl = check_ttl::<Sqlite>(req.ttl_ms)?;
-        let queue_ttl = check_ttl::<Sqlite>(req.queue_ttl_ms)?;
+        let (ttl, queue_ttl) = check_request::<Sqlite>(req)?;
         let mut w = self.conn.lock().await?;
         let row = sqlx::query(AssertSqlSafe(self.sql.acquire_permits.as_str()))
             .bind(req.name.as_bytes())
