@@ -4,8 +4,9 @@
 
 use super::conformance::{heard, name, owner, sleep_ms};
 use super::permits::watch_key;
-use super::{ExtendItem, PermitRequest, SharedStore};
+use super::{ErrorKind, ExtendItem, LockStore, PermitRequest, SharedStore};
 use crate::store::ValueFormat;
+use std::future::Future;
 
 /// A try for `permits` of `limit`, with a 10 s lease and no queued place.
 pub fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
@@ -27,6 +28,102 @@ pub fn queued<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> Pe
     }
 }
 
+/// Asking for permits with the answer a test expects, on any store (through an `Arc` too).
+pub trait Ask: LockStore {
+    /// Asks for `r`, which must be granted; returns its token.
+    fn grant<'a>(&'a self, r: &'a PermitRequest<'a>) -> impl Future<Output = u64> + Send + 'a {
+        async move {
+            match self.acquire_permits(r).await.unwrap() {
+                Some(token) => token,
+                None => panic!("refused: {r:?}"),
+            }
+        }
+    }
+
+    /// Asks for `r`, which must be refused.
+    fn refuse<'a>(&'a self, r: &'a PermitRequest<'a>) -> impl Future<Output = ()> + Send + 'a {
+        async move { assert_eq!(self.acquire_permits(r).await.unwrap(), None, "{r:?}") }
+    }
+}
+
+impl<S: LockStore + ?Sized> Ask for S {}
+
+/// An extension of `owner`'s permits of semaphore `key` to `ttl_ms`, for a batch.
+pub fn item(key: &str, owner: &str, ttl_ms: u64) -> ExtendItem {
+    ExtendItem {
+        key: key.to_owned(),
+        owner: owner.to_owned(),
+        ttl_ms,
+        has_data: false,
+    }
+}
+
+/// Asserts that requests for no permits of semaphore `n`, or for more than their limit, are
+/// refused as invalid by `s` (a store that may not even reach its server: the check comes
+/// first).
+pub async fn assert_requests_beyond_the_limit_are_invalid<S: LockStore + ?Sized>(s: &S, n: &str) {
+    let a = owner();
+    for (permits, limit) in [(0, 3), (4, 3), (1, 0)] {
+        let err = s
+            .acquire_permits(&req(n, &a, permits, limit))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Invalid, "{permits} of {limit}: {err}");
+    }
+}
+
+/// Two semaphores left for a purge: one granted and released, one whose only lease lapsed.
+pub struct LeftForPurge {
+    /// The semaphore granted (token `first`) and released.
+    pub released: String,
+    /// The semaphore whose holder's lease lapsed.
+    pub lapsed: String,
+    owner: String,
+    first: u64,
+}
+
+impl LeftForPurge {
+    /// Leaves both semaphores on `s`, the lapsed one's lease ended by the time it returns.
+    pub async fn leave<S: LockStore + ?Sized>(s: &S) -> Self {
+        let (released, lapsed, owner) = (name(), name(), owner());
+        let first = s.grant(&req(&released, &owner, 1, 1)).await;
+        assert!(s.release_permits(&released, &owner).await.unwrap().released);
+        s.grant(&PermitRequest {
+            ttl_ms: 1,
+            ..req(&lapsed, &owner, 1, 1)
+        })
+        .await;
+        sleep_ms(20).await;
+        LeftForPurge {
+            released,
+            lapsed,
+            owner,
+            first,
+        }
+    }
+
+    /// Asserts that the released semaphore is granted again with a higher token than before.
+    pub async fn assert_it_comes_back_with_a_higher_token<S: LockStore + ?Sized>(&self, s: &S) {
+        let again = s.grant(&req(&self.released, &self.owner, 1, 1)).await;
+        assert!(again > self.first, "{again} > {}", self.first);
+    }
+}
+
+/// Grants semaphore `n` one permit of two for 50 ms and queues a request for both for 50 ms:
+/// a holder and a place that lapse together.
+pub async fn a_holder_and_a_place_that_lapse<S: LockStore + ?Sized>(s: &S, n: &str) {
+    s.grant(&PermitRequest {
+        ttl_ms: 50,
+        ..req(n, &owner(), 1, 2)
+    })
+    .await;
+    s.refuse(&PermitRequest {
+        queue_ttl_ms: 50,
+        ..req(n, &owner(), 2, 2)
+    })
+    .await;
+}
+
 async fn taken(s: &SharedStore, name: &str) -> u32 {
     s.permits(name)
         .await
@@ -39,18 +136,10 @@ async fn taken(s: &SharedStore, name: &str) -> u32 {
 /// Permits are granted up to the limit and refused beyond it; `permits` lists the holders.
 pub async fn permits_are_granted_up_to_the_limit_and_no_further(s: SharedStore) {
     let (n, a, b, c) = (name(), owner(), owner(), owner());
-    let ta = s
-        .acquire_permits(&req(&n, &a, 2, 3))
-        .await
-        .unwrap()
-        .unwrap();
-    let tb = s
-        .acquire_permits(&req(&n, &b, 1, 3))
-        .await
-        .unwrap()
-        .unwrap();
+    let ta = s.grant(&req(&n, &a, 2, 3)).await;
+    let tb = s.grant(&req(&n, &b, 1, 3)).await;
     assert!(tb > ta);
-    assert_eq!(s.acquire_permits(&req(&n, &c, 1, 3)).await.unwrap(), None);
+    s.refuse(&req(&n, &c, 1, 3)).await;
     let mut holders = s.permits(&n).await.unwrap();
     holders.sort_by_key(|h| h.fencing_token);
     let seen: Vec<_> = holders
@@ -66,9 +155,8 @@ pub async fn permits_are_granted_up_to_the_limit_and_no_further(s: SharedStore) 
 /// A holder asking again gets its own token back and still holds its permits once.
 pub async fn an_owner_asking_again_gets_its_own_token(s: SharedStore) {
     let (n, a) = (name(), owner());
-    let t = s.acquire_permits(&req(&n, &a, 2, 3)).await.unwrap();
-    assert!(t.is_some());
-    assert_eq!(s.acquire_permits(&req(&n, &a, 2, 3)).await.unwrap(), t);
+    let t = s.grant(&req(&n, &a, 2, 3)).await;
+    assert_eq!(s.grant(&req(&n, &a, 2, 3)).await, t);
     assert_eq!(taken(&s, &n).await, 2);
 }
 
@@ -76,40 +164,50 @@ pub async fn an_owner_asking_again_gets_its_own_token(s: SharedStore) {
 /// beside the current holders (a writer is not starved by readers).
 pub async fn a_queued_request_is_not_overtaken_by_one_it_would_delay(s: SharedStore) {
     let (n, r1, w, r2) = (name(), owner(), owner(), owner());
-    s.acquire_permits(&req(&n, &r1, 1, 3))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &w, 3, 3)).await.unwrap(),
-        None
-    );
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &r2, 1, 3)).await.unwrap(),
-        None
-    );
+    s.grant(&req(&n, &r1, 1, 3)).await;
+    s.refuse(&queued(&n, &w, 3, 3)).await;
+    s.refuse(&queued(&n, &r2, 1, 3)).await;
     // A try (not queued) is held back all the same.
-    assert_eq!(
-        s.acquire_permits(&req(&n, &owner(), 1, 3)).await.unwrap(),
-        None
-    );
+    s.refuse(&req(&n, &owner(), 1, 3)).await;
     assert!(s.release_permits(&n, &r1).await.unwrap().released);
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &r2, 1, 3)).await.unwrap(),
-        None
-    );
-    let tw = s
-        .acquire_permits(&queued(&n, &w, 3, 3))
-        .await
-        .unwrap()
-        .unwrap();
+    s.refuse(&queued(&n, &r2, 1, 3)).await;
+    let tw = s.grant(&queued(&n, &w, 3, 3)).await;
     assert!(s.release_permits(&n, &w).await.unwrap().released);
-    let tr = s
-        .acquire_permits(&queued(&n, &r2, 1, 3))
-        .await
-        .unwrap()
-        .unwrap();
+    let tr = s.grant(&queued(&n, &r2, 1, 3)).await;
     assert!(tr > tw);
+}
+
+/// A queued request asking again (as a waiter polls) keeps its place ahead of requests
+/// queued after its first ask.
+pub async fn a_queued_request_asking_again_keeps_its_place_ahead_of_later_ones(s: SharedStore) {
+    let (n, h, first, second) = (name(), owner(), owner(), owner());
+    s.grant(&req(&n, &h, 3, 3)).await;
+    s.refuse(&queued(&n, &first, 3, 3)).await;
+    s.refuse(&queued(&n, &second, 3, 3)).await;
+    // Asking again renews `first`'s place; it must not move behind `second`.
+    s.refuse(&queued(&n, &first, 3, 3)).await;
+    assert!(s.release_permits(&n, &h).await.unwrap().released);
+    s.refuse(&queued(&n, &second, 3, 3)).await;
+    s.grant(&queued(&n, &first, 3, 3)).await;
+}
+
+/// A queued place holds no permits: it is neither extended (alone or in a batch) nor listed
+/// among the holders.
+pub async fn a_queued_place_is_neither_extended_nor_listed_as_a_holder(s: SharedStore) {
+    let (n, a, w) = (name(), owner(), owner());
+    s.grant(&req(&n, &a, 1, 1)).await;
+    s.refuse(&queued(&n, &w, 1, 1)).await;
+    assert!(!s.extend_permits(&n, &w, 10_000).await.unwrap());
+    let got: Vec<bool> = s
+        .extend_permits_many(&[item(&n, &a, 10_000), item(&n, &w, 10_000)])
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(got, [true, false]);
+    let holders = s.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0].owner, a);
 }
 
 /// Permits whose lease ended are reclaimed by the store's clock, with higher tokens, and
@@ -120,13 +218,9 @@ pub async fn expired_permits_are_reclaimed(s: SharedStore) {
         ttl_ms: 50,
         ..req(&n, &a, 3, 3)
     };
-    let first = s.acquire_permits(&short).await.unwrap().unwrap();
+    let first = s.grant(&short).await;
     sleep_ms(150).await;
-    let second = s
-        .acquire_permits(&req(&n, &b, 3, 3))
-        .await
-        .unwrap()
-        .unwrap();
+    let second = s.grant(&req(&n, &b, 3, 3)).await;
     assert!(second > first);
     assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
     assert!(!s.release_permits(&n, &a).await.unwrap().released);
@@ -136,24 +230,17 @@ pub async fn expired_permits_are_reclaimed(s: SharedStore) {
 /// A queued place that is not renewed lapses and stops holding others back.
 pub async fn a_lapsed_queued_place_stops_holding_others_back(s: SharedStore) {
     let (n, a, w, b) = (name(), owner(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 3))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 1, 3)).await;
     // Long enough that the next request is sure to come before it lapses, even on a loaded
     // machine (a place of 100 ms lapsed in between there).
     let dies = PermitRequest {
         queue_ttl_ms: 1_500,
         ..req(&n, &w, 3, 3)
     };
-    assert_eq!(s.acquire_permits(&dies).await.unwrap(), None);
-    assert_eq!(s.acquire_permits(&req(&n, &b, 1, 3)).await.unwrap(), None);
+    s.refuse(&dies).await;
+    s.refuse(&req(&n, &b, 1, 3)).await;
     sleep_ms(1_750).await;
-    assert!(s
-        .acquire_permits(&req(&n, &b, 1, 3))
-        .await
-        .unwrap()
-        .is_some());
+    s.grant(&req(&n, &b, 1, 3)).await;
 }
 
 /// Tokens strictly increase across releases and expiries of one semaphore.
@@ -166,7 +253,7 @@ pub async fn permit_tokens_strictly_increase(s: SharedStore) {
             ttl_ms: if i % 2 == 0 { 10_000 } else { 30 },
             ..req(&n, &o, 1, 1)
         };
-        let t = s.acquire_permits(&r).await.unwrap().unwrap();
+        let t = s.grant(&r).await;
         assert!(t > last, "{t} after {last}");
         last = t;
         if i % 2 == 0 {
@@ -186,7 +273,7 @@ pub async fn extend_permits_is_compare_and_set(s: SharedStore) {
         ttl_ms: 1_500,
         ..req(&n, &a, 1, 2)
     };
-    s.acquire_permits(&short).await.unwrap().unwrap();
+    s.grant(&short).await;
     assert!(!s.extend_permits(&n, &owner(), 10_000).await.unwrap());
     assert!(s.extend_permits(&n, &a, 10_000).await.unwrap());
     sleep_ms(2_000).await;
@@ -199,44 +286,22 @@ pub async fn extend_permits_is_compare_and_set(s: SharedStore) {
 /// Releasing frees only the caller's permits; a waiter releasing gives up its place.
 pub async fn release_permits_frees_only_the_callers(s: SharedStore) {
     let (n, a, w, b) = (name(), owner(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 2, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 2, 2)).await;
     assert!(!s.release_permits(&n, &owner()).await.unwrap().released);
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &w, 2, 2)).await.unwrap(),
-        None
-    );
+    s.refuse(&queued(&n, &w, 2, 2)).await;
     assert!(!s.release_permits(&n, &w).await.unwrap().released);
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     assert!(!s.release_permits(&n, &a).await.unwrap().released);
     // w gave up its place: b is not held back by it.
-    assert!(s
-        .acquire_permits(&req(&n, &b, 2, 2))
-        .await
-        .unwrap()
-        .is_some());
+    s.grant(&req(&n, &b, 2, 2)).await;
 }
 
 /// Batched extensions report each item in order.
 pub async fn extend_permits_many_reports_each_item_in_order(s: SharedStore) {
     let (n, m, a, b) = (name(), name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
-    s.acquire_permits(&req(&m, &b, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
-    let item = |key: &str, owner: &str| ExtendItem {
-        key: key.to_string(),
-        owner: owner.to_string(),
-        ttl_ms: 20_000,
-        has_data: false,
-    };
-    let items = vec![item(&n, &a), item(&n, &b), item(&m, &b), item(&m, &a)];
+    s.grant(&req(&n, &a, 1, 2)).await;
+    s.grant(&req(&m, &b, 1, 2)).await;
+    let items = [(&n, &a), (&n, &b), (&m, &b), (&m, &a)].map(|(k, o)| item(k, o, 20_000));
     let got: Vec<bool> = s
         .extend_permits_many(&items)
         .await
@@ -247,6 +312,24 @@ pub async fn extend_permits_many_reports_each_item_in_order(s: SharedStore) {
     assert!(s.permits(&n).await.unwrap()[0].remaining_ms > 10_000);
 }
 
+/// A batch that extends several holders of one semaphore gives each its own lease.
+pub async fn extend_permits_many_gives_each_holder_of_one_semaphore_its_own_lease(s: SharedStore) {
+    let (n, a, b) = (name(), owner(), owner());
+    for o in [&a, &b] {
+        s.grant(&req(&n, o, 1, 2)).await;
+    }
+    let got = s
+        .extend_permits_many(&[item(&n, &a, 30_000), item(&n, &b, 60_000)])
+        .await;
+    assert!(got.iter().all(|r| matches!(r, Ok(true))), "{got:?}");
+    let mut holders = s.permits(&n).await.unwrap();
+    holders.sort_by_key(|h| h.remaining_ms);
+    assert_eq!(holders[0].owner, a);
+    assert!(holders[0].remaining_ms > 20_000 && holders[0].remaining_ms <= 30_000);
+    assert_eq!(holders[1].owner, b);
+    assert!(holders[1].remaining_ms > 50_000 && holders[1].remaining_ms <= 60_000);
+}
+
 /// A semaphore and a lock with the same name never touch each other.
 pub async fn a_semaphore_and_a_lock_of_one_name_are_independent(s: SharedStore) {
     let (n, a, b) = (name(), owner(), owner());
@@ -254,10 +337,7 @@ pub async fn a_semaphore_and_a_lock_of_one_name_are_independent(s: SharedStore) 
         .await
         .unwrap()
         .unwrap();
-    s.acquire_permits(&req(&n, &b, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &b, 1, 1)).await;
     assert_eq!(s.inspect(&n).await.unwrap().unwrap().owner, a);
     assert!(s.release(&n, &a).await.unwrap().released);
     assert_eq!(taken(&s, &n).await, 1);
@@ -286,16 +366,9 @@ pub async fn concurrent_requests_never_exceed_the_limit(s: SharedStore) {
     assert!((1..=4).contains(&granted), "{granted} granted");
     assert_eq!(taken(&s, &n).await as usize, granted);
     for _ in granted..4 {
-        assert!(s
-            .acquire_permits(&req(&n, &owner(), 1, 4))
-            .await
-            .unwrap()
-            .is_some());
+        s.grant(&req(&n, &owner(), 1, 4)).await;
     }
-    assert_eq!(
-        s.acquire_permits(&req(&n, &owner(), 1, 4)).await.unwrap(),
-        None
-    );
+    s.refuse(&req(&n, &owner(), 1, 4)).await;
     assert_eq!(taken(&s, &n).await, 4);
 }
 
@@ -314,33 +387,83 @@ pub async fn a_permit_release_is_announced_to_a_waiter_elsewhere(
     let key = watch_key(&n);
     let mut rx = notes.releases();
     notes.watch(&key).await;
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        other.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
-        None
-    );
+    s.grant(&req(&n, &a, 1, 1)).await;
+    other.refuse(&queued(&n, &w, 1, 1)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     let announced = heard(&mut rx, &key, 5_000).await;
     notes.unwatch(&key).await;
     assert!(announced, "no announcement under {key:?}");
 }
 
+/// Where the store announces releases, a waiter giving up its place (which frees no permit)
+/// is announced to a waiter elsewhere that the place held back, which is then granted; the
+/// outcome tells of others waiting just as a release of permits that waiter was refused does.
+pub async fn a_waiter_giving_up_its_place_is_announced_to_the_waiters_behind_it_elsewhere(
+    s: SharedStore,
+    other: SharedStore,
+) {
+    let Some(notes) = other.release_notifications() else {
+        return;
+    };
+    let (n, a, first, second) = (name(), owner(), owner(), owner());
+    let key = watch_key(&n);
+    let mut rx = notes.releases();
+    notes.watch(&key).await;
+    s.grant(&req(&n, &a, 1, 2)).await;
+    s.refuse(&queued(&n, &first, 2, 2)).await;
+    // Held back by the place ahead of it, which would not fit beside it.
+    other.refuse(&queued(&n, &second, 1, 2)).await;
+    let gave_up = s.release_permits(&n, &first).await.unwrap();
+    assert!(!gave_up.released, "{gave_up:?}");
+    let announced = heard(&mut rx, &key, 5_000).await;
+    other.grant(&queued(&n, &second, 1, 2)).await;
+    other.refuse(&queued(&n, &owner(), 2, 2)).await;
+    let released = s.release_permits(&n, &a).await.unwrap();
+    notes.unwatch(&key).await;
+    assert!(announced, "no announcement under {key:?}");
+    assert!(released.released, "{released:?}");
+    assert_eq!(gave_up.others_waiting, released.others_waiting);
+}
+
+/// A release of permits the caller did not hold frees nothing and tells nobody, even with a
+/// watcher of the semaphore elsewhere.
+pub async fn a_release_of_permits_nobody_held_tells_nobody(s: SharedStore, other: SharedStore) {
+    let n = name();
+    let key = watch_key(&n);
+    if let Some(notes) = other.release_notifications() {
+        notes.watch(&key).await;
+    }
+    let outcome = s.release_permits(&n, &owner()).await.unwrap();
+    if let Some(notes) = other.release_notifications() {
+        notes.unwatch(&key).await;
+    }
+    assert!(!outcome.released && !outcome.others_waiting, "{outcome:?}");
+}
+
+/// A place queued through one store holds back a request through another store of the same
+/// server (as another process's would), until its waiter gives it up. (Stores that share
+/// nothing, as two in-memory ones, have nothing to show.)
+pub async fn a_place_queued_through_one_store_holds_back_a_request_through_another(
+    s: SharedStore,
+    other: SharedStore,
+) {
+    let (n, a, w, b) = (name(), owner(), owner(), owner());
+    s.grant(&req(&n, &a, 1, 2)).await;
+    if taken(&other, &n).await == 0 {
+        return;
+    }
+    s.refuse(&queued(&n, &w, 2, 2)).await;
+    other.refuse(&req(&n, &b, 1, 2)).await;
+    assert!(!s.release_permits(&n, &w).await.unwrap().released);
+    other.grant(&req(&n, &b, 1, 2)).await;
+}
+
 /// A handoff frees the caller's permits and grants the next owner's if they fit, with a
 /// higher token; when they do not fit (or the caller held nothing) only the release happens.
 pub async fn a_permit_handoff_releases_and_grants_the_next_owner(s: SharedStore) {
     let (n, a, b, c) = (name(), owner(), owner(), owner());
-    let ta = s
-        .acquire_permits(&req(&n, &a, 2, 3))
-        .await
-        .unwrap()
-        .unwrap();
-    s.acquire_permits(&req(&n, &c, 1, 3))
-        .await
-        .unwrap()
-        .unwrap();
+    let ta = s.grant(&req(&n, &a, 2, 3)).await;
+    s.grant(&req(&n, &c, 1, 3)).await;
     let h = s.handoff_permits(&a, &queued(&n, &b, 2, 3)).await.unwrap();
     assert!(h.released);
     assert!(h.granted.is_some_and(|t| t > ta), "{h:?}");
@@ -366,15 +489,11 @@ pub async fn a_permit_handoff_to_an_owner_that_already_holds_frees_the_callers_p
     s: SharedStore,
 ) {
     let (n, a, b) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
-    let token = s.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap();
-    assert!(token.is_some());
+    s.grant(&req(&n, &a, 1, 2)).await;
+    let token = s.grant(&req(&n, &b, 1, 2)).await;
     let h = s.handoff_permits(&a, &req(&n, &b, 1, 2)).await.unwrap();
     assert!(h.released, "{h:?}");
-    assert_eq!(h.granted, token, "the next owner's own token");
+    assert_eq!(h.granted, Some(token), "the next owner's own token");
     let holders = s.permits(&n).await.unwrap();
     assert_eq!(holders.len(), 1, "{holders:?}");
     assert_eq!(holders[0].owner, b);
@@ -392,19 +511,25 @@ macro_rules! permits_suite {
             permits_are_granted_up_to_the_limit_and_no_further,
             an_owner_asking_again_gets_its_own_token,
             a_queued_request_is_not_overtaken_by_one_it_would_delay,
+            a_queued_request_asking_again_keeps_its_place_ahead_of_later_ones,
+            a_queued_place_is_neither_extended_nor_listed_as_a_holder,
             expired_permits_are_reclaimed,
             a_lapsed_queued_place_stops_holding_others_back,
             permit_tokens_strictly_increase,
             extend_permits_is_compare_and_set,
             release_permits_frees_only_the_callers,
             extend_permits_many_reports_each_item_in_order,
+            extend_permits_many_gives_each_holder_of_one_semaphore_its_own_lease,
             a_semaphore_and_a_lock_of_one_name_are_independent,
             concurrent_requests_never_exceed_the_limit,
             a_permit_handoff_releases_and_grants_the_next_owner,
             a_permit_handoff_to_an_owner_that_already_holds_frees_the_callers_permits
         );
         $crate::conformance_suite!(@pairs permit_conformance $open;
-            a_permit_release_is_announced_to_a_waiter_elsewhere
+            a_permit_release_is_announced_to_a_waiter_elsewhere,
+            a_waiter_giving_up_its_place_is_announced_to_the_waiters_behind_it_elsewhere,
+            a_release_of_permits_nobody_held_tells_nobody,
+            a_place_queued_through_one_store_holds_back_a_request_through_another
         );
     };
 }

@@ -4,7 +4,9 @@
 
 use super::*;
 use crate::store::dynamodb::permit_item;
-use crate::store::permit_conformance::req;
+use crate::store::permit_conformance::{
+    assert_requests_beyond_the_limit_are_invalid, item, queued, req, Ask,
+};
 use crate::store::PermitRequest;
 use crate::store::ValueFormat;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,17 +42,12 @@ async fn permits_held_elsewhere_are_reclaimed_only_after_their_version_was_watch
     let (n, a, b) = (name(), owner(), owner());
     let lease = Duration::from_millis(300);
     let first = holder
-        .acquire_permits(&PermitRequest {
+        .grant(&PermitRequest {
             ttl_ms: 300,
             ..req(&n, &a, 2, 2)
         })
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        contender.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap(),
-        None
-    );
+        .await;
+    contender.refuse(&req(&n, &b, 1, 2)).await;
     let first_seen = Instant::now();
     let (token, granted_at) = poll_until_granted(&contender, &req(&n, &b, 1, 2)).await;
     assert!(token > first, "{token} after {first}");
@@ -74,11 +71,8 @@ async fn an_extension_elsewhere_restarts_the_watch() {
         ttl_ms: 300,
         ..req(&n, &a, 1, 1)
     };
-    holder.acquire_permits(&short).await.unwrap().unwrap();
-    assert_eq!(
-        contender.acquire_permits(&req(&n, &b, 1, 1)).await.unwrap(),
-        None
-    );
+    holder.grant(&short).await;
+    contender.refuse(&req(&n, &b, 1, 1)).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(holder.extend_permits(&n, &a, 300).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -100,10 +94,7 @@ async fn a_semaphore_has_an_item_of_its_own_that_no_lock_name_reaches() {
         .await
         .unwrap()
         .unwrap();
-    s.acquire_permits(&req(&n, &b, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &b, 1, 1)).await;
     let item = permit_item(&n).await.unwrap();
     assert!(
         !item.contains_key("ownerName"),
@@ -171,11 +162,7 @@ async fn an_acquisition_whose_reply_was_lost_is_sent_again_and_gets_its_own_toke
     let s = DynamoStore::connect(&url(&proxy, TABLE), options(DynamoOptions::default())).unwrap();
     let (n, a) = (name(), owner());
     armed.store(true, Ordering::SeqCst);
-    let token = s
-        .acquire_permits(&req(&n, &a, 2, 3))
-        .await
-        .unwrap()
-        .unwrap();
+    let token = s.grant(&req(&n, &a, 2, 3)).await;
     assert!(!armed.load(Ordering::SeqCst), "a reply was lost");
     let (state, _) = stored(&n).await;
     assert_eq!(state.holders.len(), 1, "{state:?}");
@@ -196,19 +183,11 @@ async fn delete_on_release_removes_an_idle_semaphores_item_and_the_next_token_co
         return;
     };
     let (n, a, b) = (name(), owner(), owner());
-    let first = s
-        .acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    let first = s.grant(&req(&n, &a, 1, 1)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     assert_eq!(permit_item(&n).await, None);
     tokio::time::sleep(Duration::from_millis(2)).await;
-    let second = s
-        .acquire_permits(&req(&n, &b, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    let second = s.grant(&req(&n, &b, 1, 1)).await;
     assert!(second > first + 1000, "{second} after {first}");
 }
 
@@ -242,17 +221,10 @@ async fn what_is_watched_of_a_semaphore_goes_once_it_is_seen_idle() {
     };
     for _ in 0..5 {
         let (n, x, y) = (name(), owner(), owner());
-        a.acquire_permits(&req(&n, &x, 1, 1))
-            .await
-            .unwrap()
-            .unwrap();
-        let waits = PermitRequest {
-            queue_ttl_ms: 10_000,
-            ..req(&n, &y, 1, 1)
-        };
-        assert_eq!(b.acquire_permits(&waits).await.unwrap(), None);
+        a.grant(&req(&n, &x, 1, 1)).await;
+        b.refuse(&queued(&n, &y, 1, 1)).await;
         assert!(a.release_permits(&n, &x).await.unwrap().released);
-        b.acquire_permits(&waits).await.unwrap().unwrap();
+        b.grant(&queued(&n, &y, 1, 1)).await;
         assert!(b.release_permits(&n, &y).await.unwrap().released);
         // a last saw y queued; its next look finds the semaphore idle.
         assert_eq!(a.permits(&n).await.unwrap(), []);
@@ -264,15 +236,9 @@ async fn what_is_watched_of_a_semaphore_goes_once_it_is_seen_idle() {
 async fn a_refused_try_and_a_look_write_nothing() {
     let Some(s) = store() else { return };
     let (n, a) = (name(), owner());
-    s.acquire_permits(&req(&n, &a, 2, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 2, 2)).await;
     let (_, version) = stored(&n).await;
-    assert_eq!(
-        s.acquire_permits(&req(&n, &owner(), 1, 2)).await.unwrap(),
-        None
-    );
+    s.refuse(&req(&n, &owner(), 1, 2)).await;
     assert!(!s.extend_permits(&n, &owner(), 1_000).await.unwrap());
     assert!(!s.release_permits(&n, &owner()).await.unwrap().released);
     assert_eq!(s.permits(&n).await.unwrap().len(), 1);
@@ -284,18 +250,9 @@ async fn a_batch_extends_every_holder_of_one_semaphore_in_one_write() {
     let Some(s) = store() else { return };
     let (n, m, a, b, c) = (name(), name(), owner(), owner(), owner());
     for (name, owner) in [(&n, &a), (&n, &b), (&m, &c)] {
-        s.acquire_permits(&req(name, owner, 1, 2))
-            .await
-            .unwrap()
-            .unwrap();
+        s.grant(&req(name, owner, 1, 2)).await;
     }
-    let item = |key: &str, owner: &str| ExtendItem {
-        key: key.to_owned(),
-        owner: owner.to_owned(),
-        ttl_ms: 20_000,
-        has_data: false,
-    };
-    let items = [item(&n, &a), item(&m, &c), item(&n, &b)];
+    let items = [(&n, &a), (&m, &c), (&n, &b)].map(|(k, o)| item(k, o, 20_000));
     let extended: Vec<bool> = s
         .extend_permits_many(&items)
         .await
@@ -318,10 +275,7 @@ async fn a_state_too_large_for_one_item_is_refused_with_a_clear_error() {
     let Some(s) = store() else { return };
     let n = name();
     let (a, b) = ("a".repeat(200 * 1024), "b".repeat(200 * 1024));
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 1, 2)).await;
     let err = s.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid);
     assert!(
@@ -332,16 +286,10 @@ async fn a_state_too_large_for_one_item_is_refused_with_a_clear_error() {
 }
 
 #[tokio::test]
-async fn a_request_for_no_permits_or_more_than_the_limit_is_invalid() {
+async fn a_request_for_no_permits_or_more_than_the_limit_writes_no_item() {
     let Some(s) = store() else { return };
-    let (n, a) = (name(), owner());
-    for (permits, limit) in [(0, 1), (3, 2)] {
-        let err = s
-            .acquire_permits(&req(&n, &a, permits, limit))
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
-    }
+    let n = name();
+    assert_requests_beyond_the_limit_are_invalid(&*s, &n).await;
     assert_eq!(permit_item(&n).await, None);
 }
 

@@ -6,8 +6,11 @@ use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::mysql::tests::{options, TEST_TABLE, TEST_URL};
 use crate::store::mysql::{MysqlOptions, MAX_KEY_BYTES};
-use crate::store::permit_conformance::{queued, req};
-use crate::store::{ErrorKind, ExtendItem, LockStore};
+use crate::store::permit_conformance::{
+    a_holder_and_a_place_that_lapse, assert_requests_beyond_the_limit_are_invalid, queued, req,
+    Ask, LeftForPurge,
+};
+use crate::store::{ErrorKind, LockStore};
 use sqlx::Connection;
 
 fn store() -> MysqlStore {
@@ -136,72 +139,22 @@ async fn an_account_without_the_create_privilege_uses_existing_semaphore_tables(
 async fn requests_for_no_permits_or_more_than_the_limit_are_rejected_before_any_io() {
     // Nothing listens there: an answer other than "invalid" would mean it was contacted.
     let s = MysqlStore::connect("mysql://root@127.0.0.1:9/test", options(1)).unwrap();
-    let (n, a) = (name(), owner());
-    for (permits, limit) in [(0, 3), (4, 3), (1, 0)] {
-        let err = s
-            .acquire_permits(&req(&n, &a, permits, limit))
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
-    }
+    assert_requests_beyond_the_limit_are_invalid(&s, &name()).await;
     let long = "x".repeat(MAX_KEY_BYTES + 1);
-    let err = s.acquire_permits(&req(&long, &a, 1, 1)).await.unwrap_err();
+    let err = s
+        .acquire_permits(&req(&long, &owner(), 1, 1))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
 }
 
 #[tokio::test]
-async fn a_queued_request_asking_again_keeps_its_place_ahead_of_later_ones() {
-    let s = store();
-    let (n, h, first, second) = (name(), owner(), owner(), owner());
-    s.acquire_permits(&req(&n, &h, 3, 3))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &first, 3, 3)).await.unwrap(),
-        None
-    );
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &second, 3, 3)).await.unwrap(),
-        None
-    );
-    // Asking again renews `first`'s place; it must not move behind `second`.
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &first, 3, 3)).await.unwrap(),
-        None
-    );
-    assert!(s.release_permits(&n, &h).await.unwrap().released);
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &second, 3, 3)).await.unwrap(),
-        None
-    );
-    assert!(s
-        .acquire_permits(&queued(&n, &first, 3, 3))
-        .await
-        .unwrap()
-        .is_some());
-}
-
-#[tokio::test]
 async fn lapsed_holders_and_places_leave_no_row_once_their_semaphore_is_touched() {
-    let s = store();
-    let (n, a, w, b) = (name(), owner(), owner(), owner());
-    let short = PermitRequest {
-        ttl_ms: 50,
-        ..req(&n, &a, 2, 2)
-    };
-    s.acquire_permits(&short).await.unwrap().unwrap();
-    let short_place = PermitRequest {
-        queue_ttl_ms: 50,
-        ..req(&n, &w, 2, 2)
-    };
-    assert_eq!(s.acquire_permits(&short_place).await.unwrap(), None);
+    let (s, n) = (store(), name());
+    a_holder_and_a_place_that_lapse(&s, &n).await;
     assert_eq!(rows_of(&s, &n).await, (1, 2));
     sleep_ms(150).await;
-    s.acquire_permits(&req(&n, &b, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &owner(), 1, 2)).await;
     assert_eq!(rows_of(&s, &n).await, (1, 1));
 }
 
@@ -220,39 +173,18 @@ fn purging_at_once() -> MysqlStore {
 #[tokio::test]
 async fn a_purged_semaphore_leaves_no_row_and_comes_back_with_a_higher_token() {
     let s = purging_at_once();
-    let (n, lapsed, a) = (name(), name(), owner());
-    let first = s
-        .acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
-    let short = PermitRequest {
-        ttl_ms: 1,
-        ..req(&lapsed, &a, 1, 1)
-    };
-    s.acquire_permits(&short).await.unwrap().unwrap();
-    sleep_ms(20).await;
+    let left = LeftForPurge::leave(&s).await;
     s.purge().await.unwrap();
-    assert_eq!(rows_of(&s, &n).await, (0, 0));
-    assert_eq!(rows_of(&s, &lapsed).await, (0, 0));
-    let again = s
-        .acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(again > first, "{again} > {first}");
+    assert_eq!(rows_of(&s, &left.released).await, (0, 0));
+    assert_eq!(rows_of(&s, &left.lapsed).await, (0, 0));
+    left.assert_it_comes_back_with_a_higher_token(&s).await;
 }
 
 #[tokio::test]
 async fn a_purge_keeps_live_holders_and_tokens_stay_higher_than_theirs() {
     let s = purging_at_once();
     let (n, a, b) = (name(), owner(), owner());
-    let held = s
-        .acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    let held = s.grant(&req(&n, &a, 1, 2)).await;
     sleep_ms(20).await;
     s.purge().await.unwrap();
     // The header went (no token for longer than the delay); the holder stays.
@@ -263,20 +195,10 @@ async fn a_purge_keeps_live_holders_and_tokens_stay_higher_than_theirs() {
         (holders[0].owner.as_str(), holders[0].fencing_token),
         (a.as_str(), held)
     );
-    let next = s
-        .acquire_permits(&req(&n, &b, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    let next = s.grant(&req(&n, &b, 1, 2)).await;
     assert!(next > held, "{next} > {held}");
-    assert_eq!(
-        s.acquire_permits(&req(&n, &a, 1, 2)).await.unwrap(),
-        Some(held)
-    );
-    assert_eq!(
-        s.acquire_permits(&req(&n, &owner(), 1, 2)).await.unwrap(),
-        None
-    );
+    assert_eq!(s.grant(&req(&n, &a, 1, 2)).await, held);
+    s.refuse(&req(&n, &owner(), 1, 2)).await;
 }
 
 #[tokio::test]
@@ -284,10 +206,7 @@ async fn leases_do_not_depend_on_the_session_time_zone() {
     let far = MysqlStore::connect(&format!("{TEST_URL}?timezone=%2B09:00"), options(1)).unwrap();
     let utc = store();
     let (n, a) = (name(), owner());
-    far.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    far.grant(&req(&n, &a, 1, 1)).await;
     let holders = utc.permits(&n).await.unwrap();
     assert_eq!(holders.len(), 1);
     assert!(
@@ -302,41 +221,13 @@ async fn leases_do_not_depend_on_the_session_time_zone() {
     );
 }
 
-#[tokio::test]
-async fn extend_permits_many_gives_each_holder_of_one_semaphore_its_own_lease() {
-    let s = store();
-    let (n, a, b) = (name(), owner(), owner());
-    for o in [&a, &b] {
-        s.acquire_permits(&req(&n, o, 1, 2)).await.unwrap().unwrap();
-    }
-    let item = |owner: &str, ttl_ms| ExtendItem {
-        key: n.clone(),
-        owner: owner.to_owned(),
-        ttl_ms,
-        has_data: false,
-    };
-    let got = s
-        .extend_permits_many(&[item(&a, 30_000), item(&b, 60_000)])
-        .await;
-    assert!(got.iter().all(|r| matches!(r, Ok(true))), "{got:?}");
-    let mut holders = s.permits(&n).await.unwrap();
-    holders.sort_by_key(|h| h.remaining_ms);
-    assert_eq!(holders[0].owner, a);
-    assert!(holders[0].remaining_ms > 20_000 && holders[0].remaining_ms <= 30_000);
-    assert_eq!(holders[1].owner, b);
-    assert!(holders[1].remaining_ms > 50_000 && holders[1].remaining_ms <= 60_000);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquisition_never_waits_for_one_of_a_neighbouring_name() {
     let s = store();
     let (prefix, a, b) = (name(), owner(), owner());
     // Adjacent in the key order: `second`'s rows go right after `first`'s.
     let (first, second) = (format!("{prefix}:1"), format!("{prefix}:2"));
-    s.acquire_permits(&req(&first, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&first, &a, 1, 2)).await;
     // An acquisition of `first` left open, as the store runs it.
     let mut other = sqlx::MySqlConnection::connect(TEST_URL).await.unwrap();
     let mut tx = other.begin_with(SQL_BEGIN).await.unwrap();
@@ -353,10 +244,7 @@ async fn an_acquisition_never_waits_for_one_of_a_neighbouring_name() {
 async fn an_acquisition_whose_connection_is_killed_while_it_waits_is_sent_again() {
     let s = std::sync::Arc::new(store());
     let (n, a, b) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 1, 2)).await;
     let mut other = sqlx::MySqlConnection::connect(TEST_URL).await.unwrap();
     let (semaphores, _) = table_names(TEST_TABLE);
     sqlx::raw_sql("BEGIN").execute(&mut other).await.unwrap();
@@ -410,10 +298,7 @@ async fn permit_latency_and_contention() {
     let n = name();
     for _ in 0..500 {
         let started = std::time::Instant::now();
-        s.acquire_permits(&req(&n, &a, 1, 3))
-            .await
-            .unwrap()
-            .unwrap();
+        s.grant(&req(&n, &a, 1, 3)).await;
         assert!(s.release_permits(&n, &a).await.unwrap().released);
         samples.push(started.elapsed());
     }

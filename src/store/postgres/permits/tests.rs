@@ -2,7 +2,9 @@
 //! `postgres/tests.rs`). These run against the PostgreSQL at `TEST_URL` and fail, not skip,
 //! when it is down.
 
-use crate::store::permit_conformance::{queued, req};
+use crate::store::permit_conformance::{
+    assert_requests_beyond_the_limit_are_invalid, queued, req, Ask, LeftForPurge,
+};
 use crate::store::{LockStore, ValueFormat};
 use std::sync::Arc;
 use std::time::Duration;
@@ -213,11 +215,10 @@ async fn bad_requests_are_refused_before_any_io() {
     let long_name = "n".repeat(MAX_KEY_BYTES + 1);
     let long_owner = "o".repeat(MAX_OWNER_BYTES + 1);
     let too_long = MAX_TTL_MS + 1;
+    assert_requests_beyond_the_limit_are_invalid(&s, &name()).await;
     for request in [
         req(&long_name, "o", 1, 1),
         req("n", &long_owner, 1, 1),
-        req("n", "o", 0, 1),
-        req("n", "o", 3, 2),
         PermitRequest {
             ttl_ms: too_long,
             ..req("n", "o", 1, 1)
@@ -246,7 +247,7 @@ async fn an_acquisition_waits_for_the_semaphore_and_then_counts_what_was_committ
     // lock, and miss the holder inserted meanwhile.
     let (s, app) = tagged_store();
     let (n, a, b) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1)).await.unwrap();
+    s.grant(&req(&n, &a, 1, 1)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     let mut conn = admin().await;
     let mut tx = conn.begin().await.unwrap();
@@ -285,7 +286,7 @@ async fn an_extension_committed_while_an_acquisition_waits_is_counted() {
         ttl_ms: 50,
         ..req(&n, &a, 1, 1)
     };
-    s.acquire_permits(&short).await.unwrap().unwrap();
+    s.grant(&short).await;
     sleep_ms(150).await;
     let mut conn = admin().await;
     let mut tx = conn.begin().await.unwrap();
@@ -316,10 +317,7 @@ async fn a_release_waits_for_an_acquisition_under_way_and_announces_to_the_store
     // only once that acquisition committed: no refusal goes unannounced.
     let (s, app) = tagged_store();
     let (n, a) = (name(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 1, 1)).await;
     let mut conn = admin().await;
     let mut tx = conn.begin().await.unwrap();
     // As an acquisition by another store would: lock the header, record the refusal.
@@ -344,10 +342,7 @@ async fn a_release_waits_for_an_acquisition_under_way_and_announces_to_the_store
 async fn the_servers_clock_decides_when_permits_lapse() {
     let s = store();
     let (n, a, b) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 1, 1)).await;
     // Ended by the server's clock long before the lease the client asked for.
     sqlx::query(AssertSqlSafe(format!(
         "UPDATE \"{TEST_TABLE}_perm\" SET expires_at = clock_timestamp() - interval '1 second'
@@ -359,25 +354,15 @@ async fn the_servers_clock_decides_when_permits_lapse() {
     .unwrap();
     assert_eq!(s.permits(&n).await.unwrap(), vec![]);
     assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
-    assert!(s
-        .acquire_permits(&req(&n, &b, 1, 1))
-        .await
-        .unwrap()
-        .is_some());
+    s.grant(&req(&n, &b, 1, 1)).await;
 }
 
 #[tokio::test]
 async fn an_acquisition_deletes_its_semaphores_lapsed_rows_and_a_refused_try_writes_none() {
     let s = store();
     let (n, a, w, b, c) = (name(), owner(), owner(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
-        None
-    );
+    s.grant(&req(&n, &a, 1, 1)).await;
+    s.refuse(&queued(&n, &w, 1, 1)).await;
     // Both the lease and the place end, by the server's clock.
     sqlx::query(AssertSqlSafe(format!(
         "UPDATE \"{TEST_TABLE}_perm\" SET expires_at = clock_timestamp() - interval '1 second'
@@ -387,11 +372,8 @@ async fn an_acquisition_deletes_its_semaphores_lapsed_rows_and_a_refused_try_wri
     .execute(&mut admin().await)
     .await
     .unwrap();
-    s.acquire_permits(&req(&n, &b, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(s.acquire_permits(&req(&n, &c, 1, 1)).await.unwrap(), None);
+    s.grant(&req(&n, &b, 1, 1)).await;
+    s.refuse(&req(&n, &c, 1, 1)).await;
     assert_eq!(rows_of(&n).await, vec![b]);
 }
 
@@ -402,56 +384,28 @@ async fn a_release_is_announced_only_when_another_store_was_refused_since_the_qu
     let key = watch_key(&n);
     let mut releases = other.releases();
     other.watch(&key).await;
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 1, 1)).await;
     // Refused by its own store: the engine wakes its own waiters, not the server.
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &b, 1, 1)).await.unwrap(),
-        None
-    );
+    s.refuse(&queued(&n, &b, 1, 1)).await;
     let outcome = s.release_permits(&n, &a).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
-    s.acquire_permits(&queued(&n, &b, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&queued(&n, &b, 1, 1)).await;
     // Refused by another store: the release is announced there.
-    assert_eq!(
-        other.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
-        None
-    );
+    other.refuse(&queued(&n, &w, 1, 1)).await;
     let outcome = s.release_permits(&n, &b).await.unwrap();
     assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
     assert_eq!(next_release(&mut releases).await, Some(key.clone()));
     // Its grant leaves nobody queued, which forgets the refusals: nothing more to announce.
-    other
-        .acquire_permits(&queued(&n, &w, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    other.grant(&queued(&n, &w, 1, 1)).await;
+    s.grant(&req(&n, &a, 1, 2)).await;
     let outcome = s.release_permits(&n, &a).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     // A later announcement on the same channel arrives, and it is the only one.
     let (marker, m) = (name(), owner());
     let marker_key = watch_key(&marker);
     other.watch(&marker_key).await;
-    s.acquire_permits(&req(&marker, &m, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        other
-            .acquire_permits(&queued(&marker, &owner(), 1, 1))
-            .await
-            .unwrap(),
-        None
-    );
+    s.grant(&req(&marker, &m, 1, 1)).await;
+    other.refuse(&queued(&marker, &owner(), 1, 1)).await;
     assert!(s.release_permits(&marker, &m).await.unwrap().others_waiting);
     assert_eq!(next_release(&mut releases).await, Some(marker_key.clone()));
     assert!(matches!(releases.try_recv(), Err(TryRecvError::Empty)));
@@ -460,79 +414,22 @@ async fn a_release_is_announced_only_when_another_store_was_refused_since_the_qu
     assert_eq!(other.watched(), 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_giving_up_its_place_is_announced_to_the_waiters_behind_it_elsewhere() {
-    let (s, other) = (store(), store());
-    let (n, a, first, second) = (name(), owner(), owner(), owner());
-    let key = watch_key(&n);
-    let mut releases = other.releases();
-    other.watch(&key).await;
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &first, 2, 2)).await.unwrap(),
-        None
-    );
-    // Held back by the place ahead of it, which would not fit beside it.
-    assert_eq!(
-        other
-            .acquire_permits(&queued(&n, &second, 1, 2))
-            .await
-            .unwrap(),
-        None
-    );
-    let outcome = s.release_permits(&n, &first).await.unwrap();
-    assert!(!outcome.released && outcome.others_waiting, "{outcome:?}");
-    assert_eq!(next_release(&mut releases).await, Some(key.clone()));
-    assert!(other
-        .acquire_permits(&queued(&n, &second, 1, 2))
-        .await
-        .unwrap()
-        .is_some());
-    other.unwatch(&key).await;
-}
-
 #[tokio::test]
 async fn a_purged_semaphore_leaves_no_row_and_comes_back_with_a_higher_token() {
     let s = purging_soon();
-    let (n, lapsed, a) = (name(), name(), owner());
-    let first = s
-        .acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
-    let short = PermitRequest {
-        ttl_ms: 1,
-        ..req(&lapsed, &a, 1, 1)
-    };
-    s.acquire_permits(&short).await.unwrap().unwrap();
-    sleep_ms(20).await;
+    let left = LeftForPurge::leave(&s).await;
     s.purge().await.unwrap();
-    assert_eq!(headers_of(&[&n, &lapsed]).await, 0);
-    assert_eq!(rows_of(&lapsed).await, Vec::<String>::new());
-    let again = s
-        .acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(again > first, "{again} > {first}");
+    assert_eq!(headers_of(&[&left.released, &left.lapsed]).await, 0);
+    assert_eq!(rows_of(&left.lapsed).await, Vec::<String>::new());
+    left.assert_it_comes_back_with_a_higher_token(&s).await;
 }
 
 #[tokio::test]
 async fn a_purge_never_deletes_a_live_holder_or_place_or_their_header() {
     let s = purging_soon();
     let (n, a, w) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
-        None
-    );
+    s.grant(&req(&n, &a, 1, 1)).await;
+    s.refuse(&queued(&n, &w, 1, 1)).await;
     s.purge().await.unwrap();
     let mut expected = vec![a, w];
     expected.sort();

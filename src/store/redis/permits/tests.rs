@@ -4,11 +4,11 @@
 
 use super::KeepPlace;
 use crate::store::conformance::{heard, name, owner, server_or_skip};
-use crate::store::permit_conformance::req;
+use crate::store::permit_conformance::{item, queued, req, Ask};
 use crate::store::permits::watch_key;
 use crate::store::redis::keys::permits_key;
 use crate::store::redis::{RedisOptions, RedisStore};
-use crate::store::{ErrorKind, ExtendItem, LockStore, PermitRequest};
+use crate::store::{ErrorKind, LockStore, PermitRequest};
 use std::sync::Arc;
 
 const URL: &str = "redis://127.0.0.1:6379";
@@ -35,17 +35,14 @@ fn state(n: &str) -> Vec<u8> {
 async fn a_semaphore_is_one_key_that_expires_with_its_last_lease_or_place() {
     let Some(s) = open() else { return };
     let (n, a, w) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 1, 1)).await;
     let pttl: i64 = query(redis::cmd("PTTL").arg(state(&n))).await;
     assert!(pttl > 5_000 && pttl <= 10_000, "{pttl}");
-    let queued = PermitRequest {
+    s.refuse(&PermitRequest {
         queue_ttl_ms: 60_000,
         ..req(&n, &w, 1, 1)
-    };
-    assert_eq!(s.acquire_permits(&queued).await.unwrap(), None);
+    })
+    .await;
     let pttl: i64 = query(redis::cmd("PTTL").arg(state(&n))).await;
     assert!(pttl > 50_000, "the waiter's place keeps the state: {pttl}");
 }
@@ -54,15 +51,8 @@ async fn a_semaphore_is_one_key_that_expires_with_its_last_lease_or_place() {
 async fn a_semaphore_with_nobody_holding_or_queued_leaves_no_key() {
     let Some(s) = open() else { return };
     let (n, a, w) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    let queued = PermitRequest {
-        queue_ttl_ms: 10_000,
-        ..req(&n, &w, 1, 1)
-    };
-    assert_eq!(s.acquire_permits(&queued).await.unwrap(), None);
+    s.grant(&req(&n, &a, 1, 1)).await;
+    s.refuse(&queued(&n, &w, 1, 1)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     assert!(!s.release_permits(&n, &w).await.unwrap().released);
     let exists: i64 = query(redis::cmd("EXISTS").arg(state(&n))).await;
@@ -91,35 +81,20 @@ redis.call('SET', KEYS[1], cmsgpack.pack({2, 2, 'gone', 1, '7', now - 1, 'kept',
     let left = holders[0].remaining_ms;
     assert!(left > 30_000 && left <= 42_000, "{left}");
     // The lapsed holder's permit is free: one of two is left.
-    assert!(s
-        .acquire_permits(&req(&n, &owner(), 1, 2))
-        .await
-        .unwrap()
-        .is_some());
-    assert_eq!(
-        s.acquire_permits(&req(&n, &owner(), 1, 2)).await.unwrap(),
-        None
-    );
+    s.grant(&req(&n, &owner(), 1, 2)).await;
+    s.refuse(&req(&n, &owner(), 1, 2)).await;
 }
 
 #[tokio::test]
 async fn the_semaphore_script_is_loaded_again_after_the_server_forgot_it() {
     let Some(s) = open() else { return };
     let (n, a) = (name(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &a, 1, 1)).await;
     // A call by hash meets NOSCRIPT, one by one and in a batch.
     let _: () = query(redis::cmd("SCRIPT").arg("FLUSH")).await;
     assert!(s.extend_permits(&n, &a, 10_000).await.unwrap());
     let _: () = query(redis::cmd("SCRIPT").arg("FLUSH")).await;
-    let items = [ExtendItem {
-        key: n.clone(),
-        owner: a.clone(),
-        ttl_ms: 10_000,
-        has_data: false,
-    }];
+    let items = [item(&n, &a, 10_000)];
     assert!(s.extend_permits_many(&items).await[0].as_ref().unwrap());
     assert!(s.release_permits(&n, &a).await.unwrap().released);
 }
@@ -140,38 +115,16 @@ async fn a_request_without_a_permit_or_limit_is_refused_as_invalid() {
 async fn ticketed_waiters_are_queued_in_ticket_order() {
     let Some(s) = open() else { return };
     let (n, a, early, late) = (name(), owner(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    let queued = |o| PermitRequest {
-        queue_ttl_ms: 10_000,
-        ..req(&n, o, 1, 1)
+    s.grant(&req(&n, &a, 1, 1)).await;
+    let ask = async |o: &str, ticket: u64| {
+        let r = queued(&n, o, 1, 1);
+        s.acquire_permits_ticketed(&r, ticket).await.unwrap()
     };
-    assert_eq!(
-        s.acquire_permits_ticketed(&queued(&late), 20)
-            .await
-            .unwrap(),
-        None
-    );
-    assert_eq!(
-        s.acquire_permits_ticketed(&queued(&early), 10)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(ask(&late, 20).await, None);
+    assert_eq!(ask(&early, 10).await, None);
     assert!(s.release_permits(&n, &a).await.unwrap().released);
-    assert_eq!(
-        s.acquire_permits_ticketed(&queued(&late), 20)
-            .await
-            .unwrap(),
-        None
-    );
-    assert!(s
-        .acquire_permits_ticketed(&queued(&early), 10)
-        .await
-        .unwrap()
-        .is_some());
+    assert_eq!(ask(&late, 20).await, None);
+    assert!(ask(&early, 10).await.is_some());
 }
 
 /// Redlock's undo of a partial grant gives the permits back and keeps the request's place.
@@ -179,10 +132,7 @@ async fn ticketed_waiters_are_queued_in_ticket_order() {
 async fn a_release_that_keeps_the_place_frees_the_permits_and_still_holds_others_back() {
     let Some(s) = open() else { return };
     let (n, w) = (name(), owner());
-    s.acquire_permits(&req(&n, &w, 2, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&n, &w, 2, 2)).await;
     let keep = KeepPlace {
         permits: 2,
         queue_ttl_ms: 10_000,
@@ -193,10 +143,7 @@ async fn a_release_that_keeps_the_place_frees_the_permits_and_still_holds_others
     assert_eq!(limit, 2);
     assert!(s.permits(&n).await.unwrap().is_empty());
     // One permit would fit, but the waiter for both is ahead.
-    assert_eq!(
-        s.acquire_permits(&req(&n, &owner(), 1, 2)).await.unwrap(),
-        None
-    );
+    s.refuse(&req(&n, &owner(), 1, 2)).await;
 }
 
 /// A waiter asks every poll period, far more often than half its place's time: a refused poll
@@ -205,21 +152,18 @@ async fn a_release_that_keeps_the_place_frees_the_permits_and_still_holds_others
 async fn a_refused_poll_with_more_than_half_its_place_left_leaves_the_state_as_it_was() {
     let Some(s) = open() else { return };
     let (n, a, w) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    let queued = |qttl| PermitRequest {
+    s.grant(&req(&n, &a, 1, 1)).await;
+    let place = |qttl| PermitRequest {
         queue_ttl_ms: qttl,
         ..req(&n, &w, 1, 1)
     };
-    assert_eq!(s.acquire_permits(&queued(60_000)).await.unwrap(), None);
+    s.refuse(&place(60_000)).await;
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    assert_eq!(s.acquire_permits(&queued(60_000)).await.unwrap(), None);
+    s.refuse(&place(60_000)).await;
     let pttl: i64 = query(redis::cmd("PTTL").arg(state(&n))).await;
     assert!(pttl <= 59_960, "the place was renewed: {pttl}");
     // Less than half of a longer place is left: renewed.
-    assert_eq!(s.acquire_permits(&queued(200_000)).await.unwrap(), None);
+    s.refuse(&place(200_000)).await;
     let pttl: i64 = query(redis::cmd("PTTL").arg(state(&n))).await;
     assert!(pttl > 150_000, "the place was not renewed: {pttl}");
 }
@@ -230,16 +174,9 @@ async fn a_handoff_reports_the_permits_a_newcomer_would_find_beside_holders_and_
     let Some(s) = open() else { return };
     let (n, a, b, c, q) = (name(), owner(), owner(), owner(), owner());
     for (o, permits) in [(&a, 2), (&b, 1)] {
-        s.acquire_permits(&req(&n, o, permits, 5))
-            .await
-            .unwrap()
-            .unwrap();
+        s.grant(&req(&n, o, permits, 5)).await;
     }
-    let three = PermitRequest {
-        queue_ttl_ms: 10_000,
-        ..req(&n, &q, 3, 5)
-    };
-    assert_eq!(s.acquire_permits(&three).await.unwrap(), None);
+    s.refuse(&queued(&n, &q, 3, 5)).await;
     let h = s
         .handoff_permits_once(&a, &req(&n, &c, 1, 5))
         .await

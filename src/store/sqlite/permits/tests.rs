@@ -6,11 +6,12 @@ use super::super::tests::{open, raw, rows, TempDir};
 use super::super::{MAX_KEY_BYTES, MAX_TTL_MS};
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
-use crate::store::permit_conformance::{queued, req};
-use crate::store::{ErrorKind, ExtendItem, LockStore, ValueFormat};
+use crate::store::permit_conformance::{
+    a_holder_and_a_place_that_lapse, assert_requests_beyond_the_limit_are_invalid, queued, req, Ask,
+};
+use crate::store::{ErrorKind, LockStore, ValueFormat};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const TABLE: &str = "deadbolt_locks_permits";
 
@@ -28,13 +29,7 @@ async fn a_file_made_before_semaphores_gets_their_table_on_first_use() {
         .await
         .unwrap();
     pool.close().await;
-    let s = open(&url);
-    let (n, a) = (name(), owner());
-    assert!(s
-        .acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .is_some());
+    open(&url).grant(&req(&name(), &owner(), 1, 2)).await;
     assert_eq!(rows(&url, TABLE).await, 1);
 }
 
@@ -57,10 +52,7 @@ async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
         .await
         .unwrap();
     assert_eq!(lock, Some(9_000_000_000_000_002), "locks draw after it");
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
-        None
-    );
+    s.refuse(&queued(&n, &w, 1, 1)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     // The queued row becomes a holder's through the upsert's update path.
     let granted = s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap();
@@ -78,22 +70,13 @@ async fn a_released_semaphore_leaves_no_row_and_its_tokens_keep_increasing_in_a_
     let url = dir.url();
     let (n, a, b) = (name(), owner(), owner());
     let s = open(&url);
-    let first = s
-        .acquire_permits(&req(&n, &a, 2, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    let first = s.grant(&req(&n, &a, 2, 2)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     assert_eq!(rows(&url, TABLE).await, 0, "nothing left of the semaphore");
     s.close().await;
     drop(s);
     // A new process on the same file.
-    let s = open(&url);
-    let second = s
-        .acquire_permits(&req(&n, &b, 2, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    let second = open(&url).grant(&req(&n, &b, 2, 2)).await;
     assert!(second > first, "{second} after {first}");
 }
 
@@ -101,23 +84,10 @@ async fn a_released_semaphore_leaves_no_row_and_its_tokens_keep_increasing_in_a_
 async fn lapsed_holders_and_places_are_deleted_at_the_semaphores_next_grant() {
     let dir = TempDir::new();
     let url = dir.url();
-    let s = open(&url);
-    let (n, a, w, b) = (name(), owner(), owner(), owner());
-    let short = PermitRequest {
-        ttl_ms: 20,
-        ..req(&n, &a, 1, 2)
-    };
-    s.acquire_permits(&short).await.unwrap().unwrap();
-    let dies = PermitRequest {
-        queue_ttl_ms: 20,
-        ..req(&n, &w, 2, 2)
-    };
-    assert_eq!(s.acquire_permits(&dies).await.unwrap(), None);
-    sleep_ms(60).await;
-    s.acquire_permits(&req(&n, &b, 2, 2))
-        .await
-        .unwrap()
-        .unwrap();
+    let (s, n, b) = (open(&url), name(), owner());
+    a_holder_and_a_place_that_lapse(&s, &n).await;
+    sleep_ms(150).await;
+    s.grant(&req(&n, &b, 2, 2)).await;
     assert_eq!(rows(&url, TABLE).await, 1, "only b's row is left");
 }
 
@@ -127,15 +97,12 @@ async fn a_release_deletes_the_semaphores_lapsed_rows_with_the_callers() {
     let url = dir.url();
     let s = open(&url);
     let (n, a, b) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
-    let short = PermitRequest {
+    s.grant(&req(&n, &a, 1, 2)).await;
+    s.grant(&PermitRequest {
         ttl_ms: 20,
         ..req(&n, &b, 1, 2)
-    };
-    s.acquire_permits(&short).await.unwrap().unwrap();
+    })
+    .await;
     sleep_ms(60).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     assert_eq!(rows(&url, TABLE).await, 0);
@@ -148,18 +115,14 @@ async fn a_purge_deletes_lapsed_permits_nobody_touches_again_and_never_live_ones
     let s = open(&url);
     let a = owner();
     for _ in 0..3 {
-        let n = name();
-        let short = PermitRequest {
+        s.grant(&PermitRequest {
             ttl_ms: 20,
-            ..req(&n, &a, 1, 1)
-        };
-        s.acquire_permits(&short).await.unwrap().unwrap();
+            ..req(&name(), &a, 1, 1)
+        })
+        .await;
     }
     let live = name();
-    s.acquire_permits(&req(&live, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
+    s.grant(&req(&live, &a, 1, 1)).await;
     sleep_ms(60).await;
     assert_eq!(s.purge().await.unwrap(), 3);
     assert_eq!(rows(&url, TABLE).await, 1);
@@ -167,48 +130,10 @@ async fn a_purge_deletes_lapsed_permits_nobody_touches_again_and_never_live_ones
 }
 
 #[tokio::test]
-async fn a_queued_place_is_neither_extended_nor_listed_as_a_holder() {
-    let dir = TempDir::new();
-    let s = open(&dir.url());
-    let (n, a, w) = (name(), owner(), owner());
-    s.acquire_permits(&req(&n, &a, 1, 1))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap(),
-        None
-    );
-    assert!(!s.extend_permits(&n, &w, 10_000).await.unwrap());
-    let item = |owner: &str| ExtendItem {
-        key: n.clone(),
-        owner: owner.to_string(),
-        ttl_ms: 10_000,
-        has_data: false,
-    };
-    let got: Vec<bool> = s
-        .extend_permits_many(&[item(&a), item(&w)])
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(got, [true, false]);
-    let holders = s.permits(&n).await.unwrap();
-    assert_eq!(holders.len(), 1);
-    assert_eq!(holders[0].owner, a);
-}
-
-#[tokio::test]
 async fn bad_requests_are_refused_before_any_io() {
     let s = open("sqlite:///nonexistent-dir-for-deadbolt/locks.db");
     let (n, a) = (name(), owner());
-    for (permits, limit) in [(0, 3), (4, 3), (1, 0)] {
-        let err = s
-            .acquire_permits(&req(&n, &a, permits, limit))
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Invalid, "{permits} of {limit}");
-    }
+    assert_requests_beyond_the_limit_are_invalid(&s, &n).await;
     let long = "k".repeat(MAX_KEY_BYTES + 1);
     let err = s.acquire_permits(&req(&long, &a, 1, 1)).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid);
@@ -258,99 +183,30 @@ async fn stores_on_one_file_never_hold_more_permits_than_the_limit() {
     assert_eq!(tokens.len(), 180, "every grant has a token of its own");
 }
 
-#[tokio::test]
-async fn a_place_queued_through_one_store_holds_back_a_request_through_another() {
-    let dir = TempDir::new();
-    let url = dir.url();
-    let (first, second) = (open(&url), open(&url));
-    let (n, a, w, b) = (name(), owner(), owner(), owner());
-    first
-        .acquire_permits(&req(&n, &a, 1, 2))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        first.acquire_permits(&queued(&n, &w, 2, 2)).await.unwrap(),
-        None
-    );
-    assert_eq!(
-        second.acquire_permits(&req(&n, &b, 1, 2)).await.unwrap(),
-        None
-    );
-    assert!(!first.release_permits(&n, &w).await.unwrap().released);
-    assert!(second
-        .acquire_permits(&req(&n, &b, 1, 2))
-        .await
-        .unwrap()
-        .is_some());
-}
-
 #[cfg(unix)]
 mod wake_ups {
     use super::*;
+    use crate::store::conformance::heard;
     use crate::store::permits::watch_key;
     use crate::store::ReleaseNotifications;
 
-    /// The next key heard on `releases` (within 5 s).
-    async fn heard(releases: &mut tokio::sync::broadcast::Receiver<String>) -> String {
-        tokio::time::timeout(Duration::from_secs(5), releases.recv())
-            .await
-            .expect("a wake-up")
-            .unwrap()
+    /// Has a store watch semaphore `n` on the file at `url` while another grants and releases
+    /// a permit of it; returns whether the release told of others waiting and was heard.
+    async fn released_and_heard(url: &str, n: &str) -> (bool, bool) {
+        let (waiting, holding, a) = (open(url), open(url), owner());
+        holding.grant(&req(n, &a, 1, 1)).await;
+        let mut releases = waiting.releases();
+        waiting.watch(&watch_key(n)).await;
+        let outcome = holding.release_permits(n, &a).await.unwrap();
+        assert!(outcome.released, "{outcome:?}");
+        let heard = heard(&mut releases, &watch_key(n), 5_000).await;
+        (outcome.others_waiting, heard)
     }
 
     #[tokio::test]
     async fn a_permit_release_in_one_store_wakes_a_watcher_in_another() {
         let dir = TempDir::new();
-        let url = dir.url();
-        let (waiting, holding) = (open(&url), open(&url));
-        let (n, a) = (name(), owner());
-        holding
-            .acquire_permits(&req(&n, &a, 1, 1))
-            .await
-            .unwrap()
-            .unwrap();
-        let mut releases = waiting.releases();
-        waiting.watch(&watch_key(&n)).await;
-        let outcome = holding.release_permits(&n, &a).await.unwrap();
-        assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
-        assert_eq!(heard(&mut releases).await, watch_key(&n));
-    }
-
-    #[tokio::test]
-    async fn a_waiter_giving_up_its_place_wakes_the_watchers() {
-        let dir = TempDir::new();
-        let url = dir.url();
-        let (waiting, holding) = (open(&url), open(&url));
-        let (n, a, w) = (name(), owner(), owner());
-        holding
-            .acquire_permits(&req(&n, &a, 1, 2))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            holding
-                .acquire_permits(&queued(&n, &w, 2, 2))
-                .await
-                .unwrap(),
-            None
-        );
-        let mut releases = waiting.releases();
-        waiting.watch(&watch_key(&n)).await;
-        let outcome = holding.release_permits(&n, &w).await.unwrap();
-        assert!(!outcome.released && outcome.others_waiting, "{outcome:?}");
-        assert_eq!(heard(&mut releases).await, watch_key(&n));
-    }
-
-    #[tokio::test]
-    async fn a_release_of_nothing_tells_nobody() {
-        let dir = TempDir::new();
-        let url = dir.url();
-        let (waiting, other) = (open(&url), open(&url));
-        let n = name();
-        waiting.watch(&watch_key(&n)).await;
-        let outcome = other.release_permits(&n, &owner()).await.unwrap();
-        assert!(!outcome.released && !outcome.others_waiting, "{outcome:?}");
+        assert_eq!(released_and_heard(&dir.url(), &name()).await, (true, true));
     }
 
     #[tokio::test]
@@ -371,25 +227,8 @@ mod wake_ups {
 
     #[tokio::test]
     async fn the_watch_key_of_the_longest_name_arrives_whole() {
-        let dir = TempDir::new();
-        let url = dir.url();
-        let (waiting, holding) = (open(&url), open(&url));
-        let (n, a) = ("s".repeat(MAX_KEY_BYTES), owner());
-        holding
-            .acquire_permits(&req(&n, &a, 1, 1))
-            .await
-            .unwrap()
-            .unwrap();
-        let mut releases = waiting.releases();
-        waiting.watch(&watch_key(&n)).await;
-        assert!(
-            holding
-                .release_permits(&n, &a)
-                .await
-                .unwrap()
-                .others_waiting
-        );
-        assert_eq!(heard(&mut releases).await, watch_key(&n));
+        let (dir, n) = (TempDir::new(), "s".repeat(MAX_KEY_BYTES));
+        assert_eq!(released_and_heard(&dir.url(), &n).await, (true, true));
     }
 
     #[tokio::test]
@@ -397,15 +236,12 @@ mod wake_ups {
         let dir = TempDir::new();
         let s = open(&dir.url());
         let (n, a) = (name(), owner());
-        s.acquire_permits(&req(&n, &a, 1, 1))
-            .await
-            .unwrap()
-            .unwrap();
+        s.grant(&req(&n, &a, 1, 1)).await;
         let mut releases = s.releases();
         s.watch(&watch_key(&n)).await;
         let outcome = s.release_permits(&n, &a).await.unwrap();
         assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
-        assert_eq!(heard(&mut releases).await, watch_key(&n));
+        assert!(heard(&mut releases, &watch_key(&n), 5_000).await);
     }
 }
 
@@ -420,10 +256,7 @@ async fn sequential_permit_acquire_and_release_latency() {
     for _ in 0..2000 {
         let n = name();
         let started = std::time::Instant::now();
-        s.acquire_permits(&req(&n, &a, 1, 3))
-            .await
-            .unwrap()
-            .unwrap();
+        s.grant(&req(&n, &a, 1, 3)).await;
         assert!(s.release_permits(&n, &a).await.unwrap().released);
         samples.push(started.elapsed());
     }
