@@ -4,9 +4,11 @@
 
 use super::conformance::{heard, name, owner, sleep_ms};
 use super::permits::watch_key;
-use super::{ErrorKind, ExtendItem, LockStore, PermitRequest, SharedStore};
+use super::{ErrorKind, ExtendItem, LockStore, PermitRequest, ReleaseNotifications, SharedStore};
 use crate::store::ValueFormat;
 use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast::Receiver;
 
 /// A try for `permits` of `limit`, with a 10 s lease and no queued place.
 pub fn req<'a>(name: &'a str, owner: &'a str, permits: u32, limit: u32) -> PermitRequest<'a> {
@@ -122,6 +124,52 @@ pub async fn a_holder_and_a_place_that_lapse<S: LockStore + ?Sized>(s: &S, n: &s
         ..req(n, &owner(), 2, 2)
     })
     .await;
+}
+
+/// Has `notes` watch semaphore `n`; returns its announcements and the key `n`'s come under.
+pub async fn watching<N>(notes: &N, n: &str) -> (Receiver<String>, String)
+where
+    N: ReleaseNotifications + ?Sized,
+{
+    let key = watch_key(n);
+    let rx = notes.releases();
+    notes.watch(&key).await;
+    (rx, key)
+}
+
+/// Takes lock `n` for one owner and a permit of semaphore `n` for another; returns both
+/// owners, the lock's first.
+pub async fn a_lock_and_a_semaphore_of_one_name<S: LockStore + ?Sized>(
+    s: &S,
+    n: &str,
+) -> (String, String) {
+    let (a, b) = (owner(), owner());
+    s.try_acquire(n, &a, 10_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    s.grant(&req(n, &b, 1, 1)).await;
+    (a, b)
+}
+
+/// Times `rounds` acquisitions of a permit (of a fresh semaphore each time, or of one) and
+/// their releases on `s`; returns the 50th, 90th and 99th percentiles.
+pub async fn acquire_and_release_latency<S: LockStore + ?Sized>(
+    s: &S,
+    rounds: usize,
+    fresh_names: bool,
+) -> [Duration; 3] {
+    let (a, one) = (owner(), name());
+    let mut samples = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let n = if fresh_names { name() } else { one.clone() };
+        let started = Instant::now();
+        s.grant(&req(&n, &a, 1, 3)).await;
+        assert!(s.release_permits(&n, &a).await.unwrap().released);
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    [0.5, 0.9, 0.99].map(|q| samples[((samples.len() - 1) as f64 * q) as usize])
 }
 
 async fn taken(s: &SharedStore, name: &str) -> u32 {
@@ -332,12 +380,8 @@ pub async fn extend_permits_many_gives_each_holder_of_one_semaphore_its_own_leas
 
 /// A semaphore and a lock with the same name never touch each other.
 pub async fn a_semaphore_and_a_lock_of_one_name_are_independent(s: SharedStore) {
-    let (n, a, b) = (name(), owner(), owner());
-    s.try_acquire(&n, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
-    s.grant(&req(&n, &b, 1, 1)).await;
+    let n = name();
+    let (a, b) = a_lock_and_a_semaphore_of_one_name(&*s, &n).await;
     assert_eq!(s.inspect(&n).await.unwrap().unwrap().owner, a);
     assert!(s.release(&n, &a).await.unwrap().released);
     assert_eq!(taken(&s, &n).await, 1);
@@ -384,9 +428,7 @@ pub async fn a_permit_release_is_announced_to_a_waiter_elsewhere(
         return;
     };
     let (n, a, w) = (name(), owner(), owner());
-    let key = watch_key(&n);
-    let mut rx = notes.releases();
-    notes.watch(&key).await;
+    let (mut rx, key) = watching(notes, &n).await;
     s.grant(&req(&n, &a, 1, 1)).await;
     other.refuse(&queued(&n, &w, 1, 1)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
@@ -406,9 +448,7 @@ pub async fn a_waiter_giving_up_its_place_is_announced_to_the_waiters_behind_it_
         return;
     };
     let (n, a, first, second) = (name(), owner(), owner(), owner());
-    let key = watch_key(&n);
-    let mut rx = notes.releases();
-    notes.watch(&key).await;
+    let (mut rx, key) = watching(notes, &n).await;
     s.grant(&req(&n, &a, 1, 2)).await;
     s.refuse(&queued(&n, &first, 2, 2)).await;
     // Held back by the place ahead of it, which would not fit beside it.

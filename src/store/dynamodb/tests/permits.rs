@@ -5,7 +5,8 @@
 use super::*;
 use crate::store::dynamodb::permit_item;
 use crate::store::permit_conformance::{
-    assert_requests_beyond_the_limit_are_invalid, item, queued, req, Ask,
+    a_lock_and_a_semaphore_of_one_name, assert_requests_beyond_the_limit_are_invalid, item, queued,
+    req, Ask,
 };
 use crate::store::PermitRequest;
 use crate::store::ValueFormat;
@@ -89,12 +90,8 @@ async fn an_extension_elsewhere_restarts_the_watch() {
 #[tokio::test]
 async fn a_semaphore_has_an_item_of_its_own_that_no_lock_name_reaches() {
     let Some(s) = store() else { return };
-    let (n, a, b) = (name(), owner(), owner());
-    s.try_acquire(&n, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
-    s.grant(&req(&n, &b, 1, 1)).await;
+    let n = name();
+    let (a, _) = a_lock_and_a_semaphore_of_one_name(&*s, &n).await;
     let item = permit_item(&n).await.unwrap();
     assert!(
         !item.contains_key("ownerName"),

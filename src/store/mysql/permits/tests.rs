@@ -7,8 +7,8 @@ use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::mysql::tests::{options, TEST_TABLE, TEST_URL};
 use crate::store::mysql::{MysqlOptions, MAX_KEY_BYTES};
 use crate::store::permit_conformance::{
-    a_holder_and_a_place_that_lapse, assert_requests_beyond_the_limit_are_invalid, queued, req,
-    Ask, LeftForPurge,
+    a_holder_and_a_place_that_lapse, acquire_and_release_latency,
+    assert_requests_beyond_the_limit_are_invalid, queued, req, Ask, LeftForPurge,
 };
 use crate::store::{ErrorKind, LockStore};
 use sqlx::Connection;
@@ -292,23 +292,10 @@ async fn an_acquisition_whose_connection_is_killed_while_it_waits_is_sent_again(
 #[ignore = "benchmark: cargo test -- --ignored --nocapture"]
 async fn permit_latency_and_contention() {
     let s = std::sync::Arc::new(store());
-    let a = owner();
     s.permits_ready().await.unwrap();
-    let mut samples = Vec::new();
-    let n = name();
-    for _ in 0..500 {
-        let started = std::time::Instant::now();
-        s.grant(&req(&n, &a, 1, 3)).await;
-        assert!(s.release_permits(&n, &a).await.unwrap().released);
-        samples.push(started.elapsed());
-    }
-    samples.sort();
-    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
+    let [p50, p90, p99] = acquire_and_release_latency(&*s, 500, false).await;
     println!(
-        "acquire_permits+release_permits of one semaphore: p50 {:?} p90 {:?} p99 {:?}",
-        pick(0.5),
-        pick(0.9),
-        pick(0.99)
+        "acquire_permits+release_permits of one semaphore: p50 {p50:?} p90 {p90:?} p99 {p99:?}"
     );
     // 32 clients, each taking and giving back a permit of one of 4 neighbouring semaphores
     // of 2 permits 50 times, waiting in the queue when refused.

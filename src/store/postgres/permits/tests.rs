@@ -3,7 +3,7 @@
 //! when it is down.
 
 use crate::store::permit_conformance::{
-    assert_requests_beyond_the_limit_are_invalid, queued, req, Ask, LeftForPurge,
+    assert_requests_beyond_the_limit_are_invalid, queued, req, watching, Ask, LeftForPurge,
 };
 use crate::store::{LockStore, ValueFormat};
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use sqlx::{AssertSqlSafe, Connection};
 use tokio::sync::broadcast::error::TryRecvError;
+use tokio::task::JoinHandle;
 
 use super::super::tests::{
     admin, next_release, options, purging_soon, store, TEST_TABLE, TEST_URL,
@@ -18,7 +19,7 @@ use super::super::tests::{
 use super::super::{PostgresOptions, PostgresStore, MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permits::watch_key;
-use crate::store::{ErrorKind, PermitRequest, ReleaseNotifications};
+use crate::store::{ErrorKind, PermitRequest, ReleaseNotifications, StoreResult};
 
 /// The owners of semaphore `name`'s rows (holders and queued, lapsed or not), sorted.
 async fn rows_of(name: &str) -> Vec<String> {
@@ -79,6 +80,30 @@ async fn blocked(app: &str) {
     })
     .await;
     assert!(waiting.is_ok(), "no session of {app} waited for a lock");
+}
+
+/// Runs `sql` on `conn`, its parameters bound to `binds`' bytes.
+async fn run(conn: &mut sqlx::PgConnection, sql: String, binds: &[&str]) {
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for bind in binds {
+        query = query.bind(bind.as_bytes());
+    }
+    query.execute(conn).await.unwrap();
+}
+
+/// Ends every lease and place of semaphore `n` by the server's clock.
+async fn end_by_the_servers_clock(n: &str) {
+    let sql = format!(
+        "UPDATE \"{TEST_TABLE}_perm\" SET expires_at = clock_timestamp() - interval '1 second'
+         WHERE name = $1"
+    );
+    run(&mut admin().await, sql, &[n]).await;
+}
+
+/// Asks `s` for the one permit of semaphore `n` for `owner`, on a task of its own.
+fn asking(s: &Arc<PostgresStore>, n: &str, owner: &str) -> JoinHandle<StoreResult<Option<u64>>> {
+    let (s, n, owner) = (s.clone(), n.to_owned(), owner.to_owned());
+    tokio::spawn(async move { s.acquire_permits(&req(&n, &owner, 1, 1)).await })
 }
 
 /// Which of `table`'s relations (itself, its sequence, its semaphore tables) exist.
@@ -251,26 +276,15 @@ async fn an_acquisition_waits_for_the_semaphore_and_then_counts_what_was_committ
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     let mut conn = admin().await;
     let mut tx = conn.begin().await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
-        "SELECT 1 FROM \"{TEST_TABLE}_sem\" WHERE name = $1 FOR UPDATE"
-    )))
-    .bind(n.as_bytes())
-    .execute(&mut *tx)
-    .await
-    .unwrap();
-    let asking = {
-        let (s, n, b) = (s.clone(), n.clone(), b.clone());
-        tokio::spawn(async move { s.acquire_permits(&req(&n, &b, 1, 1)).await })
-    };
+    let lock = format!("SELECT 1 FROM \"{TEST_TABLE}_sem\" WHERE name = $1 FOR UPDATE");
+    run(&mut tx, lock, &[&n]).await;
+    let asking = asking(&s, &n, &b);
     blocked(&app).await;
-    sqlx::query(AssertSqlSafe(format!(
+    let insert = format!(
         "INSERT INTO \"{TEST_TABLE}_perm\" (name, owner, permits, token, expires_at)
          VALUES ($1, 'intruder', 1, 1, clock_timestamp() + interval '1 minute')"
-    )))
-    .bind(n.as_bytes())
-    .execute(&mut *tx)
-    .await
-    .unwrap();
+    );
+    run(&mut tx, insert, &[&n]).await;
     tx.commit().await.unwrap();
     assert_eq!(asking.await.unwrap().unwrap(), None);
     assert_eq!(rows_of(&n).await, vec!["intruder".to_owned()]);
@@ -290,19 +304,12 @@ async fn an_extension_committed_while_an_acquisition_waits_is_counted() {
     sleep_ms(150).await;
     let mut conn = admin().await;
     let mut tx = conn.begin().await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
+    let extend = format!(
         "UPDATE \"{TEST_TABLE}_perm\" SET expires_at = clock_timestamp() + interval '1 minute'
          WHERE name = $1 AND owner = $2"
-    )))
-    .bind(n.as_bytes())
-    .bind(a.as_bytes())
-    .execute(&mut *tx)
-    .await
-    .unwrap();
-    let asking = {
-        let (s, n, b) = (s.clone(), n.clone(), b.clone());
-        tokio::spawn(async move { s.acquire_permits(&req(&n, &b, 1, 1)).await })
-    };
+    );
+    run(&mut tx, extend, &[&n, &a]).await;
+    let asking = asking(&s, &n, &b);
     blocked(&app).await;
     tx.commit().await.unwrap();
     assert_eq!(asking.await.unwrap().unwrap(), None);
@@ -321,13 +328,9 @@ async fn a_release_waits_for_an_acquisition_under_way_and_announces_to_the_store
     let mut conn = admin().await;
     let mut tx = conn.begin().await.unwrap();
     // As an acquisition by another store would: lock the header, record the refusal.
-    sqlx::query(AssertSqlSafe(format!(
-        "UPDATE \"{TEST_TABLE}_sem\" SET waiter = '\\x0123'::bytea WHERE name = $1"
-    )))
-    .bind(n.as_bytes())
-    .execute(&mut *tx)
-    .await
-    .unwrap();
+    let refusal =
+        format!("UPDATE \"{TEST_TABLE}_sem\" SET waiter = '\\x0123'::bytea WHERE name = $1");
+    run(&mut tx, refusal, &[&n]).await;
     let releasing = {
         let (s, n, a) = (s.clone(), n.clone(), a.clone());
         tokio::spawn(async move { s.release_permits(&n, &a).await })
@@ -344,14 +347,7 @@ async fn the_servers_clock_decides_when_permits_lapse() {
     let (n, a, b) = (name(), owner(), owner());
     s.grant(&req(&n, &a, 1, 1)).await;
     // Ended by the server's clock long before the lease the client asked for.
-    sqlx::query(AssertSqlSafe(format!(
-        "UPDATE \"{TEST_TABLE}_perm\" SET expires_at = clock_timestamp() - interval '1 second'
-         WHERE name = $1"
-    )))
-    .bind(n.as_bytes())
-    .execute(&mut admin().await)
-    .await
-    .unwrap();
+    end_by_the_servers_clock(&n).await;
     assert_eq!(s.permits(&n).await.unwrap(), vec![]);
     assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
     s.grant(&req(&n, &b, 1, 1)).await;
@@ -364,14 +360,7 @@ async fn an_acquisition_deletes_its_semaphores_lapsed_rows_and_a_refused_try_wri
     s.grant(&req(&n, &a, 1, 1)).await;
     s.refuse(&queued(&n, &w, 1, 1)).await;
     // Both the lease and the place end, by the server's clock.
-    sqlx::query(AssertSqlSafe(format!(
-        "UPDATE \"{TEST_TABLE}_perm\" SET expires_at = clock_timestamp() - interval '1 second'
-         WHERE name = $1"
-    )))
-    .bind(n.as_bytes())
-    .execute(&mut admin().await)
-    .await
-    .unwrap();
+    end_by_the_servers_clock(&n).await;
     s.grant(&req(&n, &b, 1, 1)).await;
     s.refuse(&req(&n, &c, 1, 1)).await;
     assert_eq!(rows_of(&n).await, vec![b]);
@@ -381,9 +370,7 @@ async fn an_acquisition_deletes_its_semaphores_lapsed_rows_and_a_refused_try_wri
 async fn a_release_is_announced_only_when_another_store_was_refused_since_the_queue_emptied() {
     let (s, other) = (store(), store());
     let (n, a, b, w) = (name(), owner(), owner(), owner());
-    let key = watch_key(&n);
-    let mut releases = other.releases();
-    other.watch(&key).await;
+    let (mut releases, key) = watching(&other, &n).await;
     s.grant(&req(&n, &a, 1, 1)).await;
     // Refused by its own store: the engine wakes its own waiters, not the server.
     s.refuse(&queued(&n, &b, 1, 1)).await;

@@ -4,7 +4,7 @@
 
 use super::KeepPlace;
 use crate::store::conformance::{heard, name, owner, server_or_skip};
-use crate::store::permit_conformance::{item, queued, req, Ask};
+use crate::store::permit_conformance::{item, queued, req, watching, Ask};
 use crate::store::permits::watch_key;
 use crate::store::redis::keys::permits_key;
 use crate::store::redis::{RedisOptions, RedisStore};
@@ -213,10 +213,7 @@ async fn watched_handoff(
     crate::store::PermitHandoff,
 ) {
     let (n, a, b) = (name(), owner(), owner());
-    let key = watch_key(&n);
-    let notes = watcher.release_notifications().unwrap();
-    let rx = notes.releases();
-    notes.watch(&key).await;
+    let (rx, key) = watching(watcher.release_notifications().unwrap(), &n).await;
     s.acquire_permits(&req(&n, &a, 1, 2))
         .await
         .unwrap()

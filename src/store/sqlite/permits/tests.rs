@@ -7,7 +7,8 @@ use super::super::{MAX_KEY_BYTES, MAX_TTL_MS};
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permit_conformance::{
-    a_holder_and_a_place_that_lapse, assert_requests_beyond_the_limit_are_invalid, queued, req, Ask,
+    a_holder_and_a_place_that_lapse, acquire_and_release_latency,
+    assert_requests_beyond_the_limit_are_invalid, queued, req, Ask,
 };
 use crate::store::{ErrorKind, LockStore, ValueFormat};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,23 +46,24 @@ async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
         .execute(&pool)
         .await
         .unwrap();
-    let first = s.acquire_permits(&req(&n, &a, 1, 1)).await.unwrap();
-    assert_eq!(first, Some(9_000_000_000_000_001), "an insert raises it");
-    let lock = s
-        .try_acquire(&name(), &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
-    assert_eq!(lock, Some(9_000_000_000_000_002), "locks draw after it");
+    let lock = async || {
+        let n = name();
+        let token = s.try_acquire(&n, &a, 10_000, None, ValueFormat::Fenced);
+        token.await.unwrap()
+    };
+    let first = s.grant(&req(&n, &a, 1, 1)).await;
+    assert_eq!(first, 9_000_000_000_000_001, "an insert raises it");
+    assert_eq!(
+        lock().await,
+        Some(9_000_000_000_000_002),
+        "locks draw after it"
+    );
     s.refuse(&queued(&n, &w, 1, 1)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     // The queued row becomes a holder's through the upsert's update path.
-    let granted = s.acquire_permits(&queued(&n, &w, 1, 1)).await.unwrap();
-    assert_eq!(granted, Some(9_000_000_000_000_003), "an update raises it");
-    let lock = s
-        .try_acquire(&name(), &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
-    assert_eq!(lock, Some(9_000_000_000_000_004));
+    let granted = s.grant(&queued(&n, &w, 1, 1)).await;
+    assert_eq!(granted, 9_000_000_000_000_003, "an update raises it");
+    assert_eq!(lock().await, Some(9_000_000_000_000_004));
 }
 
 #[tokio::test]
@@ -250,22 +252,7 @@ mod wake_ups {
 async fn sequential_permit_acquire_and_release_latency() {
     let dir = TempDir::new();
     let s = open(&dir.url());
-    let a = owner();
     s.ping().await.unwrap();
-    let mut samples = Vec::new();
-    for _ in 0..2000 {
-        let n = name();
-        let started = std::time::Instant::now();
-        s.grant(&req(&n, &a, 1, 3)).await;
-        assert!(s.release_permits(&n, &a).await.unwrap().released);
-        samples.push(started.elapsed());
-    }
-    samples.sort();
-    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    println!(
-        "permits acquire+release: p50 {:?} p90 {:?} p99 {:?}",
-        pick(0.5),
-        pick(0.9),
-        pick(0.99)
-    );
+    let [p50, p90, p99] = acquire_and_release_latency(&s, 2000, true).await;
+    println!("permits acquire+release: p50 {p50:?} p90 {p90:?} p99 {p99:?}");
 }
