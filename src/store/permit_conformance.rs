@@ -46,6 +46,17 @@ pub trait Ask: LockStore {
     fn refuse<'a>(&'a self, r: &'a PermitRequest<'a>) -> impl Future<Output = ()> + Send + 'a {
         async move { assert_eq!(self.acquire_permits(r).await.unwrap(), None, "{r:?}") }
     }
+
+    /// Extends `items` in one batch, which must not fail; returns what each extension found.
+    fn extend_all<'a>(
+        &'a self,
+        items: &'a [ExtendItem],
+    ) -> impl Future<Output = Vec<bool>> + Send + 'a {
+        async move {
+            let got = self.extend_permits_many(items).await;
+            got.into_iter().map(Result::unwrap).collect()
+        }
+    }
 }
 
 impl<S: LockStore + ?Sized> Ask for S {}
@@ -246,12 +257,9 @@ pub async fn a_queued_place_is_neither_extended_nor_listed_as_a_holder(s: Shared
     s.grant(&req(&n, &a, 1, 1)).await;
     s.refuse(&queued(&n, &w, 1, 1)).await;
     assert!(!s.extend_permits(&n, &w, 10_000).await.unwrap());
-    let got: Vec<bool> = s
-        .extend_permits_many(&[item(&n, &a, 10_000), item(&n, &w, 10_000)])
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let got = s
+        .extend_all(&[item(&n, &a, 10_000), item(&n, &w, 10_000)])
+        .await;
     assert_eq!(got, [true, false]);
     let holders = s.permits(&n).await.unwrap();
     assert_eq!(holders.len(), 1);
@@ -350,13 +358,7 @@ pub async fn extend_permits_many_reports_each_item_in_order(s: SharedStore) {
     s.grant(&req(&n, &a, 1, 2)).await;
     s.grant(&req(&m, &b, 1, 2)).await;
     let items = [(&n, &a), (&n, &b), (&m, &b), (&m, &a)].map(|(k, o)| item(k, o, 20_000));
-    let got: Vec<bool> = s
-        .extend_permits_many(&items)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(got, vec![true, false, true, false]);
+    assert_eq!(s.extend_all(&items).await, [true, false, true, false]);
     assert!(s.permits(&n).await.unwrap()[0].remaining_ms > 10_000);
 }
 
@@ -367,9 +369,9 @@ pub async fn extend_permits_many_gives_each_holder_of_one_semaphore_its_own_leas
         s.grant(&req(&n, o, 1, 2)).await;
     }
     let got = s
-        .extend_permits_many(&[item(&n, &a, 30_000), item(&n, &b, 60_000)])
+        .extend_all(&[item(&n, &a, 30_000), item(&n, &b, 60_000)])
         .await;
-    assert!(got.iter().all(|r| matches!(r, Ok(true))), "{got:?}");
+    assert_eq!(got, [true, true]);
     let mut holders = s.permits(&n).await.unwrap();
     holders.sort_by_key(|h| h.remaining_ms);
     assert_eq!(holders[0].owner, a);

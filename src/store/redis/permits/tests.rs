@@ -94,8 +94,7 @@ async fn the_semaphore_script_is_loaded_again_after_the_server_forgot_it() {
     let _: () = query(redis::cmd("SCRIPT").arg("FLUSH")).await;
     assert!(s.extend_permits(&n, &a, 10_000).await.unwrap());
     let _: () = query(redis::cmd("SCRIPT").arg("FLUSH")).await;
-    let items = [item(&n, &a, 10_000)];
-    assert!(s.extend_permits_many(&items).await[0].as_ref().unwrap());
+    assert_eq!(s.extend_all(&[item(&n, &a, 10_000)]).await, [true]);
     assert!(s.release_permits(&n, &a).await.unwrap().released);
 }
 
