@@ -11,6 +11,15 @@ fn req(owner: &str, permits: u32, queue_ttl_ms: u64) -> PermitRequest<'_> {
     }
 }
 
+/// A table where `holder` holds `permits` of three and "w", asking for all three, waits (its
+/// place lapses at 100), all at time 0.
+fn held_and_waited_for(holder: &str, permits: u32) -> PermitTable {
+    let mut t = PermitTable::default();
+    assert!(t.acquire(&req(holder, permits, 0), 0).is_some());
+    assert_eq!(t.acquire(&req("w", 3, 100), 0), None);
+    t
+}
+
 #[test]
 fn permits_are_granted_up_to_the_limit_and_no_further() {
     let mut t = PermitTable::default();
@@ -32,10 +41,8 @@ fn an_owner_asking_again_gets_its_own_token_and_a_renewed_lease() {
 
 #[test]
 fn a_queued_request_is_not_overtaken_by_one_it_would_delay() {
-    let mut t = PermitTable::default();
-    t.acquire(&req("r1", 1, 0), 0).unwrap();
     // A writer needs all three: refused, queued.
-    assert_eq!(t.acquire(&req("w", 3, 100), 0), None);
+    let mut t = held_and_waited_for("r1", 1);
     // A reader that would fit beside r1 must not overtake the writer.
     assert_eq!(t.acquire(&req("r2", 1, 100), 10), None);
     assert!(t.release("r1", 20));
@@ -76,9 +83,7 @@ fn a_request_that_fits_beside_everyone_ahead_is_granted() {
 
 #[test]
 fn lapsed_holders_and_queued_places_are_dropped_by_the_clock() {
-    let mut t = PermitTable::default();
-    t.acquire(&req("a", 3, 0), 0).unwrap();
-    assert_eq!(t.acquire(&req("w", 3, 100), 0), None);
+    let mut t = held_and_waited_for("a", 3);
     // The waiter died: its place lapses at 100; the holder's lease at 1 000.
     assert_eq!(t.acquire(&req("b", 1, 0), 999), None);
     assert_eq!(t.acquire(&req("b", 1, 0), 1_000), Some(2));
@@ -113,9 +118,7 @@ fn tokens_only_increase_across_releases() {
 
 #[test]
 fn release_gives_up_a_queued_place() {
-    let mut t = PermitTable::default();
-    t.acquire(&req("a", 3, 0), 0).unwrap();
-    assert_eq!(t.acquire(&req("w", 3, 100), 0), None);
+    let mut t = held_and_waited_for("a", 3);
     assert!(!t.release("w", 0));
     assert!(t.queue.is_empty());
 }

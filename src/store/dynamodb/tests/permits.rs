@@ -35,56 +35,77 @@ async fn poll_until_granted(s: &DynamoStore, r: &PermitRequest<'_>) -> (u64, Ins
     }
 }
 
-#[tokio::test]
-async fn permits_held_elsewhere_are_reclaimed_only_after_their_version_was_watched_for_a_lease() {
-    let Some((holder, contender)) = store().zip(store()) else {
-        return;
-    };
+/// Two stores, as two processes would have: `holder` was granted every permit of semaphore
+/// `n` (of `limit`) for `a` with a lease of [`LEASE`], then `contender` was refused one for `b`.
+struct HeldElsewhere {
+    holder: Arc<DynamoStore>,
+    contender: Arc<DynamoStore>,
+    n: String,
+    a: String,
+    b: String,
+    token: u64,
+}
+
+/// The lease [`HeldElsewhere`]'s holder was granted.
+const LEASE: Duration = Duration::from_millis(300);
+
+/// Sets up [`HeldElsewhere`] (`None`: skipped).
+async fn held_elsewhere(limit: u32) -> Option<HeldElsewhere> {
+    let (holder, contender) = store().zip(store())?;
     let (n, a, b) = (name(), owner(), owner());
-    let lease = Duration::from_millis(300);
-    let first = holder
+    let token = holder
         .grant(&PermitRequest {
-            ttl_ms: 300,
-            ..req(&n, &a, 2, 2)
+            ttl_ms: LEASE.as_millis() as u64,
+            ..req(&n, &a, limit, limit)
         })
         .await;
-    contender.refuse(&req(&n, &b, 1, 2)).await;
+    contender.refuse(&req(&n, &b, 1, limit)).await;
+    Some(HeldElsewhere {
+        holder,
+        contender,
+        n,
+        a,
+        b,
+        token,
+    })
+}
+
+#[tokio::test]
+async fn permits_held_elsewhere_are_reclaimed_only_after_their_version_was_watched_for_a_lease() {
+    let Some(h) = held_elsewhere(2).await else {
+        return;
+    };
     let first_seen = Instant::now();
-    let (token, granted_at) = poll_until_granted(&contender, &req(&n, &b, 1, 2)).await;
-    assert!(token > first, "{token} after {first}");
+    let (token, granted_at) = poll_until_granted(&h.contender, &req(&h.n, &h.b, 1, 2)).await;
+    assert!(token > h.token, "{token} after {}", h.token);
     assert!(
-        granted_at - first_seen > lease,
+        granted_at - first_seen > LEASE,
         "granted {:?} after first sight",
         granted_at - first_seen
     );
-    assert!(!holder.extend_permits(&n, &a, 300).await.unwrap());
-    assert!(!holder.release_permits(&n, &a).await.unwrap().released);
+    assert!(!h.holder.extend_permits(&h.n, &h.a, 300).await.unwrap());
+    assert!(!h.holder.release_permits(&h.n, &h.a).await.unwrap().released);
 }
 
 #[tokio::test]
 async fn an_extension_elsewhere_restarts_the_watch() {
-    let Some((holder, contender)) = store().zip(store()) else {
+    let Some(h) = held_elsewhere(1).await else {
         return;
     };
-    let (n, a, b) = (name(), owner(), owner());
-    let lease = Duration::from_millis(300);
-    let short = PermitRequest {
-        ttl_ms: 300,
-        ..req(&n, &a, 1, 1)
-    };
-    holder.grant(&short).await;
-    contender.refuse(&req(&n, &b, 1, 1)).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(holder.extend_permits(&n, &a, 300).await.unwrap());
+    assert!(h.holder.extend_permits(&h.n, &h.a, 300).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
-        contender.acquire_permits(&req(&n, &b, 1, 1)).await.unwrap(),
+        h.contender
+            .acquire_permits(&req(&h.n, &h.b, 1, 1))
+            .await
+            .unwrap(),
         None,
         "the first version was watched for a lease, but it is no longer the holder's"
     );
     let new_version_seen = Instant::now();
-    let (_, granted_at) = poll_until_granted(&contender, &req(&n, &b, 1, 1)).await;
-    assert!(granted_at - new_version_seen > lease);
+    let (_, granted_at) = poll_until_granted(&h.contender, &req(&h.n, &h.b, 1, 1)).await;
+    assert!(granted_at - new_version_seen > LEASE);
 }
 
 #[tokio::test]
