@@ -16,11 +16,18 @@ use std::sync::{Arc, Mutex};
 
 const TABLE: &str = "deadbolt_locks_permits";
 
-#[tokio::test]
-async fn a_file_made_before_semaphores_gets_their_table_on_first_use() {
+/// A store on a file of its own, the directory that holds the file (deleted when dropped) and
+/// the file's URL.
+fn alone() -> (TempDir, String, SqliteStore) {
     let dir = TempDir::new();
     let url = dir.url();
     let s = open(&url);
+    (dir, url, s)
+}
+
+#[tokio::test]
+async fn a_file_made_before_semaphores_gets_their_table_on_first_use() {
+    let (_dir, url, s) = alone();
     s.ping().await.unwrap();
     s.close().await;
     // As an older deadbolt left it: the lock tables only.
@@ -36,12 +43,11 @@ async fn a_file_made_before_semaphores_gets_their_table_on_first_use() {
 
 #[tokio::test]
 async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
-    let dir = TempDir::new();
-    let s = open(&dir.url());
+    let (_dir, url, s) = alone();
     let (n, a, w) = (name(), owner(), owner());
     s.ping().await.unwrap();
     // Far above the clock, so the clock floor cannot hide a missed raise.
-    let pool = raw(&dir.url()).await;
+    let pool = raw(&url).await;
     sqlx::query("UPDATE deadbolt_locks_fence SET value = 9000000000000000")
         .execute(&pool)
         .await
@@ -84,9 +90,8 @@ async fn a_released_semaphore_leaves_no_row_and_its_tokens_keep_increasing_in_a_
 
 #[tokio::test]
 async fn lapsed_holders_and_places_are_deleted_at_the_semaphores_next_grant() {
-    let dir = TempDir::new();
-    let url = dir.url();
-    let (s, n, b) = (open(&url), name(), owner());
+    let (_dir, url, s) = alone();
+    let (n, b) = (name(), owner());
     a_holder_and_a_place_that_lapse(&s, &n).await;
     sleep_ms(150).await;
     s.grant(&req(&n, &b, 2, 2)).await;
@@ -95,9 +100,7 @@ async fn lapsed_holders_and_places_are_deleted_at_the_semaphores_next_grant() {
 
 #[tokio::test]
 async fn a_release_deletes_the_semaphores_lapsed_rows_with_the_callers() {
-    let dir = TempDir::new();
-    let url = dir.url();
-    let s = open(&url);
+    let (_dir, url, s) = alone();
     let (n, a, b) = (name(), owner(), owner());
     s.grant(&req(&n, &a, 1, 2)).await;
     s.grant(&PermitRequest {
@@ -112,9 +115,7 @@ async fn a_release_deletes_the_semaphores_lapsed_rows_with_the_callers() {
 
 #[tokio::test]
 async fn a_purge_deletes_lapsed_permits_nobody_touches_again_and_never_live_ones() {
-    let dir = TempDir::new();
-    let url = dir.url();
-    let s = open(&url);
+    let (_dir, url, s) = alone();
     let a = owner();
     for _ in 0..3 {
         s.grant(&PermitRequest {
@@ -235,8 +236,7 @@ mod wake_ups {
 
     #[tokio::test]
     async fn a_stores_own_watcher_hears_its_permit_release_without_counting_as_another() {
-        let dir = TempDir::new();
-        let s = open(&dir.url());
+        let (_dir, _, s) = alone();
         let (n, a) = (name(), owner());
         s.grant(&req(&n, &a, 1, 1)).await;
         let mut releases = s.releases();
@@ -250,8 +250,7 @@ mod wake_ups {
 #[tokio::test]
 #[ignore = "benchmark: cargo test -- --ignored --nocapture"]
 async fn sequential_permit_acquire_and_release_latency() {
-    let dir = TempDir::new();
-    let s = open(&dir.url());
+    let (_dir, _, s) = alone();
     s.ping().await.unwrap();
     let [p50, p90, p99] = acquire_and_release_latency(&s, 2000, true).await;
     println!("permits acquire+release: p50 {p50:?} p90 {p90:?} p99 {p99:?}");
