@@ -4,7 +4,7 @@
 //! its operations. Redis bounds each reply instead (its pipelines carry many calls), and
 //! Redlock bounds a quorum round; neither is wrapped.
 
-use crate::store::{Batch, Call};
+use crate::store::{Acquisition, Batch, Call};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use futures_util::FutureExt;
 use super::{
     ExtendItem, HandoffOutcome, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools,
     PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, SharedStore, StoreError,
-    StoreResult, ValueFormat,
+    StoreResult,
 };
 
 /// The bound on one call of a store with these timeouts: connecting (or waiting for a pooled
@@ -116,15 +116,8 @@ impl<S: LockStore> Bounded<S> {
 }
 
 impl<S: LockStore> LockStore for Bounded<S> {
-    fn try_acquire<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        format: ValueFormat,
-    ) -> Call<'a, Option<u64>> {
-        let fut = self.inner.try_acquire(key, owner, ttl_ms, data, format);
+    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+        let fut = self.inner.try_acquire_with(key, acq);
         self.call("try_acquire", fut).boxed()
     }
 

@@ -23,8 +23,8 @@ macro_rules! delegate {
         $($crate::store::delegate::delegate!(@ $method);)+
     };
     (@ try_acquire) => {
-        fn try_acquire<'a>(&'a self, key: &'a str, owner: &'a str, ttl_ms: u64, data: Option<&'a [u8]>, format: $crate::store::ValueFormat) -> $crate::store::Call<'a, Option<u64>> {
-            Box::pin(Self::try_acquire(self, key, owner, ttl_ms, data, format))
+        fn try_acquire_with<'a>(&'a self, key: &'a str, acq: $crate::store::Acquisition<'a>) -> $crate::store::Call<'a, Option<u64>> {
+            Box::pin(Self::try_acquire(self, key, acq.owner, acq.ttl_ms, acq.data, acq.format))
         }
     };
     (@ extend) => {

@@ -101,6 +101,19 @@ pub struct ReleaseOutcome {
     pub others_waiting: bool,
 }
 
+/// Who an acquisition takes a lock for, and how ([`LockStore::try_acquire_with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Acquisition<'a> {
+    /// Owner token of the new holder.
+    pub owner: &'a str,
+    /// Its lease in ms.
+    pub ttl_ms: u64,
+    /// Its payload, if any.
+    pub data: Option<&'a [u8]>,
+    /// How its value is written, and whether it needs a fencing token.
+    pub format: ValueFormat,
+}
+
 /// Who a lock is handed to by [`LockStore::handoff`].
 #[derive(Debug, Clone, Copy)]
 pub struct NextOwner<'a> {
@@ -140,10 +153,18 @@ pub type Batch<'a> = BoxFuture<'a, Vec<StoreResult<bool>>>;
 /// The operations every store offers. Each is one round trip where the store allows it and
 /// atomic on the server (compare-and-act), decided by the store's clock.
 pub trait LockStore: Send + Sync + 'static {
-    /// Takes `key` for `owner` for `ttl_ms` if it is free or expired, with `data` stored
-    /// alongside, its value written as `format` says. Returns the new fencing token, strictly
-    /// greater than any token issued for `key` before (0 for an [`ValueFormat::Unfenced`]
-    /// grant by a store that skipped drawing one), or `None` when someone else holds it.
+    /// Takes `key` for `acq.owner` for `acq.ttl_ms` if it is free or expired, with
+    /// `acq.data` stored alongside, its value written as `acq.format` says. Returns the new
+    /// fencing token, strictly greater than any token issued for `key` before (0 for an
+    /// [`ValueFormat::Unfenced`] grant by a store that skipped drawing one), or `None` when
+    /// someone else holds it. The one acquisition a store writes; callers use
+    /// [`LockStore::try_acquire`].
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: dropping the future after the request was sent may leave the lock taken.
+    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>>;
+
+    /// [`LockStore::try_acquire_with`], its [`Acquisition`] given field by field.
     ///
     /// # Cancel Safety
     /// Not cancel safe: dropping the future after the request was sent may leave the lock taken.
@@ -154,7 +175,15 @@ pub trait LockStore: Send + Sync + 'static {
         ttl_ms: u64,
         data: Option<&'a [u8]>,
         format: ValueFormat,
-    ) -> Call<'a, Option<u64>>;
+    ) -> Call<'a, Option<u64>> {
+        let acq = Acquisition {
+            owner,
+            ttl_ms,
+            data,
+            format,
+        };
+        self.try_acquire_with(key, acq)
+    }
 
     /// Sets the remaining lease of `key` to `ttl_ms` if `owner` still holds it (and of its
     /// payload, `has_data`). Returns whether it did.

@@ -203,14 +203,17 @@ impl Probe {
 }
 
 impl crate::store::LockStore for Probe {
-    fn try_acquire<'a>(
+    fn try_acquire_with<'a>(
         &'a self,
         key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        _format: ValueFormat,
-    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<u64>>> {
+        acq: crate::store::Acquisition<'a>,
+    ) -> crate::store::Call<'a, Option<u64>> {
+        let crate::store::Acquisition {
+            owner,
+            ttl_ms,
+            data,
+            ..
+        } = acq;
         let gate = {
             let mut gate = self.gate.lock().unwrap();
             match gate.as_ref() {

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::store::ErrorKind;
-use crate::store::{Batch, Call};
+use crate::store::ValueFormat;
+use crate::store::{Acquisition, Batch, Call};
 use std::sync::atomic::AtomicUsize;
 
 /// A store whose calls answer at once (`stalled: false`) or never, counting the calls that
@@ -30,14 +31,7 @@ impl Stub {
 }
 
 impl LockStore for Stub {
-    fn try_acquire<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: u64,
-        _: Option<&'a [u8]>,
-        _: ValueFormat,
-    ) -> Call<'a, Option<u64>> {
+    fn try_acquire_with<'a>(&'a self, _: &'a str, _: Acquisition<'a>) -> Call<'a, Option<u64>> {
         self.answer(Some(7))
     }
 

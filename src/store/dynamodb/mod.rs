@@ -27,7 +27,7 @@ mod watch;
 pub use config::{DynamoOptions, SortKey};
 pub use credentials::AwsCredentials;
 
-use crate::store::{Batch, Call};
+use crate::store::{Acquisition, Batch, Call};
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome, StoreError, StoreResult,
@@ -362,14 +362,13 @@ fn first_token() -> u64 {
 /// The contract; every call is bounded by the decorator the registry wraps the store in
 /// ([`crate::store::bounded`]).
 impl LockStore for DynamoStore {
-    fn try_acquire<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        _format: crate::store::ValueFormat,
-    ) -> Call<'a, Option<u64>> {
+    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+        let Acquisition {
+            owner,
+            ttl_ms,
+            data,
+            format: _,
+        } = acq;
         async move {
             check_key(key)?;
             check_data(data)?;

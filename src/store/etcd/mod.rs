@@ -32,10 +32,10 @@ mod watch;
 pub use config::DEFAULT_PORT;
 
 use crate::store::tls::TlsOptions;
-use crate::store::{Batch, Call};
+use crate::store::{Acquisition, Batch, Call};
 use crate::store::{
     ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder, PermitRequest,
-    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult, ValueFormat,
+    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 use client::{b64, int, kvs, revision, succeeded, txn_response, Api, Kv, Retry};
 use futures_util::future::BoxFuture;
@@ -514,14 +514,13 @@ fn ttl_after(ttl_ms: u64) -> Instant {
 
 /// The contract (the registry bounds every call: `store/bounded.rs`).
 impl LockStore for EtcdStore {
-    fn try_acquire<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        _format: ValueFormat,
-    ) -> Call<'a, Option<u64>> {
+    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+        let Acquisition {
+            owner,
+            ttl_ms,
+            data,
+            format: _,
+        } = acq;
         // The token is the grant's revision, which costs nothing: every format gets one.
         self.try_acquire_inner(key, owner, ttl_ms, data).boxed()
     }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::store::conformance::{name, owner};
+use crate::store::ValueFormat;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};

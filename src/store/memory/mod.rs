@@ -3,7 +3,7 @@
 //! process that connects to `memory://name` shares one store.
 
 use crate::store::permits::PermitTable;
-use crate::store::{Batch, Call};
+use crate::store::{Acquisition, Batch, Call};
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome,
@@ -241,14 +241,13 @@ impl MemoryStore {
 
 /// The contract, over the synchronous methods above (nothing here waits).
 impl LockStore for MemoryStore {
-    fn try_acquire<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        _format: crate::store::ValueFormat,
-    ) -> Call<'a, Option<u64>> {
+    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+        let Acquisition {
+            owner,
+            ttl_ms,
+            data,
+            format: _,
+        } = acq;
         ready(Ok(MemoryStore::try_acquire(self, key, owner, ttl_ms, data))).boxed()
     }
 

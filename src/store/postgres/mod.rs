@@ -17,7 +17,7 @@ mod sql;
 mod tls;
 
 use crate::store::delegate::delegate;
-use crate::store::{Batch, Call};
+use crate::store::{Acquisition, Batch, Call};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -270,14 +270,13 @@ impl LockStore for PostgresStore {
     /// # Cancel Safety
     /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
     /// taken, with nobody knowing its token, until `ttl_ms` passes.
-    fn try_acquire<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        _format: crate::store::ValueFormat,
-    ) -> Call<'a, Option<u64>> {
+    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+        let Acquisition {
+            owner,
+            ttl_ms,
+            data,
+            format: _,
+        } = acq;
         async move {
             check_key::<Postgres>(key)?;
             check_owner::<Postgres>(owner)?;

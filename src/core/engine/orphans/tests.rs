@@ -4,7 +4,7 @@
 use super::super::{Engine, Grant};
 use crate::core::options::AcquireSpec;
 use crate::store::memory::MemoryStore;
-use crate::store::{Batch, Call};
+use crate::store::{Acquisition, Batch, Call};
 use crate::store::{
     ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, ReleaseOutcome, StoreError, ValueFormat,
 };
@@ -46,14 +46,13 @@ impl Lossy {
 }
 
 impl LockStore for Lossy {
-    fn try_acquire<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        _format: ValueFormat,
-    ) -> Call<'a, Option<u64>> {
+    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+        let Acquisition {
+            owner,
+            ttl_ms,
+            data,
+            format: _,
+        } = acq;
         Box::pin(async move {
             let error = self.acquire_error.lock().unwrap().take();
             if let Some(kind) = error {
