@@ -66,22 +66,29 @@ pub fn next_owner(owner: &str, ttl_ms: u64, format: ValueFormat) -> NextOwner<'_
     }
 }
 
-/// A free name is granted; a held one is refused to everyone else. The holder asking again
-/// is refused too, or given its own token back where the store makes a repeated request safe
-/// to retry (Redis), never a new grant.
+/// A free name is granted; a held one is refused to everyone else and stays with its holder,
+/// its token, lease and data. The holder asking again is refused too, or given its own token
+/// back where the store makes a repeated request safe to retry (Redis), never a new grant.
 pub async fn a_free_lock_is_granted_and_a_held_one_refused(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
     let token = s
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .try_acquire(&k, &a, 10_000, Some(b"mine"), ValueFormat::Fenced)
         .await
         .unwrap();
     assert!(token.is_some_and(|t| t > 0));
     assert_eq!(
-        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+        s.try_acquire(&k, &b, 10_000, Some(b"theirs"), ValueFormat::Fenced)
             .await
             .unwrap(),
         None
     );
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!(
+        (info.owner.as_str(), Some(info.fencing_token)),
+        (a.as_str(), token)
+    );
+    assert_eq!(info.data.as_deref(), Some(&b"mine"[..]));
+    assert!(info.remaining_ms > 9_000, "{info:?}");
     let again = s
         .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
         .await
@@ -93,22 +100,28 @@ pub async fn a_free_lock_is_granted_and_a_held_one_refused(s: SharedStore) {
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, a);
 }
 
-/// An expired lease is taken over with a higher token, and its former holder can neither
-/// extend nor release the new one.
+/// An expired lease is taken over with a higher token and the new holder's data, and its
+/// former holder can neither extend nor release the new one.
 pub async fn an_expired_lock_is_taken_over_with_a_higher_token(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
     let first = s
-        .try_acquire(&k, &a, 50, None, ValueFormat::Fenced)
+        .try_acquire(&k, &a, 50, Some(b"old"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     sleep_ms(150).await;
     let second = s
-        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
+        .try_acquire(&k, &b, 10_000, Some(b"new"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
     assert!(second > first);
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!(
+        (info.owner.as_str(), info.fencing_token),
+        (b.as_str(), second)
+    );
+    assert_eq!(info.data.as_deref(), Some(&b"new"[..]));
     assert!(!s.extend(&k, &a, 10_000, false).await.unwrap());
     assert!(!s.release(&k, &a).await.unwrap().released);
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, b);
@@ -221,7 +234,8 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
     assert_eq!(s.inspect(&k).await.unwrap(), None);
 }
 
-/// Only the owner extends, and only a live lease.
+/// Only the owner extends, and only a live lease; a stranger's attempt leaves the lease as
+/// it was.
 pub async fn extend_is_compare_and_set(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
     s.try_acquire(&k, &a, 1_000, None, ValueFormat::Fenced)
@@ -232,6 +246,8 @@ pub async fn extend_is_compare_and_set(s: SharedStore) {
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!((58_000..=60_000).contains(&remaining), "{remaining}");
     assert!(!s.extend(&k, &b, 120_000, false).await.unwrap());
+    let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
+    assert!(remaining <= 60_000, "{remaining}");
     assert!(!s.extend(&name(), &a, 1_000, false).await.unwrap());
 }
 
@@ -243,7 +259,7 @@ pub async fn release_is_compare_and_delete(s: SharedStore) {
         .unwrap()
         .unwrap();
     assert!(!s.release(&k, &b).await.unwrap().released);
-    assert!(s.inspect(&k).await.unwrap().is_some());
+    assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, a);
     assert!(s.release(&k, &a).await.unwrap().released);
     assert!(!s.release(&k, &a).await.unwrap().released);
     assert_eq!(s.inspect(&k).await.unwrap(), None);

@@ -7,6 +7,8 @@
 //! (`errors.rs`); see docs/design.md ("The SQL core").
 
 pub mod checks;
+#[cfg(test)]
+pub(crate) mod conformance;
 pub mod errors;
 pub mod extend;
 pub mod options;

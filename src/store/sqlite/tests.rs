@@ -280,85 +280,6 @@ async fn a_purge_deletes_the_rows_of_ended_leases_and_never_a_live_one() {
     assert_eq!(s.inspect(&live).await.unwrap().unwrap().owner, a);
 }
 
-#[tokio::test]
-async fn names_differing_in_case_nul_bytes_or_trailing_spaces_are_different_locks() {
-    let dir = TempDir::new();
-    let s = open(&dir.url());
-    let a = owner();
-    for k in ["k", "K", "k ", "k\0", "k\0x"] {
-        assert!(
-            s.try_acquire(k, &a, 10_000, None, ValueFormat::Fenced)
-                .await
-                .unwrap()
-                .is_some(),
-            "{k:?}"
-        );
-    }
-    let listed = s.list("k\0", 10).await.unwrap();
-    let mut keys: Vec<&str> = listed.iter().map(|l| l.key.as_str()).collect();
-    keys.sort();
-    assert_eq!(keys, ["k\0", "k\0x"]);
-}
-
-#[tokio::test]
-async fn data_of_a_few_megabytes_round_trips() {
-    let dir = TempDir::new();
-    let s = open(&dir.url());
-    let (k, a) = (name(), owner());
-    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-    s.try_acquire(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, Some(data));
-}
-
-#[tokio::test]
-async fn a_name_or_ttl_beyond_the_limits_is_refused_before_any_io() {
-    let s = open("sqlite:///nonexistent-dir-for-deadbolt/locks.db");
-    let long = "k".repeat(MAX_KEY_BYTES + 1);
-    let err = s
-        .try_acquire(&long, &owner(), 1_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Invalid);
-    let err = s
-        .try_acquire(&name(), &owner(), MAX_TTL_MS + 1, None, ValueFormat::Fenced)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Invalid);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exactly_one_of_200_acquirers_in_8_stores_on_one_file_wins() {
-    let dir = TempDir::new();
-    let url = dir.url();
-    let stores: Vec<Arc<SqliteStore>> = (0..8).map(|_| Arc::new(open(&url))).collect();
-    for s in &stores {
-        s.ping().await.unwrap();
-    }
-    for round in 0..3 {
-        let k = name();
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..200 {
-            let s = stores[i % stores.len()].clone();
-            let k = k.clone();
-            tasks.spawn(async move {
-                s.try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
-                    .await
-            });
-        }
-        let mut winners = 0;
-        while let Some(joined) = tasks.join_next().await {
-            // Busy never reaches the caller: every call answers.
-            if joined.unwrap().unwrap().is_some() {
-                winners += 1;
-            }
-        }
-        assert_eq!(winners, 1, "round {round}");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stores_on_one_file_never_overlap_and_tokens_strictly_increase() {
     let dir = TempDir::new();
@@ -478,24 +399,6 @@ async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
         .unwrap()
         .is_some());
     assert!(s.release(&k, &a).await.unwrap().released);
-}
-
-#[tokio::test]
-async fn operations_after_close_fail_as_closed() {
-    let dir = TempDir::new();
-    let s = open(&dir.url());
-    s.ping().await.unwrap();
-    s.close().await;
-    let err = s
-        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Closed);
-    assert_eq!(
-        s.inspect(&name()).await.unwrap_err().kind,
-        ErrorKind::Closed
-    );
-    s.close().await;
 }
 
 #[cfg(unix)]
@@ -667,6 +570,7 @@ async fn sequential_acquire_and_release_latency() {
 
 mod conformance {
     use super::*;
+    use crate::store::sql::conformance::SqlHarness;
 
     /// One file for every run's conformance tests (their names never meet), in the system's
     /// temporary directory: rows go with releases and purges, so it stays small.
@@ -684,4 +588,52 @@ mod conformance {
 
     crate::conformance_suite!(shared());
     crate::permits_suite!(shared());
+
+    /// The SQLite store for the suite the SQL stores share (`sql::conformance`): stores on
+    /// the shared file stand for processes.
+    struct Harness;
+
+    impl SqlHarness for Harness {
+        type Store = SqliteStore;
+
+        fn open(_connections: u32) -> SqliteStore {
+            open(&shared_url())
+        }
+
+        /// SQLite purges a row as soon as its lease ended.
+        fn purging_at_once() -> SqliteStore {
+            open(&shared_url())
+        }
+
+        async fn purge(s: &SqliteStore) -> StoreResult<u64> {
+            s.purge().await
+        }
+
+        async fn rows_named(keys: &[String]) -> i64 {
+            let pool = raw(&shared_url()).await;
+            let marks = vec!["?"; keys.len()].join(", ");
+            let sql = format!("SELECT count(*) FROM deadbolt_locks WHERE name IN ({marks})");
+            let mut query = sqlx::query_scalar(AssertSqlSafe(sql));
+            for k in keys {
+                query = query.bind(k.as_bytes());
+            }
+            let n = query.fetch_one(&pool).await.unwrap();
+            pool.close().await;
+            n
+        }
+
+        async fn connections(_: &SqliteStore) -> Option<u32> {
+            None
+        }
+
+        fn unreachable() -> SqliteStore {
+            open("sqlite:///nonexistent-dir-for-deadbolt/locks.db")
+        }
+
+        fn refused_at(_port: u16) -> Option<SqliteStore> {
+            None
+        }
+    }
+
+    crate::sql_conformance_suite!(Harness);
 }

@@ -1,0 +1,497 @@
+//! What the three SQL stores (MySQL, PostgreSQL, SQLite) share beyond the contract every
+//! store keeps (`store::conformance`), as tests each runs against itself: each SQL store's
+//! `tests.rs` implements [`SqlHarness`] (how to open its store, look at its rows, reach a
+//! server that is not there) and invokes [`sql_conformance_suite!`] with it.
+//!
+//! [`sql_conformance_suite!`]: crate::sql_conformance_suite
+
+use crate::store::conformance::{name, next_owner, owner, sleep_ms};
+use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
+use crate::store::{ErrorKind, ExtendItem, LockStore, StoreResult, ValueFormat};
+use std::future::Future;
+use std::sync::Arc;
+use tokio::task::JoinSet;
+
+/// How a SQL store's tests open it and look behind it.
+pub trait SqlHarness: 'static {
+    /// The store.
+    type Store: LockStore;
+
+    /// A store on the test database (or file) with at most `connections` connections; two
+    /// stores opened here stand for two processes.
+    fn open(connections: u32) -> Self::Store;
+
+    /// A store whose purge deletes a name's row as soon as its lease ended.
+    fn purging_at_once() -> Self::Store;
+
+    /// Runs the store's purge now; how many rows it deleted.
+    fn purge(s: &Self::Store) -> impl Future<Output = StoreResult<u64>> + Send + '_;
+
+    /// How many rows of the lock table hold one of `keys`, read on a connection of the test's
+    /// own.
+    fn rows_named(keys: &[String]) -> impl Future<Output = i64> + Send + '_;
+
+    /// How many connections the store's pool holds now (`None`: the store has no pool to
+    /// count).
+    fn connections(s: &Self::Store) -> impl Future<Output = Option<u32>> + Send + '_;
+
+    /// A store whose server (or directory) is not there, so that only a check made before
+    /// any I/O can answer.
+    fn unreachable() -> Self::Store;
+
+    /// A store of a server at `127.0.0.1:port` with the password `S3cretPassw0rd` in its URL
+    /// and a connect timeout longer than a test waits (`None`: the store has no server).
+    fn refused_at(port: u16) -> Option<Self::Store>;
+}
+
+fn item(key: &str, owner: &str, ttl_ms: u64) -> ExtendItem {
+    ExtendItem {
+        key: key.to_owned(),
+        owner: owner.to_owned(),
+        ttl_ms,
+        has_data: false,
+    }
+}
+
+async fn acquire(s: &impl LockStore, key: &str, owner: &str, ttl_ms: u64) -> Option<u64> {
+    s.try_acquire(key, owner, ttl_ms, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+}
+
+async fn remaining(s: &impl LockStore, key: &str) -> i64 {
+    s.inspect(key).await.unwrap().unwrap().remaining_ms
+}
+
+/// A released name and an expired one leave no row after a purge, and a purged name comes
+/// back with a higher token than it had.
+pub async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token<H: SqlHarness>() {
+    let s = H::purging_at_once();
+    let (k, expired, a) = (name(), name(), owner());
+    let first = acquire(&s, &k, &a, 10_000).await.unwrap();
+    assert!(s.release(&k, &a).await.unwrap().released);
+    acquire(&s, &expired, &a, 1).await.unwrap();
+    sleep_ms(20).await;
+    H::purge(&s).await.unwrap();
+    assert_eq!(H::rows_named(&[k.clone(), expired]).await, 0);
+    let again = acquire(&s, &k, &a, 10_000).await.unwrap();
+    assert!(again > first, "{again} > {first}");
+}
+
+/// A purge never deletes the row of a live lease.
+pub async fn a_purge_never_deletes_a_held_lock<H: SqlHarness>() {
+    let s = H::purging_at_once();
+    let (k, a) = (name(), owner());
+    let token = acquire(&s, &k, &a, 60_000).await.unwrap();
+    H::purge(&s).await.unwrap();
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!((info.owner, info.fencing_token), (a, token));
+}
+
+/// Tokens keep increasing for a name across releases, handoffs, expiries and new stores (a
+/// restarted client).
+pub async fn tokens_keep_increasing_across_releases_expiries_handoffs_and_new_stores<
+    H: SqlHarness,
+>() {
+    let k = name();
+    let mut last = 0;
+    for round in 0..3 {
+        let s = H::open(2);
+        let (a, b) = (owner(), owner());
+        // A long lease for the lock that is handed over: a loaded machine must not expire it
+        // before the handoff. The last acquisition of the round is the short one that expires.
+        let token = acquire(&s, &k, &a, 10_000).await.unwrap();
+        assert!(token > last, "round {round}: {token} after {last}");
+        let next = next_owner(&b, 10_000, ValueFormat::Fenced);
+        let handed = s.handoff(&k, &a, &next).await.unwrap().unwrap();
+        assert!(handed > token);
+        assert!(s.release(&k, &b).await.unwrap().released);
+        let released = acquire(&s, &k, &a, 10_000).await.unwrap();
+        assert!(released > handed);
+        assert!(s.release(&k, &a).await.unwrap().released);
+        let expiring = acquire(&s, &k, &a, 50).await.unwrap();
+        assert!(expiring > released);
+        last = expiring;
+        sleep_ms(150).await;
+        s.close().await;
+    }
+}
+
+/// The holder may shorten its lease as well as lengthen it.
+pub async fn extend_can_shorten_a_lease<H: SqlHarness>() {
+    let s = H::open(2);
+    let (k, a) = (name(), owner());
+    acquire(&s, &k, &a, 60_000).await.unwrap();
+    assert!(s.extend(&k, &a, 2_000, false).await.unwrap());
+    let left = remaining(&s, &k).await;
+    assert!((1_000..=2_000).contains(&left), "{left}");
+}
+
+/// An expired lease cannot be extended by its former holder, and inspect sees nothing.
+pub async fn extend_after_expiry_fails_and_inspect_sees_nothing<H: SqlHarness>() {
+    let s = H::open(2);
+    let (k, a) = (name(), owner());
+    acquire(&s, &k, &a, 50).await.unwrap();
+    sleep_ms(150).await;
+    assert!(!s.extend(&k, &a, 10_000, false).await.unwrap());
+    assert_eq!(s.inspect(&k).await.unwrap(), None);
+}
+
+/// Releasing an expired lease reports that nothing was released.
+pub async fn release_after_expiry_reports_not_released<H: SqlHarness>() {
+    let s = H::open(2);
+    let (k, a) = (name(), owner());
+    acquire(&s, &k, &a, 50).await.unwrap();
+    sleep_ms(150).await;
+    assert!(!s.release(&k, &a).await.unwrap().released);
+}
+
+/// A lease taken again after it expired holds no data from the lease before.
+pub async fn inspect_reports_no_data_when_acquired_without_data<H: SqlHarness>() {
+    let s = H::open(2);
+    let (k, a) = (name(), owner());
+    s.try_acquire(&k, &a, 50, Some(b"first"), ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    sleep_ms(150).await;
+    acquire(&s, &k, &a, 10_000).await.unwrap();
+    assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, None);
+}
+
+/// A batched extension reports each item's own outcome in its place: held, expired, held by
+/// another owner, never locked, extended by its real owner, repeated, and too long a name
+/// (refused as invalid without failing the others).
+pub async fn extend_many_reports_each_items_outcome_in_order<H: SqlHarness>() {
+    let s = H::open(2);
+    let (held, expired, taken, never, twice) = (name(), name(), name(), name(), name());
+    let (a, b) = (owner(), owner());
+    acquire(&s, &held, &a, 1_000).await.unwrap();
+    acquire(&s, &expired, &a, 50).await.unwrap();
+    acquire(&s, &taken, &b, 1_000).await.unwrap();
+    acquire(&s, &twice, &a, 1_000).await.unwrap();
+    sleep_ms(150).await;
+    let items = vec![
+        item(&held, &a, 30_000),
+        item(&expired, &a, 30_000),
+        item(&taken, &a, 30_000),
+        item(&never, &a, 30_000),
+        item(&taken, &b, 40_000),
+        item(&twice, &a, 20_000),
+        item(&twice, &a, 20_000),
+        item(&"z".repeat(MAX_KEY_BYTES + 1), &a, 30_000),
+    ];
+    let results = s.extend_many(&items).await;
+    let outcomes: Vec<Option<bool>> = results.iter().map(|r| r.as_ref().ok().copied()).collect();
+    assert_eq!(
+        outcomes,
+        [true, false, false, false, true, true, true]
+            .map(Some)
+            .into_iter()
+            .chain([None])
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(results[7].as_ref().unwrap_err().kind, ErrorKind::Invalid);
+    let held_left = remaining(&s, &held).await;
+    assert!((29_000..=30_000).contains(&held_left), "{held_left}");
+    let taken_left = remaining(&s, &taken).await;
+    assert!((39_000..=40_000).contains(&taken_left), "{taken_left}");
+}
+
+/// Each item of a batched extension gets its own lease.
+pub async fn extend_many_gives_each_item_its_own_ttl<H: SqlHarness>() {
+    let s = H::open(2);
+    let a = owner();
+    let keys: Vec<String> = (0..5).map(|_| name()).collect();
+    for k in &keys {
+        acquire(&s, k, &a, 1_000).await.unwrap();
+    }
+    let items: Vec<ExtendItem> = (1..)
+        .zip(&keys)
+        .map(|(i, k)| item(k, &a, 10_000 * i))
+        .collect();
+    let results = s.extend_many(&items).await;
+    assert!(results.iter().all(|r| matches!(r, Ok(true))), "{results:?}");
+    for (i, k) in (1..).zip(&keys) {
+        let (left, ttl): (i64, i64) = (remaining(&s, k).await, 10_000 * i);
+        assert!((ttl - 1_000..=ttl).contains(&left), "{i}: {left}");
+    }
+}
+
+/// A batched extension of nothing answers nothing.
+pub async fn extend_many_of_nothing_returns_nothing<H: SqlHarness>() {
+    assert!(H::open(1).extend_many(&[]).await.is_empty());
+}
+
+/// A batched extension longer than one statement's batch keeps every item's outcome in its
+/// place, whether a batch takes the per-item path (some not held) or the single statement.
+pub async fn extend_many_over_several_batches_keeps_every_items_place<H: SqlHarness>() {
+    let s = H::open(2);
+    let a = owner();
+    // 600 items: three batches (256, 256, 88), every seventh not held, so each batch takes
+    // the per-item path.
+    let mut items = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..600 {
+        let k = name();
+        let held = i % 7 != 3;
+        if held {
+            acquire(&s, &k, &a, 5_000).await.unwrap();
+        }
+        items.push(item(&k, &a, 20_000));
+        expected.push(held);
+    }
+    let got: Vec<bool> = s
+        .extend_many(&items)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(got, expected);
+    // And with every item held, the single-statement path answers.
+    let held: Vec<ExtendItem> = items
+        .into_iter()
+        .zip(&expected)
+        .filter(|(_, held)| **held)
+        .map(|(item, _)| item)
+        .collect();
+    let got = s.extend_many(&held).await;
+    assert!(got.iter().all(|r| matches!(r, Ok(true))));
+}
+
+/// Names are compared as bytes: names differing only in case, a trailing space or a NUL
+/// byte are locks of their own.
+pub async fn names_are_bytes_exact_including_nul_case_and_trailing_spaces<H: SqlHarness>() {
+    let s = H::open(2);
+    let base = name();
+    let a = owner();
+    for k in [
+        base.clone(),
+        base.to_uppercase(),
+        format!("{base} "),
+        format!("{base}\0"),
+        format!("{base}\0x"),
+    ] {
+        assert!(
+            acquire(&s, &k, &a, 10_000).await.is_some(),
+            "{k:?} is a lock of its own"
+        );
+    }
+    let info = s.inspect(&format!("{base}\0")).await.unwrap().unwrap();
+    assert_eq!(info.owner, a);
+}
+
+/// A prefix holding a NUL byte lists exactly the names that start with it.
+pub async fn a_listing_under_a_prefix_with_a_nul_byte_finds_exactly_its_names<H: SqlHarness>() {
+    let s = H::open(2);
+    let base = name();
+    let a = owner();
+    for k in [
+        base.clone(),
+        format!("{base}\0"),
+        format!("{base}\0x"),
+        format!("{base}x"),
+    ] {
+        acquire(&s, &k, &a, 10_000).await.unwrap();
+    }
+    let tools = s
+        .operator()
+        .expect("every SQL store has the operator tools");
+    let listed = tools.list(&format!("{base}\0"), 10).await.unwrap();
+    let mut keys: Vec<String> = listed.into_iter().map(|l| l.key).collect();
+    keys.sort();
+    assert_eq!(keys, [format!("{base}\0"), format!("{base}\0x")]);
+}
+
+/// A payload of a few megabytes round-trips whole.
+pub async fn data_of_a_few_megabytes_round_trips<H: SqlHarness>() {
+    let s = H::open(2);
+    let (k, a) = (name(), owner());
+    let mut data: Vec<u8> = (0..3 << 20).map(|_| fastrand::u8(..)).collect();
+    data.extend_from_slice(b"\0'\\");
+    s.try_acquire(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.inspect(&k).await.unwrap().unwrap().data == Some(data));
+}
+
+/// A name, an owner or a lease longer than the columns hold is refused as invalid before any
+/// I/O, never truncated.
+pub async fn names_owners_and_ttls_beyond_the_limits_are_refused_before_any_io<H: SqlHarness>() {
+    let s = H::unreachable();
+    let long_key = "k".repeat(MAX_KEY_BYTES + 1);
+    let long_owner = "o".repeat(MAX_OWNER_BYTES + 1);
+    for result in [
+        s.try_acquire(&long_key, "o", 1_000, None, ValueFormat::Fenced)
+            .await,
+        s.try_acquire("k", &long_owner, 1_000, None, ValueFormat::Fenced)
+            .await,
+        s.try_acquire("k", "o", MAX_TTL_MS + 1, None, ValueFormat::Fenced)
+            .await,
+    ] {
+        assert_eq!(result.unwrap_err().kind, ErrorKind::Invalid);
+    }
+}
+
+/// The longest name, owner and lease the columns hold are granted.
+pub async fn the_longest_name_owner_and_ttl_are_granted<H: SqlHarness>() {
+    let s = H::open(2);
+    let base = name();
+    let longest = format!("{base}{}", "y".repeat(MAX_KEY_BYTES - base.len()));
+    assert_eq!(longest.len(), MAX_KEY_BYTES);
+    assert!(acquire(&s, &longest, &owner(), 10_000).await.is_some());
+    let longest_owner = "o".repeat(MAX_OWNER_BYTES);
+    assert!(acquire(&s, &name(), &longest_owner, 10_000).await.is_some());
+    assert!(acquire(&s, &name(), &owner(), MAX_TTL_MS).await.is_some());
+}
+
+/// Of 200 concurrent acquirers of one name, spread over 8 stores (processes), exactly one
+/// wins, in rounds on a free name and on one whose lease expired.
+pub async fn exactly_one_of_200_acquirers_in_8_stores_wins_a_free_or_expired_name<H: SqlHarness>() {
+    let stores: Vec<Arc<H::Store>> = (0..8).map(|_| Arc::new(H::open(2))).collect();
+    for s in &stores {
+        s.ping().await.unwrap();
+    }
+    for round in 0..4 {
+        let (k, expired) = (name(), round == 3);
+        if expired {
+            acquire(&*stores[0], &k, &owner(), 1).await.unwrap();
+            sleep_ms(20).await;
+        }
+        let mut tasks = JoinSet::new();
+        for i in 0..200 {
+            let (s, k) = (stores[i % stores.len()].clone(), k.clone());
+            tasks.spawn(async move {
+                s.try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
+                    .await
+            });
+        }
+        let mut winners = 0;
+        while let Some(joined) = tasks.join_next().await {
+            // Busy never reaches the caller: every call answers.
+            if joined.unwrap().unwrap().is_some() {
+                winners += 1;
+            }
+        }
+        assert_eq!(winners, 1, "round {round}, expired: {expired}");
+    }
+}
+
+/// 2 000 locks are held at once, extended in one batch and released on a pool of 3
+/// connections, never one connection per lock.
+pub async fn holding_2000_locks_at_once_needs_no_connection_per_lock<H: SqlHarness>() {
+    let s = Arc::new(H::open(3));
+    let a = owner();
+    let keys: Vec<String> = (0..2_000).map(|_| name()).collect();
+    let mut tasks = JoinSet::new();
+    for k in keys.clone() {
+        let (s, a) = (s.clone(), a.clone());
+        tasks.spawn(async move {
+            s.try_acquire(&k, &a, 120_000, None, ValueFormat::Fenced)
+                .await
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        assert!(joined.unwrap().unwrap().is_some());
+    }
+    assert!(H::connections(&s).await.unwrap_or(0) <= 3);
+    let items: Vec<ExtendItem> = keys.iter().map(|k| item(k, &a, 120_000)).collect();
+    assert!(s
+        .extend_many(&items)
+        .await
+        .iter()
+        .all(|r| matches!(r, Ok(true))));
+    let mut tasks = JoinSet::new();
+    for k in keys {
+        let (s, a) = (s.clone(), a.clone());
+        tasks.spawn(async move {
+            let busy = s
+                .try_acquire(&k, &owner(), 1_000, None, ValueFormat::Fenced)
+                .await
+                .unwrap();
+            let released = s.release(&k, &a).await.unwrap().released;
+            (busy, released)
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        assert_eq!(joined.unwrap(), (None, true));
+    }
+    assert!(H::connections(&s).await.unwrap_or(0) <= 3);
+}
+
+/// Every call on a closed store fails as closed, whether the store was used or never was.
+pub async fn operations_after_close_fail_as_closed<H: SqlHarness>() {
+    let s = H::open(1);
+    s.ping().await.unwrap();
+    s.close().await;
+    let err = s
+        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Closed, "{err}");
+    let err = s.inspect(&name()).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Closed, "{err}");
+    s.close().await;
+    let never_used = H::open(1);
+    never_used.close().await;
+    assert_eq!(never_used.ping().await.unwrap_err().kind, ErrorKind::Closed);
+}
+
+/// A refused connection is reported as unreachable at once (not after the connect timeout)
+/// and without the URL's password.
+pub async fn a_refused_connection_is_reported_at_once_without_the_password<H: SqlHarness>() {
+    // A port nothing listens on.
+    let port = crate::store::test_servers::free_port();
+    let Some(s) = H::refused_at(port) else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let err = s.ping().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Unreachable, "{err}");
+    assert!(err.message.contains("connection refused"), "{err}");
+    assert!(!err.message.contains("S3cret"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Defines one `#[tokio::test]` per test above for the SQL store whose [`SqlHarness`] is
+/// `$harness`.
+#[macro_export]
+macro_rules! sql_conformance_suite {
+    ($harness:ty) => {
+        $crate::sql_conformance_suite!(@tests $harness;
+            a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token,
+            a_purge_never_deletes_a_held_lock,
+            tokens_keep_increasing_across_releases_expiries_handoffs_and_new_stores,
+            extend_can_shorten_a_lease,
+            extend_after_expiry_fails_and_inspect_sees_nothing,
+            release_after_expiry_reports_not_released,
+            inspect_reports_no_data_when_acquired_without_data,
+            extend_many_reports_each_items_outcome_in_order,
+            extend_many_gives_each_item_its_own_ttl,
+            extend_many_of_nothing_returns_nothing,
+            extend_many_over_several_batches_keeps_every_items_place,
+            names_are_bytes_exact_including_nul_case_and_trailing_spaces,
+            a_listing_under_a_prefix_with_a_nul_byte_finds_exactly_its_names,
+            data_of_a_few_megabytes_round_trips,
+            names_owners_and_ttls_beyond_the_limits_are_refused_before_any_io,
+            the_longest_name_owner_and_ttl_are_granted,
+            exactly_one_of_200_acquirers_in_8_stores_wins_a_free_or_expired_name,
+            holding_2000_locks_at_once_needs_no_connection_per_lock,
+            operations_after_close_fail_as_closed,
+            a_refused_connection_is_reported_at_once_without_the_password
+        );
+    };
+    (@tests $harness:ty; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $crate::store::sql::conformance::$name::<$harness>().await;
+            }
+        )*
+    };
+}
