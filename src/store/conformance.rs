@@ -2,7 +2,8 @@
 //! `tests.rs` invokes [`conformance_suite!`] with an expression that opens a fresh store (or
 //! `None` when its server is not there: see [`server_or_skip`]).
 
-use super::{ExtendItem, NextOwner, SharedStore, ValueFormat};
+use super::bounded::{bounded, call_timeout};
+use super::{ExtendItem, LockStore, NextOwner, SharedStore, ValueFormat};
 use std::time::Duration;
 
 /// Whether the server on `127.0.0.1:port` answers. When it does not, the test is skipped with
@@ -21,6 +22,18 @@ pub fn server_or_skip(name: &str, port: u16) -> bool {
         eprintln!("skipped: {name} is not answering on 127.0.0.1:{port}");
     }
     up
+}
+
+/// The store `connect` opens, as the registry opens it (within the call bound of a 5 s
+/// connect and a 5 s response), if its server answers on `127.0.0.1:port` (see
+/// [`server_or_skip`]).
+pub fn served<S: LockStore>(
+    scheme: &'static str,
+    server: &str,
+    port: u16,
+    connect: impl FnOnce() -> S,
+) -> Option<SharedStore> {
+    server_or_skip(server, port).then(|| bounded(scheme, connect(), call_timeout(5000, 5000)))
 }
 
 /// A lock name no other test uses.

@@ -448,69 +448,16 @@ async fn the_driver_counts_matched_rows_so_an_unchanged_row_still_counts() {
     assert_eq!(done.rows_affected(), 1);
 }
 
-#[tokio::test]
-#[ignore = "benchmark: cargo test -- --ignored --nocapture"]
-async fn sequential_acquire_and_release_latency() {
-    let s = store();
-    let a = owner();
-    s.ping().await.unwrap();
-    let mut samples = Vec::new();
-    for _ in 0..500 {
-        let k = name();
-        let started = Instant::now();
-        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(s.release(&k, &a).await.unwrap().released);
-        samples.push(started.elapsed());
-    }
-    samples.sort();
-    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    println!(
-        "acquire+release of a new name: p50 {:?} p90 {:?} p99 {:?}",
-        pick(0.5),
-        pick(0.9),
-        pick(0.99)
-    );
-    let k = name();
-    let mut samples = Vec::new();
-    for _ in 0..500 {
-        let started = Instant::now();
-        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(s.release(&k, &a).await.unwrap().released);
-        samples.push(started.elapsed());
-    }
-    samples.sort();
-    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    println!(
-        "acquire+release of one name again and again: p50 {:?} p90 {:?} p99 {:?}",
-        pick(0.5),
-        pick(0.9),
-        pick(0.99)
-    );
-}
-
 mod conformance {
-    use super::{options, TEST_URL};
-    use crate::store::bounded::{bounded, call_timeout};
-    use crate::store::conformance::server_or_skip;
-    use crate::store::mysql::MysqlStore;
-    use crate::store::SharedStore;
+    use super::{options, MysqlStore, TEST_URL};
+    use crate::store::conformance::served;
 
-    /// The store as the registry opens it: within the call bound.
-    fn open() -> Option<SharedStore> {
-        server_or_skip("MariaDB", 3306).then(|| {
-            let store = MysqlStore::connect(TEST_URL, options(4)).unwrap();
-            bounded("mysql", store, call_timeout(5000, 5000))
-        })
+    fn open() -> MysqlStore {
+        MysqlStore::connect(TEST_URL, options(4)).unwrap()
     }
 
-    crate::conformance_suite!(open());
-    crate::permits_suite!(open());
+    crate::conformance_suite!(served("mysql", "MariaDB", 3306, open));
+    crate::permits_suite!(served("mysql", "MariaDB", 3306, open));
 }
 
 /// The MySQL store for the suite the SQL stores share (`sql::conformance`).
@@ -518,55 +465,35 @@ struct Harness;
 
 impl SqlHarness for Harness {
     type Store = MysqlStore;
+    const SERVED: bool = true;
 
-    fn open(connections: u32) -> MysqlStore {
-        let opts = MysqlOptions {
-            // Thousands of calls may queue for a few connections: give the queue time.
-            connect_timeout_ms: 120_000,
-            ..options(connections)
-        };
-        MysqlStore::connect(TEST_URL, opts).unwrap()
+    fn url_at(port: u16) -> String {
+        format!("mysql://root:S3cretPassw0rd@127.0.0.1:{port}/test")
     }
 
-    fn purging_at_once() -> MysqlStore {
+    fn connect(url: Option<&str>, pool: u32, connect_ms: u64, at_once: bool) -> MysqlStore {
+        let purge_after_ms = if at_once { 0 } else { 300_000 };
         let opts = MysqlOptions {
-            purge_after_ms: 0,
-            ..options(2)
+            connect_timeout_ms: connect_ms,
+            purge_after_ms,
+            ..options(pool)
         };
-        MysqlStore::connect(TEST_URL, opts).unwrap()
+        MysqlStore::connect(url.unwrap_or(TEST_URL), opts).unwrap()
     }
 
     async fn purge(s: &MysqlStore) -> StoreResult<u64> {
         s.purge().await
     }
 
-    async fn rows_named(keys: &[String]) -> i64 {
+    async fn rows_named(key: &str) -> i64 {
+        let sql = format!("SELECT COUNT(*) FROM `{TEST_TABLE}` WHERE name = ?");
         let mut conn = sqlx::MySqlConnection::connect(TEST_URL).await.unwrap();
-        let marks = vec!["?"; keys.len()].join(", ");
-        let sql = format!("SELECT COUNT(*) FROM `{TEST_TABLE}` WHERE name IN ({marks})");
-        let mut query = sqlx::query_scalar(AssertSqlSafe(sql));
-        for k in keys {
-            query = query.bind(k.as_bytes());
-        }
+        let query = sqlx::query_scalar(AssertSqlSafe(sql)).bind(key.as_bytes());
         query.fetch_one(&mut conn).await.unwrap()
     }
 
     async fn connections(s: &MysqlStore) -> Option<u32> {
-        Some(s.ready().await.unwrap().size())
-    }
-
-    fn unreachable() -> MysqlStore {
-        MysqlStore::connect("mysql://root@127.0.0.1:1/test", options(1)).unwrap()
-    }
-
-    fn refused_at(port: u16) -> Option<MysqlStore> {
-        let url = format!("mysql://root:S3cretPassw0rd@127.0.0.1:{port}/test");
-        let opts = MysqlOptions {
-            // Longer than the test runner would wait: only the probe can answer in time.
-            connect_timeout_ms: 600_000,
-            ..options(1)
-        };
-        Some(MysqlStore::connect(&url, opts).unwrap())
+        s.ready().await.ok().map(|pool| pool.size())
     }
 }
 

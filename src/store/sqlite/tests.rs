@@ -540,34 +540,6 @@ mod wake_ups {
     }
 }
 
-#[tokio::test]
-#[ignore = "benchmark: cargo test -- --ignored --nocapture"]
-async fn sequential_acquire_and_release_latency() {
-    let dir = TempDir::new();
-    let s = open(&dir.url());
-    let a = owner();
-    s.ping().await.unwrap();
-    let mut samples = Vec::new();
-    for _ in 0..2000 {
-        let k = name();
-        let started = Instant::now();
-        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(s.release(&k, &a).await.unwrap().released);
-        samples.push(started.elapsed());
-    }
-    samples.sort();
-    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    println!(
-        "acquire+release: p50 {:?} p90 {:?} p99 {:?}",
-        pick(0.5),
-        pick(0.9),
-        pick(0.99)
-    );
-}
-
 mod conformance {
     use super::*;
     use crate::store::sql::conformance::SqlHarness;
@@ -595,42 +567,34 @@ mod conformance {
 
     impl SqlHarness for Harness {
         type Store = SqliteStore;
+        const SERVED: bool = false;
 
-        fn open(_connections: u32) -> SqliteStore {
-            open(&shared_url())
+        fn url_at(_port: u16) -> String {
+            "sqlite:///nonexistent-dir-for-deadbolt/locks.db".to_owned()
         }
 
-        /// SQLite purges a row as soon as its lease ended.
-        fn purging_at_once() -> SqliteStore {
-            open(&shared_url())
+        /// One connection a store; a row is purged as soon as its lease ended.
+        fn connect(url: Option<&str>, _: u32, connect_ms: u64, _: bool) -> SqliteStore {
+            let opts = SqliteOptions {
+                connect_timeout_ms: connect_ms,
+                ..options()
+            };
+            SqliteStore::connect(url.unwrap_or(&shared_url()), opts).unwrap()
         }
 
         async fn purge(s: &SqliteStore) -> StoreResult<u64> {
             s.purge().await
         }
 
-        async fn rows_named(keys: &[String]) -> i64 {
+        async fn rows_named(key: &str) -> i64 {
             let pool = raw(&shared_url()).await;
-            let marks = vec!["?"; keys.len()].join(", ");
-            let sql = format!("SELECT count(*) FROM deadbolt_locks WHERE name IN ({marks})");
-            let mut query = sqlx::query_scalar(AssertSqlSafe(sql));
-            for k in keys {
-                query = query.bind(k.as_bytes());
-            }
-            let n = query.fetch_one(&pool).await.unwrap();
+            let query = sqlx::query_scalar("SELECT count(*) FROM deadbolt_locks WHERE name = ?");
+            let n = query.bind(key.as_bytes()).fetch_one(&pool).await.unwrap();
             pool.close().await;
             n
         }
 
         async fn connections(_: &SqliteStore) -> Option<u32> {
-            None
-        }
-
-        fn unreachable() -> SqliteStore {
-            open("sqlite:///nonexistent-dir-for-deadbolt/locks.db")
-        }
-
-        fn refused_at(_port: u16) -> Option<SqliteStore> {
             None
         }
     }
