@@ -4,6 +4,7 @@
 
 use super::bounded::{bounded, call_timeout};
 use super::{ExtendItem, LockStore, NextOwner, SharedStore, ValueFormat};
+use futures_util::future::BoxFuture;
 use std::time::Duration;
 
 /// Whether the server on `127.0.0.1:port` answers. When it does not, the test is skipped with
@@ -34,6 +35,34 @@ pub fn served<S: LockStore>(
     connect: impl FnOnce() -> S,
 ) -> Option<SharedStore> {
     server_or_skip(server, port).then(|| bounded(scheme, connect(), call_timeout(5000, 5000)))
+}
+
+/// The tests' shorthand for their most common call.
+pub trait AcquireFenced {
+    /// A fenced acquisition of `key` without data: the token if granted, `None` if the lock
+    /// is held; panics on an error.
+    fn acquire_fenced<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Option<u64>>;
+}
+
+impl<S: LockStore + ?Sized> AcquireFenced for S {
+    fn acquire_fenced<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Option<u64>> {
+        Box::pin(async move {
+            let format = ValueFormat::Fenced;
+            self.try_acquire(key, owner, ttl_ms, None, format)
+                .await
+                .unwrap()
+        })
+    }
 }
 
 /// A lock name no other test uses.
@@ -102,10 +131,7 @@ pub async fn a_free_lock_is_granted_and_a_held_one_refused(s: SharedStore) {
     );
     assert_eq!(info.data.as_deref(), Some(&b"mine"[..]));
     assert!(info.remaining_ms > 9_000, "{info:?}");
-    let again = s
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    let again = s.acquire_fenced(&k, &a, 10_000).await;
     assert!(
         again.is_none() || again == token,
         "{again:?} after {token:?}"
@@ -148,11 +174,7 @@ pub async fn tokens_strictly_increase_across_releases_expiries_and_handoffs(s: S
         let a = owner();
         // A long lease for the holder (a loaded machine must not expire it before the release
         // or handoff); the handed-over lease is the short one that expires.
-        let token = s
-            .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        let token = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
         assert!(token > last, "round {round}: {token} after {last}");
         last = token;
         if round % 2 == 0 {
@@ -176,11 +198,7 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
     s: SharedStore,
 ) {
     let (k, a, b, c) = (name(), owner(), owner(), owner());
-    let first = s
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(s.release(&k, &a).await.unwrap().released);
     let unfenced = s
         .try_acquire(&k, &b, 10_000, None, ValueFormat::Unfenced)
@@ -234,11 +252,7 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
     assert_eq!(info.data.as_deref(), Some(&b"payload"[..]));
     assert_eq!(info.fencing_token, data);
     assert!(s.release(&k, &c).await.unwrap().released);
-    let last = s
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let last = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(
         last > first.max(unfenced).max(handed).max(data),
         "{last} after {first}, {unfenced}, {handed}, {data}"
@@ -251,10 +265,7 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
 /// it was.
 pub async fn extend_is_compare_and_set(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 1_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&k, &a, 1_000).await.unwrap();
     assert!(s.extend(&k, &a, 60_000, false).await.unwrap());
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!((58_000..=60_000).contains(&remaining), "{remaining}");
@@ -267,10 +278,7 @@ pub async fn extend_is_compare_and_set(s: SharedStore) {
 /// Only the owner releases; a second release finds nothing.
 pub async fn release_is_compare_and_delete(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(!s.release(&k, &b).await.unwrap().released);
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, a);
     assert!(s.release(&k, &a).await.unwrap().released);
@@ -323,10 +331,7 @@ pub async fn inspect_reports_the_holder(s: SharedStore) {
     s.release(&k, &a).await.unwrap();
     assert_eq!(s.inspect(&k).await.unwrap(), None);
     let expiring = name();
-    s.try_acquire(&expiring, &a, 30, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&expiring, &a, 30).await.unwrap();
     sleep_ms(100).await;
     assert_eq!(s.inspect(&expiring).await.unwrap(), None);
 }
@@ -348,10 +353,7 @@ pub async fn extend_many_reports_each_item_in_order(s: SharedStore) {
     let a = owner();
     let held: Vec<String> = (0..5).map(|_| name()).collect();
     for k in &held {
-        s.try_acquire(k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        s.acquire_fenced(k, &a, 10_000).await.unwrap();
     }
     let mut items: Vec<ExtendItem> = held
         .iter()
@@ -397,10 +399,7 @@ pub async fn force_release_frees_a_lock_whoever_holds_it(s: SharedStore) {
     );
     assert!(!s.extend(&k, &a, 60_000, true).await.unwrap());
     assert!(!s.release(&k, &a).await.unwrap().released);
-    s.try_acquire(&k, &b, 60_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&k, &b, 60_000).await.unwrap();
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, None);
 }
 
@@ -413,24 +412,16 @@ pub async fn list_shows_the_held_locks_under_a_prefix(s: SharedStore) {
     let mut held = Vec::new();
     for i in 0..5 {
         let k = format!("{prefix}{i}");
-        let token = s
-            .try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        let token = s.acquire_fenced(&k, &a, 60_000).await.unwrap();
         held.push((k, token));
     }
     let gone = format!("{prefix}released");
-    s.try_acquire(&gone, &a, 60_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&gone, &a, 60_000).await.unwrap();
     s.release(&gone, &a).await.unwrap();
     // Wildcards in the prefix are literal characters.
     let odd = format!("{}%_*?[x]:", name());
-    s.try_acquire(&format!("{odd}1"), &a, 60_000, None, ValueFormat::Fenced)
+    s.acquire_fenced(&format!("{odd}1"), &a, 60_000)
         .await
-        .unwrap()
         .unwrap();
     let mut listed = tools.list(&prefix, 100).await.unwrap();
     listed.sort_by(|x, y| x.key.cmp(&y.key));
@@ -458,18 +449,9 @@ pub async fn a_release_is_announced_to_a_waiter_elsewhere_that_was_refused_the_l
     let (k, a, w) = (name(), owner(), owner());
     let mut rx = notes.releases();
     notes.watch(&k).await;
-    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     // Refused, as a waiter is before it sleeps.
-    assert_eq!(
-        other
-            .try_acquire(&k, &w, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(other.acquire_fenced(&k, &w, 10_000).await, None);
     let outcome = s.release(&k, &a).await.unwrap();
     assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
     assert!(heard(&mut rx, &k, 5_000).await, "no announcement of {k:?}");

@@ -5,6 +5,7 @@
 
 use super::client::{Api, Failure};
 use super::*;
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner};
 use crate::store::ValueFormat;
 use serde_json::json;
@@ -287,11 +288,7 @@ async fn a_released_java_item_is_free_at_once() {
     item["isReleased"] = json!({"S": "1"});
     put_item(&api, TABLE, item).await;
     assert_eq!(s.inspect(&k).await.unwrap(), None);
-    assert!(s
-        .try_acquire(&k, &owner(), 1000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .is_some());
+    assert!(s.acquire_fenced(&k, &owner(), 1000).await.is_some());
     let item = get_item(&api, TABLE, &k).await.unwrap();
     assert!(!item.contains_key("isReleased"));
 }
@@ -306,19 +303,11 @@ async fn delete_on_release_removes_the_item_and_the_next_token_comes_from_the_cl
     };
     let endpoint = dynalite().unwrap();
     let (k, a, b) = (name(), owner(), owner());
-    let first = s
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(s.release(&k, &a).await.unwrap().released);
     assert_eq!(get_item(&raw(&endpoint).await, TABLE, &k).await, None);
     tokio::time::sleep(Duration::from_millis(2)).await;
-    let second = s
-        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let second = s.acquire_fenced(&k, &b, 10_000).await.unwrap();
     assert!(second > first + 1000, "{second} after {first}");
     assert!(s.operator().unwrap().force_release(&k).await.unwrap());
     assert_eq!(get_item(&raw(&endpoint).await, TABLE, &k).await, None);
@@ -345,16 +334,9 @@ async fn a_sort_key_names_one_item_per_lock_with_the_configured_value() {
     };
     let (jobs, mail) = (open("jobs"), open("mail"));
     let (k, a, b) = (name(), owner(), owner());
-    assert!(jobs
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .is_some());
+    assert!(jobs.acquire_fenced(&k, &a, 10_000).await.is_some());
     assert!(
-        mail.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .is_some(),
+        mail.acquire_fenced(&k, &b, 10_000).await.is_some(),
         "another sort key value is another lock"
     );
     let listed = jobs.operator().unwrap().list(&k, 10).await.unwrap();
@@ -414,21 +396,10 @@ async fn the_watch_map_is_empty_after_locks_come_and_go() {
     let keys: Vec<String> = (0..5).map(|_| name()).collect();
     for k in &keys {
         let (x, y) = (owner(), owner());
-        a.try_acquire(k, &x, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            b.try_acquire(k, &y, 10_000, None, ValueFormat::Fenced)
-                .await
-                .unwrap(),
-            None
-        );
+        a.acquire_fenced(k, &x, 10_000).await.unwrap();
+        assert_eq!(b.acquire_fenced(k, &y, 10_000).await, None);
         assert!(a.release(k, &x).await.unwrap().released);
-        let token = b
-            .try_acquire(k, &y, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap();
+        let token = b.acquire_fenced(k, &y, 10_000).await;
         assert!(token.is_some());
         assert!(b.release(k, &y).await.unwrap().released);
     }

@@ -3,6 +3,7 @@
 //! Skipped with a message when etcd is not installed, failed under `CI`.
 
 use super::*;
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner};
 use crate::store::ValueFormat;
 use std::io::{BufRead, BufReader};
@@ -81,23 +82,10 @@ async fn a_lock_is_exclusive_across_stores_and_tokens_are_revisions_that_grow() 
         return;
     };
     let (k, x, y) = (name(), owner(), owner());
-    let first = a
-        .try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        b.try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    let first = a.acquire_fenced(&k, &x, 10_000).await.unwrap();
+    assert_eq!(b.acquire_fenced(&k, &y, 10_000).await, None);
     assert!(a.release(&k, &x).await.unwrap().released);
-    let second = b
-        .try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let second = b.acquire_fenced(&k, &y, 10_000).await.unwrap();
     assert!(second > first);
     // Another store sees the holder and its token.
     let info = a.inspect(&k).await.unwrap().unwrap();
@@ -119,10 +107,7 @@ async fn a_lease_that_ends_is_deleted_by_its_holders_store_and_announced_to_othe
     notes.watch(&k).await;
     // The watch stream is open before the grant's key goes.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    a.try_acquire(&k, &x, 200, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    a.acquire_fenced(&k, &x, 200).await.unwrap();
     let heard = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             if releases.recv().await.unwrap() == k {
@@ -146,28 +131,14 @@ async fn a_closed_store_frees_what_was_given_back_and_leaves_a_grant_it_still_ho
         return;
     };
     let (k, x, y) = (name(), owner(), owner());
-    a.try_acquire(&k, &x, 60_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    a.acquire_fenced(&k, &x, 60_000).await.unwrap();
     let (k2, x2) = (name(), owner());
-    b.try_acquire(&k2, &x2, 60_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    b.acquire_fenced(&k2, &x2, 60_000).await.unwrap();
     // (Refused with another lease length: its mark is on another etcd lease than the lock
     // left held, which close keeps.)
-    assert!(a
-        .try_acquire(&k2, &x, 30_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .is_none());
+    assert!(a.acquire_fenced(&k2, &x, 30_000).await.is_none());
     a.close().await;
-    assert!(b
-        .try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .is_none());
+    assert!(b.acquire_fenced(&k, &y, 10_000).await.is_none());
     assert_eq!(
         b.inspect(&k).await.unwrap().unwrap().owner,
         x,
@@ -191,11 +162,7 @@ async fn an_unreachable_member_is_skipped_for_the_next_one() {
     let s = EtcdStore::connect(&format!("etcd://127.0.0.1:{port},{live}"), options()).unwrap();
     s.ping().await.unwrap();
     let (k, x) = (name(), owner());
-    assert!(s
-        .try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .is_some());
+    assert!(s.acquire_fenced(&k, &x, 10_000).await.is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,35 +190,16 @@ async fn a_release_says_whether_another_store_was_refused_the_lock_meanwhile() {
         return;
     };
     let (k, x, y) = (name(), owner(), owner());
-    a.try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    a.acquire_fenced(&k, &x, 10_000).await.unwrap();
     // Refused by its own store only: nobody else waits.
-    assert_eq!(
-        a.try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(a.acquire_fenced(&k, &y, 10_000).await, None);
     let alone = a.release(&k, &x).await.unwrap();
     assert!(alone.released && !alone.others_waiting);
-    a.try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        b.try_acquire(&k, &y, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    a.acquire_fenced(&k, &x, 10_000).await.unwrap();
+    assert_eq!(b.acquire_fenced(&k, &y, 10_000).await, None);
     let waited = a.release(&k, &x).await.unwrap();
     assert!(waited.released && waited.others_waiting);
     // The marks went with the release.
-    a.try_acquire(&k, &x, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    a.acquire_fenced(&k, &x, 10_000).await.unwrap();
     assert!(!a.release(&k, &x).await.unwrap().others_waiting);
 }

@@ -1,6 +1,7 @@
 //! These run against the MariaDB at `TEST_URL` and fail, not skip, when it is down.
 
 use super::*;
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
 use crate::store::sql::conformance::SqlHarness;
 use crate::store::ValueFormat;
@@ -39,35 +40,17 @@ fn fresh(granted: Option<u64>) -> u64 {
 async fn acquire_on_a_new_name_returns_the_clock_and_after_release_the_next_token() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    let first = fresh(
-        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-    );
+    let first = fresh(s.acquire_fenced(&k, &a, 10_000).await);
     assert!(s.release(&k, &a).await.unwrap().released);
-    assert_eq!(
-        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        Some(first + 1)
-    );
+    assert_eq!(s.acquire_fenced(&k, &b, 10_000).await, Some(first + 1));
 }
 
 #[tokio::test]
 async fn the_same_owner_acquiring_again_while_holding_gets_none() {
     let s = store();
     let (k, a) = (name(), owner());
-    let first = fresh(
-        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-    );
-    assert_eq!(
-        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    let first = fresh(s.acquire_fenced(&k, &a, 10_000).await);
+    assert_eq!(s.acquire_fenced(&k, &a, 10_000).await, None);
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().fencing_token, first);
 }
 
@@ -75,18 +58,9 @@ async fn the_same_owner_acquiring_again_while_holding_gets_none() {
 async fn an_expired_lease_is_taken_over_with_the_next_token_of_the_name() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    let first = fresh(
-        s.try_acquire(&k, &a, 100, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-    );
+    let first = fresh(s.acquire_fenced(&k, &a, 100).await);
     sleep_ms(250).await;
-    assert_eq!(
-        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        Some(first + 1)
-    );
+    assert_eq!(s.acquire_fenced(&k, &b, 10_000).await, Some(first + 1));
 }
 
 #[tokio::test]
@@ -95,47 +69,19 @@ async fn a_token_from_an_earlier_statement_on_the_same_connection_never_leaks_in
     // a token; a busy acquire must still report busy.
     let s = MysqlStore::connect(TEST_URL, options(1)).unwrap();
     let (k, a, b) = (name(), owner(), owner());
-    fresh(
-        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-    );
+    fresh(s.acquire_fenced(&k, &a, 10_000).await);
     let other = name();
-    let first = fresh(
-        s.try_acquire(&other, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-    );
+    let first = fresh(s.acquire_fenced(&other, &a, 10_000).await);
     assert!(s.release(&other, &a).await.unwrap().released);
-    assert_eq!(
-        s.try_acquire(&other, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        Some(first + 1)
-    );
-    assert_eq!(
-        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(s.acquire_fenced(&other, &a, 10_000).await, Some(first + 1));
+    assert_eq!(s.acquire_fenced(&k, &b, 10_000).await, None);
     let pool = s.ready().await.unwrap();
     sqlx::query("SELECT LAST_INSERT_ID(99)")
         .execute(pool)
         .await
         .unwrap();
-    assert_eq!(
-        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
-    assert_eq!(
-        s.try_acquire(&other, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(s.acquire_fenced(&k, &b, 10_000).await, None);
+    assert_eq!(s.acquire_fenced(&other, &b, 10_000).await, None);
 }
 
 #[tokio::test]
@@ -174,19 +120,13 @@ async fn an_extend_many_chosen_as_a_deadlock_victim_still_reports_every_outcome(
     // `second`, which the other transaction holds.
     let (first, second) = (format!("{prefix}:1"), format!("{prefix}:2"));
     for k in [&first, &second] {
-        s.try_acquire(k, &a, 60_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        s.acquire_fenced(k, &a, 60_000).await.unwrap();
     }
     // Many rows changed make the other transaction the heavier one, so InnoDB rolls back
     // the extend instead.
     for i in 0..50 {
         let filler = format!("{prefix}:filler:{i}");
-        s.try_acquire(&filler, &a, 60_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        s.acquire_fenced(&filler, &a, 60_000).await.unwrap();
     }
     let mut other = sqlx::MySqlConnection::connect(TEST_URL).await.unwrap();
     let table = format!("`{TEST_TABLE}`");
@@ -434,10 +374,7 @@ async fn the_driver_counts_matched_rows_so_an_unchanged_row_still_counts() {
     // CLIENT_FOUND_ROWS behaviour they rely on.
     let s = store();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     let pool = s.ready().await.unwrap();
     let noop = format!("UPDATE `{TEST_TABLE}` SET fence = fence WHERE name = ?");
     let done = sqlx::query(AssertSqlSafe(noop))

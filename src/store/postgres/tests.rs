@@ -2,6 +2,7 @@
 
 use super::notify::decode_hex;
 use super::*;
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner, owner};
 use crate::store::sql::conformance::SqlHarness;
 use crate::store::tls::TlsOptions;
@@ -44,17 +45,8 @@ async fn the_holder_asking_again_gets_its_own_token_and_a_new_lease() {
     // What makes a retry after a lost reply safe.
     let s = store();
     let (k, a) = (name(), owner());
-    let token = s
-        .try_acquire(&k, &a, 2_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        s.try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        Some(token)
-    );
+    let token = s.acquire_fenced(&k, &a, 2_000).await.unwrap();
+    assert_eq!(s.acquire_fenced(&k, &a, 60_000).await, Some(token));
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!(remaining > 50_000, "{remaining}");
 }
@@ -78,11 +70,7 @@ async fn a_released_row_is_free_even_when_dated_after_the_acquirers_clock_readin
     // with a later `expires_at`: the row must still count as free. Dated an hour ahead here.
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    let first = s
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     sqlx::query(AssertSqlSafe(format!(
         "UPDATE \"{TEST_TABLE}\" SET owner = NULL, expires_at = clock_timestamp() + interval '1 hour' WHERE name = $1"
     )))
@@ -90,11 +78,7 @@ async fn a_released_row_is_free_even_when_dated_after_the_acquirers_clock_readin
     .execute(&mut admin().await)
     .await
     .unwrap();
-    let second = s
-        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let second = s.acquire_fenced(&k, &b, 10_000).await.unwrap();
     assert!(second > first);
 }
 
@@ -131,19 +115,10 @@ pub(super) async fn next_release(
 async fn a_release_is_announced_to_another_store_that_was_refused_the_lock() {
     let (holder, waiter) = (store(), store());
     let (k, a, b) = (name(), owner(), owner());
-    holder
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    holder.acquire_fenced(&k, &a, 10_000).await;
     let mut releases = waiter.releases();
     waiter.watch(&k).await;
-    assert_eq!(
-        waiter
-            .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(waiter.acquire_fenced(&k, &b, 10_000).await, None);
     let outcome = holder.release(&k, &a).await.unwrap();
     assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
     assert_eq!(
@@ -152,17 +127,10 @@ async fn a_release_is_announced_to_another_store_that_was_refused_the_lock() {
     );
     // The holder takes it again before the waiter: that grant clears the record of who
     // waited, so its release, which nobody was refused since, announces nothing.
-    holder
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    holder.acquire_fenced(&k, &a, 10_000).await;
     let outcome = holder.release(&k, &a).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
-    assert!(waiter
-        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .is_some());
+    assert!(waiter.acquire_fenced(&k, &b, 10_000).await.is_some());
     waiter.unwatch(&k).await;
     assert_eq!(waiter.watched(), 0);
 }
@@ -173,28 +141,16 @@ async fn a_release_nobody_elsewhere_waits_for_is_not_announced() {
     let (k, a, b) = (name(), owner(), owner());
     let mut releases = other.releases();
     other.watch(&k).await;
-    s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    s.acquire_fenced(&k, &a, 10_000).await;
     // Refused by its own store: local waiters are woken locally, not through the server.
-    assert_eq!(
-        s.try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(s.acquire_fenced(&k, &b, 10_000).await, None);
     let outcome = s.release(&k, &a).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     // A later announcement on the same channel arrives, and it is the only one.
     let marker = name();
     other.watch(&marker).await;
-    s.try_acquire(&marker, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
-    other
-        .try_acquire(&marker, &b, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    s.acquire_fenced(&marker, &a, 10_000).await;
+    other.acquire_fenced(&marker, &b, 10_000).await;
     assert!(s.release(&marker, &a).await.unwrap().others_waiting);
     assert_eq!(
         next_release(&mut releases).await.as_deref(),
@@ -219,14 +175,8 @@ async fn an_announcement_reaches_only_a_waiter_of_exactly_that_name() {
         format!("{base}é"),
     ];
     for k in others.iter().chain([&base]) {
-        holder
-            .try_acquire(k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap();
-        waiter
-            .try_acquire(k, &owner(), 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap();
+        holder.acquire_fenced(k, &a, 10_000).await;
+        waiter.acquire_fenced(k, &owner(), 10_000).await;
         assert!(holder.release(k, &a).await.unwrap().others_waiting);
     }
     assert_eq!(
@@ -240,16 +190,10 @@ async fn an_announcement_reaches_only_a_waiter_of_exactly_that_name() {
 async fn force_release_announces_the_release_to_refused_waiters() {
     let (holder, waiter) = (store(), store());
     let (k, a) = (name(), owner());
-    holder
-        .try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    holder.acquire_fenced(&k, &a, 60_000).await;
     let mut releases = waiter.releases();
     waiter.watch(&k).await;
-    waiter
-        .try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    waiter.acquire_fenced(&k, &owner(), 10_000).await;
     assert!(holder.force_release(&k).await.unwrap());
     assert_eq!(
         next_release(&mut releases).await.as_deref(),
@@ -286,14 +230,8 @@ async fn the_listening_connection_is_reopened_after_the_server_ends_it() {
         next_release(&mut releases).await.as_deref(),
         Some(k.as_str())
     );
-    holder
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
-    waiter
-        .try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    holder.acquire_fenced(&k, &a, 10_000).await;
+    waiter.acquire_fenced(&k, &owner(), 10_000).await;
     assert!(holder.release(&k, &a).await.unwrap().others_waiting);
     assert_eq!(
         next_release(&mut releases).await.as_deref(),
@@ -320,9 +258,7 @@ async fn a_statement_the_server_holds_past_the_response_bound_fails_as_a_timeout
     )
     .unwrap();
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 60_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    s.acquire_fenced(&k, &a, 60_000).await;
     // Another session keeps the row locked, so the next statement on it waits.
     let mut conn = admin().await;
     let mut tx = sqlx::Connection::begin(&mut conn).await.unwrap();

@@ -3,6 +3,7 @@
 //! server can forget, pub/sub connections that can drop).
 
 use super::{RedisOptions, RedisStore};
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner, server_or_skip};
 use crate::store::{LockStore, ReleaseNotifications, ValueFormat};
 use std::sync::Arc;
@@ -66,10 +67,7 @@ mod permits {
 async fn scripts_are_loaded_again_after_the_server_forgot_them() {
     let Some(s) = open() else { return };
     let k = name();
-    s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&k, "a", 10_000).await.unwrap();
     raw_command(&["SCRIPT", "FLUSH"]).await;
     // Every script, run by hash, meets NOSCRIPT once.
     assert!(LockStore::extend(&*s, &k, "a", 10_000, false)
@@ -106,10 +104,7 @@ async fn a_release_by_a_holder_without_a_payload_frees_the_lock_and_one_with_a_p
         .await
         .unwrap();
     assert_eq!(left, None, "the payload went with the lock");
-    s.try_acquire(&k, "b", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&k, "b", 10_000).await.unwrap();
     assert!(
         LockStore::release_held(&*s, &k, "b", false)
             .await
@@ -179,10 +174,7 @@ async fn a_killed_connection_is_replaced_within_the_same_call() {
         return;
     };
     let k = name();
-    s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&k, "a", 10_000).await.unwrap();
     let mut kill = redis::cmd("CLIENT");
     kill.arg("KILL")
         .arg("TYPE")
@@ -224,19 +216,13 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     };
     let value_of = async |k: &str| value_of(&raw, k).await;
     let refused = async |k: &str, owner: &str| {
-        let got = s
-            .try_acquire(k, owner, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap();
+        let got = s.acquire_fenced(k, owner, 10_000).await;
         assert_eq!(got, None, "{owner} was refused");
     };
     let publishes = async || calls_of(&raw, "publish").await;
     let k = name();
 
-    s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&k, "a", 10_000).await.unwrap();
     let outcome = LockStore::release(&*s, &k, "a").await.unwrap();
     assert!(outcome.released && !outcome.others_waiting);
     assert_eq!(
@@ -245,11 +231,7 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
         "nobody asked for it: nothing published"
     );
 
-    let token = s
-        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let token = s.acquire_fenced(&k, "a", 10_000).await.unwrap();
     refused(&k, "b").await;
     refused(&k, "c").await;
     let value = value_of(&k).await;
@@ -261,12 +243,7 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     assert_eq!((info.owner.as_str(), info.fencing_token), ("a", token));
     assert!(s.extend(&k, "a", 10_000, false).await.unwrap());
     // The retried acquisition of its own owner still finds its token.
-    assert_eq!(
-        s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        Some(token)
-    );
+    assert_eq!(s.acquire_fenced(&k, "a", 10_000).await, Some(token));
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
     assert_eq!(publishes().await, 1, "refused twice, announced once");
 
@@ -347,17 +324,9 @@ async fn release_announcements_resume_after_the_subscriber_connection_dropped() 
     let other = RedisStore::connect(URL, &RedisOptions::default()).unwrap();
     let heard = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            other
-                .try_acquire(&k, "b", 10_000, None, ValueFormat::Fenced)
-                .await
-                .unwrap();
+            other.acquire_fenced(&k, "b", 10_000).await;
             // The watcher is refused, as a waiter is before it sleeps: that flags the key.
-            assert_eq!(
-                s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-                    .await
-                    .unwrap(),
-                None
-            );
+            assert_eq!(s.acquire_fenced(&k, "a", 10_000).await, None);
             LockStore::release(&*other, &k, "b").await.unwrap();
             if let Ok(Ok(key)) =
                 tokio::time::timeout(Duration::from_millis(100), releases.recv()).await
@@ -417,24 +386,11 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
     let old = (counter + 1_000).to_string();
     // A refusal is not a grant: the store still looks at the next acquisition.
     let other = open().unwrap();
-    other
-        .try_acquire(&k, "x", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    other.acquire_fenced(&k, "x", 10_000).await.unwrap();
     raw_command(&["SET", &legacy, &old]).await;
-    assert_eq!(
-        s.try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(s.acquire_fenced(&k, "a", 10_000).await, None);
     let _: () = raw_query(&[b"DEL", k.as_bytes()]).await;
-    let first = s
-        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = s.acquire_fenced(&k, "a", 10_000).await.unwrap();
     assert_eq!(
         first.to_string(),
         (counter + 1_001).to_string(),
@@ -447,11 +403,7 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
     // This store no longer looks for it (only 0.1 writes one: here the test does).
     let later = (first + 1_000).to_string();
     raw_command(&["SET", &legacy, &later]).await;
-    let second = s
-        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let second = s.acquire_fenced(&k, "a", 10_000).await.unwrap();
     assert!(second > first);
     let kept: String = raw_query(&[b"GET", legacy.as_bytes()]).await;
     assert_eq!(
@@ -554,7 +506,7 @@ mod cluster {
 mod cluster_migration {
     use super::super::keys::{data_key, fence_key, hash_slot};
     use super::super::{RedisOptions, RedisStore};
-    use crate::store::conformance::name;
+    use crate::store::conformance::{name, AcquireFenced};
     use crate::store::test_servers::{redis_server_or_skip, TestCluster, TestServer};
     use crate::store::{ExtendItem, LockStore, ValueFormat};
 
@@ -684,11 +636,7 @@ mod cluster_migration {
         let info = store.inspect(&k).await.unwrap().unwrap();
         assert_eq!((info.owner.as_str(), info.fencing_token), ("a", first));
         assert!(LockStore::release(&*store, &k, "a").await.unwrap().released);
-        let second = store
-            .try_acquire(&k, "b", 30_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        let second = store.acquire_fenced(&k, "b", 30_000).await.unwrap();
         assert!(second > first, "the slot's counter moved with it");
     }
 }
@@ -903,11 +851,7 @@ async fn a_primary_of_a_new_replication_history_has_every_counter_lifted_once() 
         return;
     };
     let k = name();
-    let first = s
-        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = s.acquire_fenced(&k, "a", 10_000).await.unwrap();
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
     let node = super::Node::open(
         redis::Client::open(server.url()).unwrap(),
@@ -920,11 +864,7 @@ async fn a_primary_of_a_new_replication_history_has_every_counter_lifted_once() 
     let token = |owner: &'static str, k: String| {
         let s = s.clone();
         async move {
-            let t = s
-                .try_acquire(&k, owner, 10_000, None, ValueFormat::Fenced)
-                .await
-                .unwrap()
-                .unwrap();
+            let t = s.acquire_fenced(&k, owner, 10_000).await.unwrap();
             assert!(LockStore::release(&*s, &k, owner).await.unwrap().released);
             t
         }

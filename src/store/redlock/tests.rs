@@ -3,6 +3,7 @@
 //! from counters that disagree, and announcements from any server.
 
 use super::RedlockStore;
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner};
 use crate::store::redis::keys::fence_key;
 use crate::store::redis::{RedisOptions, RedisStore};
@@ -97,23 +98,13 @@ async fn a_minority_cannot_grant_and_its_partial_grant_is_undone_at_once() {
     let k = name();
     set(&s[0], k.as_bytes(), b"other").await;
     set(&s[1], k.as_bytes(), b"other").await;
-    assert_eq!(
-        redlock
-            .try_acquire(&k, "me", 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(redlock.acquire_fenced(&k, "me", 10_000).await, None);
     // Server 2 granted, and was given back before the call returned.
     assert_eq!(get(&s[2], k.as_bytes()).await, None);
     // One other holder is a minority: the lock is ours.
     let k2 = name();
     set(&s[0], k2.as_bytes(), b"other").await;
-    assert!(redlock
-        .try_acquire(&k2, "me", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .is_some());
+    assert!(redlock.acquire_fenced(&k2, "me", 10_000).await.is_some());
     assert_eq!(redlock.inspect(&k2).await.unwrap().unwrap().owner, "me");
 }
 
@@ -143,10 +134,7 @@ async fn a_paused_server_delays_nothing_while_a_quorum_answers() {
     let k = name();
     let bound = redlock.server_timeout(10_000);
     let started = Instant::now();
-    let token = redlock
-        .try_acquire(&k, "me", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap();
+    let token = redlock.acquire_fenced(&k, "me", 10_000).await;
     assert!(token.is_some());
     assert!(redlock.extend(&k, "me", 10_000, false).await.unwrap());
     assert!(redlock.release(&k, "me").await.unwrap().released);
@@ -202,11 +190,7 @@ async fn tokens_increase_even_when_the_largest_came_from_a_server_outside_the_ne
     set(&s[0], &fence, b"100").await;
     connected(&redlock).await;
     s[2].pause();
-    let first = redlock
-        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = redlock.acquire_fenced(&k, "a", 10_000).await.unwrap();
     assert_eq!(first, 101);
     assert!(redlock.release(&k, "a").await.unwrap().released);
     s[2].resume();
@@ -217,11 +201,7 @@ async fn tokens_increase_even_when_the_largest_came_from_a_server_outside_the_ne
     .await;
     // Now server 0 (the one at 101) is away: servers 1 and 2 make the quorum.
     s[0].pause();
-    let second = redlock
-        .try_acquire(&k, "b", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let second = redlock.acquire_fenced(&k, "b", 10_000).await.unwrap();
     assert!(second > first, "{second} after {first}");
     let info = redlock.inspect(&k).await.unwrap().unwrap();
     assert_eq!((info.owner.as_str(), info.fencing_token), ("b", second));
@@ -233,11 +213,7 @@ async fn a_handoff_without_a_quorum_gives_back_what_the_next_owner_got() {
     let Some(s) = servers(3) else { return };
     let redlock = store(&s, 5_000);
     let k = name();
-    redlock
-        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    redlock.acquire_fenced(&k, "a", 10_000).await.unwrap();
     // "a" is left with server 0 only: it lost the lock.
     set(&s[1], k.as_bytes(), b"other").await;
     set(&s[2], k.as_bytes(), b"other").await;
@@ -261,17 +237,10 @@ async fn a_release_announced_by_any_one_server_reaches_the_watchers() {
     let lone = RedisStore::connect(&s[2].url(), &options(5_000)).unwrap();
     let heard = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            lone.try_acquire(&k, "x", 10_000, None, ValueFormat::Fenced)
-                .await
-                .unwrap();
+            lone.acquire_fenced(&k, "x", 10_000).await;
             // A waiter there is refused, which flags the key: only then is its release
             // announced.
-            assert_eq!(
-                lone.try_acquire(&k, "y", 10_000, None, ValueFormat::Fenced)
-                    .await
-                    .unwrap(),
-                None
-            );
+            assert_eq!(lone.acquire_fenced(&k, "y", 10_000).await, None);
             LockStore::release(&*lone, &k, "x").await.unwrap();
             if let Ok(Ok(key)) =
                 tokio::time::timeout(Duration::from_millis(100), releases.recv()).await
@@ -299,9 +268,8 @@ async fn a_release_with_one_holding_server_down_releases_when_no_quorum_can_rema
     set(&s[4], k.as_bytes(), b"someone else").await;
     connected(&redlock).await;
     redlock
-        .try_acquire(&k, "a", 10_000, None, ValueFormat::Fenced)
+        .acquire_fenced(&k, "a", 10_000)
         .await
-        .unwrap()
         .expect("granted by servers 0, 1 and 2");
     s[2].kill();
     let outcome = redlock.release(&k, "a").await.unwrap();

@@ -5,6 +5,7 @@
 //!
 //! [`sql_conformance_suite!`]: crate::sql_conformance_suite
 
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
 use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 use crate::store::{ErrorKind, ExtendItem, LockStore, StoreResult, ValueFormat};
@@ -60,9 +61,7 @@ fn item(key: &str, owner: &str, ttl_ms: u64) -> ExtendItem {
 }
 
 async fn acquire(s: &impl LockStore, key: &str, owner: &str, ttl_ms: u64) -> Option<u64> {
-    s.try_acquire(key, owner, ttl_ms, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
+    s.acquire_fenced(key, owner, ttl_ms).await
 }
 
 async fn remaining(s: &impl LockStore, key: &str) -> i64 {
@@ -412,10 +411,7 @@ pub async fn holding_2000_locks_at_once_needs_no_connection_per_lock<H: SqlHarne
     for k in keys {
         let (s, a) = (s.clone(), a.clone());
         tasks.spawn(async move {
-            let busy = s
-                .try_acquire(&k, &owner(), 1_000, None, ValueFormat::Fenced)
-                .await
-                .unwrap();
+            let busy = s.acquire_fenced(&k, &owner(), 1_000).await;
             let released = s.release(&k, &a).await.unwrap().released;
             (busy, released)
         });

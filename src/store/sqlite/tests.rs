@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::store::bounded::{bounded, call_timeout, Bounded};
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
 use crate::store::ValueFormat;
 use crate::store::{ReleaseNotifications, SharedStore};
@@ -174,11 +175,7 @@ async fn a_release_deletes_the_row_and_tokens_keep_increasing_in_a_new_store_on_
     let url = dir.url();
     let (k, a, b) = (name(), owner(), owner());
     let s = open(&url);
-    let first = s
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(s.release(&k, &a).await.unwrap().released);
     assert_eq!(
         rows(&url, "deadbolt_locks").await,
@@ -189,11 +186,7 @@ async fn a_release_deletes_the_row_and_tokens_keep_increasing_in_a_new_store_on_
     drop(s);
     // A new process on the same file.
     let s = open(&url);
-    let second = s
-        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let second = s.acquire_fenced(&k, &b, 10_000).await.unwrap();
     assert!(second > first, "{second} after {first}");
     assert_eq!(rows(&url, "deadbolt_locks_fence").await, 1);
 }
@@ -206,11 +199,7 @@ async fn tokens_are_at_least_the_host_clock_in_microseconds() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_micros() as u64;
-    let token = s
-        .try_acquire(&name(), &owner(), 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let token = s.acquire_fenced(&name(), &owner(), 10_000).await.unwrap();
     // SQLite reads the clock in whole milliseconds.
     assert!(token + 1_000 >= before, "{token} vs {before}");
 }
@@ -227,34 +216,17 @@ async fn a_lease_taken_over_after_expiry_raises_the_counter_for_every_name() {
         .execute(&pool)
         .await
         .unwrap();
-    let first = s
-        .try_acquire(&k, &a, 30, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = s.acquire_fenced(&k, &a, 30).await.unwrap();
     assert_eq!(first, 9_000_000_000_000_001);
     sleep_ms(80).await;
     // The upsert's update path (an expired row) must raise the counter too.
-    let second = s
-        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let second = s.acquire_fenced(&k, &b, 10_000).await.unwrap();
     assert_eq!(second, first + 1);
-    let other = s
-        .try_acquire(&name(), &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let other = s.acquire_fenced(&name(), &a, 10_000).await.unwrap();
     assert_eq!(other, second + 1);
     let next = next_owner(&a, 10_000, ValueFormat::Fenced);
     assert_eq!(s.handoff(&k, &b, &next).await.unwrap(), Some(other + 1));
-    assert_eq!(
-        s.try_acquire(&name(), &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        Some(other + 2)
-    );
+    assert_eq!(s.acquire_fenced(&name(), &a, 10_000).await, Some(other + 2));
 }
 
 #[tokio::test]
@@ -264,16 +236,10 @@ async fn a_purge_deletes_the_rows_of_ended_leases_and_never_a_live_one() {
     let s = open(&url);
     let a = owner();
     for _ in 0..3 {
-        s.try_acquire(&name(), &a, 20, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        s.acquire_fenced(&name(), &a, 20).await.unwrap();
     }
     let live = name();
-    s.try_acquire(&live, &a, 60_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_fenced(&live, &a, 60_000).await.unwrap();
     sleep_ms(60).await;
     assert_eq!(s.purge().await.unwrap(), 3);
     assert_eq!(rows(&url, "deadbolt_locks").await, 1);
@@ -295,11 +261,7 @@ async fn stores_on_one_file_never_overlap_and_tokens_strictly_increase() {
             let me = owner();
             let mut done = 0;
             while done < 50 {
-                let Some(token) = s
-                    .try_acquire(&k, &me, 10_000, None, ValueFormat::Fenced)
-                    .await
-                    .unwrap()
-                else {
+                let Some(token) = s.acquire_fenced(&k, &me, 10_000).await else {
                     tokio::task::yield_now().await;
                     continue;
                 };
@@ -361,11 +323,7 @@ async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound(
         .unwrap();
     assert_eq!(s.inspect(&name()).await.unwrap(), None);
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
-    assert!(s
-        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .is_some());
+    assert!(s.acquire_fenced(&name(), &owner(), 1_000).await.is_some());
 }
 
 #[tokio::test]
@@ -393,11 +351,7 @@ async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
     assert!(cancelled.is_err());
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
     let (k, a) = (name(), owner());
-    assert!(s
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .is_some());
+    assert!(s.acquire_fenced(&k, &a, 10_000).await.is_some());
     assert!(s.release(&k, &a).await.unwrap().released);
 }
 
@@ -411,11 +365,7 @@ mod wake_ups {
         let url = dir.url();
         let (waiting, holding) = (open(&url), open(&url));
         let (k, a) = (name(), owner());
-        holding
-            .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        holding.acquire_fenced(&k, &a, 10_000).await.unwrap();
         let mut releases = waiting.releases();
         waiting.watch(&k).await;
         assert_eq!(waiting.watched(), 1);
@@ -434,11 +384,7 @@ mod wake_ups {
         let url = dir.url();
         let (waiting, holding) = (open(&url), open(&url));
         let (k, a) = (name(), owner());
-        holding
-            .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        holding.acquire_fenced(&k, &a, 10_000).await.unwrap();
         let mut releases = waiting.releases();
         waiting.watch(&k).await;
         assert!(holding.force_release(&k).await.unwrap());
@@ -446,11 +392,7 @@ mod wake_ups {
         assert_eq!(heard.unwrap().unwrap(), k);
         waiting.unwatch(&k).await;
         assert_eq!(waiting.watched(), 0);
-        holding
-            .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        holding.acquire_fenced(&k, &a, 10_000).await.unwrap();
         let outcome = holding.release(&k, &a).await.unwrap();
         assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
         assert_eq!(rows(&url, "deadbolt_locks_waiters").await, 0);
@@ -461,10 +403,7 @@ mod wake_ups {
         let dir = TempDir::new();
         let s = open(&dir.url());
         let (k, a) = (name(), owner());
-        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        s.acquire_fenced(&k, &a, 10_000).await.unwrap();
         s.watch(&k).await;
         let outcome = s.release(&k, &a).await.unwrap();
         assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
@@ -487,10 +426,7 @@ mod wake_ups {
                 .await
                 .unwrap();
         }
-        s.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+        s.acquire_fenced(&k, &a, 10_000).await.unwrap();
         let outcome = s.release(&k, &a).await.unwrap();
         assert!(outcome.released, "{outcome:?}");
         assert!(!outcome.others_waiting, "nobody alive waits");

@@ -3,9 +3,10 @@
 
 use super::super::tests::{open, TempDir};
 use super::super::SqliteStore;
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permit_conformance::req;
-use crate::store::{ErrorKind, ExtendItem, LockStore, ValueFormat};
+use crate::store::{ErrorKind, ExtendItem, LockStore};
 use std::path::{Path, PathBuf};
 
 fn db(dir: &TempDir) -> PathBuf {
@@ -55,20 +56,12 @@ async fn a_lease_in_a_deleted_file_fails_to_extend_as_replaced_and_its_name_is_f
     let path = db(&dir);
     let holder = open(&dir.url());
     let (k, a, b) = (name(), owner(), owner());
-    let old_token = holder
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let old_token = holder.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(holder.extend(&k, &a, 10_000, false).await.unwrap());
     delete(&path);
     // Another process makes a new file at the path and takes the name there.
     let other = open(&dir.url());
-    let token = other
-        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let token = other.acquire_fenced(&k, &b, 10_000).await.unwrap();
     assert!(token > old_token, "{token} after {old_token}");
     // Without the check, the holder's extension succeeds in the unlinked file.
     let err = holder.extend(&k, &a, 10_000, false).await.unwrap_err();
@@ -91,11 +84,7 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
     let path = db(&dir);
     let holder = open(&dir.url());
     let (k, a, b) = (name(), owner(), owner());
-    let old_token = holder
-        .try_acquire(&k, &a, 300, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let old_token = holder.acquire_fenced(&k, &a, 300).await.unwrap();
     replace(&dir, &path).await;
     // The old file's -wal file is still at the path, and SQLite reads it as the new file's:
     // the lease shows there until it lapses, and every extension of it still fails.
@@ -105,11 +94,7 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
     }
     let other = open(&dir.url());
     let token = loop {
-        if let Some(token) = other
-            .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-        {
+        if let Some(token) = other.acquire_fenced(&k, &b, 10_000).await {
             break token;
         }
         sleep_ms(20).await;
@@ -126,11 +111,7 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
     }
     // The holder takes other names in the file now at the path.
     let k2 = name();
-    holder
-        .try_acquire(&k2, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    holder.acquire_fenced(&k2, &a, 10_000).await.unwrap();
     assert_eq!(other.inspect(&k2).await.unwrap().unwrap().owner, a);
     holder.close().await;
     other.close().await;
@@ -142,20 +123,12 @@ async fn a_lease_in_a_file_deleted_without_its_wal_fails_to_extend_and_the_name_
     let path = db(&dir);
     let holder = open(&dir.url());
     let (k, a, b) = (name(), owner(), owner());
-    holder
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    holder.acquire_fenced(&k, &a, 10_000).await.unwrap();
     std::fs::remove_file(&path).unwrap();
     let err = holder.extend(&k, &a, 10_000, false).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Replaced, "{err:?}");
     let other = open(&dir.url());
-    other
-        .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    other.acquire_fenced(&k, &b, 10_000).await.unwrap();
     holder.close().await;
     other.close().await;
 }
@@ -166,28 +139,12 @@ async fn a_batched_extension_fails_only_the_leases_of_the_replaced_file() {
     let path = db(&dir);
     let holder = open(&dir.url());
     let (k1, k2, k3, a) = (name(), name(), name(), owner());
-    holder
-        .try_acquire(&k1, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
-    holder
-        .try_acquire(&k2, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    holder.acquire_fenced(&k1, &a, 10_000).await.unwrap();
+    holder.acquire_fenced(&k2, &a, 10_000).await.unwrap();
     delete(&path);
     // Taken again by the same owner in the new file: a lease of its own there, not a ghost.
-    holder
-        .try_acquire(&k2, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
-    holder
-        .try_acquire(&k3, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    holder.acquire_fenced(&k2, &a, 10_000).await.unwrap();
+    holder.acquire_fenced(&k3, &a, 10_000).await.unwrap();
     let results = holder
         .extend_many(&[item(&k1, &a), item(&k2, &a), item(&k3, &a)])
         .await;
@@ -231,18 +188,10 @@ async fn tokens_in_the_new_file_continue_above_the_replaced_files_counter() {
         .await
         .unwrap();
     pool.close().await;
-    let old = holder
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let old = holder.acquire_fenced(&k, &a, 10_000).await.unwrap();
     delete(&path);
     let k2 = name();
-    let token = holder
-        .try_acquire(&k2, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let token = holder.acquire_fenced(&k2, &a, 10_000).await.unwrap();
     assert_eq!(holder.conn.replacements(), 1, "granted in the new file");
     assert!(token > old, "{token} after {old}");
     holder.close().await;
@@ -254,11 +203,7 @@ async fn a_call_on_an_unchanged_file_keeps_its_connection_and_ghosts_go_when_the
     let path = db(&dir);
     let holder = open(&dir.url());
     let (k, a) = (name(), owner());
-    holder
-        .try_acquire(&k, &a, 100, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    holder.acquire_fenced(&k, &a, 100).await.unwrap();
     holder.ping().await.unwrap();
     assert_eq!(holder.conn.replacements(), 0);
     delete(&path);
@@ -280,10 +225,7 @@ async fn closing_the_last_store_on_a_file_removes_its_wal_and_shm_files() {
     let path = db(&dir);
     let (s1, s2) = (open(&dir.url()), open(&dir.url()));
     let (k, a) = (name(), owner());
-    s1.try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s1.acquire_fenced(&k, &a, 10_000).await.unwrap();
     s2.ping().await.unwrap();
     assert_eq!(files(&path).len(), 3);
     s1.close().await;
@@ -323,29 +265,15 @@ async fn a_process_that_saw_the_old_file_keeps_its_live_leases_busy_in_the_new_o
     let path = db(&dir);
     let (holder, waiter) = (open(&dir.url()), open(&dir.url()));
     let (k, a, b) = (name(), owner(), owner());
-    holder
-        .try_acquire(&k, &a, 300, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    holder.acquire_fenced(&k, &a, 300).await.unwrap();
     waiter.ping().await.unwrap();
     delete(&path);
     // The waiter read the holder's lease from the old file: busy until it would have ended,
     // although the new file is empty, since the holder believes it holds until its next call.
-    assert_eq!(
-        waiter
-            .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(waiter.acquire_fenced(&k, &b, 10_000).await, None);
     assert_eq!(waiter.inspect(&k).await.unwrap(), None);
     let token = loop {
-        if let Some(token) = waiter
-            .try_acquire(&k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-        {
+        if let Some(token) = waiter.acquire_fenced(&k, &b, 10_000).await {
             break token;
         }
         sleep_ms(20).await;
