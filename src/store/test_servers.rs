@@ -62,22 +62,52 @@ fn answers(port: u16) -> bool {
     .is_ok()
 }
 
-/// Whether `redis-server` can be run here; without it the test is skipped with a message,
-/// except under `CI`, where it fails.
-pub fn redis_server_or_skip() -> bool {
-    let ok = Command::new("redis-server")
+/// Whether a tool the test needs is there (`installed`); without it the test is skipped with
+/// `missing` as its message, except under `CI`, where it fails with it.
+pub fn installed_or_skip(installed: bool, missing: &str) -> bool {
+    if !installed {
+        assert!(std::env::var_os("CI").is_none(), "{missing}");
+        eprintln!("skipped: {missing}");
+    }
+    installed
+}
+
+/// Whether `program --version` runs and succeeds here.
+pub fn runs(program: &str) -> bool {
+    Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "redis-server is not installed"
-        );
-        eprintln!("skipped: redis-server is not installed");
-    }
-    ok
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether `redis-server` can be run here; without it the test is skipped with a message,
+/// except under `CI`, where it fails.
+pub fn redis_server_or_skip() -> bool {
+    installed_or_skip(runs("redis-server"), "redis-server is not installed")
+}
+
+/// Starts the node script `__test__/fixtures/<fixture>` and returns the port it reports on
+/// its first line (`listening <port>`), with the child: the fixture ends its server when its
+/// stdin (held by the child handle) closes, so when this process ends.
+pub fn node_fixture(fixture: &str) -> (u16, Child) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new("node")
+        .arg(root.join("__test__/fixtures").join(fixture))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("{fixture} said {line:?}"));
+    (port, child)
 }
 
 impl TestServer {

@@ -7,10 +7,10 @@ use super::client::{Api, Failure};
 use super::*;
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner};
+use crate::store::test_servers::{installed_or_skip, node_fixture};
 use crate::store::ValueFormat;
 use serde_json::json;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex, OnceLock};
 
 const TABLE: &str = "deadbolt_rs_test";
@@ -32,29 +32,11 @@ fn dynalite() -> Option<String> {
     SERVER
         .get_or_init(|| {
             let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-            if !root.join("node_modules/dynalite/package.json").exists() {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "dynalite is not installed (npm install)"
-                );
-                eprintln!("skipped: dynalite is not installed (npm install)");
-                return None;
-            }
-            let mut child = Command::new("node")
-                .arg(root.join("__test__/fixtures/dynalite.js"))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("node runs");
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            let port = line
-                .trim()
-                .strip_prefix("listening ")
-                .unwrap_or_else(|| panic!("dynalite said {line:?}"));
-            Some((format!("http://127.0.0.1:{port}"), Mutex::new(child)))
+            let installed = root.join("node_modules/dynalite/package.json").exists();
+            installed_or_skip(installed, "dynalite is not installed (npm install)").then(|| {
+                let (port, child) = node_fixture("dynalite.js");
+                (format!("http://127.0.0.1:{port}"), Mutex::new(child))
+            })
         })
         .as_ref()
         .map(|(endpoint, _)| endpoint.clone())

@@ -6,8 +6,8 @@ use super::*;
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner};
 use crate::store::ValueFormat;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use crate::store::test_servers::{installed_or_skip, node_fixture, runs};
+use std::process::Child;
 use std::sync::{Mutex, OnceLock};
 
 /// The URL of the etcd this test process started, or `None` (skip) when etcd is not
@@ -17,35 +17,11 @@ fn etcd() -> Option<String> {
     static SERVER: OnceLock<Option<(String, Mutex<Child>)>> = OnceLock::new();
     SERVER
         .get_or_init(|| {
-            let installed = Command::new("etcd")
-                .arg("--version")
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !installed {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "etcd is not installed (apt-get install etcd-server)"
-                );
-                eprintln!("skipped: etcd is not installed (apt-get install etcd-server)");
-                return None;
-            }
-            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-            let mut child = Command::new("node")
-                .arg(root.join("__test__/fixtures/etcd.js"))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("node runs");
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            let port = line
-                .trim()
-                .strip_prefix("listening ")
-                .unwrap_or_else(|| panic!("the etcd fixture said {line:?}"));
-            Some((format!("etcd://127.0.0.1:{port}"), Mutex::new(child)))
+            let hint = "etcd is not installed (apt-get install etcd-server)";
+            installed_or_skip(runs("etcd"), hint).then(|| {
+                let (port, child) = node_fixture("etcd.js");
+                (format!("etcd://127.0.0.1:{port}"), Mutex::new(child))
+            })
         })
         .as_ref()
         .map(|(url, _)| url.clone())

@@ -463,6 +463,49 @@ pub async fn a_refused_connection_is_reported_at_once_without_the_password<H: Sq
     );
 }
 
+/// Checks, with no runtime, which table names `refused` (whether `connect` refuses a table
+/// name) refuses: empty, holding SQL, the dialect's identifier `quote`, non-ASCII, or longer
+/// than `longest` bytes; and that it accepts the longest.
+pub fn only_plain_table_names_up_to_the_longest_are_accepted(
+    quote: char,
+    longest: usize,
+    refused: impl Fn(&str) -> bool,
+) {
+    let quoted = format!("a{quote}b");
+    for table in [
+        "",
+        "locks; DROP TABLE x",
+        &quoted,
+        "naïve",
+        &"t".repeat(longest + 1),
+    ] {
+        assert!(refused(table), "{table:?}");
+    }
+    let accepted = &"T_".repeat(longest)[..longest];
+    assert!(!refused(accepted), "{accepted:?}");
+}
+
+/// Checks, with no runtime, that `refused` (whether `connect` refuses a URL with a pool of
+/// that many connections) refuses a URL that does not parse, one of another scheme, a bad
+/// port or an unknown `sslmode`, and a pool of no connection, for a store of `scheme`; and
+/// accepts `url`.
+pub fn bad_urls_and_empty_pools_are_refused(
+    scheme: &str,
+    url: &str,
+    refused: impl Fn(&str, u32) -> bool,
+) {
+    for bad in [
+        "not a url".to_owned(),
+        "redis://127.0.0.1:6379".to_owned(),
+        format!("{scheme}://127.0.0.1:notaport/test"),
+        format!("{scheme}://127.0.0.1/test?sslmode=sometimes"),
+    ] {
+        assert!(refused(&bad, 10), "{bad}");
+    }
+    assert!(refused(url, 0), "a pool of no connection");
+    assert!(!refused(url, 10), "{url}");
+}
+
 /// Prints the latency of an acquisition and release in a row, on a new name each time and
 /// on one name again and again.
 pub async fn sequential_acquire_and_release_latency<H: SqlHarness>() {

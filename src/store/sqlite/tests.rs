@@ -6,6 +6,7 @@ use super::*;
 use crate::store::bounded::{bounded, call_timeout, Bounded};
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner, owner, sleep_ms};
+use crate::store::sql::conformance::only_plain_table_names_up_to_the_longest_are_accepted;
 use crate::store::ValueFormat;
 use crate::store::{ReleaseNotifications, SharedStore};
 use sqlx::sqlite::SqlitePool;
@@ -96,18 +97,14 @@ fn urls_without_a_file_with_parameters_or_in_memory_are_refused() {
 }
 
 #[test]
-fn connect_rejects_bad_table_names_without_a_runtime() {
-    for table in ["", "locks; DROP TABLE x", "a\"b", "naïve", &"t".repeat(65)] {
+fn connect_refuses_table_names_sqlite_cannot_hold_without_a_runtime() {
+    only_plain_table_names_up_to_the_longest_are_accepted('"', 64, |table| {
         let opts = SqliteOptions {
             table: table.to_owned(),
             ..options()
         };
-        assert!(
-            SqliteStore::connect("sqlite:///tmp/x.db", opts).is_err(),
-            "{table:?}"
-        );
-    }
-    assert!(SqliteStore::connect("sqlite:///tmp/x.db", options()).is_ok());
+        SqliteStore::connect("sqlite:///tmp/x.db", opts).is_err()
+    });
 }
 
 #[tokio::test]
@@ -359,6 +356,17 @@ async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
 mod wake_ups {
     use super::*;
 
+    /// Waits up to 2 s for the waiters' table to hold `n` rows; panics with `what` if not.
+    async fn waiters_come_to(url: &str, n: i64, what: &str) {
+        for _ in 0..200 {
+            if rows(url, "deadbolt_locks_waiters").await == n {
+                return;
+            }
+            sleep_ms(10).await;
+        }
+        panic!("{what}");
+    }
+
     #[tokio::test]
     async fn a_release_in_one_store_wakes_a_waiter_registered_in_another() {
         let dir = TempDir::new();
@@ -430,13 +438,7 @@ mod wake_ups {
         let outcome = s.release(&k, &a).await.unwrap();
         assert!(outcome.released, "{outcome:?}");
         assert!(!outcome.others_waiting, "nobody alive waits");
-        for _ in 0..200 {
-            if rows(&url, "deadbolt_locks_waiters").await == 0 {
-                return;
-            }
-            sleep_ms(10).await;
-        }
-        panic!("the dead registrations were not forgotten");
+        waiters_come_to(&url, 0, "the dead registrations were not forgotten").await;
     }
 
     #[tokio::test]
@@ -454,13 +456,7 @@ mod wake_ups {
         .unwrap();
         let k = name();
         s.watch(&k).await;
-        for _ in 0..200 {
-            if rows(&url, "deadbolt_locks_waiters").await == 1 {
-                return;
-            }
-            sleep_ms(10).await;
-        }
-        panic!("the dead registration was not forgotten");
+        waiters_come_to(&url, 1, "the dead registration was not forgotten").await;
     }
 
     #[tokio::test]
