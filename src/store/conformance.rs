@@ -65,6 +65,16 @@ impl<S: LockStore + ?Sized> AcquireFenced for S {
     }
 }
 
+/// An item of a batched extension: `key` held by `owner`, to `ttl_ms`, without data.
+pub fn extend_item(key: &str, owner: &str, ttl_ms: u64) -> ExtendItem {
+    ExtendItem {
+        key: key.to_owned(),
+        owner: owner.to_owned(),
+        ttl_ms,
+        has_data: false,
+    }
+}
+
 /// A lock name no other test uses.
 pub fn name() -> String {
     format!("conformance:{}", uuid::Uuid::new_v4())
@@ -355,24 +365,8 @@ pub async fn extend_many_reports_each_item_in_order(s: SharedStore) {
     for k in &held {
         s.acquire_fenced(k, &a, 10_000).await.unwrap();
     }
-    let mut items: Vec<ExtendItem> = held
-        .iter()
-        .map(|k| ExtendItem {
-            key: k.clone(),
-            owner: a.clone(),
-            ttl_ms: 30_000,
-            has_data: false,
-        })
-        .collect();
-    items.insert(
-        2,
-        ExtendItem {
-            key: name(),
-            owner: a.clone(),
-            ttl_ms: 30_000,
-            has_data: false,
-        },
-    );
+    let mut items: Vec<ExtendItem> = held.iter().map(|k| extend_item(k, &a, 30_000)).collect();
+    items.insert(2, extend_item(&name(), &a, 30_000));
     items[4].owner = owner();
     let results: Vec<bool> = s
         .extend_many(&items)

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::store::conformance::AcquireFenced;
-use crate::store::conformance::{name, next_owner, owner, sleep_ms};
+use crate::store::conformance::{extend_item, name, next_owner, owner, sleep_ms};
 use crate::store::sql::conformance::{
     bad_urls_and_empty_pools_are_refused, only_plain_table_names_up_to_the_longest_are_accepted,
     SqlHarness,
@@ -147,12 +147,7 @@ async fn an_extend_many_chosen_as_a_deadlock_victim_still_reports_every_outcome(
         .unwrap();
     let items: Vec<ExtendItem> = [&first, &second]
         .into_iter()
-        .map(|k| ExtendItem {
-            key: k.clone(),
-            owner: a.clone(),
-            ttl_ms: 30_000,
-            has_data: false,
-        })
+        .map(|k| extend_item(k, &a, 30_000))
         .collect();
     let extend = tokio::spawn({
         let s = s.clone();

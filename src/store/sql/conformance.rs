@@ -6,7 +6,7 @@
 //! [`sql_conformance_suite!`]: crate::sql_conformance_suite
 
 use crate::store::conformance::AcquireFenced;
-use crate::store::conformance::{name, next_owner, owner, sleep_ms};
+use crate::store::conformance::{extend_item, name, next_owner, owner, sleep_ms};
 use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 use crate::store::{ErrorKind, ExtendItem, LockStore, StoreResult, ValueFormat};
 use std::future::Future;
@@ -49,15 +49,6 @@ pub trait SqlHarness: 'static {
 /// for thousands of calls to queue for them.
 fn open<H: SqlHarness>(connections: u32) -> H::Store {
     H::connect(None, connections, 120_000, false)
-}
-
-fn item(key: &str, owner: &str, ttl_ms: u64) -> ExtendItem {
-    ExtendItem {
-        key: key.to_owned(),
-        owner: owner.to_owned(),
-        ttl_ms,
-        has_data: false,
-    }
 }
 
 async fn acquire(s: &impl LockStore, key: &str, owner: &str, ttl_ms: u64) -> Option<u64> {
@@ -177,14 +168,14 @@ pub async fn extend_many_reports_each_items_outcome_in_order<H: SqlHarness>() {
     acquire(&s, &twice, &a, 1_000).await.unwrap();
     sleep_ms(150).await;
     let items = vec![
-        item(&held, &a, 30_000),
-        item(&expired, &a, 30_000),
-        item(&taken, &a, 30_000),
-        item(&never, &a, 30_000),
-        item(&taken, &b, 40_000),
-        item(&twice, &a, 20_000),
-        item(&twice, &a, 20_000),
-        item(&"z".repeat(MAX_KEY_BYTES + 1), &a, 30_000),
+        extend_item(&held, &a, 30_000),
+        extend_item(&expired, &a, 30_000),
+        extend_item(&taken, &a, 30_000),
+        extend_item(&never, &a, 30_000),
+        extend_item(&taken, &b, 40_000),
+        extend_item(&twice, &a, 20_000),
+        extend_item(&twice, &a, 20_000),
+        extend_item(&"z".repeat(MAX_KEY_BYTES + 1), &a, 30_000),
     ];
     let results = s.extend_many(&items).await;
     let outcomes: Vec<Option<bool>> = results.iter().map(|r| r.as_ref().ok().copied()).collect();
@@ -213,7 +204,7 @@ pub async fn extend_many_gives_each_item_its_own_ttl<H: SqlHarness>() {
     }
     let items: Vec<ExtendItem> = (1..)
         .zip(&keys)
-        .map(|(i, k)| item(k, &a, 10_000 * i))
+        .map(|(i, k)| extend_item(k, &a, 10_000 * i))
         .collect();
     let results = s.extend_many(&items).await;
     assert!(results.iter().all(|r| matches!(r, Ok(true))), "{results:?}");
@@ -243,7 +234,7 @@ pub async fn extend_many_over_several_batches_keeps_every_items_place<H: SqlHarn
         if held {
             acquire(&s, &k, &a, 5_000).await.unwrap();
         }
-        items.push(item(&k, &a, 20_000));
+        items.push(extend_item(&k, &a, 20_000));
         expected.push(held);
     }
     let got: Vec<bool> = s
@@ -401,7 +392,7 @@ pub async fn holding_2000_locks_at_once_needs_no_connection_per_lock<H: SqlHarne
         assert!(joined.unwrap().unwrap().is_some());
     }
     assert!(H::connections(&s).await.unwrap_or(0) <= 3);
-    let items: Vec<ExtendItem> = keys.iter().map(|k| item(k, &a, 120_000)).collect();
+    let items: Vec<ExtendItem> = keys.iter().map(|k| extend_item(k, &a, 120_000)).collect();
     assert!(s
         .extend_many(&items)
         .await

@@ -52,6 +52,21 @@ pub(super) async fn raw(url: &str) -> SqlitePool {
         .unwrap()
 }
 
+/// A connection of the test's own to the store's file (another "process") that holds the
+/// write lock (`BEGIN IMMEDIATE`) until it rolls back.
+async fn writing(url: &str) -> sqlx::SqliteConnection {
+    let path = database_path(url).unwrap();
+    let options = SqliteConnectOptions::new().filename(&path);
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options)
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn
+}
+
 /// Rows in one of the store's tables, read with a connection of the test's own.
 pub(super) async fn rows(url: &str, table: &str) -> i64 {
     let pool = raw(url).await;
@@ -296,16 +311,7 @@ async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound(
     let s = Bounded::new("sqlite", store, call_timeout(300, 300));
     s.ping().await.unwrap();
     // Another "process" holds the write lock.
-    let path = database_path(&url).unwrap();
-    let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(
-        &SqliteConnectOptions::new().filename(&path),
-    )
-    .await
-    .unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = writing(&url).await;
     let started = Instant::now();
     let err = LockStore::try_acquire(&s, &name(), &owner(), 1_000, None, ValueFormat::Fenced)
         .await
@@ -329,16 +335,7 @@ async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
     let url = dir.url();
     let s = open(&url);
     s.ping().await.unwrap();
-    let path = database_path(&url).unwrap();
-    let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(
-        &SqliteConnectOptions::new().filename(&path),
-    )
-    .await
-    .unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = writing(&url).await;
     // Dropped while its statement waits for the other connection's write lock.
     let cancelled = tokio::time::timeout(
         Duration::from_millis(50),
