@@ -156,17 +156,9 @@ async fn a_lock_held_elsewhere_is_taken_only_after_its_version_was_watched_for_a
     };
     let (k, a, b) = (name(), owner(), owner());
     let lease = Duration::from_millis(300);
-    let first = LockStore::try_acquire(&*holder, &k, &a, 300, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = holder.acquire_fenced(&k, &a, 300).await.unwrap();
     // The holder's own store knows when it wrote: for the contender it is a first sight.
-    assert_eq!(
-        LockStore::try_acquire(&*contender, &k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(contender.acquire_fenced(&k, &b, 10_000).await, None);
     let first_seen = Instant::now();
     let (token, granted_at) = poll_until_granted(&contender, &k, &b, 10_000).await;
     assert!(token > first, "{token} after {first}");
@@ -195,16 +187,8 @@ async fn a_heartbeat_restarts_the_watch() {
     };
     let (k, a, b) = (name(), owner(), owner());
     let lease = Duration::from_millis(300);
-    LockStore::try_acquire(&*holder, &k, &a, 300, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        LockStore::try_acquire(&*contender, &k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
-        None
-    );
+    holder.acquire_fenced(&k, &a, 300).await.unwrap();
+    assert_eq!(contender.acquire_fenced(&k, &b, 10_000).await, None);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(LockStore::extend(&*holder, &k, &a, 300, false)
         .await
@@ -212,9 +196,7 @@ async fn a_heartbeat_restarts_the_watch() {
     // The contender's next look finds the new version and starts counting again.
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
-        LockStore::try_acquire(&*contender, &k, &b, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap(),
+        contender.acquire_fenced(&k, &b, 10_000).await,
         None,
         "the first version was watched for a lease, but it is no longer the lock's"
     );
