@@ -5,7 +5,6 @@
 use super::*;
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner};
-use crate::store::ValueFormat;
 use crate::store::test_servers::{installed_or_skip, node_fixture, runs};
 use std::process::Child;
 use std::sync::{Mutex, OnceLock};

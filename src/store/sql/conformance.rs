@@ -162,10 +162,11 @@ pub async fn extend_many_reports_each_items_outcome_in_order<H: SqlHarness>() {
     let s = open::<H>(2);
     let (held, expired, taken, never, twice) = (name(), name(), name(), name(), name());
     let (a, b) = (owner(), owner());
-    acquire(&s, &held, &a, 1_000).await.unwrap();
+    // Leases long enough to outlive a slow, busy machine; only `expired` lapses.
+    acquire(&s, &held, &a, 10_000).await.unwrap();
     acquire(&s, &expired, &a, 50).await.unwrap();
-    acquire(&s, &taken, &b, 1_000).await.unwrap();
-    acquire(&s, &twice, &a, 1_000).await.unwrap();
+    acquire(&s, &taken, &b, 10_000).await.unwrap();
+    acquire(&s, &twice, &a, 10_000).await.unwrap();
     sleep_ms(150).await;
     let items = vec![
         extend_item(&held, &a, 30_000),
@@ -200,7 +201,7 @@ pub async fn extend_many_gives_each_item_its_own_ttl<H: SqlHarness>() {
     let a = owner();
     let keys: Vec<String> = (0..5).map(|_| name()).collect();
     for k in &keys {
-        acquire(&s, k, &a, 1_000).await.unwrap();
+        acquire(&s, k, &a, 60_000).await.unwrap();
     }
     let items: Vec<ExtendItem> = (1..)
         .zip(&keys)
