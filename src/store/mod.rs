@@ -9,6 +9,7 @@ mod delegate;
 pub mod dynamodb;
 pub mod error;
 pub mod etcd;
+pub mod http;
 pub mod memory;
 pub mod mysql;
 pub mod open;

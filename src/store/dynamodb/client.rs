@@ -8,7 +8,7 @@
 //! may echo the `Authorization` header), and nothing here prints a request.
 
 use super::credentials::AwsCredentials;
-use crate::store::{ErrorKind, StoreError};
+use crate::store::{http, ErrorKind, StoreError};
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
@@ -82,15 +82,9 @@ impl Api {
         credentials: &AwsCredentials,
         connect_timeout: Duration,
     ) -> Result<Api, String> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .tcp_nodelay(true)
-            // Below the 60 s after which DynamoDB's side may close an idle connection.
-            .pool_idle_timeout(Duration::from_secs(50))
-            .pool_max_idle_per_host(MAX_IN_FLIGHT)
-            .user_agent(concat!("deadbolt/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
+        let http = http::build_client(
+            http::client_builder(connect_timeout).pool_max_idle_per_host(MAX_IN_FLIGHT),
+        )?;
         let identity = aws_credential_types::Credentials::new(
             credentials.access_key_id.clone(),
             credentials.secret_access_key.clone(),
@@ -338,22 +332,9 @@ fn classify(code: &str) -> (ErrorKind, &'static str) {
 }
 
 fn transport_error(operation: &str, e: &reqwest::Error) -> ApiError {
-    let kind = if e.is_timeout() {
-        ErrorKind::Timeout
-    } else {
-        ErrorKind::Unreachable
-    };
-    // The full chain: reqwest's own text only says "error sending request".
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
     ApiError {
         code: None,
-        error: StoreError::new(kind, format!("dynamodb: {operation}: {text}")),
+        error: http::transport_error("dynamodb", operation, e),
     }
 }
 

@@ -3,7 +3,7 @@
 //! SQL stores. Messages carry etcd's own text, which never holds a credential (the token and
 //! the password travel in headers and bodies that nothing here prints).
 
-use crate::store::{ErrorKind, StoreError};
+use crate::store::{http, ErrorKind, StoreError};
 
 /// gRPC status codes etcd answers with (google.golang.org/grpc/codes).
 pub mod code {
@@ -51,23 +51,10 @@ pub fn server_error(path: &str, code: i64, text: &str) -> StoreError {
 }
 
 /// A transport failure of reqwest: a timeout, a connection that could not be made or broke,
-/// a TLS handshake that failed.
+/// a TLS handshake that failed. reqwest's text names the URL, which never carries the
+/// credentials (they are sent in the authenticate request's body).
 pub fn transport_error(path: &str, e: &reqwest::Error) -> StoreError {
-    let kind = if e.is_timeout() {
-        ErrorKind::Timeout
-    } else {
-        ErrorKind::Unreachable
-    };
-    // reqwest's Display names the URL, which never carries the credentials (they are sent
-    // in the authenticate request's body, never in the URL); its source says why.
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    StoreError::new(kind, format!("etcd: {path}: {text}"))
+    http::transport_error("etcd", path, e)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! (a private CA, a client certificate for mutual TLS, whether to verify), given to reqwest's
 //! rustls. Every error names the option, never its contents.
 
+use crate::store::http;
 use crate::store::tls::TlsOptions;
 use std::time::Duration;
 
@@ -13,12 +14,7 @@ pub fn http_client(
     hosts: &[String],
     connect_timeout: Duration,
 ) -> Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
-        .tcp_nodelay(true)
-        .tcp_keepalive(Duration::from_secs(5))
-        .pool_idle_timeout(Duration::from_secs(50))
-        .user_agent(concat!("deadbolt/", env!("CARGO_PKG_VERSION")));
+    let mut builder = http::client_builder(connect_timeout).tcp_keepalive(Duration::from_secs(5));
     if let Some(tls) = tls {
         tls.check()?;
         for host in hosts {
@@ -47,7 +43,5 @@ pub fn http_client(
             builder = builder.danger_accept_invalid_certs(true);
         }
     }
-    builder
-        .build()
-        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+    http::build_client(builder)
 }
