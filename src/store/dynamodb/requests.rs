@@ -125,6 +125,32 @@ impl Requests {
         Value::Object(names)
     }
 
+    /// A write on the item at `key` that applies only under `condition`: an update by
+    /// `update`, or a delete (`None`), with `values` for the expressions' `:` placeholders
+    /// (`ExpressionAttributeValues` is left out when there are none: DynamoDB refuses it
+    /// empty).
+    fn conditional(
+        &self,
+        key: Value,
+        update: Option<&str>,
+        condition: &str,
+        values: Value,
+    ) -> Value {
+        let mut body = json!({
+            "TableName": self.table,
+            "Key": key,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": self.names(&[update.unwrap_or_default(), condition]),
+        });
+        if let Some(update) = update {
+            body["UpdateExpression"] = update.into();
+        }
+        if values.as_object().is_some_and(|v| !v.is_empty()) {
+            body["ExpressionAttributeValues"] = values;
+        }
+        body
+    }
+
     /// A consistent read of the lock `name`.
     pub fn get(&self, name: &str) -> Value {
         json!({
@@ -168,64 +194,40 @@ impl Requests {
                 "#on = :prev AND attribute_not_exists(#ir)"
             }
         };
-        json!({
-            "TableName": self.table,
-            "Key": self.key(name),
-            "UpdateExpression": update,
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": self.names(&[&update, condition]),
-            "ExpressionAttributeValues": values,
-            "ReturnValues": "UPDATED_NEW",
-            // AWS sends the current item back with a failed condition, saving a read (some
-            // servers ignore it; the caller then reads).
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        })
+        let mut body = self.conditional(self.key(name), Some(&update), condition, values.into());
+        body["ReturnValues"] = "UPDATED_NEW".into();
+        // AWS sends the current item back with a failed condition, saving a read (some
+        // servers ignore it; the caller then reads).
+        body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD".into();
+        body
     }
 
     /// A heartbeat: `owner` sets a new lease and version, if it holds `name`.
     pub fn renew(&self, name: &str, owner: &str, lease_ms: u64, version: &str) -> Value {
-        let update = "SET #ld = :ld, #rvn = :rvn";
-        json!({
-            "TableName": self.table,
-            "Key": self.key(name),
-            "UpdateExpression": update,
-            "ConditionExpression": OWNED,
-            "ExpressionAttributeNames": self.names(&[update, OWNED]),
-            "ExpressionAttributeValues": {
-                ":on": s(owner), ":ld": s(&lease_ms.to_string()), ":rvn": s(version),
-            },
-        })
+        let values = json!({
+            ":on": s(owner), ":ld": s(&lease_ms.to_string()), ":rvn": s(version),
+        });
+        self.conditional(
+            self.key(name),
+            Some("SET #ld = :ld, #rvn = :rvn"),
+            OWNED,
+            values,
+        )
     }
 
     /// `owner` releases `name` if it holds it: marks the item released (keeping its
     /// fencing counter), or deletes it.
     pub fn release(&self, name: &str, owner: &str, delete: bool) -> (&'static str, Value) {
-        let values = json!({ ":on": s(owner) });
+        let mut values = json!({ ":on": s(owner) });
         if delete {
-            return (
-                "DeleteItem",
-                json!({
-                    "TableName": self.table,
-                    "Key": self.key(name),
-                    "ConditionExpression": OWNED,
-                    "ExpressionAttributeNames": self.names(&[OWNED]),
-                    "ExpressionAttributeValues": values,
-                }),
-            );
+            let body = self.conditional(self.key(name), None, OWNED, values);
+            return ("DeleteItem", body);
         }
-        let update = "SET #ir = :ir REMOVE #d";
-        let mut values = values;
         values[":ir"] = s(item::RELEASED_VALUE);
+        let update = Some("SET #ir = :ir REMOVE #d");
         (
             "UpdateItem",
-            json!({
-                "TableName": self.table,
-                "Key": self.key(name),
-                "UpdateExpression": update,
-                "ConditionExpression": OWNED,
-                "ExpressionAttributeNames": self.names(&[update, OWNED]),
-                "ExpressionAttributeValues": values,
-            }),
+            self.conditional(self.key(name), update, OWNED, values),
         )
     }
 
@@ -234,29 +236,14 @@ impl Requests {
     /// version, fails at once).
     pub fn force_release(&self, name: &str, version: &str, delete: bool) -> (&'static str, Value) {
         if delete {
-            return (
-                "DeleteItem",
-                json!({
-                    "TableName": self.table,
-                    "Key": self.key(name),
-                    "ConditionExpression": HELD,
-                    "ExpressionAttributeNames": self.names(&[HELD]),
-                }),
-            );
+            let body = self.conditional(self.key(name), None, HELD, json!({}));
+            return ("DeleteItem", body);
         }
-        let update = "SET #ir = :ir, #rvn = :rvn REMOVE #d";
+        let update = Some("SET #ir = :ir, #rvn = :rvn REMOVE #d");
+        let values = json!({ ":ir": s(item::RELEASED_VALUE), ":rvn": s(version) });
         (
             "UpdateItem",
-            json!({
-                "TableName": self.table,
-                "Key": self.key(name),
-                "UpdateExpression": update,
-                "ConditionExpression": HELD,
-                "ExpressionAttributeNames": self.names(&[update, HELD]),
-                "ExpressionAttributeValues": {
-                    ":ir": s(item::RELEASED_VALUE), ":rvn": s(version),
-                },
-            }),
+            self.conditional(self.key(name), update, HELD, values),
         )
     }
 
@@ -317,29 +304,19 @@ impl Requests {
             }
             None => "attribute_not_exists(#pv)",
         };
-        json!({
-            "TableName": self.table,
-            "Key": self.permit_key(name),
-            "UpdateExpression": update,
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": self.names(&[update, condition]),
-            "ExpressionAttributeValues": values,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        })
+        let key = self.permit_key(name);
+        let mut body = self.conditional(key, Some(update), condition, values.into());
+        body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD".into();
+        body
     }
 
     /// Deletes the semaphore `name`'s item if its version is still `old` (an idle semaphore,
     /// with `deleteOnRelease`).
     pub fn delete_permits(&self, name: &str, old: &str) -> Value {
-        let condition = "#pv = :old";
-        json!({
-            "TableName": self.table,
-            "Key": self.permit_key(name),
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": self.names(&[condition]),
-            "ExpressionAttributeValues": { ":old": s(old) },
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        })
+        let values = json!({ ":old": s(old) });
+        let mut body = self.conditional(self.permit_key(name), None, "#pv = :old", values);
+        body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD".into();
+        body
     }
 
     /// The lock table, with on-demand billing.
