@@ -137,26 +137,32 @@ fn draft(
 /// The state to store after `draft`: entries it renewed get `version` and their new lease,
 /// the others keep what `before` had for them.
 fn settle(before: &Stored, draft: &Draft, version: &str) -> StoreResult<Stored> {
-    let holders: HashMap<&str, &StoredHolder> = before
+    let holders = before
         .holders
         .iter()
-        .map(|h| (h.owner.as_str(), h))
+        .map(|h| (&h.owner, h.lease, &h.version));
+    let waiters = before.queue.iter().map(|w| (&w.owner, w.lease, &w.version));
+    let kept: HashMap<(Role, &str), (u64, &String)> = holders
+        .map(|e| (Role::Holder, e))
+        .chain(waiters.map(|e| (Role::Waiter, e)))
+        .map(|(role, (owner, lease, version))| ((role, owner.as_str()), (lease, version)))
         .collect();
-    let waiters: HashMap<&str, &StoredWaiter> =
-        before.queue.iter().map(|w| (w.owner.as_str(), w)).collect();
-    let lost = || StoreError::internal("dynamodb: a semaphore entry lost its lease");
+    // The entry's new lease and version if the draft renewed it, else what it had.
+    let lease = |role: Role, owner: &str| -> StoreResult<(u64, String)> {
+        if let Some(lease) = draft.renewed(role, owner) {
+            return Ok((lease, version.to_owned()));
+        }
+        let (lease, version) = kept
+            .get(&(role, owner))
+            .ok_or_else(|| StoreError::internal("dynamodb: a semaphore entry lost its lease"))?;
+        Ok((*lease, (*version).clone()))
+    };
     let holders = draft
         .table
         .holders
         .iter()
         .map(|h| {
-            let (lease, version) = match draft.renewed(Role::Holder, &h.owner) {
-                Some(lease) => (lease, version.to_owned()),
-                None => {
-                    let old = holders.get(h.owner.as_str()).ok_or_else(lost)?;
-                    (old.lease, old.version.clone())
-                }
-            };
+            let (lease, version) = lease(Role::Holder, &h.owner)?;
             Ok(StoredHolder {
                 owner: h.owner.clone(),
                 permits: h.permits,
@@ -171,13 +177,7 @@ fn settle(before: &Stored, draft: &Draft, version: &str) -> StoreResult<Stored> 
         .queue
         .iter()
         .map(|w| {
-            let (lease, version) = match draft.renewed(Role::Waiter, &w.owner) {
-                Some(lease) => (lease, version.to_owned()),
-                None => {
-                    let old = waiters.get(w.owner.as_str()).ok_or_else(lost)?;
-                    (old.lease, old.version.clone())
-                }
-            };
+            let (lease, version) = lease(Role::Waiter, &w.owner)?;
             Ok(StoredWaiter {
                 owner: w.owner.clone(),
                 permits: w.permits,
