@@ -261,6 +261,20 @@ impl DynamoStore {
         }
     }
 
+    /// Frees the lock `key` by the write `request` builds (given whether to delete the item,
+    /// as `deleteOnRelease` says); whether its condition held.
+    async fn free(
+        &self,
+        key: &str,
+        request: impl FnOnce(&Requests, bool) -> (&'static str, Value),
+    ) -> StoreResult<bool> {
+        check_key(key)?;
+        let deadline = self.deadline();
+        let api = self.api(deadline).await?;
+        let (operation, body) = request(&self.requests, self.options.delete_on_release);
+        Ok(self.write(api, operation, &body, deadline).await?.is_ok())
+    }
+
     /// A consistent read of the lock `key`.
     async fn read(&self, api: &Api, key: &str, deadline: Instant) -> StoreResult<Lock> {
         let reply = api
@@ -470,13 +484,9 @@ impl LockStore for DynamoStore {
 
     fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         async move {
-            check_key(key)?;
-            let deadline = self.deadline();
-            let api = self.api(deadline).await?;
-            let (operation, body) =
-                self.requests
-                    .release(key, owner, self.options.delete_on_release);
-            let released = self.write(api, operation, &body, deadline).await?.is_ok();
+            let released = self
+                .free(key, |r, delete| r.release(key, owner, delete))
+                .await?;
             if released {
                 self.watches.forget(key);
             }
@@ -582,13 +592,11 @@ impl LockStore for DynamoStore {
 impl OperatorTools for DynamoStore {
     fn force_release<'a>(&'a self, key: &'a str) -> Call<'a, bool> {
         async move {
-            check_key(key)?;
-            let deadline = self.deadline();
-            let api = self.api(deadline).await?;
-            let (operation, body) =
-                self.requests
-                    .force_release(key, &new_version(), self.options.delete_on_release);
-            let freed = self.write(api, operation, &body, deadline).await?.is_ok();
+            let freed = self
+                .free(key, |r, delete| {
+                    r.force_release(key, &new_version(), delete)
+                })
+                .await?;
             self.watches.forget(key);
             Ok(freed)
         }
