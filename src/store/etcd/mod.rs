@@ -139,6 +139,18 @@ impl EtcdStore {
         crate::runtime::clock::after(Instant::now(), self.call_timeout)
     }
 
+    /// A request to `path` that may be sent again (a read, or a write whose repeat does no
+    /// harm), bounded by the call timeout.
+    async fn request(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> StoreResult<serde_json::Value> {
+        self.api
+            .call(path, body, self.deadline(), Retry::Safe)
+            .await
+    }
+
     async fn txn(&self, body: &serde_json::Value, retry: Retry) -> StoreResult<serde_json::Value> {
         self.api
             .call("/v3/kv/txn", body, self.deadline(), retry)
@@ -429,13 +441,7 @@ impl EtcdStore {
             return Ok(-1);
         }
         let reply = self
-            .api
-            .call(
-                "/v3/lease/timetolive",
-                &json!({"ID": kv.lease.to_string()}),
-                self.deadline(),
-                Retry::Safe,
-            )
+            .request("/v3/lease/timetolive", &json!({"ID": kv.lease.to_string()}))
             .await?;
         Ok(int(reply.get("TTL")).max(0).saturating_mul(1000))
     }
@@ -464,13 +470,7 @@ impl EtcdStore {
     async fn inspect_inner(&self, key: &str) -> StoreResult<Option<LockInfo>> {
         let k = lock_key(key);
         let reply = self
-            .api
-            .call(
-                "/v3/kv/range",
-                &json!({"key": b64(&k)}),
-                self.deadline(),
-                Retry::Safe,
-            )
+            .request("/v3/kv/range", &json!({"key": b64(&k)}))
             .await?;
         match kvs(&reply).first() {
             Some(kv) => self.info(kv).await,
@@ -559,13 +559,7 @@ impl LockStore for EtcdStore {
 
     fn ping(&self) -> Call<'_, ()> {
         async {
-            self.api
-                .call(
-                    "/v3/maintenance/status",
-                    &json!({}),
-                    self.deadline(),
-                    Retry::Safe,
-                )
+            self.request("/v3/maintenance/status", &json!({}))
                 .await
                 .map(|_| ())
         }

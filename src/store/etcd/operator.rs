@@ -1,7 +1,7 @@
 //! The operator's tools of the etcd store: free a lock whoever holds it (a plain delete of its
 //! key), and list the held locks under a prefix (one range read).
 
-use super::client::{self, b64, int, kvs, Retry};
+use super::client::{self, b64, int, kvs};
 use super::{keys, lock_key, EtcdStore};
 use crate::store::Call;
 use crate::store::{HeldLock, OperatorTools, StoreResult};
@@ -12,13 +12,7 @@ impl EtcdStore {
     async fn force_release_inner(&self, key: &str) -> StoreResult<bool> {
         let k = lock_key(key);
         let reply = self
-            .api
-            .call(
-                "/v3/kv/deleterange",
-                &json!({"key": b64(&k)}),
-                self.deadline(),
-                Retry::Safe,
-            )
+            .request("/v3/kv/deleterange", &json!({"key": b64(&k)}))
             .await?;
         self.held.forget(&k);
         Ok(int(reply.get("deleted")) > 0)
@@ -28,12 +22,9 @@ impl EtcdStore {
         let from = lock_key(prefix);
         let end = client::prefix_end(&from);
         let reply = self
-            .api
-            .call(
+            .request(
                 "/v3/kv/range",
                 &json!({"key": b64(&from), "range_end": b64(&end), "limit": limit.to_string()}),
-                self.deadline(),
-                Retry::Safe,
             )
             .await?;
         let mut out = Vec::new();

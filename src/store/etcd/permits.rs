@@ -38,12 +38,9 @@ impl EtcdStore {
     async fn read_semaphore(&self, name: &str) -> StoreResult<State> {
         let prefix = keys::semaphore_prefix(name);
         let reply = self
-            .api
-            .call(
+            .request(
                 "/v3/kv/range",
                 &json!({"key": super::b64(&prefix), "range_end": super::b64(&prefix_end(&prefix))}),
-                self.deadline(),
-                Retry::Safe,
             )
             .await?;
         let mut state = State {
