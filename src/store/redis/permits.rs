@@ -57,6 +57,15 @@ impl Keys {
     }
 }
 
+/// The permits script's `op` on `keys` for `owner` with one number (a ttl or a token).
+fn owner_cmd(op: &[u8], keys: &[&[u8]], owner: &str, n: u64) -> redis::Cmd {
+    evalsha(
+        &PERMITS,
+        keys,
+        &[op, owner.as_bytes(), n.to_string().as_bytes()],
+    )
+}
+
 fn check(req: &PermitRequest<'_>) -> StoreResult<()> {
     if req.limit == 0 || req.permits == 0 {
         return Err(StoreError::invalid(format!(
@@ -163,13 +172,7 @@ impl RedisStore {
         owner: &str,
         ttl_ms: u64,
     ) -> StoreResult<u32> {
-        let k = Keys::of(name);
-        let ttl = ttl_ms.to_string();
-        let cmd = evalsha(
-            &PERMITS,
-            &[&k.state],
-            &[b"extend", owner.as_bytes(), ttl.as_bytes()],
-        );
+        let cmd = owner_cmd(b"extend", &[&Keys::of(name).state], owner, ttl_ms);
         let (reply, acked) = self.exec_acked(cmd, Some(&PERMITS)).await?;
         let limit = limit_reply(reply)?;
         if limit > 0 && !acked {
@@ -194,12 +197,8 @@ impl RedisStore {
             })
             .collect();
         let cmd = |item: &ExtendItem| {
-            let ttl = item.ttl_ms.to_string();
-            evalsha(
-                &PERMITS,
-                &[&keys::permits_key(&item.key)],
-                &[b"extend", item.owner.as_bytes(), ttl.as_bytes()],
-            )
+            let state = keys::permits_key(&item.key);
+            owner_cmd(b"extend", &[&state], &item.owner, item.ttl_ms)
         };
         self.batch(&routed, &PERMITS, cmd)
             .await
@@ -341,12 +340,7 @@ impl RedisStore {
         token: u64,
     ) -> StoreResult<bool> {
         let k = Keys::of(name);
-        let token = token.to_string();
-        let cmd = evalsha(
-            &PERMITS,
-            &[&k.state, &k.fence()],
-            &[b"raise", owner.as_bytes(), token.as_bytes()],
-        );
+        let cmd = owner_cmd(b"raise", &[&k.state, &k.fence()], owner, token);
         parse::<i64>(self.exec(cmd, Some(&PERMITS)).await?).map(|n| n == 1)
     }
 }
