@@ -48,7 +48,7 @@ use crate::store::delegate::delegate;
 use crate::store::Call;
 use futures_util::FutureExt;
 use notify::Subscriptions;
-use quorum::{ask_all, no_quorum, Answers, Tally};
+use quorum::{ask_all, ask_all_items, no_quorum, Answers, Tally};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -338,31 +338,15 @@ impl RedlockStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        if items.is_empty() {
-            return Vec::new();
-        }
-        let calls = self
-            .servers
-            .iter()
-            .map(|s| s.extend_many(items).map(Ok::<_, StoreError>))
-            .collect();
+        let calls = self.servers.iter().map(|s| s.extend_many(items)).collect();
         let q = self.quorum;
-        let item = |answers: &Answers<Vec<StoreResult<bool>>>, j: usize| -> Answers<bool> {
-            answers
-                .iter()
-                .map(|a| {
-                    a.as_ref()
-                        .map(|r| r.as_ref().map_err(Clone::clone)?[j].clone())
-                })
-                .collect()
-        };
-        let answers = ask_all(calls, None, |a| {
-            (0..items.len()).all(|j| Tally::of(&item(a, j), |owned| *owned).settled(q))
+        ask_all_items(calls, items.len(), |a| {
+            Tally::of(a, |owned| *owned).settled(q)
         })
-        .await;
-        (0..items.len())
-            .map(|j| self.owned(&item(&answers, j), "extend"))
-            .collect()
+        .await
+        .iter()
+        .map(|answers| self.owned(answers, "extend"))
+        .collect()
     }
 
     /// See [`LockStore::release`]: released when a quorum freed it.

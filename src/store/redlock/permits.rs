@@ -25,12 +25,10 @@
 //!   lives here from the owner's first queued request until it is granted, releases, or its
 //!   place lapses.
 
-use super::quorum::{ask_all, no_quorum, Answers, Tally};
+use super::quorum::{ask_all, ask_all_items, no_quorum, Answers, Tally};
 use super::{granted, RedlockStore};
 use crate::store::redis::permits::KeepPlace;
-use crate::store::{
-    ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
-};
+use crate::store::{ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
 use futures_util::FutureExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -222,29 +220,15 @@ impl RedlockStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        if items.is_empty() {
-            return Vec::new();
-        }
         let calls = self
             .servers
             .iter()
-            .map(|s| s.extend_permits_many_limits(items).map(Ok::<_, StoreError>))
+            .map(|s| s.extend_permits_many_limits(items))
             .collect();
-        let item = |answers: &Answers<Vec<StoreResult<u32>>>, j: usize| -> Answers<u32> {
-            answers
-                .iter()
-                .map(|a| {
-                    a.as_ref()
-                        .map(|r| r.as_ref().map_err(Clone::clone)?[j].clone())
-                })
-                .collect()
-        };
-        let answers = ask_all(calls, None, |a| {
-            (0..items.len()).all(|j| self.extended(&item(a, j)).1)
-        })
-        .await;
-        (0..items.len())
-            .map(|j| self.extended(&item(&answers, j)).0)
+        ask_all_items(calls, items.len(), |a| self.extended(a).1)
+            .await
+            .iter()
+            .map(|answers| self.extended(answers).0)
             .collect()
     }
 

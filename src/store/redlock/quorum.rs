@@ -5,6 +5,7 @@
 //! connection are sent whether or not anyone waits for the reply).
 
 use crate::store::{ErrorKind, StoreError, StoreResult};
+use futures_util::FutureExt;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::task::Poll;
@@ -66,6 +67,34 @@ where
     })
     .await;
     answers
+}
+
+/// [`ask_all`] for calls that each answer a batch of `items` results (one pipeline per
+/// server), until `settled` holds for every item's answers; then each item's answers, by
+/// server. No call is made for no items.
+pub(super) async fn ask_all_items<T: Clone, F>(
+    calls: Vec<F>,
+    items: usize,
+    mut settled: impl FnMut(&Answers<T>) -> bool,
+) -> Vec<Answers<T>>
+where
+    F: Future<Output = Vec<StoreResult<T>>>,
+{
+    if items == 0 {
+        return Vec::new();
+    }
+    let item = |answers: &Answers<Vec<StoreResult<T>>>, j: usize| -> Answers<T> {
+        answers
+            .iter()
+            .map(|a| {
+                a.as_ref()
+                    .map(|r| r.as_ref().map_err(Clone::clone)?[j].clone())
+            })
+            .collect()
+    };
+    let calls = calls.into_iter().map(|c| c.map(Ok)).collect();
+    let answers = ask_all(calls, None, |a| (0..items).all(|j| settled(&item(a, j)))).await;
+    (0..items).map(|j| item(&answers, j)).collect()
 }
 
 /// How the answers so far split: yes, no, failed (an error), and not heard from.
