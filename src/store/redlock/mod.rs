@@ -48,7 +48,7 @@ use crate::store::delegate::delegate;
 use crate::store::Call;
 use futures_util::FutureExt;
 use notify::Subscriptions;
-use quorum::{ask_all, ask_all_items, no_quorum, Answers, Tally};
+use quorum::{ask_all, ask_all_items, ask_grants, no_quorum, Answers, Tally};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -275,11 +275,7 @@ impl RedlockStore {
             .iter()
             .map(|s| s.try_acquire(key, owner, ttl_ms, data, format))
             .collect();
-        let answers = ask_all(calls, Some(bound), |a| {
-            Tally::of(a, Option::is_some).settled(q)
-        })
-        .await;
-        let tally = Tally::of(&answers, Option::is_some);
+        let (answers, tally) = ask_grants(calls, bound, q).await;
         if tally.yes >= q {
             let grants = granted(&answers);
             if let Some(token) = self.settle_grant(key, owner, &grants, start, ttl_ms).await {
@@ -431,11 +427,8 @@ impl RedlockStore {
             .iter()
             .map(|s| s.handoff(key, owner, next))
             .collect();
-        let answers = ask_all(calls, Some(bound), |a| {
-            Tally::of(a, Option::is_some).settled(q)
-        })
-        .await;
-        let handed = Tally::of(&answers, Option::is_some).yes;
+        let (answers, tally) = ask_grants(calls, bound, q).await;
+        let handed = tally.yes;
         if handed >= q {
             let grants = granted(&answers);
             if let Some(token) = self

@@ -25,7 +25,7 @@
 //!   lives here from the owner's first queued request until it is granted, releases, or its
 //!   place lapses.
 
-use super::quorum::{ask_all, ask_all_items, no_quorum, Answers, Tally};
+use super::quorum::{ask_all, ask_all_items, ask_grants, no_quorum, Answers, Tally};
 use super::{granted, RedlockStore};
 use crate::store::redis::permits::KeepPlace;
 use crate::store::{ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
@@ -146,11 +146,7 @@ impl RedlockStore {
             .iter()
             .map(|s| s.acquire_permits_ticketed(req, ticket))
             .collect();
-        let answers = ask_all(calls, Some(bound), |a| {
-            Tally::of(a, Option::is_some).settled(q)
-        })
-        .await;
-        let tally = Tally::of(&answers, Option::is_some);
+        let (answers, tally) = ask_grants(calls, bound, q).await;
         if tally.yes >= q {
             let grants = granted(&answers);
             let token = self

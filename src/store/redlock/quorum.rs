@@ -69,6 +69,22 @@ where
     answers
 }
 
+/// [`ask_all`] for calls that each grant something (`Some`) or refuse (`None`), bounded by
+/// `bound`, until a quorum of `quorum` granted or no longer can; the answers and their tally.
+pub(super) async fn ask_grants<T, F>(
+    calls: Vec<F>,
+    bound: Duration,
+    quorum: usize,
+) -> (Answers<Option<T>>, Tally)
+where
+    F: Future<Output = StoreResult<Option<T>>>,
+{
+    let settled = |a: &Answers<Option<T>>| Tally::of(a, Option::is_some).settled(quorum);
+    let answers = ask_all(calls, Some(bound), settled).await;
+    let tally = Tally::of(&answers, Option::is_some);
+    (answers, tally)
+}
+
 /// [`ask_all`] for calls that each answer a batch of `items` results (one pipeline per
 /// server), until `settled` holds for every item's answers; then each item's answers, by
 /// server. No call is made for no items.
