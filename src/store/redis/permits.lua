@@ -101,6 +101,12 @@ local function remove_at(s, i)
   for _ = 1, 4 do table.remove(s, i) end
 end
 
+-- Removes the holder at `i`: its entry, and one from the count of holders.
+local function remove_holder(s, i)
+  remove_at(s, i)
+  s[2] = s[2] - 1
+end
+
 -- Queues `owner` for `qttl` ms: keeps its place (renewed once less than half of `qttl` is
 -- left: the waiter asks far more often than that, and a write is most of a call's cost), or
 -- takes one at the back; with a ticket (Redlock: the same on every server), in ticket order,
@@ -208,10 +214,7 @@ if op == 'release' then
   local s = load()
   local mine, place = entries_of(s, owner)
   if place then remove_at(s, place) end
-  if mine then
-    remove_at(s, mine)
-    s[2] = s[2] - 1
-  end
+  if mine then remove_holder(s, mine) end
   local qttl = tonumber(ARGV[6] or '0')
   if qttl > 0 then enqueue(s, owner, tonumber(ARGV[5]), qttl, tonumber(ARGV[7])) end
   if mine or place or qttl > 0 then save(s) end
@@ -246,10 +249,7 @@ if op == 'handoff' then
   if place then remove_at(s, place) end
   s[1] = limit
   local token, took = grant(s, ARGV[5], tonumber(ARGV[6]), limit, tonumber(ARGV[8]), mine)
-  if mine and not took then
-    remove_at(s, mine)
-    s[2] = s[2] - 1
-  end
+  if mine and not took then remove_holder(s, mine) end
   -- Permits held, and those a newcomer would find free beside the holders and the queue.
   local taken, queued = save(s)
   local room = limit - taken - queued
