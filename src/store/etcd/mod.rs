@@ -31,14 +31,14 @@ mod watch;
 
 pub use config::DEFAULT_PORT;
 
+use crate::store::delegate::delegate;
 use crate::store::tls::TlsOptions;
-use crate::store::{Acquisition, Batch, Call};
+use crate::store::Call;
 use crate::store::{
-    ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder, PermitRequest,
-    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseNotifications,
+    ReleaseOutcome, StoreError, StoreResult, ValueFormat,
 };
 use client::{b64, int, kvs, revision, succeeded, txn_response, Api, Kv, Retry};
-use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use held::{Guard, Held};
 use keys::{lock_key, LockValue};
@@ -189,12 +189,15 @@ impl EtcdStore {
         self.txn(&body, Retry::Safe).await.map(|_| ())
     }
 
-    async fn try_acquire_inner(
+    /// See [`LockStore::try_acquire`]. The token is the grant's revision, which costs
+    /// nothing: every format gets one.
+    async fn try_acquire(
         &self,
         key: &str,
         owner: &str,
         ttl_ms: u64,
         data: Option<&[u8]>,
+        _format: ValueFormat,
     ) -> StoreResult<Option<u64>> {
         let k = lock_key(key);
         let deadline = self.deadline();
@@ -259,7 +262,14 @@ impl EtcdStore {
         Ok(None)
     }
 
-    async fn extend_inner(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
+    /// See [`LockStore::extend`].
+    async fn extend(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        _has_data: bool,
+    ) -> StoreResult<bool> {
         let k = lock_key(key);
         let guard = Guard::Owner(owner.to_owned());
         if self.held.ended(&k, &guard) {
@@ -314,7 +324,8 @@ impl EtcdStore {
         Ok(moved)
     }
 
-    async fn extend_many_inner(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
+    /// See [`LockStore::extend_many`].
+    async fn extend_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(MAX_TXN_OPS) {
             match self.extend_chunk(chunk).await {
@@ -355,8 +366,9 @@ impl EtcdStore {
     }
 
     /// Releases `key` if `owner` holds it, clearing the waiters' marks. Returns whether it
-    /// did, and whether another store had marked it.
-    async fn release_inner(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+    /// did, and whether another store had marked it. The deletion is the announcement: every
+    /// watching process sees it.
+    async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
         let k = lock_key(key);
         let guard = Guard::Owner(owner.to_owned());
         let ended = self.held.ended(&k, &guard);
@@ -382,7 +394,8 @@ impl EtcdStore {
         })
     }
 
-    async fn handoff_inner(
+    /// See [`LockStore::handoff`].
+    async fn handoff(
         &self,
         key: &str,
         owner: &str,
@@ -467,7 +480,8 @@ impl EtcdStore {
         }))
     }
 
-    async fn inspect_inner(&self, key: &str) -> StoreResult<Option<LockInfo>> {
+    /// See [`LockStore::inspect`].
+    async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
         let k = lock_key(key);
         let reply = self
             .request("/v3/kv/range", &json!({"key": b64(&k)}))
@@ -478,7 +492,8 @@ impl EtcdStore {
         }
     }
 
-    async fn close_inner(&self) {
+    /// See [`LockStore::close`].
+    async fn close(&self) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -514,48 +529,19 @@ fn ttl_after(ttl_ms: u64) -> Instant {
 
 /// The contract (the registry bounds every call: `store/bounded.rs`).
 impl LockStore for EtcdStore {
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        let Acquisition {
-            owner,
-            ttl_ms,
-            data,
-            format: _,
-        } = acq;
-        // The token is the grant's revision, which costs nothing: every format gets one.
-        self.try_acquire_inner(key, owner, ttl_ms, data).boxed()
-    }
-
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        _has_data: bool,
-    ) -> Call<'a, bool> {
-        self.extend_inner(key, owner, ttl_ms).boxed()
-    }
-
-    fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
-        self.extend_many_inner(items).boxed()
-    }
-
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        // The deletion is the announcement: every watching process sees it.
-        self.release_inner(key, owner).boxed()
-    }
-
-    fn handoff<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
-        self.handoff_inner(key, owner, next).boxed()
-    }
-
-    fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
-        self.inspect_inner(key).boxed()
-    }
+    delegate!(
+        try_acquire,
+        extend,
+        extend_many,
+        release,
+        handoff,
+        inspect,
+        close,
+        acquire_permits,
+        extend_permits,
+        release_permits,
+        permits,
+    );
 
     fn ping(&self) -> Call<'_, ()> {
         async {
@@ -564,33 +550,6 @@ impl LockStore for EtcdStore {
                 .map(|_| ())
         }
         .boxed()
-    }
-
-    fn close(&self) -> BoxFuture<'_, ()> {
-        self.close_inner().boxed()
-    }
-
-    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
-        self.acquire_permits_inner(req).boxed()
-    }
-
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
-        self.extend_permits_inner(name, owner, ttl_ms).boxed()
-    }
-
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        async move {
-            let released = self.release_permits_inner(name, owner).await?;
-            Ok(ReleaseOutcome {
-                released,
-                others_waiting: false,
-            })
-        }
-        .boxed()
-    }
-
-    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
-        self.permits_inner(name).boxed()
     }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {

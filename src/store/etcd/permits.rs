@@ -14,7 +14,7 @@ use super::client::{kvs, prefix_end, revision, succeeded, txn_response, Kv, Retr
 use super::held::Guard;
 use super::keys::{holder_key, parse_permit_value, permit_value, queued_key, semaphore_entry};
 use super::{keys, ttl_after, txn, EtcdStore, MAX_STEPS};
-use crate::store::{PermitHolder, PermitRequest, StoreResult};
+use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
 use serde_json::json;
 
 /// One entry of a semaphore as read.
@@ -93,7 +93,8 @@ impl EtcdStore {
         Ok(succeeded(&self.txn(&body, Retry::Once).await?))
     }
 
-    pub(super) async fn acquire_permits_inner(
+    /// See [`LockStore::acquire_permits`](crate::store::LockStore::acquire_permits).
+    pub(super) async fn acquire_permits(
         &self,
         req: &PermitRequest<'_>,
     ) -> StoreResult<Option<u64>> {
@@ -201,7 +202,8 @@ impl EtcdStore {
         Ok(None)
     }
 
-    pub(super) async fn extend_permits_inner(
+    /// See [`LockStore::extend_permits`](crate::store::LockStore::extend_permits).
+    pub(super) async fn extend_permits(
         &self,
         name: &str,
         owner: &str,
@@ -228,7 +230,13 @@ impl EtcdStore {
         Ok(true)
     }
 
-    pub(super) async fn release_permits_inner(&self, name: &str, owner: &str) -> StoreResult<bool> {
+    /// See [`LockStore::release_permits`](crate::store::LockStore::release_permits): nobody
+    /// is told (waiters watch the keys).
+    pub(super) async fn release_permits(
+        &self,
+        name: &str,
+        owner: &str,
+    ) -> StoreResult<ReleaseOutcome> {
         let hk = holder_key(name, owner);
         let qk = queued_key(name, owner);
         let body = txn::txn(vec![], vec![txn::delete(&hk), txn::delete(&qk)], vec![]);
@@ -245,10 +253,14 @@ impl EtcdStore {
         });
         self.held.forget(&hk);
         self.held.forget(&qk);
-        Ok(released)
+        Ok(ReleaseOutcome {
+            released,
+            others_waiting: false,
+        })
     }
 
-    pub(super) async fn permits_inner(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
+    /// See [`LockStore::permits`](crate::store::LockStore::permits).
+    pub(super) async fn permits(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
         let state = self.read_semaphore(name).await?;
         let mut out = Vec::new();
         for e in state.holders {
