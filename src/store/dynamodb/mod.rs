@@ -27,10 +27,11 @@ mod watch;
 pub use config::{DynamoOptions, SortKey};
 pub use credentials::AwsCredentials;
 
+use crate::store::delegate::delegate;
 use crate::store::{Acquisition, Batch, Call};
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
-    PermitRequest, ReleaseOutcome, StoreError, StoreResult,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
+    StoreError, StoreResult,
 };
 use checks::{check_data, check_key};
 use client::{Api, ApiError, Failure};
@@ -568,25 +569,13 @@ impl LockStore for DynamoStore {
         Some(self)
     }
 
-    fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
-        self.acquire_permits_inner(req).boxed()
-    }
-
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
-        self.extend_permits_inner(name, owner, ttl_ms).boxed()
-    }
-
-    fn extend_permits_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
-        self.extend_permits_many_inner(items).boxed()
-    }
-
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        self.release_permits_inner(name, owner).boxed()
-    }
-
-    fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {
-        self.permits_inner(name).boxed()
-    }
+    delegate!(
+        acquire_permits,
+        extend_permits,
+        extend_permits_many,
+        release_permits,
+        permits,
+    );
 }
 
 impl OperatorTools for DynamoStore {

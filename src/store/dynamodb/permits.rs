@@ -324,7 +324,7 @@ impl DynamoStore {
     ///
     /// # Cancel Safety
     /// Not cancel safe: a write sent before the future is dropped may take permits.
-    pub(super) async fn acquire_permits_inner(
+    pub(super) async fn acquire_permits(
         &self,
         req: &PermitRequest<'_>,
     ) -> StoreResult<Option<u64>> {
@@ -336,7 +336,7 @@ impl DynamoStore {
     }
 
     /// See [`crate::store::LockStore::extend_permits`].
-    pub(super) async fn extend_permits_inner(
+    pub(super) async fn extend_permits(
         &self,
         name: &str,
         owner: &str,
@@ -363,10 +363,7 @@ impl DynamoStore {
 
     /// See [`crate::store::LockStore::extend_permits_many`]: one write per semaphore, for
     /// every holder of it in `items`.
-    pub(super) async fn extend_permits_many_inner(
-        &self,
-        items: &[ExtendItem],
-    ) -> Vec<StoreResult<bool>> {
+    pub(super) async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
         let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
         let mut index: HashMap<&str, usize> = HashMap::new();
         for (i, item) in items.iter().enumerate() {
@@ -413,7 +410,7 @@ impl DynamoStore {
     }
 
     /// See [`crate::store::LockStore::release_permits`]: whether `owner` held live permits.
-    pub(super) async fn release_permits_inner(
+    pub(super) async fn release_permits(
         &self,
         name: &str,
         owner: &str,
@@ -434,7 +431,7 @@ impl DynamoStore {
     }
 
     /// See [`crate::store::LockStore::permits`]: one read, nothing written.
-    pub(super) async fn permits_inner(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
+    pub(super) async fn permits(&self, name: &str) -> StoreResult<Vec<PermitHolder>> {
         super::checks::check_name(name, "semaphore name")?;
         let deadline = self.deadline();
         let api = self.api(deadline).await?;
