@@ -4,7 +4,7 @@
 //! its operations. Redis bounds each reply instead (its pipelines carry many calls), and
 //! Redlock bounds a quorum round; neither is wrapped.
 
-use crate::store::{Acquisition, Batch, Call};
+use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,9 +14,8 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 
 use super::{
-    ExtendItem, HandoffOutcome, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools,
-    PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, SharedStore, StoreError,
-    StoreResult,
+    ExtendItem, HandoffOutcome, HeldLock, LockInfo, LockStore, OperatorTools, PermitHolder,
+    PermitRequest, ReleaseNotifications, ReleaseOutcome, SharedStore, StoreError, StoreResult,
 };
 
 /// The bound on one call of a store with these timeouts: connecting (or waiting for a pooled
@@ -121,14 +120,8 @@ impl<S: LockStore> LockStore for Bounded<S> {
         self.call("try_acquire", fut).boxed()
     }
 
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        has_data: bool,
-    ) -> Call<'a, bool> {
-        let fut = self.inner.extend(key, owner, ttl_ms, has_data);
+    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        let fut = self.inner.extend_with(key, renewal);
         self.call("extend", fut).boxed()
     }
 
@@ -151,23 +144,17 @@ impl<S: LockStore> LockStore for Bounded<S> {
         self.call("release", fut).boxed()
     }
 
-    fn handoff<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
-        self.call("handoff", self.inner.handoff(key, owner, next))
+    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+        self.call("handoff", self.inner.handoff_with(key, h))
             .boxed()
     }
 
-    fn handoff_or_release<'a>(
+    fn handoff_or_release_with<'a>(
         &'a self,
         key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
+        h: Handoff<'a>,
     ) -> Call<'a, HandoffOutcome> {
-        let fut = self.inner.handoff_or_release(key, owner, next);
+        let fut = self.inner.handoff_or_release_with(key, h);
         self.call("handoff", fut).boxed()
     }
 

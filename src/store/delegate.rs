@@ -28,8 +28,8 @@ macro_rules! delegate {
         }
     };
     (@ extend) => {
-        fn extend<'a>(&'a self, key: &'a str, owner: &'a str, ttl_ms: u64, has_data: bool) -> $crate::store::Call<'a, bool> {
-            Box::pin(Self::extend(self, key, owner, ttl_ms, has_data))
+        fn extend_with<'a>(&'a self, key: &'a str, r: $crate::store::Renewal<'a>) -> $crate::store::Call<'a, bool> {
+            Box::pin(Self::extend(self, key, r.owner, r.ttl_ms, r.has_data))
         }
     };
     (@ extend_many) => {
@@ -48,13 +48,13 @@ macro_rules! delegate {
         }
     };
     (@ handoff) => {
-        fn handoff<'a>(&'a self, key: &'a str, owner: &'a str, next: &'a $crate::store::NextOwner<'a>) -> $crate::store::Call<'a, Option<u64>> {
-            Box::pin(Self::handoff(self, key, owner, next))
+        fn handoff_with<'a>(&'a self, key: &'a str, h: $crate::store::Handoff<'a>) -> $crate::store::Call<'a, Option<u64>> {
+            Box::pin(Self::handoff(self, key, h.from, h.next))
         }
     };
     (@ handoff_or_release) => {
-        fn handoff_or_release<'a>(&'a self, key: &'a str, owner: &'a str, next: &'a $crate::store::NextOwner<'a>) -> $crate::store::Call<'a, $crate::store::HandoffOutcome> {
-            Box::pin(Self::handoff_or_release(self, key, owner, next))
+        fn handoff_or_release_with<'a>(&'a self, key: &'a str, h: $crate::store::Handoff<'a>) -> $crate::store::Call<'a, $crate::store::HandoffOutcome> {
+            Box::pin(Self::handoff_or_release(self, key, h.from, h.next))
         }
     };
     (@ inspect) => {

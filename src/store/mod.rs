@@ -115,6 +115,17 @@ pub struct Acquisition<'a> {
     pub format: ValueFormat,
 }
 
+/// A holder's new lease for its lock ([`LockStore::extend_with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Renewal<'a> {
+    /// Owner token of the holder.
+    pub owner: &'a str,
+    /// Its new remaining lease in ms.
+    pub ttl_ms: u64,
+    /// Whether it stored a payload (whose lease is extended too).
+    pub has_data: bool,
+}
+
 /// Who a lock is handed to by [`LockStore::handoff`].
 #[derive(Debug, Clone, Copy)]
 pub struct NextOwner<'a> {
@@ -129,6 +140,15 @@ pub struct NextOwner<'a> {
     /// How its value is written, as for [`LockStore::try_acquire`]: a handoff to an
     /// [`ValueFormat::Unfenced`] owner may skip drawing a token (and give it 0).
     pub format: ValueFormat,
+}
+
+/// A handoff ([`LockStore::handoff_with`]): from the holder `from` to `next`.
+#[derive(Debug, Clone, Copy)]
+pub struct Handoff<'a> {
+    /// Owner token of the current holder.
+    pub from: &'a str,
+    /// Who it goes to.
+    pub next: &'a NextOwner<'a>,
 }
 
 /// What [`LockStore::handoff_or_release`] did.
@@ -186,8 +206,15 @@ pub trait LockStore: Send + Sync + 'static {
         self.try_acquire_with(key, acq)
     }
 
-    /// Sets the remaining lease of `key` to `ttl_ms` if `owner` still holds it (and of its
-    /// payload, `has_data`). Returns whether it did.
+    /// Sets the remaining lease of `key` to `renewal.ttl_ms` if `renewal.owner` still holds it
+    /// (and of its payload, `renewal.has_data`). Returns whether it did. The one extension a
+    /// store writes; callers use [`LockStore::extend`].
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool>;
+
+    /// [`LockStore::extend_with`], its [`Renewal`] given field by field.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
@@ -197,7 +224,14 @@ pub trait LockStore: Send + Sync + 'static {
         owner: &'a str,
         ttl_ms: u64,
         has_data: bool,
-    ) -> Call<'a, bool>;
+    ) -> Call<'a, bool> {
+        let renewal = Renewal {
+            owner,
+            ttl_ms,
+            has_data,
+        };
+        self.extend_with(key, renewal)
+    }
 
     /// Extends many leases in as few round trips as the store allows (one pipeline on Redis,
     /// one statement per batch on MySQL). One result per item, in order.
@@ -229,8 +263,15 @@ pub trait LockStore: Send + Sync + 'static {
         self.release(key, owner)
     }
 
-    /// If `owner` holds `key`, gives it straight to `next` (new lease, new fencing token) in
-    /// one atomic step and returns the token; `None` if `owner` no longer holds it.
+    /// If `h.from` holds `key`, gives it straight to `h.next` (new lease, new fencing token)
+    /// in one atomic step and returns the token; `None` if `h.from` no longer holds it. The
+    /// one handoff a store writes; callers use [`LockStore::handoff`].
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
+    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>>;
+
+    /// [`LockStore::handoff_with`] from `owner` to `next`.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
@@ -239,23 +280,24 @@ pub trait LockStore: Send + Sync + 'static {
         key: &'a str,
         owner: &'a str,
         next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>>;
+    ) -> Call<'a, Option<u64>> {
+        self.handoff_with(key, Handoff { from: owner, next })
+    }
 
-    /// Hands `key` to `next` like [`LockStore::handoff`], for a store that cannot always do it
-    /// in one step (Redlock: the handoff may reach too few servers); it then releases the
-    /// caller's lock instead and says so. The engine calls this one; the default is
-    /// [`LockStore::handoff`], whose `None` means the caller no longer held the lock.
+    /// Hands `key` over like [`LockStore::handoff_with`], for a store that cannot always do
+    /// it in one step (Redlock: the handoff may reach too few servers); it then releases the
+    /// caller's lock instead and says so. The default is [`LockStore::handoff_with`], whose
+    /// `None` means the caller no longer held the lock.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff_or_release<'a>(
+    fn handoff_or_release_with<'a>(
         &'a self,
         key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
+        h: Handoff<'a>,
     ) -> Call<'a, HandoffOutcome> {
         use futures_util::FutureExt;
-        self.handoff(key, owner, next)
+        self.handoff_with(key, h)
             .map(|r| {
                 r.map(|handed| match handed {
                     Some(token) => HandoffOutcome::Handed(token),
@@ -266,6 +308,19 @@ pub trait LockStore: Send + Sync + 'static {
                 })
             })
             .boxed()
+    }
+
+    /// [`LockStore::handoff_or_release_with`] from `owner` to `next`: what the engine calls.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have changed hands when the future is dropped.
+    fn handoff_or_release<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        next: &'a NextOwner<'a>,
+    ) -> Call<'a, HandoffOutcome> {
+        self.handoff_or_release_with(key, Handoff { from: owner, next })
     }
 
     /// Reads who holds `key`, or `None` when it is free or expired.

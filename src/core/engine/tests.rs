@@ -208,12 +208,7 @@ impl crate::store::LockStore for Probe {
         key: &'a str,
         acq: crate::store::Acquisition<'a>,
     ) -> crate::store::Call<'a, Option<u64>> {
-        let crate::store::Acquisition {
-            owner,
-            ttl_ms,
-            data,
-            ..
-        } = acq;
+        let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         let gate = {
             let mut gate = self.gate.lock().unwrap();
             match gate.as_ref() {
@@ -229,13 +224,12 @@ impl crate::store::LockStore for Probe {
             Ok(self.inner.try_acquire_or_own(key, owner, ttl_ms, data))
         })
     }
-    fn extend<'a>(
+    fn extend_with<'a>(
         &'a self,
         key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        has_data: bool,
-    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<bool>> {
+        renewal: crate::store::Renewal<'a>,
+    ) -> crate::store::Call<'a, bool> {
+        let (owner, ttl_ms, has_data) = (renewal.owner, renewal.ttl_ms, renewal.has_data);
         crate::store::LockStore::extend(self.inner.as_ref(), key, owner, ttl_ms, has_data)
     }
     fn extend_many<'a>(
@@ -253,12 +247,12 @@ impl crate::store::LockStore for Probe {
         self.releases.fetch_add(1, Ordering::SeqCst);
         crate::store::LockStore::release(self.inner.as_ref(), key, owner)
     }
-    fn handoff<'a>(
+    fn handoff_with<'a>(
         &'a self,
         key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<u64>>> {
+        h: crate::store::Handoff<'a>,
+    ) -> crate::store::Call<'a, Option<u64>> {
+        let (owner, next) = (h.from, h.next);
         crate::store::LockStore::handoff(self.inner.as_ref(), key, owner, next)
     }
     fn inspect<'a>(

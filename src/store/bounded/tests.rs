@@ -35,7 +35,7 @@ impl LockStore for Stub {
         self.answer(Some(7))
     }
 
-    fn extend<'a>(&'a self, _: &'a str, _: &'a str, _: u64, _: bool) -> Call<'a, bool> {
+    fn extend_with<'a>(&'a self, _: &'a str, _: crate::store::Renewal<'a>) -> Call<'a, bool> {
         self.answer(true)
     }
 
@@ -52,11 +52,10 @@ impl LockStore for Stub {
         })
     }
 
-    fn handoff<'a>(
+    fn handoff_with<'a>(
         &'a self,
         _: &'a str,
-        _: &'a str,
-        _: &'a NextOwner<'a>,
+        _: crate::store::Handoff<'a>,
     ) -> Call<'a, Option<u64>> {
         self.answer(Some(8))
     }

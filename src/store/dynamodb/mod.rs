@@ -28,9 +28,9 @@ pub use config::{DynamoOptions, SortKey};
 pub use credentials::AwsCredentials;
 
 use crate::store::delegate::delegate;
-use crate::store::{Acquisition, Batch, Call};
+use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseOutcome,
     StoreError, StoreResult,
 };
 use checks::{check_data, check_key};
@@ -378,12 +378,7 @@ fn first_token() -> u64 {
 /// ([`crate::store::bounded`]).
 impl LockStore for DynamoStore {
     fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        let Acquisition {
-            owner,
-            ttl_ms,
-            data,
-            format: _,
-        } = acq;
+        let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
             check_key(key)?;
             check_data(data)?;
@@ -452,13 +447,8 @@ impl LockStore for DynamoStore {
         .boxed()
     }
 
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        _has_data: bool,
-    ) -> Call<'a, bool> {
+    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         async move {
             check_key(key)?;
             let deadline = self.deadline();
@@ -500,12 +490,8 @@ impl LockStore for DynamoStore {
         .boxed()
     }
 
-    fn handoff<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
+    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+        let (owner, next) = (h.from, h.next);
         async move {
             check_key(key)?;
             check_data(next.data)?;

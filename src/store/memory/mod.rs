@@ -3,7 +3,7 @@
 //! process that connects to `memory://name` shares one store.
 
 use crate::store::permits::PermitTable;
-use crate::store::{Acquisition, Batch, Call};
+use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome,
@@ -242,22 +242,12 @@ impl MemoryStore {
 /// The contract, over the synchronous methods above (nothing here waits).
 impl LockStore for MemoryStore {
     fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        let Acquisition {
-            owner,
-            ttl_ms,
-            data,
-            format: _,
-        } = acq;
+        let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         ready(Ok(MemoryStore::try_acquire(self, key, owner, ttl_ms, data))).boxed()
     }
 
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        _has_data: bool,
-    ) -> Call<'a, bool> {
+    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         ready(Ok(MemoryStore::extend(self, key, owner, ttl_ms))).boxed()
     }
 
@@ -278,12 +268,8 @@ impl LockStore for MemoryStore {
         .boxed()
     }
 
-    fn handoff<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
+    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+        let (owner, next) = (h.from, h.next);
         ready(Ok(MemoryStore::handoff(self, key, owner, next))).boxed()
     }
 

@@ -11,7 +11,7 @@
 
 use crate::store::delegate::delegate;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
-use crate::store::{Acquisition, Batch, Call};
+use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -25,8 +25,8 @@ use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::purge::PurgeClock;
 use crate::store::{
-    ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
-    StoreError, StoreResult,
+    ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseOutcome, StoreError,
+    StoreResult,
 };
 use errors::{retry_on_conflict, retry_transient, Mysql};
 use extend::{extend_one, Leases};
@@ -245,12 +245,7 @@ impl LockStore for MysqlStore {
     /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
     /// taken, with nobody knowing its token, until `ttl_ms` passes.
     fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        let Acquisition {
-            owner,
-            ttl_ms,
-            data,
-            format: _,
-        } = acq;
+        let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
             check_key::<Mysql>(key)?;
             check_owner::<Mysql>(owner)?;
@@ -281,13 +276,8 @@ impl LockStore for MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent, so a dropped call can simply be repeated.
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        _has_data: bool,
-    ) -> Call<'a, bool> {
+    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         async move {
             check_key::<Mysql>(key)?;
             check_owner::<Mysql>(owner)?;
@@ -351,12 +341,8 @@ impl LockStore for MysqlStore {
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
+    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+        let (owner, next) = (h.from, h.next);
         async move {
             check_key::<Mysql>(key)?;
             check_owner::<Mysql>(owner)?;

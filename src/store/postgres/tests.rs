@@ -34,7 +34,7 @@ pub(super) fn store() -> PostgresStore {
     PostgresStore::connect(TEST_URL, options(4)).unwrap()
 }
 
-fn next_for(owner: &str) -> NextOwner<'_> {
+fn next_for(owner: &str) -> crate::store::NextOwner<'_> {
     next_owner(owner, 10_000, ValueFormat::Fenced)
 }
 

@@ -25,7 +25,7 @@ mod sql;
 mod wake;
 
 use crate::store::delegate::delegate;
-use crate::store::{Acquisition, Batch, Call};
+use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,7 +41,7 @@ use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::purge::PurgeClock;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{
-    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseOutcome,
+    ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseOutcome,
     StoreError, StoreResult,
 };
 use connection::{Rewatch, SharedConnection};
@@ -353,12 +353,7 @@ impl LockStore for SqliteStore {
     /// Not cancel safe: once the statement is on its way, dropping the future may leave the
     /// lock taken, with nobody knowing its token, until `ttl_ms` passes.
     fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        let Acquisition {
-            owner,
-            ttl_ms,
-            data,
-            format: _,
-        } = acq;
+        let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
             check_key::<Sqlite>(key)?;
             check_owner::<Sqlite>(owner)?;
@@ -391,13 +386,8 @@ impl LockStore for SqliteStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        _has_data: bool,
-    ) -> Call<'a, bool> {
+    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         async move {
             check_key::<Sqlite>(key)?;
             check_owner::<Sqlite>(owner)?;
@@ -469,12 +459,8 @@ impl LockStore for SqliteStore {
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
+    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+        let (owner, next) = (h.from, h.next);
         async move {
             check_key::<Sqlite>(key)?;
             check_owner::<Sqlite>(owner)?;

@@ -6,7 +6,7 @@ use crate::core::options::AcquireSpec;
 use crate::store::memory::MemoryStore;
 use crate::store::{Acquisition, Batch, Call};
 use crate::store::{
-    ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, ReleaseOutcome, StoreError, ValueFormat,
+    ErrorKind, ExtendItem, LockInfo, LockStore, ReleaseOutcome, StoreError, ValueFormat,
 };
 use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -47,12 +47,7 @@ impl Lossy {
 
 impl LockStore for Lossy {
     fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        let Acquisition {
-            owner,
-            ttl_ms,
-            data,
-            format: _,
-        } = acq;
+        let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         Box::pin(async move {
             let error = self.acquire_error.lock().unwrap().take();
             if let Some(kind) = error {
@@ -66,13 +61,12 @@ impl LockStore for Lossy {
             Ok(self.inner.try_acquire_or_own(key, owner, ttl_ms, data))
         })
     }
-    fn extend<'a>(
+    fn extend_with<'a>(
         &'a self,
         key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        has_data: bool,
-    ) -> Call<'a, bool> {
+        renewal: crate::store::Renewal<'a>,
+    ) -> crate::store::Call<'a, bool> {
+        let (owner, ttl_ms, has_data) = (renewal.owner, renewal.ttl_ms, renewal.has_data);
         LockStore::extend(&self.inner, key, owner, ttl_ms, has_data)
     }
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
@@ -100,12 +94,12 @@ impl LockStore for Lossy {
             })
         })
     }
-    fn handoff<'a>(
+    fn handoff_with<'a>(
         &'a self,
         key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
+        h: crate::store::Handoff<'a>,
+    ) -> crate::store::Call<'a, Option<u64>> {
+        let (owner, next) = (h.from, h.next);
         LockStore::handoff(&self.inner, key, owner, next)
     }
     fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
