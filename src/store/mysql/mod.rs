@@ -12,7 +12,6 @@
 use crate::store::delegate::delegate;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -23,10 +22,10 @@ use tokio::sync::OnceCell;
 
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::errors::{db_error, read};
+use crate::store::sql::options::Url;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::{
-    ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseOutcome, StoreError,
-    StoreResult,
+    ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseOutcome, StoreResult,
 };
 use errors::{retry_on_conflict, retry_transient, Mysql};
 use extend::{extend_one, Leases};
@@ -90,6 +89,13 @@ impl std::fmt::Debug for MysqlStore {
     }
 }
 
+/// How a MySQL URL reads (see [`ServerOptions::connect_options`](crate::store::sql::options::ServerOptions::connect_options)).
+const URL: Url<MySqlConnectOptions> = Url {
+    schemes: ["mysql", "mariadb"],
+    max_table: crate::limits::MAX_TABLE_NAME_BYTES,
+    tls: apply_tls,
+};
+
 impl MysqlStore {
     /// Checks the URL (`mysql://` or `mariadb://`) and the options (TLS material included)
     /// and prepares the store.
@@ -98,30 +104,7 @@ impl MysqlStore {
     /// unreachable server is reported by the first operation, after at most
     /// `connect_timeout_ms`.
     pub fn connect(url: &str, opts: MysqlOptions) -> StoreResult<MysqlStore> {
-        let known_scheme = url.split_once("://").is_some_and(|(scheme, _)| {
-            scheme.eq_ignore_ascii_case("mysql") || scheme.eq_ignore_ascii_case("mariadb")
-        });
-        if !known_scheme {
-            return Err(StoreError::invalid(
-                "mysql: the URL must start with mysql:// or mariadb://",
-            ));
-        }
-        // The message names the problem but not the URL, which may hold a password.
-        let mut connect_options = MySqlConnectOptions::from_str(url)
-            .map_err(|e| StoreError::invalid(format!("mysql: invalid URL: {e}")))?;
-        if let Some(tls) = &opts.tls {
-            connect_options = apply_tls(connect_options, url, tls)
-                .map_err(|e| StoreError::invalid(format!("mysql: {e}")))?;
-        }
-        if !valid_table_name(&opts.table) {
-            return Err(StoreError::invalid(format!(
-                "mysql: invalid table name {:?}: use 1 to 64 ASCII letters, digits or underscores",
-                opts.table
-            )));
-        }
-        if opts.pool_size == 0 {
-            return Err(StoreError::invalid("mysql: pool_size must be at least 1"));
-        }
+        let connect_options = opts.connect_options::<Mysql, MySqlConnectOptions>(url, &URL)?;
         Ok(MysqlStore {
             connect_options,
             pool_size: opts.pool_size,
@@ -226,10 +209,6 @@ async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: u64) -> StoreResult
 /// The lease in microseconds, the unit of the lock table's statements.
 fn ttl_micros(ttl_ms: u64) -> StoreResult<u64> {
     Ok(check_ttl::<Mysql>(ttl_ms)? as u64 * 1000)
-}
-
-fn valid_table_name(name: &str) -> bool {
-    crate::limits::valid_table_name(name)
 }
 
 /// The contract; every call is bounded by the decorator the registry wraps the store in

@@ -18,7 +18,6 @@ mod tls;
 
 use crate::store::delegate::delegate;
 use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -35,11 +34,12 @@ use self::permit_sql::PermitStatements;
 use self::sql::Statements;
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::errors::{db_error, read};
+use crate::store::sql::options::Url;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseNotifications, ReleaseOutcome,
-    StoreError, StoreResult,
+    StoreResult,
 };
 
 pub use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
@@ -109,6 +109,13 @@ impl Drop for PostgresStore {
     }
 }
 
+/// How a PostgreSQL URL reads (see [`ServerOptions::connect_options`](crate::store::sql::options::ServerOptions::connect_options)).
+const URL: Url<PgConnectOptions> = Url {
+    schemes: ["postgres", "postgresql"],
+    max_table: MAX_TABLE_NAME_BYTES,
+    tls: tls::apply_tls,
+};
+
 impl PostgresStore {
     /// Checks the URL (`postgres://` or `postgresql://`) and the options (TLS material
     /// included) and prepares the store.
@@ -116,33 +123,7 @@ impl PostgresStore {
     /// Does no I/O: the pool connects, and the table is created, on first use. So an
     /// unreachable server is reported by the first operation.
     pub fn connect(url: &str, opts: PostgresOptions) -> StoreResult<PostgresStore> {
-        let known_scheme = url.split_once("://").is_some_and(|(scheme, _)| {
-            scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")
-        });
-        if !known_scheme {
-            return Err(StoreError::invalid(
-                "postgres: the URL must start with postgres:// or postgresql://",
-            ));
-        }
-        // The message names the problem but not the URL, which may hold a password.
-        let mut connect_options = PgConnectOptions::from_str(url)
-            .map_err(|e| StoreError::invalid(format!("postgres: invalid URL: {e}")))?;
-        if let Some(tls) = &opts.tls {
-            connect_options = tls::apply_tls(connect_options, url, tls)
-                .map_err(|e| StoreError::invalid(format!("postgres: {e}")))?;
-        }
-        if !valid_table_name(&opts.table) {
-            return Err(StoreError::invalid(format!(
-                "postgres: invalid table name {:?}: use 1 to {MAX_TABLE_NAME_BYTES} ASCII \
-                 letters, digits or underscores",
-                opts.table
-            )));
-        }
-        if opts.pool_size == 0 {
-            return Err(StoreError::invalid(
-                "postgres: pool_size must be at least 1",
-            ));
-        }
+        let mut connect_options = opts.connect_options::<Postgres, PgConnectOptions>(url, &URL)?;
         // The server ends any statement of ours that runs past the response bound, so one
         // abandoned by the caller's bound does not take effect later, and no statement runs
         // longer than the purge delay (see `sql::ACQUIRE`).
@@ -245,10 +226,6 @@ fn token_of(fence: i64) -> u64 {
 /// The lease in milliseconds, if the dialect can keep it.
 fn ttl_millis(ttl_ms: u64) -> StoreResult<i64> {
     check_ttl::<Postgres>(ttl_ms)
-}
-
-fn valid_table_name(name: &str) -> bool {
-    crate::limits::valid_table_name(name) && name.len() <= MAX_TABLE_NAME_BYTES
 }
 
 /// The contract; every call is bounded by the decorator the registry wraps the store in

@@ -1,6 +1,12 @@
-//! The options of a SQL store with a server (MySQL, PostgreSQL), one struct for both.
+//! The options of a SQL store with a server (MySQL, PostgreSQL), one struct for both, and
+//! the checks of its URL and options that `connect` makes before any I/O.
 
+use std::fmt::Display;
+use std::str::FromStr;
+
+use super::Dialect;
 use crate::store::tls::TlsOptions;
+use crate::store::{StoreError, StoreResult};
 
 /// Options of a SQL store with a server: `MysqlOptions` and `PostgresOptions` are this.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,5 +52,61 @@ impl Default for ServerOptions {
             purge_after_ms: 300_000,
             tls: None,
         }
+    }
+}
+
+/// How a server dialect reads its URL: the schemes it accepts, its longest table name, and
+/// how it applies `options.tls` to its driver's connect options `O`.
+pub struct Url<O> {
+    /// The two schemes it accepts (`mysql`, `mariadb`).
+    pub schemes: [&'static str; 2],
+    /// The longest table name it accepts, in bytes.
+    pub max_table: usize,
+    /// Applies the TLS option to the options parsed from the URL (see `sql::tls`).
+    pub tls: fn(O, &str, &TlsOptions) -> Result<O, String>,
+}
+
+impl ServerOptions {
+    /// Checks `url` and these options for dialect `D` before any I/O: the URL's scheme, the
+    /// URL itself (parsed by the driver; the message names the problem but never quotes the
+    /// URL, which may hold a password), the TLS option, the table name and the pool size.
+    /// Returns the driver's connect options.
+    pub fn connect_options<D: Dialect, O>(&self, url: &str, reads: &Url<O>) -> StoreResult<O>
+    where
+        O: FromStr,
+        O::Err: Display,
+    {
+        let [first, second] = reads.schemes;
+        let known_scheme = url.split_once("://").is_some_and(|(scheme, _)| {
+            scheme.eq_ignore_ascii_case(first) || scheme.eq_ignore_ascii_case(second)
+        });
+        if !known_scheme {
+            return Err(StoreError::invalid(format!(
+                "{}: the URL must start with {first}:// or {second}://",
+                D::NAME
+            )));
+        }
+        let mut options = O::from_str(url)
+            .map_err(|e| StoreError::invalid(format!("{}: invalid URL: {e}", D::NAME)))?;
+        if let Some(tls) = &self.tls {
+            options = (reads.tls)(options, url, tls)
+                .map_err(|e| StoreError::invalid(format!("{}: {e}", D::NAME)))?;
+        }
+        let table = &self.table;
+        if !crate::limits::valid_table_name(table) || table.len() > reads.max_table {
+            return Err(StoreError::invalid(format!(
+                "{}: invalid table name {table:?}: use 1 to {} ASCII letters, digits or \
+                 underscores",
+                D::NAME,
+                reads.max_table
+            )));
+        }
+        if self.pool_size == 0 {
+            return Err(StoreError::invalid(format!(
+                "{}: pool_size must be at least 1",
+                D::NAME
+            )));
+        }
+        Ok(options)
     }
 }
