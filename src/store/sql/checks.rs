@@ -16,28 +16,31 @@ pub const MAX_OWNER_BYTES: usize = 255;
 /// ends in the year 9999).
 pub const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
 
-/// Refuses a lock name longer than [`MAX_KEY_BYTES`].
-pub fn check_key<D: Dialect>(key: &str) -> StoreResult<()> {
-    if key.len() > MAX_KEY_BYTES {
+/// Refuses `value` (a `what`) when it is longer than `max` bytes.
+fn check_len<D: Dialect>(what: &str, value: &str, max: usize) -> StoreResult<()> {
+    if value.len() > max {
         return Err(StoreError::invalid(format!(
-            "{}: lock name is {} bytes, at most {MAX_KEY_BYTES} are supported",
+            "{}: {what} is {} bytes, at most {max} are supported",
             D::NAME,
-            key.len()
+            value.len()
         )));
     }
     Ok(())
 }
 
+/// Refuses a lock name longer than [`MAX_KEY_BYTES`].
+pub fn check_key<D: Dialect>(key: &str) -> StoreResult<()> {
+    check_len::<D>("lock name", key, MAX_KEY_BYTES)
+}
+
 /// Refuses an owner token longer than [`MAX_OWNER_BYTES`].
 pub fn check_owner<D: Dialect>(owner: &str) -> StoreResult<()> {
-    if owner.len() > MAX_OWNER_BYTES {
-        return Err(StoreError::invalid(format!(
-            "{}: owner token is {} bytes, at most {MAX_OWNER_BYTES} are supported",
-            D::NAME,
-            owner.len()
-        )));
-    }
-    Ok(())
+    check_len::<D>("owner token", owner, MAX_OWNER_BYTES)
+}
+
+/// Refuses a semaphore name longer than a lock name may be.
+pub fn check_semaphore<D: Dialect>(name: &str) -> StoreResult<()> {
+    check_len::<D>("semaphore name", name, MAX_KEY_BYTES)
 }
 
 /// The lease, as a signed integer for the dialect's arithmetic, if it is within
@@ -50,18 +53,6 @@ pub fn check_ttl<D: Dialect>(ttl_ms: u64) -> StoreResult<i64> {
         )));
     }
     Ok(ttl_ms as i64)
-}
-
-/// Refuses a semaphore name longer than a lock name may be.
-pub fn check_semaphore<D: Dialect>(name: &str) -> StoreResult<()> {
-    if name.len() > MAX_KEY_BYTES {
-        return Err(StoreError::invalid(format!(
-            "{}: semaphore name is {} bytes, at most {MAX_KEY_BYTES} are supported",
-            D::NAME,
-            name.len()
-        )));
-    }
-    Ok(())
 }
 
 /// Checks a semaphore request before any I/O: its name and owner, a number of permits from 1
