@@ -8,11 +8,11 @@ use sqlx::AssertSqlSafe;
 use tokio::task::JoinSet;
 
 use super::errors::{retry_on_conflict, Mysql};
-use super::{ttl_micros, MysqlStore};
-use crate::store::sql::checks::{check_key, check_owner};
+use super::MysqlStore;
 use crate::store::sql::errors::db_error;
+use crate::store::sql::extend::Answers;
 pub(super) use crate::store::sql::extend::Leases;
-use crate::store::{ExtendItem, StoreError, StoreResult};
+use crate::store::{ExtendItem, StoreResult};
 
 impl MysqlStore {
     /// [`crate::store::LockStore::extend_many`] for locks or permits.
@@ -24,26 +24,20 @@ impl MysqlStore {
         if items.len() <= 1 {
             return leases.one_by_one(self, items).await;
         }
-        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
-        // Invalid items fail alone instead of failing their batch.
-        let mut valid = Vec::with_capacity(items.len());
-        for (index, item) in items.iter().enumerate() {
-            let checked = check_key::<Mysql>(&item.key)
-                .and_then(|()| check_owner::<Mysql>(&item.owner))
-                .and_then(|()| ttl_micros(item.ttl_ms));
-            match checked {
-                Ok(ttl_us) => valid.push(Job {
-                    index,
-                    key: item.key.clone(),
-                    owner: item.owner.clone(),
-                    ttl: match leases {
-                        Leases::Locks => ttl_us,
-                        Leases::Permits => item.ttl_ms,
-                    },
-                }),
-                Err(e) => out[index] = Some(Err(e)),
-            }
-        }
+        let (mut answers, checked) = Answers::check::<Mysql>(leases, items);
+        let valid: Vec<Job> = checked
+            .into_iter()
+            .map(|(index, ttl_ms)| Job {
+                index,
+                key: items[index].key.clone(),
+                owner: items[index].owner.clone(),
+                // The lock statements count in microseconds, the permit ones in ms.
+                ttl: match leases {
+                    Leases::Locks => ttl_ms as u64 * 1000,
+                    Leases::Permits => ttl_ms as u64,
+                },
+            })
+            .collect();
         if !valid.is_empty() {
             let (ready, bulk, one) = match leases {
                 Leases::Locks => (self.ready().await, &self.sql.extend_many, &self.sql.extend),
@@ -68,25 +62,16 @@ impl MysqlStore {
                             extend_batch(&pool, leases, &bulk_sql, &one_sql, batch).await
                         });
                     }
-                    join_into(tasks, &mut out).await;
+                    answers.join(tasks).await;
                 }
                 Err(e) => {
                     for job in &valid {
-                        out[job.index] = Some(Err(e.clone()));
+                        answers.set(job.index, Err(e.clone()));
                     }
                 }
             }
         }
-        out.into_iter()
-            .map(|slot| {
-                slot.unwrap_or_else(|| {
-                    Err(StoreError::internal(format!(
-                        "mysql: {}: no result (the task extending it panicked)",
-                        leases.operation()
-                    )))
-                })
-            })
-            .collect()
+        answers.finish::<Mysql>(leases)
     }
 }
 
@@ -177,21 +162,6 @@ async fn extend_batch(
         }
     }
     results
-}
-
-/// Collects the outcomes of batch tasks into their slots; a panicked task leaves its slots
-/// empty, and `extend_many` reports those as errors.
-async fn join_into(
-    mut tasks: JoinSet<Vec<(usize, StoreResult<bool>)>>,
-    out: &mut [Option<StoreResult<bool>>],
-) {
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok(done) = joined {
-            for (index, result) in done {
-                out[index] = Some(result);
-            }
-        }
-    }
 }
 
 /// Runs `SQL_EXTEND` (or the permit table's) for one lease, `ttl` in the statement's unit.

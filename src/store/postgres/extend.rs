@@ -12,29 +12,22 @@ use tokio::task::JoinSet;
 use super::errors::{retry, Postgres};
 use super::PostgresStore;
 use crate::store::sql::errors::db_error;
-use crate::store::{ExtendItem, StoreError, StoreResult};
+use crate::store::sql::extend::{Answers, Leases};
+use crate::store::{ExtendItem, StoreResult};
 
 impl PostgresStore {
-    /// Runs batched extensions with `sql` (bound to the names, owners and ttls as three
-    /// arrays, returning the (name, owner) pairs it extended) over the pool `ready` yields,
-    /// once `check` passed each item (returning its ttl); `ready` is awaited only if some
-    /// item is valid. The body of [`Self::extend_many`] and of the semaphores' batches.
+    /// Runs batched extensions of `leases` with `sql` (bound to the names, owners and ttls as
+    /// three arrays, returning the (name, owner) pairs it extended) over the pool `ready`
+    /// yields, once each item passed its checks; `ready` is awaited only if some item is
+    /// valid. The body of [`Self::extend_many`] and of the semaphores' batches.
     pub(super) async fn extend_batched<'a>(
         &self,
+        leases: Leases,
         items: &[ExtendItem],
-        check: impl Fn(&ExtendItem) -> StoreResult<i64>,
         ready: impl Future<Output = StoreResult<&'a PgPool>>,
         sql: &Arc<str>,
     ) -> Vec<StoreResult<bool>> {
-        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
-        // Invalid items fail alone instead of failing their batch.
-        let mut valid = Vec::with_capacity(items.len());
-        for (index, item) in items.iter().enumerate() {
-            match check(item) {
-                Ok(ttl) => valid.push((index, ttl)),
-                Err(e) => out[index] = Some(Err(e)),
-            }
-        }
+        let (mut answers, valid) = Answers::check::<Postgres>(leases, items);
         if !valid.is_empty() {
             match ready.await {
                 Ok(pool) => {
@@ -52,31 +45,16 @@ impl PostgresStore {
                         let (pool, sql) = (pool.clone(), sql.clone());
                         tasks.spawn(async move { extend_batch(&pool, &sql, batch).await });
                     }
-                    while let Some(joined) = tasks.join_next().await {
-                        // A panicked task leaves its items unanswered (reported below).
-                        if let Ok(done) = joined {
-                            for (index, result) in done {
-                                out[index] = Some(result);
-                            }
-                        }
-                    }
+                    answers.join(tasks).await;
                 }
                 Err(e) => {
                     for &(index, _) in &valid {
-                        out[index] = Some(Err(e.clone()));
+                        answers.set(index, Err(e.clone()));
                     }
                 }
             }
         }
-        out.into_iter()
-            .map(|slot| {
-                slot.unwrap_or_else(|| {
-                    Err(StoreError::internal(
-                        "postgres: extend_many: no result (the task extending it panicked)",
-                    ))
-                })
-            })
-            .collect()
+        answers.finish::<Postgres>(leases)
     }
 }
 

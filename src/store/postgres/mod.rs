@@ -34,6 +34,7 @@ use self::permit_sql::PermitStatements;
 use self::sql::Statements;
 use crate::store::sql::checks::{check_key, check_owner, check_ttl};
 use crate::store::sql::errors::{db_error, read};
+use crate::store::sql::extend::Leases;
 use crate::store::sql::options::Url;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
@@ -313,13 +314,8 @@ impl LockStore for PostgresStore {
     /// Cancel safe: every extension is idempotent.
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         async move {
-            let check = |item: &ExtendItem| {
-                check_key::<Postgres>(&item.key)?;
-                check_owner::<Postgres>(&item.owner)?;
-                ttl_millis(item.ttl_ms)
-            };
-            self.extend_batched(items, check, self.ready(), &self.sql.extend_many)
-                .await
+            let (ready, sql) = (self.ready(), &self.sql.extend_many);
+            self.extend_batched(Leases::Locks, items, ready, sql).await
         }
         .boxed()
     }

@@ -11,6 +11,7 @@ use super::{token_of, ttl_millis, PostgresStore};
 use crate::store::permits::watch_key;
 use crate::store::sql::checks::{check_owner, check_request, check_semaphore};
 use crate::store::sql::errors::{db_error, read};
+use crate::store::sql::extend::Leases;
 use crate::store::{ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
 
 impl PostgresStore {
@@ -100,18 +101,9 @@ impl PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: every extension is idempotent.
     pub async fn extend_permits_many(&self, items: &[ExtendItem]) -> Vec<StoreResult<bool>> {
-        let check = |item: &ExtendItem| {
-            check_semaphore::<Postgres>(&item.key)?;
-            check_owner::<Postgres>(&item.owner)?;
-            ttl_millis(item.ttl_ms)
-        };
-        self.extend_batched(
-            items,
-            check,
-            self.permits_ready(),
-            &self.permit_sql.extend_many,
-        )
-        .await
+        let (ready, sql) = (self.permits_ready(), &self.permit_sql.extend_many);
+        self.extend_batched(Leases::Permits, items, ready, sql)
+            .await
     }
 
     /// Frees `owner`'s permits of semaphore `name` and its queued place, and announces it

@@ -8,9 +8,9 @@ use super::errors::{db_error, Sqlite};
 use super::replaced::Lease;
 use super::sql::EXTEND_BATCH_MAX;
 use super::SqliteStore;
-use crate::store::sql::checks::{check_key, check_owner, check_semaphore, check_ttl};
+use crate::store::sql::extend::Answers;
 pub(super) use crate::store::sql::extend::Leases;
-use crate::store::{ExtendItem, StoreError, StoreResult};
+use crate::store::{ExtendItem, StoreResult};
 
 impl SqliteStore {
     /// [`crate::store::LockStore::extend_many`] of locks or of permits.
@@ -22,36 +22,26 @@ impl SqliteStore {
         if items.len() <= 1 {
             return leases.one_by_one(self, items).await;
         }
-        let mut out: Vec<Option<StoreResult<bool>>> = vec![None; items.len()];
-        // Invalid items fail alone instead of failing their batch.
-        let mut valid = Vec::with_capacity(items.len());
-        for (index, item) in items.iter().enumerate() {
-            let checked = check_name(leases, &item.key)
-                .and_then(|()| check_owner::<Sqlite>(&item.owner))
-                .and_then(|()| check_ttl::<Sqlite>(item.ttl_ms));
-            match checked {
-                Ok(ttl) => valid.push((index, ttl)),
-                Err(e) => out[index] = Some(Err(e)),
-            }
-        }
+        let (mut answers, valid) = Answers::check::<Sqlite>(leases, items);
         for batch in valid.chunks(EXTEND_BATCH_MAX) {
             let result = self.extend_batch(items, batch, leases).await;
             for &(index, _) in batch {
                 let item = &items[index];
-                out[index] = Some(match &result {
-                    Ok((_, ghosts)) if ghosts.contains(&index) => {
-                        Err(self.replaced_error(leases.operation()))
-                    }
-                    Ok((extended, _)) => Ok(extended
-                        .iter()
-                        .any(|(k, o)| k == item.key.as_bytes() && o == item.owner.as_bytes())),
-                    Err(e) => Err(e.clone()),
-                });
+                answers.set(
+                    index,
+                    match &result {
+                        Ok((_, ghosts)) if ghosts.contains(&index) => {
+                            Err(self.replaced_error(leases.operation()))
+                        }
+                        Ok((extended, _)) => Ok(extended
+                            .iter()
+                            .any(|(k, o)| k == item.key.as_bytes() && o == item.owner.as_bytes())),
+                        Err(e) => Err(e.clone()),
+                    },
+                );
             }
         }
-        out.into_iter()
-            .map(|slot| slot.unwrap_or_else(|| Err(StoreError::internal("sqlite: no result"))))
-            .collect()
+        answers.finish::<Sqlite>(leases)
     }
 
     /// One batched extension: the (name, owner) of every lease extended, and the indexes of
@@ -119,13 +109,5 @@ fn ghost_lease(leases: Leases) -> Lease {
     match leases {
         Leases::Locks => Lease::Lock,
         Leases::Permits => Lease::Permits,
-    }
-}
-
-/// Refuses a name that is too long for `leases`.
-fn check_name(leases: Leases, name: &str) -> StoreResult<()> {
-    match leases {
-        Leases::Locks => check_key::<Sqlite>(name),
-        Leases::Permits => check_semaphore::<Sqlite>(name),
     }
 }
