@@ -20,7 +20,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlRow};
 use sqlx::AssertSqlSafe;
 use tokio::sync::OnceCell;
 
-use crate::store::sql::checks::{check_key, check_owner, check_ttl};
+use crate::store::sql::checks::{check_key, check_lease, check_owner, check_ttl};
 use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::options::Url;
 use crate::store::sql::purge::PurgeClock;
@@ -226,9 +226,7 @@ impl LockStore for MysqlStore {
     fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
-            check_key::<Mysql>(key)?;
-            check_owner::<Mysql>(owner)?;
-            let ttl_us = ttl_micros(ttl_ms)?;
+            let ttl_us = check_lease::<Mysql>(key, owner, ttl_ms)? as u64 * 1000;
             let pool = self.ready().await?;
             let sql = &self.sql.acquire;
             let (done, reconnected) = retry_transient(|| {
@@ -258,9 +256,7 @@ impl LockStore for MysqlStore {
     fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         async move {
-            check_key::<Mysql>(key)?;
-            check_owner::<Mysql>(owner)?;
-            let ttl_us = ttl_micros(ttl_ms)?;
+            let ttl_us = check_lease::<Mysql>(key, owner, ttl_ms)? as u64 * 1000;
             let pool = self.ready().await?;
             extend_one(pool, &self.sql.extend, "extend", key, owner, ttl_us).await
         }

@@ -32,7 +32,7 @@ use self::errors::{retry, Postgres};
 use self::notify::Notifier;
 use self::permit_sql::PermitStatements;
 use self::sql::Statements;
-use crate::store::sql::checks::{check_key, check_owner, check_ttl};
+use crate::store::sql::checks::{check_key, check_lease, check_owner, check_ttl};
 use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::extend::Leases;
 use crate::store::sql::options::Url;
@@ -251,9 +251,7 @@ impl LockStore for PostgresStore {
     fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
-            check_key::<Postgres>(key)?;
-            check_owner::<Postgres>(owner)?;
-            let ttl = ttl_millis(ttl_ms)?;
+            let ttl = check_lease::<Postgres>(key, owner, ttl_ms)?;
             let pool = self.ready().await?;
             let sql = &self.sql.acquire;
             let row: Option<PgRow> = retry(|| {
@@ -286,9 +284,7 @@ impl LockStore for PostgresStore {
     fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         async move {
-            check_key::<Postgres>(key)?;
-            check_owner::<Postgres>(owner)?;
-            let ttl = ttl_millis(ttl_ms)?;
+            let ttl = check_lease::<Postgres>(key, owner, ttl_ms)?;
             let pool = self.ready().await?;
             let sql = &self.sql.extend;
             let done = retry(|| {

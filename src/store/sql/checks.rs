@@ -38,6 +38,14 @@ pub fn check_owner<D: Dialect>(owner: &str) -> StoreResult<()> {
     check_len::<D>("owner token", owner, MAX_OWNER_BYTES)
 }
 
+/// Checks a lock's name, its owner and a lease for it, before any I/O; returns the lease as
+/// [`check_ttl`] does.
+pub fn check_lease<D: Dialect>(key: &str, owner: &str, ttl_ms: u64) -> StoreResult<i64> {
+    check_key::<D>(key)?;
+    check_owner::<D>(owner)?;
+    check_ttl::<D>(ttl_ms)
+}
+
 /// Refuses a semaphore name longer than a lock name may be.
 pub fn check_semaphore<D: Dialect>(name: &str) -> StoreResult<()> {
     check_len::<D>("semaphore name", name, MAX_KEY_BYTES)

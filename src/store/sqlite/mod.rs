@@ -37,7 +37,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::store::bounded::within;
-use crate::store::sql::checks::{check_key, check_owner, check_ttl};
+use crate::store::sql::checks::{check_key, check_lease, check_owner, check_ttl};
 use crate::store::sql::purge::PurgeClock;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{
@@ -355,9 +355,7 @@ impl LockStore for SqliteStore {
     fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
-            check_key::<Sqlite>(key)?;
-            check_owner::<Sqlite>(owner)?;
-            let ttl = check_ttl::<Sqlite>(ttl_ms)?;
+            let ttl = check_lease::<Sqlite>(key, owner, ttl_ms)?;
             let mut w = self.conn.lock().await?;
             // Held by another owner in a file replaced since, whose holder has not heard yet.
             if self.conn.ghost_of_another(key.as_bytes(), owner.as_bytes()) {
@@ -389,9 +387,7 @@ impl LockStore for SqliteStore {
     fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         async move {
-            check_key::<Sqlite>(key)?;
-            check_owner::<Sqlite>(owner)?;
-            let ttl = check_ttl::<Sqlite>(ttl_ms)?;
+            let ttl = check_lease::<Sqlite>(key, owner, ttl_ms)?;
             let mut w = self.conn.lock().await?;
             if self
                 .conn
