@@ -16,6 +16,34 @@ use crate::store::sql::extend::{Answers, Leases};
 use crate::store::{ExtendItem, StoreResult};
 
 impl PostgresStore {
+    /// [`crate::store::LockStore::extend`] of a lock or of a holder's permits: one statement.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent.
+    pub(super) async fn extend_one(
+        &self,
+        leases: Leases,
+        name: &str,
+        owner: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<bool> {
+        let ttl = leases.check::<Postgres>(name, owner, ttl_ms)?;
+        let (pool, sql) = match leases {
+            Leases::Locks => (self.ready().await?, &self.sql.extend),
+            Leases::Permits => (self.permits_ready().await?, &self.permit_sql.extend),
+        };
+        let done = retry(|| {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(name.as_bytes())
+                .bind(owner.as_bytes())
+                .bind(ttl)
+                .execute(pool)
+        })
+        .await
+        .map_err(|e| db_error::<Postgres>(leases.operation(), e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Runs batched extensions of `leases` with `sql` (bound to the names, owners and ttls as
     /// three arrays, returning the (name, owner) pairs it extended) over the pool `ready`
     /// yields, once each item passed its checks; `ready` is awaited only if some item is

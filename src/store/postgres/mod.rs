@@ -283,22 +283,7 @@ impl LockStore for PostgresStore {
     /// Cancel safe: the statement is idempotent.
     fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
-        async move {
-            let ttl = check_lease::<Postgres>(key, owner, ttl_ms)?;
-            let pool = self.ready().await?;
-            let sql = &self.sql.extend;
-            let done = retry(|| {
-                sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(key.as_bytes())
-                    .bind(owner.as_bytes())
-                    .bind(ttl)
-                    .execute(pool)
-            })
-            .await
-            .map_err(|e| db_error::<Postgres>("extend", e))?;
-            Ok(done.rows_affected() > 0)
-        }
-        .boxed()
+        self.extend_one(Leases::Locks, key, owner, ttl_ms).boxed()
     }
 
     /// Extends many leases, as [`LockStore::extend`] would each; the result has one entry

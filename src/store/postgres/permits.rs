@@ -7,7 +7,7 @@ use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 
 use super::errors::{retry, Postgres};
-use super::{token_of, ttl_millis, PostgresStore};
+use super::{token_of, PostgresStore};
 use crate::store::permits::watch_key;
 use crate::store::sql::checks::{check_owner, check_request, check_semaphore};
 use crate::store::sql::errors::{db_error, read};
@@ -17,7 +17,7 @@ use crate::store::{ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, Stor
 impl PostgresStore {
     /// The pool, once the lock table and the semaphore tables exist (created on the first
     /// semaphore operation, so a store used only for locks never creates them).
-    async fn permits_ready(&self) -> StoreResult<&PgPool> {
+    pub(super) async fn permits_ready(&self) -> StoreResult<&PgPool> {
         let pool = self.ready().await?;
         self.permits_ready
             .get_or_try_init(|| {
@@ -77,21 +77,7 @@ impl PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
     pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_semaphore::<Postgres>(name)?;
-        check_owner::<Postgres>(owner)?;
-        let ttl = ttl_millis(ttl_ms)?;
-        let pool = self.permits_ready().await?;
-        let sql = &self.permit_sql.extend;
-        let done = retry(|| {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(name.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(ttl)
-                .execute(pool)
-        })
-        .await
-        .map_err(|e| db_error::<Postgres>("extend_permits", e))?;
-        Ok(done.rows_affected() > 0)
+        self.extend_one(Leases::Permits, name, owner, ttl_ms).await
     }
 
     /// Extends many holders' permits (`key`: the semaphore), as [`Self::extend_permits`]

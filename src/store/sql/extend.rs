@@ -26,15 +26,15 @@ impl Leases {
         }
     }
 
-    /// Checks an item before any I/O: its name (a lock's or a semaphore's), its owner and its
-    /// lease. Returns the lease in ms.
-    pub fn check<D: Dialect>(self, item: &ExtendItem) -> StoreResult<i64> {
+    /// Checks an extension before any I/O: the name (a lock's or a semaphore's), the owner
+    /// and the lease. Returns the lease in ms.
+    pub fn check<D: Dialect>(self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<i64> {
         match self {
-            Leases::Locks => check_key::<D>(&item.key)?,
-            Leases::Permits => check_semaphore::<D>(&item.key)?,
+            Leases::Locks => check_key::<D>(name)?,
+            Leases::Permits => check_semaphore::<D>(name)?,
         }
-        check_owner::<D>(&item.owner)?;
-        check_ttl::<D>(item.ttl_ms)
+        check_owner::<D>(owner)?;
+        check_ttl::<D>(ttl_ms)
     }
 
     /// Extends each of `items` with its own call to `store`'s `extend` or `extend_permits`:
@@ -77,7 +77,7 @@ impl Answers {
         let mut answers = Answers(vec![None; items.len()]);
         let mut valid = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
-            match leases.check::<D>(item) {
+            match leases.check::<D>(&item.key, &item.owner, item.ttl_ms) {
                 Ok(ttl_ms) => valid.push((index, ttl_ms)),
                 Err(e) => answers.set(index, Err(e)),
             }

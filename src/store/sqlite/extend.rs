@@ -13,6 +13,39 @@ pub(super) use crate::store::sql::extend::Leases;
 use crate::store::{ExtendItem, StoreResult};
 
 impl SqliteStore {
+    /// [`crate::store::LockStore::extend`] of a lock or of a holder's permits: one statement.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent.
+    pub(super) async fn extend_one(
+        &self,
+        leases: Leases,
+        name: &str,
+        owner: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<bool> {
+        let ttl = leases.check::<Sqlite>(name, owner, ttl_ms)?;
+        let (lease, sql) = match leases {
+            Leases::Locks => (Lease::Lock, &self.sql.extend),
+            Leases::Permits => (Lease::Permits, &self.sql.extend_permits),
+        };
+        let mut w = self.conn.lock().await?;
+        if self.conn.is_ghost(lease, name.as_bytes(), owner.as_bytes()) {
+            w.finish(Ok(())).ok();
+            return Err(self.replaced_error(leases.operation()));
+        }
+        let done = sqlx::query(AssertSqlSafe(sql.as_str()))
+            .bind(name.as_bytes())
+            .bind(owner.as_bytes())
+            .bind(ttl)
+            .execute(w.conn())
+            .await;
+        let done = w
+            .finish(done)
+            .map_err(|e| db_error(leases.operation(), e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// [`crate::store::LockStore::extend_many`] of locks or of permits.
     pub(super) async fn extend_each(
         &self,

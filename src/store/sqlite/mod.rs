@@ -386,26 +386,7 @@ impl LockStore for SqliteStore {
     /// Cancel safe: the statement is idempotent.
     fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
-        async move {
-            let ttl = check_lease::<Sqlite>(key, owner, ttl_ms)?;
-            let mut w = self.conn.lock().await?;
-            if self
-                .conn
-                .is_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes())
-            {
-                w.finish(Ok(())).ok();
-                return Err(self.replaced_error("extend"));
-            }
-            let done = sqlx::query(AssertSqlSafe(self.sql.extend.as_str()))
-                .bind(key.as_bytes())
-                .bind(owner.as_bytes())
-                .bind(ttl)
-                .execute(w.conn())
-                .await;
-            let done = w.finish(done).map_err(|e| db_error("extend", e))?;
-            Ok(done.rows_affected() > 0)
-        }
-        .boxed()
+        self.extend_one(Leases::Locks, key, owner, ttl_ms).boxed()
     }
 
     /// Extends many leases, as [`LockStore::extend`] would each, in one statement per 256

@@ -13,7 +13,8 @@ use super::errors::{db_error, Sqlite};
 use super::replaced::Lease;
 use super::SqliteStore;
 use crate::store::permits::watch_key;
-use crate::store::sql::checks::{check_owner, check_request, check_semaphore, check_ttl};
+use crate::store::sql::checks::{check_owner, check_request, check_semaphore};
+use crate::store::sql::extend::Leases;
 use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
 use sqlx::{AssertSqlSafe, Row};
 
@@ -61,25 +62,7 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
     pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_semaphore::<Sqlite>(name)?;
-        check_owner::<Sqlite>(owner)?;
-        let ttl = check_ttl::<Sqlite>(ttl_ms)?;
-        let mut w = self.conn.lock().await?;
-        if self
-            .conn
-            .is_ghost(Lease::Permits, name.as_bytes(), owner.as_bytes())
-        {
-            w.finish(Ok(())).ok();
-            return Err(self.replaced_error("extend_permits"));
-        }
-        let done = sqlx::query(AssertSqlSafe(self.sql.extend_permits.as_str()))
-            .bind(name.as_bytes())
-            .bind(owner.as_bytes())
-            .bind(ttl)
-            .execute(w.conn())
-            .await;
-        let done = w.finish(done).map_err(|e| db_error("extend_permits", e))?;
-        Ok(done.rows_affected() > 0)
+        self.extend_one(Leases::Permits, name, owner, ttl_ms).await
     }
 
     /// Frees `owner`'s permits of semaphore `name` and gives up its queued place, and deletes
