@@ -13,21 +13,21 @@ use super::errors::{retry, Postgres};
 use super::PostgresStore;
 use crate::store::sql::errors::db_error;
 use crate::store::sql::extend::{Answers, Leases};
-use crate::store::{ExtendItem, StoreResult};
+use crate::store::{ExtendItem, Renewal, StoreResult};
 
 impl PostgresStore {
-    /// [`crate::store::LockStore::extend`] of a lock or of a holder's permits: one statement.
+    /// Extends `name`'s lease (a lock's, or `r.owner`'s permits of a semaphore, as `leases`
+    /// says): one autocommit statement, retried as every statement is.
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
-    pub(super) async fn extend_one(
+    pub(super) async fn renew(
         &self,
         leases: Leases,
         name: &str,
-        owner: &str,
-        ttl_ms: u64,
+        r: Renewal<'_>,
     ) -> StoreResult<bool> {
-        let ttl = leases.check::<Postgres>(name, owner, ttl_ms)?;
+        let (owner, ttl) = (r.owner, leases.check::<Postgres>(name, r.owner, r.ttl_ms)?);
         let (pool, sql) = match leases {
             Leases::Locks => (self.ready().await?, &self.sql.extend),
             Leases::Permits => (self.permits_ready().await?, &self.permit_sql.extend),

@@ -282,8 +282,7 @@ impl LockStore for PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
     fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
-        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
-        self.extend_one(Leases::Locks, key, owner, ttl_ms).boxed()
+        self.renew(Leases::Locks, key, renewal).boxed()
     }
 
     /// Extends many leases, as [`LockStore::extend`] would each; the result has one entry

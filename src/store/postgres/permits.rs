@@ -77,7 +77,13 @@ impl PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
     pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        self.extend_one(Leases::Permits, name, owner, ttl_ms).await
+        let has_data = false;
+        let renewal = crate::store::Renewal {
+            owner,
+            ttl_ms,
+            has_data,
+        };
+        self.renew(Leases::Permits, name, renewal).await
     }
 
     /// Extends many holders' permits (`key`: the semaphore), as [`Self::extend_permits`]

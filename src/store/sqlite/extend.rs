@@ -10,21 +10,21 @@ use super::sql::EXTEND_BATCH_MAX;
 use super::SqliteStore;
 use crate::store::sql::extend::Answers;
 pub(super) use crate::store::sql::extend::Leases;
-use crate::store::{ExtendItem, StoreResult};
+use crate::store::{ExtendItem, Renewal, StoreResult};
 
 impl SqliteStore {
-    /// [`crate::store::LockStore::extend`] of a lock or of a holder's permits: one statement.
+    /// Extends `name`'s lease (a lock's, or `r.owner`'s permits of a semaphore, as `leases`
+    /// says): one statement under the file's write lock; a lease of a replaced file (a ghost) is refused.
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
-    pub(super) async fn extend_one(
+    pub(super) async fn renew(
         &self,
         leases: Leases,
         name: &str,
-        owner: &str,
-        ttl_ms: u64,
+        r: Renewal<'_>,
     ) -> StoreResult<bool> {
-        let ttl = leases.check::<Sqlite>(name, owner, ttl_ms)?;
+        let (owner, ttl) = (r.owner, leases.check::<Sqlite>(name, r.owner, r.ttl_ms)?);
         let (lease, sql) = match leases {
             Leases::Locks => (Lease::Lock, &self.sql.extend),
             Leases::Permits => (Lease::Permits, &self.sql.extend_permits),
