@@ -8,7 +8,7 @@ use sqlx::mysql::MySqlDatabaseError;
 use std::future::Future;
 
 /// The MySQL / MariaDB dialect.
-pub(super) struct Mysql;
+pub struct Mysql;
 
 impl Dialect for Mysql {
     const NAME: &'static str = "mysql";

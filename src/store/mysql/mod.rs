@@ -361,8 +361,7 @@ impl LockStore for MysqlStore {
                     .fetch_optional(pool)
                     .await,
             )?;
-            row.map(|row| row.lease(0).map_err(|e| db_error::<Mysql>("inspect", e)))
-                .transpose()
+            MySqlRow::inspected(row)
         }
         .boxed()
     }
@@ -445,10 +444,7 @@ impl OperatorTools for MysqlStore {
                     .fetch_all(pool)
                     .await,
             )?;
-            rows.iter()
-                .map(|row| row.held())
-                .collect::<Result<_, sqlx::Error>>()
-                .map_err(|e| db_error::<Mysql>("list", e))
+            MySqlRow::listed(&rows)
         }
         .boxed()
     }
@@ -456,6 +452,7 @@ impl OperatorTools for MysqlStore {
 
 /// Tokens are `BIGINT UNSIGNED`; remaining time comes in microseconds.
 impl LeaseRow for MySqlRow {
+    type Dialect = Mysql;
     type Token = u64;
     const REMAINING: Remaining = Remaining::Micros;
 }

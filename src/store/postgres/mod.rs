@@ -381,8 +381,7 @@ impl LockStore for PostgresStore {
                 })
                 .await,
             )?;
-            row.map(|row| row.lease(0).map_err(|e| db_error::<Postgres>("inspect", e)))
-                .transpose()
+            PgRow::inspected(row)
         }
         .boxed()
     }
@@ -462,10 +461,7 @@ impl OperatorTools for PostgresStore {
                 })
                 .await,
             )?;
-            rows.iter()
-                .map(|row| row.held())
-                .collect::<Result<_, sqlx::Error>>()
-                .map_err(|e| db_error::<Postgres>("list", e))
+            PgRow::listed(&rows)
         }
         .boxed()
     }
@@ -473,6 +469,7 @@ impl OperatorTools for PostgresStore {
 
 /// Tokens are `BIGINT`; remaining time comes in microseconds.
 impl LeaseRow for PgRow {
+    type Dialect = Postgres;
     type Token = i64;
     const REMAINING: Remaining = Remaining::Micros;
 }

@@ -1,7 +1,9 @@
 //! What every dialect reads back from its lease table the same way: a lease's columns as a
 //! [`LockInfo`], a listed row as a [`HeldLock`], and the name range a listing's prefix covers.
 
-use crate::store::{HeldLock, LockInfo};
+use super::errors::db_error;
+use super::Dialect;
+use crate::store::{HeldLock, LockInfo, StoreResult};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 /// The unit a dialect's statements report a lease's remaining time in.
@@ -21,6 +23,9 @@ where
     Vec<u8>: for<'r> Decode<'r, Self::Database> + Type<Self::Database>,
     i64: for<'r> Decode<'r, Self::Database> + Type<Self::Database>,
 {
+    /// The dialect whose row it is (its name in errors).
+    type Dialect: Dialect;
+
     /// The dialect's integer type for fencing tokens.
     type Token: TryInto<u64> + for<'r> Decode<'r, Self::Database> + Type<Self::Database>;
 
@@ -52,6 +57,28 @@ where
             key: String::from_utf8_lossy(&name).into_owned(),
             info: self.lease(1)?,
         })
+    }
+
+    /// What `inspect` read: the lease of its row, if any; a row that does not decode fails
+    /// `inspect`.
+    fn inspected(row: Option<Self>) -> StoreResult<Option<LockInfo>>
+    where
+        Self: Sized,
+    {
+        row.map(|row| row.lease(0))
+            .transpose()
+            .map_err(|e| db_error::<Self::Dialect>("inspect", e))
+    }
+
+    /// What `list` read: a held lock per row; a row that does not decode fails `list`.
+    fn listed(rows: &[Self]) -> StoreResult<Vec<HeldLock>>
+    where
+        Self: Sized,
+    {
+        rows.iter()
+            .map(Self::held)
+            .collect::<Result<_, _>>()
+            .map_err(|e| db_error::<Self::Dialect>("list", e))
     }
 }
 

@@ -7,7 +7,7 @@ use crate::store::{ErrorKind, StoreError};
 use sqlx::error::DatabaseError;
 
 /// The SQLite dialect.
-pub(super) struct Sqlite;
+pub struct Sqlite;
 
 impl Dialect for Sqlite {
     const NAME: &'static str = "sqlite";

@@ -478,8 +478,7 @@ impl LockStore for SqliteStore {
                 .fetch_optional(w.conn())
                 .await;
             let row = w.finish(row).map_err(|e| db_error("inspect", e))?;
-            row.map(|row| row.lease(0).map_err(|e| db_error("inspect", e)))
-                .transpose()
+            SqliteRow::inspected(row)
         }
         .boxed()
     }
@@ -560,9 +559,7 @@ impl OperatorTools for SqliteStore {
                 .fetch_all(w.conn())
                 .await;
             let rows = w.finish(rows).map_err(|e| db_error("list", e))?;
-            rows.iter()
-                .map(|row| row.held().map_err(|e| db_error("list", e)))
-                .collect()
+            SqliteRow::listed(&rows)
         }
         .boxed()
     }
@@ -570,6 +567,7 @@ impl OperatorTools for SqliteStore {
 
 /// Tokens are `BIGINT`; remaining time comes in milliseconds.
 impl LeaseRow for SqliteRow {
+    type Dialect = Sqlite;
     type Token = i64;
     const REMAINING: Remaining = Remaining::Millis;
 }
