@@ -15,6 +15,7 @@ pub mod mysql;
 pub mod open;
 pub mod permits;
 pub mod postgres;
+mod redact;
 pub mod redis;
 pub mod redlock;
 pub mod refused;

@@ -6,12 +6,10 @@
 //! an engine, whose registry is keyed by `Debug` output), and every error message names the
 //! option, never its contents.
 
+use crate::store::redact::set;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::OnceLock;
 
 /// TLS settings for a store connection, as given to Node's `tls.connect`.
 #[derive(Clone, PartialEq, Eq)]
@@ -46,16 +44,7 @@ impl TlsOptions {
     /// A fingerprint of the material: two SipHash values under keys drawn once per process, so
     /// it identifies the material within this process and means nothing outside it.
     pub fn fingerprint(&self) -> String {
-        static KEYS: OnceLock<(RandomState, RandomState)> = OnceLock::new();
-        let (a, b) = KEYS.get_or_init(|| (RandomState::new(), RandomState::new()));
-        let digest = |state: &RandomState| {
-            let mut h = state.build_hasher();
-            self.ca.hash(&mut h);
-            self.cert.hash(&mut h);
-            self.key.hash(&mut h);
-            h.finish()
-        };
-        format!("{:016x}{:016x}", digest(a), digest(b))
+        crate::store::redact::fingerprint(&(&self.ca, &self.cert, &self.key))
     }
 
     /// Checks that the material parses (before any I/O), naming the offending option. The
@@ -113,14 +102,6 @@ fn check_certs(pem: &[u8], name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn set(v: &Option<Vec<u8>>) -> &'static str {
-    if v.is_some() {
-        "<set>"
-    } else {
-        "<unset>"
-    }
 }
 
 impl fmt::Debug for TlsOptions {

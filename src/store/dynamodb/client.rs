@@ -63,14 +63,7 @@ pub struct Api {
     slots: tokio::sync::Semaphore,
 }
 
-impl std::fmt::Debug for Api {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api")
-            .field("endpoint", &self.endpoint)
-            .field("region", &self.region)
-            .finish_non_exhaustive()
-    }
-}
+crate::store::redact::debug_fields!(Api: endpoint, region);
 
 impl Api {
     /// A client for `endpoint` (`https://dynamodb.<region>.amazonaws.com`, or a local

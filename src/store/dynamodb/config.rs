@@ -5,7 +5,6 @@
 use super::credentials::AwsCredentials;
 use super::item;
 use super::permit_item;
-use std::fmt;
 
 /// Shortest and longest DynamoDB table name.
 const TABLE_NAME_BYTES: std::ops::RangeInclusive<usize> = 3..=255;
@@ -53,26 +52,15 @@ impl Default for DynamoOptions {
     }
 }
 
-impl fmt::Debug for DynamoOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Destructured so that a new field must be considered here. The engine registry keys
-        // engines by this output: credentials appear as a per-process fingerprint only.
-        let Self {
-            create_table,
-            partition_key,
-            sort_key,
-            delete_on_release,
-            credentials,
-        } = self;
-        f.debug_struct("DynamoOptions")
-            .field("create_table", create_table)
-            .field("partition_key", partition_key)
-            .field("sort_key", sort_key)
-            .field("delete_on_release", delete_on_release)
-            .field("credentials", credentials)
-            .finish()
-    }
-}
+// Every field, so that a new one must be considered here. The engine registry keys engines by
+// this output: credentials appear as a per-process fingerprint only.
+crate::store::redact::debug_fields!(DynamoOptions {
+    create_table,
+    partition_key,
+    sort_key,
+    delete_on_release,
+    credentials,
+});
 
 impl DynamoOptions {
     /// Checks the key schema: attribute names DynamoDB accepts that are not one of the lock or

@@ -8,11 +8,8 @@
 //! Messages name variables, files and profiles, never a key.
 
 use super::ini;
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{BuildHasher, Hash};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// Static AWS credentials. `Debug` shows a per-process fingerprint, never the keys.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -29,9 +26,7 @@ impl AwsCredentials {
     /// A fingerprint of the credentials under keys drawn once per process: it tells two sets
     /// apart within this process and means nothing outside it.
     pub fn fingerprint(&self) -> String {
-        static KEYS: OnceLock<(RandomState, RandomState)> = OnceLock::new();
-        let (a, b) = KEYS.get_or_init(|| (RandomState::new(), RandomState::new()));
-        format!("{:016x}{:016x}", a.hash_one(self), b.hash_one(self))
+        crate::store::redact::fingerprint(self)
     }
 }
 

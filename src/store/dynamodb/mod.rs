@@ -100,14 +100,7 @@ pub struct DynamoStore {
     origin: Instant,
 }
 
-impl std::fmt::Debug for DynamoStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DynamoStore")
-            .field("location", &self.location)
-            .field("options", &self.options)
-            .finish_non_exhaustive()
-    }
-}
+crate::store::redact::debug_fields!(DynamoStore: location, options);
 
 impl DynamoStore {
     /// Checks the URL (`dynamodb://<table>?region=…&endpoint=…`) and the options. No I/O: the

@@ -39,13 +39,7 @@ pub struct Credentials {
     pub password: String,
 }
 
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("user", &self.user)
-            .finish_non_exhaustive()
-    }
-}
+crate::store::redact::debug_fields!(Credentials: user);
 
 /// A client of one etcd cluster's gateway.
 pub struct Api {
@@ -59,14 +53,7 @@ pub struct Api {
     response_timeout: Duration,
 }
 
-impl std::fmt::Debug for Api {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api")
-            .field("endpoints", &self.endpoints)
-            .field("credentials", &self.credentials)
-            .finish_non_exhaustive()
-    }
-}
+crate::store::redact::debug_fields!(Api: endpoints, credentials);
 
 /// A member's failure that another member may not share: the next request goes elsewhere.
 fn member_failure(kind: ErrorKind) -> bool {

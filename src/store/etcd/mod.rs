@@ -81,13 +81,7 @@ pub struct EtcdStore {
     closed: AtomicBool,
 }
 
-impl std::fmt::Debug for EtcdStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtcdStore")
-            .field("api", &self.api)
-            .finish_non_exhaustive()
-    }
-}
+crate::store::redact::debug_fields!(EtcdStore: api);
 
 /// Whether etcd refused a request because its lease does not exist (any more).
 fn lease_not_found(e: &StoreError) -> bool {

@@ -97,13 +97,7 @@ pub struct SqliteStore {
     wake: Wake,
 }
 
-impl std::fmt::Debug for SqliteStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStore")
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
-}
+crate::store::redact::debug_fields!(SqliteStore: path);
 
 impl SqliteStore {
     /// Checks the URL (`sqlite:///absolute/path` or `sqlite://relative/path`, resolved
