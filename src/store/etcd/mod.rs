@@ -35,8 +35,8 @@ use crate::store::delegate::delegate;
 use crate::store::tls::TlsOptions;
 use crate::store::Call;
 use crate::store::{
-    ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseNotifications,
-    ReleaseOutcome, StoreError, StoreResult, ValueFormat,
+    Acquisition, ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseNotifications,
+    ReleaseOutcome, StoreError, StoreResult,
 };
 use client::{b64, int, kvs, revision, succeeded, txn_response, Api, Kv, Retry};
 use futures_util::FutureExt;
@@ -183,16 +183,10 @@ impl EtcdStore {
         self.txn(&body, Retry::Safe).await.map(|_| ())
     }
 
-    /// See [`LockStore::try_acquire`]. The token is the grant's revision, which costs
+    /// See [`LockStore::try_acquire_with`]. The token is the grant's revision, which costs
     /// nothing: every format gets one.
-    async fn try_acquire(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-        _format: ValueFormat,
-    ) -> StoreResult<Option<u64>> {
+    async fn try_acquire_with(&self, key: &str, acq: Acquisition<'_>) -> StoreResult<Option<u64>> {
+        let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         let k = lock_key(key);
         let deadline = self.deadline();
         let value = LockValue {
@@ -524,7 +518,6 @@ fn ttl_after(ttl_ms: u64) -> Instant {
 /// The contract (the registry bounds every call: `store/bounded.rs`).
 impl LockStore for EtcdStore {
     delegate!(
-        try_acquire,
         extend,
         extend_many,
         release,
@@ -536,6 +529,10 @@ impl LockStore for EtcdStore {
         release_permits,
         permits,
     );
+
+    fn try_acquire_with<'a>(&'a self, key: &'a str, a: Acquisition<'a>) -> Call<'a, Option<u64>> {
+        Box::pin(Self::try_acquire_with(self, key, a))
+    }
 
     fn ping(&self) -> Call<'_, ()> {
         async {

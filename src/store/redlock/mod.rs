@@ -39,8 +39,8 @@ mod quorum;
 
 use super::redis::{RedisOptions, RedisStore};
 use super::{
-    ErrorKind, ExtendItem, HandoffOutcome, LockInfo, LockStore, NextOwner, OperatorTools,
-    ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult, ValueFormat,
+    Acquisition, ErrorKind, ExtendItem, HandoffOutcome, LockInfo, LockStore, NextOwner,
+    OperatorTools, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
 };
 use crate::limits;
 use crate::runtime::lease::lease_end;
@@ -252,28 +252,30 @@ impl RedlockStore {
         .await;
     }
 
-    /// See [`LockStore::try_acquire`]. An [`ValueFormat::Unfenced`] acquisition draws tokens
+    /// See [`LockStore::try_acquire_with`]. An
+    /// [`ValueFormat::Unfenced`](crate::store::ValueFormat::Unfenced) acquisition draws tokens
     /// all the same: the quorum's token is raised on every server that granted it, which
     /// needs one.
     ///
     /// # Cancel Safety
     /// Not cancel safe: servers may hold the lock when the future is dropped.
-    pub async fn try_acquire(
+    pub async fn try_acquire_with(
         &self,
         key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-        format: ValueFormat,
+        acq: Acquisition<'_>,
     ) -> StoreResult<Option<u64>> {
-        let format = format.with_token();
+        let acq = Acquisition {
+            format: acq.format.with_token(),
+            ..acq
+        };
+        let (owner, ttl_ms) = (acq.owner, acq.ttl_ms);
         let start = Instant::now();
         let bound = self.server_timeout(ttl_ms);
         let q = self.quorum;
         let calls = self
             .servers
             .iter()
-            .map(|s| s.try_acquire(key, owner, ttl_ms, data, format))
+            .map(|s| s.try_acquire_with(key, acq))
             .collect();
         let (answers, tally) = ask_grants(calls, bound, q).await;
         if tally.yes >= q {
@@ -557,7 +559,6 @@ fn holders(answers: &Answers<Option<LockInfo>>) -> (usize, Option<String>) {
 /// The contract, delegating to the inherent methods above.
 impl LockStore for RedlockStore {
     delegate!(
-        try_acquire,
         extend,
         extend_many,
         release,
@@ -572,6 +573,10 @@ impl LockStore for RedlockStore {
         permits,
         close
     );
+
+    fn try_acquire_with<'a>(&'a self, key: &'a str, a: Acquisition<'a>) -> Call<'a, Option<u64>> {
+        Box::pin(Self::try_acquire_with(self, key, a))
+    }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
         Some(self)
