@@ -35,12 +35,12 @@ mod tls;
 
 use crate::store::delegate::delegate;
 use crate::store::tls::TlsOptions;
-use crate::store::{
-    Acquisition, ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools,
-    PermitHandoff, PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError,
-    StoreResult, ValueFormat,
-};
 use crate::store::{Batch, Call};
+use crate::store::{
+    ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, PermitHandoff,
+    PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    ValueFormat,
+};
 use batcher::evalsha;
 use connection::Node;
 use errors::store_err;
@@ -217,7 +217,7 @@ impl RedisStore {
         (spec, 1 + tag.len())
     }
 
-    /// See [`LockStore::try_acquire_with`]. The script looks for a counter version 0.1 left for
+    /// See [`LockStore::try_acquire`]. The script looks for a counter version 0.1 left for
     /// the name only until this store has been granted the name once (see [`legacy`]).
     ///
     /// An [`ValueFormat::Unfenced`] acquisition without a payload is first one top-level
@@ -228,17 +228,14 @@ impl RedisStore {
     ///
     /// # Cancel Safety
     /// Not cancel safe: the command may have run when the future is dropped.
-    pub async fn try_acquire_with(
+    pub async fn try_acquire(
         &self,
         key: &str,
-        acq: Acquisition<'_>,
+        owner: &str,
+        ttl_ms: u64,
+        data: Option<&[u8]>,
+        format: ValueFormat,
     ) -> StoreResult<Option<u64>> {
-        let Acquisition {
-            owner,
-            ttl_ms,
-            data,
-            format,
-        } = acq;
         let unfenced = format == ValueFormat::Unfenced;
         if unfenced && data.is_none() {
             let mut value = Vec::with_capacity(owner.len() + 1);
@@ -517,6 +514,7 @@ impl RedisStore {
 /// The contract, delegating to the inherent methods above.
 impl LockStore for RedisStore {
     delegate!(
+        try_acquire,
         extend,
         extend_many,
         release,
@@ -526,10 +524,6 @@ impl LockStore for RedisStore {
         ping,
         close
     );
-
-    fn try_acquire_with<'a>(&'a self, key: &'a str, a: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        Box::pin(Self::try_acquire_with(self, key, a))
-    }
 
     fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
         self.acquire_permits_ticketed(req, 0).boxed()

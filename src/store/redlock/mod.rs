@@ -40,7 +40,7 @@ mod quorum;
 use super::redis::{RedisOptions, RedisStore};
 use super::{
     Acquisition, ErrorKind, ExtendItem, HandoffOutcome, LockInfo, LockStore, NextOwner,
-    OperatorTools, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
+    OperatorTools, ReleaseNotifications, ReleaseOutcome, Renewal, StoreError, StoreResult,
 };
 use crate::limits;
 use crate::runtime::lease::lease_end;
@@ -264,18 +264,15 @@ impl RedlockStore {
         key: &str,
         acq: Acquisition<'_>,
     ) -> StoreResult<Option<u64>> {
-        let acq = Acquisition {
-            format: acq.format.with_token(),
-            ..acq
-        };
-        let (owner, ttl_ms) = (acq.owner, acq.ttl_ms);
+        let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
+        let format = acq.format.with_token();
         let start = Instant::now();
         let bound = self.server_timeout(ttl_ms);
         let q = self.quorum;
         let calls = self
             .servers
             .iter()
-            .map(|s| s.try_acquire_with(key, acq))
+            .map(|s| s.try_acquire(key, owner, ttl_ms, data, format))
             .collect();
         let (answers, tally) = ask_grants(calls, bound, q).await;
         if tally.yes >= q {
@@ -291,21 +288,15 @@ impl RedlockStore {
         Ok(None)
     }
 
-    /// See [`LockStore::extend`]: extended when a quorum extended it.
+    /// See [`LockStore::extend_with`]: extended when a quorum extended it.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn extend(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        has_data: bool,
-    ) -> StoreResult<bool> {
+    pub async fn extend_with(&self, key: &str, r: Renewal<'_>) -> StoreResult<bool> {
         let calls = self
             .servers
             .iter()
-            .map(|s| s.extend(key, owner, ttl_ms, has_data))
+            .map(|s| s.extend(key, r.owner, r.ttl_ms, r.has_data))
             .collect();
         let q = self.quorum;
         let answers = ask_all(calls, None, |a| Tally::of(a, |owned| *owned).settled(q)).await;
@@ -559,7 +550,6 @@ fn holders(answers: &Answers<Option<LockInfo>>) -> (usize, Option<String>) {
 /// The contract, delegating to the inherent methods above.
 impl LockStore for RedlockStore {
     delegate!(
-        extend,
         extend_many,
         release,
         handoff,
@@ -576,6 +566,10 @@ impl LockStore for RedlockStore {
 
     fn try_acquire_with<'a>(&'a self, key: &'a str, a: Acquisition<'a>) -> Call<'a, Option<u64>> {
         Box::pin(Self::try_acquire_with(self, key, a))
+    }
+
+    fn extend_with<'a>(&'a self, key: &'a str, r: Renewal<'a>) -> Call<'a, bool> {
+        Box::pin(Self::extend_with(self, key, r))
     }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
