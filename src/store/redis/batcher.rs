@@ -13,14 +13,34 @@ use tokio::sync::{mpsc, oneshot};
 /// Most commands one batch carries (one write on the socket).
 const MAX_BATCH: usize = 512;
 
-/// A command waiting for the batcher, with where its reply goes.
-pub(super) struct Request {
+/// One command to send, with what goes along with it.
+#[derive(Clone)]
+pub(super) struct Command {
+    /// The command.
     pub(super) cmd: redis::Cmd,
     /// The script the command runs by hash, to load it if the server answers NOSCRIPT.
     pub(super) script: Option<&'static Script>,
     /// A `WAIT` to send right behind the command (replica acknowledgement of its write): the
     /// reply is then `[command's reply, WAIT's reply]`.
     pub(super) wait: Option<redis::Cmd>,
+}
+
+impl Command {
+    /// `cmd` alone: no script, no `WAIT`.
+    pub(super) fn plain(cmd: redis::Cmd) -> Self {
+        Self {
+            cmd,
+            script: None,
+            wait: None,
+        }
+    }
+}
+
+/// A command waiting for the batcher, with where its reply goes.
+pub(super) struct Request {
+    /// The command.
+    pub(super) command: Command,
+    /// Where its reply goes.
     pub(super) reply: oneshot::Sender<RedisResult<Value>>,
 }
 
@@ -84,14 +104,15 @@ async fn send_batch(
     let mut replies = Vec::with_capacity(batch.len());
     let mut waits = Vec::with_capacity(batch.len());
     let mut count = 0;
-    for r in batch {
-        pipe.add_command(r.cmd);
-        if let Some(wait) = &r.wait {
+    for Request { command, reply } in batch {
+        let Command { cmd, script, wait } = command;
+        pipe.add_command(cmd);
+        if let Some(wait) = &wait {
             pipe.add_command(wait.clone());
         }
-        count += 1 + usize::from(r.wait.is_some());
-        replies.push((r.script, r.reply));
-        waits.push(r.wait);
+        count += 1 + usize::from(wait.is_some());
+        replies.push((script, reply));
+        waits.push(wait);
     }
     let mut results = conn.req_packed_commands(&pipe, skip, count).await;
     if results.as_ref().is_err_and(is_reconnectable) {

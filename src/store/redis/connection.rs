@@ -2,7 +2,7 @@
 //! JavaScript thread's foreground lanes for `redis://` and unix sockets, or redis-rs's
 //! multiplexed connection fed by the batcher for `rediss://`.
 
-use super::batcher::{batch_loop, is_reconnectable, Request};
+use super::batcher::{batch_loop, is_reconnectable, Command, Request};
 use super::errors::{closed, store_err};
 #[cfg(unix)]
 use super::lane;
@@ -146,18 +146,13 @@ impl Node {
 
     /// Sends one command (and a `WAIT` behind it: the reply is then `[reply, WAIT's reply]`).
     /// A server's error is the call's.
-    pub(super) async fn send(
-        &self,
-        cmd: redis::Cmd,
-        script: Option<&'static redis::Script>,
-        wait: Option<redis::Cmd>,
-    ) -> StoreResult<Value> {
+    pub(super) async fn send(&self, command: Command) -> StoreResult<Value> {
         self.check_tls().await?;
         match &self.transport {
             Transport::Pipe { .. } => {
-                let replies = match &wait {
-                    Some(w) => self.request(&[&cmd, w]).await,
-                    None => self.request(&[&cmd]).await,
+                let replies = match &command.wait {
+                    Some(w) => self.request(&[&command.cmd, w]).await,
+                    None => self.request(&[&command.cmd]).await,
                 }
                 .map_err(|e| self.err(e))?;
                 let mut replies = replies.into_iter();
@@ -176,12 +171,7 @@ impl Node {
             Transport::Managed { batcher, .. } => {
                 let (reply, rx) = oneshot::channel();
                 batcher
-                    .send(Request {
-                        cmd,
-                        script,
-                        wait,
-                        reply,
-                    })
+                    .send(Request { command, reply })
                     .map_err(|_| closed())?;
                 match rx.await {
                     Ok(result) => result.map_err(|e| self.err(e)),
@@ -302,7 +292,7 @@ impl Node {
     pub(super) async fn query(&self, cmd: redis::Cmd) -> StoreResult<Value> {
         self.check_tls().await?;
         match &self.transport {
-            Transport::Pipe { .. } => self.send(cmd, None, None).await,
+            Transport::Pipe { .. } => self.send(Command::plain(cmd)).await,
             Transport::Managed { conn, .. } => cmd
                 .query_async(&mut conn.clone())
                 .await

@@ -3,6 +3,7 @@
 //! leases in one round trip, [`RedisStore::batch`], which pick the way and add the replica
 //! acknowledgement (`WAIT`) that `acks` asks for.
 
+use super::batcher::Command;
 use super::connection::Node;
 use super::errors::{closed, store_err};
 use super::{cluster, parse, script_reply, sentinel, Acks, RedisStore};
@@ -44,21 +45,20 @@ impl RedisStore {
         cmd: redis::Cmd,
         script: Option<&'static redis::Script>,
     ) -> StoreResult<Value> {
-        self.exec_with(cmd, script, None).await
+        let wait = None;
+        self.exec_with(Command { cmd, script, wait }).await
     }
 
-    pub(super) async fn exec_with(
-        &self,
-        cmd: redis::Cmd,
-        script: Option<&'static redis::Script>,
-        wait: Option<redis::Cmd>,
-    ) -> StoreResult<Value> {
+    /// [`RedisStore::exec`] of a [`Command`], which may carry a `WAIT` (not in a cluster).
+    pub(super) async fn exec_with(&self, command: Command) -> StoreResult<Value> {
         self.check_open()?;
         // Boxed apart: inline, their state made every call's future ~4.5 KB (see tests).
         match &self.link {
-            Link::Single(node) => node.send(cmd, script, wait).await,
-            Link::Cluster(c) => Box::pin(c.exec(&cmd, script)).await.map_err(store_err),
-            Link::Sentinel(s) => Box::pin(s.send(cmd, script, wait)).await,
+            Link::Single(node) => node.send(command).await,
+            Link::Cluster(c) => Box::pin(c.exec(&command.cmd, command.script))
+                .await
+                .map_err(store_err),
+            Link::Sentinel(s) => Box::pin(s.send(command)).await,
         }
     }
 
@@ -74,7 +74,8 @@ impl RedisStore {
         };
         let mut wait = redis::cmd("WAIT");
         wait.arg(acks.replicas).arg(acks.timeout_ms);
-        match self.exec_with(cmd, script, Some(wait)).await? {
+        let wait = Some(wait);
+        match self.exec_with(Command { cmd, script, wait }).await? {
             Value::Array(mut parts) if parts.len() == 2 => {
                 let acked = parse::<i64>(parts.pop().unwrap_or(Value::Nil))?;
                 let reply = parts.pop().unwrap_or(Value::Nil);

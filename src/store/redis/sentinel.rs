@@ -5,6 +5,7 @@
 //! primary: every script is safe to repeat for its owner. Heartbeats and wake-ups follow (the
 //! subscriber reconnects to whatever primary is current).
 
+use super::batcher::Command;
 use super::{Node, RedisOptions};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
@@ -168,14 +169,9 @@ impl Sentinel {
 
     /// Sends a command to the primary; if it failed in a way that says the primary may have
     /// changed and the sentinels now name another, sends it there once more.
-    pub(super) async fn send(
-        &self,
-        cmd: redis::Cmd,
-        script: Option<&'static redis::Script>,
-        wait: Option<redis::Cmd>,
-    ) -> StoreResult<Value> {
+    pub(super) async fn send(&self, command: Command) -> StoreResult<Value> {
         let node = self.node().await?;
-        let first = node.send(cmd.clone(), script, wait.clone()).await;
+        let first = node.send(command.clone()).await;
         match &first {
             Err(e) if primary_may_have_changed(e) => {
                 let next = match self.look_up(Some(&node)).await {
@@ -185,7 +181,7 @@ impl Sentinel {
                 if Arc::ptr_eq(&next, &node) {
                     return first;
                 }
-                next.send(cmd, script, wait).await
+                next.send(command).await
             }
             _ => first,
         }
@@ -212,7 +208,7 @@ const EPOCH_KEY: &[u8] = b"\xFFdeadbolt:primary";
 pub(super) async fn enter(node: &Node) -> StoreResult<()> {
     let mut info = redis::cmd("INFO");
     info.arg("replication");
-    let text: String = match node.send(info, None, None).await {
+    let text: String = match node.send(Command::plain(info)).await {
         Ok(v) => super::parse(v)?,
         // A user whose ACL denies INFO still gets its locks, without the lift.
         Err(e) if e.kind == ErrorKind::Server => {
@@ -228,7 +224,7 @@ pub(super) async fn enter(node: &Node) -> StoreResult<()> {
         .ok_or_else(|| StoreError::internal("INFO replication names no master_replid"))?;
     let mut get = redis::cmd("GET");
     get.arg(EPOCH_KEY);
-    let seen: Option<Vec<u8>> = super::parse(node.send(get, None, None).await?)?;
+    let seen: Option<Vec<u8>> = super::parse(node.send(Command::plain(get)).await?)?;
     if seen.as_deref() == Some(replid.as_bytes()) {
         return Ok(());
     }
@@ -240,7 +236,7 @@ pub(super) async fn enter(node: &Node) -> StoreResult<()> {
         eval.arg(key);
     }
     eval.arg(replid).arg(EPOCH_STEP);
-    node.send(eval, None, None).await?;
+    node.send(Command::plain(eval)).await?;
     Ok(())
 }
 
