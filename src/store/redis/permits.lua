@@ -195,14 +195,23 @@ if op == 'acquire' then
   return false
 end
 
-if op == 'extend' then
-  -- ARGV: op, owner, ttl. Returns the semaphore's limit if extended, else 0.
+-- Calls `change(s, i)` on the live holder entry of the owner ARGV[2] names, saves, and
+-- returns what `change` returned; 0 when that owner holds no live permits.
+local function change_holder(change)
   local s = load()
   local mine = holder_of(s, ARGV[2])
   if not mine then return 0 end
-  s[mine + 3] = now + tonumber(ARGV[3])
+  local out = change(s, mine)
   save(s)
-  return s[1]
+  return out
+end
+
+if op == 'extend' then
+  -- ARGV: op, owner, ttl. Returns the semaphore's limit if extended, else 0.
+  return change_holder(function(s, mine)
+    s[mine + 3] = now + tonumber(ARGV[3])
+    return s[1]
+  end)
 end
 
 if op == 'release' then
@@ -277,17 +286,15 @@ if op == 'raise' then
   -- Redlock: if the owner still holds permits, lift the slot's counter to at least the token
   -- and make it the holder's own (counters are decimal strings: compared by length, then by
   -- digits). ARGV: op, owner, token. Returns 1 if held, else 0.
-  local s = load()
-  local mine = holder_of(s, ARGV[2])
-  if not mine then return 0 end
-  local token = ARGV[3]
-  local c = redis.call('GET', KEYS[2])
-  if not c or #c < #token or (#c == #token and c < token) then
-    redis.call('SET', KEYS[2], token)
-  end
-  s[mine + 2] = token
-  save(s)
-  return 1
+  return change_holder(function(s, mine)
+    local token = ARGV[3]
+    local c = redis.call('GET', KEYS[2])
+    if not c or #c < #token or (#c == #token and c < token) then
+      redis.call('SET', KEYS[2], token)
+    end
+    s[mine + 2] = token
+    return 1
+  end)
 end
 
 return redis.error_reply('unknown semaphore operation')
