@@ -78,21 +78,15 @@ impl Stored {
             .holders
             .iter()
             .map(|h| {
-                json!({
-                    "owner": h.owner, "permits": h.permits, "token": h.token,
-                    "lease": h.lease, "version": h.version,
-                })
+                let mut e = entry(&h.owner, h.permits, h.lease, &h.version);
+                e["token"] = h.token.into();
+                e
             })
             .collect();
         let queue: Vec<Value> = self
             .queue
             .iter()
-            .map(|w| {
-                json!({
-                    "owner": w.owner, "permits": w.permits, "lease": w.lease,
-                    "version": w.version,
-                })
-            })
+            .map(|w| entry(&w.owner, w.permits, w.lease, &w.version))
             .collect();
         json!({ "fence": self.fence, "holders": holders, "queue": queue }).to_string()
     }
@@ -118,26 +112,11 @@ impl Stored {
         };
         let holders = list("holders")?
             .into_iter()
-            .map(|h| {
-                Ok(StoredHolder {
-                    owner: text_field(h, "owner")?,
-                    permits: permits_field(h)?,
-                    token: number(h, "token")?,
-                    lease: number(h, "lease")?,
-                    version: text_field(h, "version")?,
-                })
-            })
+            .map(|h| Ok(StoredWaiter::read(h)?.holding(number(h, "token")?)))
             .collect::<Result<_, String>>()?;
         let queue = list("queue")?
             .into_iter()
-            .map(|w| {
-                Ok(StoredWaiter {
-                    owner: text_field(w, "owner")?,
-                    permits: permits_field(w)?,
-                    lease: number(w, "lease")?,
-                    version: text_field(w, "version")?,
-                })
-            })
+            .map(StoredWaiter::read)
             .collect::<Result<_, String>>()?;
         Ok(Stored {
             fence: number(state, "fence")?,
@@ -150,6 +129,40 @@ impl Stored {
     pub fn is_idle(&self) -> bool {
         self.holders.is_empty() && self.queue.is_empty()
     }
+}
+
+impl StoredWaiter {
+    /// Reads the fields a queued place and a holder share from an entry of `permitState`.
+    fn read(entry: &Map<String, Value>) -> Result<StoredWaiter, String> {
+        Ok(StoredWaiter {
+            owner: text_field(entry, "owner")?,
+            permits: permits_field(entry)?,
+            lease: number(entry, "lease")?,
+            version: text_field(entry, "version")?,
+        })
+    }
+
+    /// The holder these fields and `token` make.
+    fn holding(self, token: u64) -> StoredHolder {
+        let StoredWaiter {
+            owner,
+            permits,
+            lease,
+            version,
+        } = self;
+        StoredHolder {
+            owner,
+            permits,
+            token,
+            lease,
+            version,
+        }
+    }
+}
+
+/// An entry of `permitState` with the fields a queued place and a holder share.
+fn entry(owner: &str, permits: u32, lease: u64, version: &str) -> Value {
+    json!({ "owner": owner, "permits": permits, "lease": lease, "version": version })
 }
 
 fn number(object: &Map<String, Value>, field: &str) -> Result<u64, String> {
