@@ -39,7 +39,7 @@ mod quorum;
 
 use super::redis::{RedisOptions, RedisStore};
 use super::{
-    Acquisition, ErrorKind, ExtendItem, HandoffOutcome, LockInfo, LockStore, NextOwner,
+    Acquisition, ErrorKind, ExtendItem, Handoff, HandoffOutcome, LockInfo, LockStore, NextOwner,
     OperatorTools, ReleaseNotifications, ReleaseOutcome, Renewal, StoreError, StoreResult,
 };
 use crate::limits;
@@ -397,16 +397,16 @@ impl RedlockStore {
         })
     }
 
-    /// See [`LockStore::handoff_or_release`].
+    /// See [`LockStore::handoff_or_release_with`].
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may be half handed over when the future is dropped.
-    pub async fn handoff_or_release(
+    pub async fn handoff_or_release_with(
         &self,
         key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
+        h: Handoff<'_>,
     ) -> StoreResult<HandoffOutcome> {
+        let (owner, next) = (h.from, h.next);
         // Tokens are drawn all the same, as for an acquisition: the quorum's is raised.
         let next = &NextOwner {
             format: next.format.with_token(),
@@ -441,17 +441,13 @@ impl RedlockStore {
             .map(HandoffOutcome::Released)
     }
 
-    /// See [`LockStore::handoff`]: [`RedlockStore::handoff_or_release`], `None` unless handed.
+    /// See [`LockStore::handoff_with`]: [`RedlockStore::handoff_or_release_with`], `None`
+    /// unless handed.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may be half handed over when the future is dropped.
-    pub async fn handoff(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
-        Ok(match self.handoff_or_release(key, owner, next).await? {
+    pub async fn handoff_with(&self, key: &str, h: Handoff<'_>) -> StoreResult<Option<u64>> {
+        Ok(match self.handoff_or_release_with(key, h).await? {
             HandoffOutcome::Handed(token) => Some(token),
             HandoffOutcome::Released(_) => None,
         })
@@ -552,8 +548,6 @@ impl LockStore for RedlockStore {
     delegate!(
         extend_many,
         release,
-        handoff,
-        handoff_or_release,
         inspect,
         ping,
         acquire_permits,
@@ -570,6 +564,18 @@ impl LockStore for RedlockStore {
 
     fn extend_with<'a>(&'a self, key: &'a str, r: Renewal<'a>) -> Call<'a, bool> {
         Box::pin(Self::extend_with(self, key, r))
+    }
+
+    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+        Box::pin(Self::handoff_with(self, key, h))
+    }
+
+    fn handoff_or_release_with<'a>(
+        &'a self,
+        key: &'a str,
+        h: Handoff<'a>,
+    ) -> Call<'a, HandoffOutcome> {
+        Box::pin(Self::handoff_or_release_with(self, key, h))
     }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
