@@ -20,7 +20,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlRow};
 use sqlx::AssertSqlSafe;
 use tokio::sync::OnceCell;
 
-use crate::store::sql::checks::{check_key, check_lease, check_owner, check_ttl};
+use crate::store::sql::checks::{check_handoff, check_key, check_lease, check_owner, check_ttl};
 use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::options::Url;
 use crate::store::sql::purge::PurgeClock;
@@ -319,10 +319,7 @@ impl LockStore for MysqlStore {
     fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let (owner, next) = (h.from, h.next);
         async move {
-            check_key::<Mysql>(key)?;
-            check_owner::<Mysql>(owner)?;
-            check_owner::<Mysql>(next.owner)?;
-            let micros = ttl_micros(next.ttl_ms)?;
+            let micros = check_handoff::<Mysql>(key, &h)? as u64 * 1000;
             let pool = self.ready().await?;
             let sql = &self.sql.handoff;
             let (done, reconnected) = retry_transient(|| {

@@ -32,7 +32,7 @@ use self::errors::{retry, Postgres};
 use self::notify::Notifier;
 use self::permit_sql::PermitStatements;
 use self::sql::Statements;
-use crate::store::sql::checks::{check_key, check_lease, check_owner, check_ttl};
+use crate::store::sql::checks::{check_handoff, check_key, check_lease, check_owner};
 use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::extend::Leases;
 use crate::store::sql::options::Url;
@@ -224,11 +224,6 @@ fn token_of(fence: i64) -> u64 {
     u64::try_from(fence).unwrap_or(0)
 }
 
-/// The lease in milliseconds, if the dialect can keep it.
-fn ttl_millis(ttl_ms: u64) -> StoreResult<i64> {
-    check_ttl::<Postgres>(ttl_ms)
-}
-
 /// The contract; every call is bounded by the decorator the registry wraps the store in
 /// ([`crate::store::bounded`]).
 impl LockStore for PostgresStore {
@@ -339,10 +334,7 @@ impl LockStore for PostgresStore {
     fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let (owner, next) = (h.from, h.next);
         async move {
-            check_key::<Postgres>(key)?;
-            check_owner::<Postgres>(owner)?;
-            check_owner::<Postgres>(next.owner)?;
-            let ttl = ttl_millis(next.ttl_ms)?;
+            let ttl = check_handoff::<Postgres>(key, &h)?;
             let pool = self.ready().await?;
             let sql = &self.sql.handoff;
             let token: Option<i64> = retry(|| {

@@ -3,7 +3,7 @@
 //! names cut to one would share one lock).
 
 use super::Dialect;
-use crate::store::{PermitRequest, StoreError, StoreResult};
+use crate::store::{Handoff, PermitRequest, StoreError, StoreResult};
 
 /// Longest lock name accepted, in bytes (the width of the `name` column).
 pub const MAX_KEY_BYTES: usize = crate::limits::MAX_KEY_BYTES;
@@ -44,6 +44,13 @@ pub fn check_lease<D: Dialect>(key: &str, owner: &str, ttl_ms: u64) -> StoreResu
     check_key::<D>(key)?;
     check_owner::<D>(owner)?;
     check_ttl::<D>(ttl_ms)
+}
+
+/// Checks a handoff of `key` before any I/O: the name, both owners and the next lease;
+/// returns the lease as [`check_ttl`] does.
+pub fn check_handoff<D: Dialect>(key: &str, h: &Handoff<'_>) -> StoreResult<i64> {
+    check_owner::<D>(h.from)?;
+    check_lease::<D>(key, h.next.owner, h.next.ttl_ms)
 }
 
 /// Refuses a semaphore name longer than a lock name may be.

@@ -37,7 +37,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::store::bounded::within;
-use crate::store::sql::checks::{check_key, check_lease, check_owner, check_ttl};
+use crate::store::sql::checks::{check_handoff, check_key, check_lease, check_owner};
 use crate::store::sql::purge::PurgeClock;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{
@@ -432,10 +432,7 @@ impl LockStore for SqliteStore {
     fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let (owner, next) = (h.from, h.next);
         async move {
-            check_key::<Sqlite>(key)?;
-            check_owner::<Sqlite>(owner)?;
-            check_owner::<Sqlite>(next.owner)?;
-            let ttl = check_ttl::<Sqlite>(next.ttl_ms)?;
+            let ttl = check_handoff::<Sqlite>(key, &h)?;
             let mut w = self.conn.lock().await?;
             let row = sqlx::query(AssertSqlSafe(self.sql.handoff.as_str()))
                 .bind(key.as_bytes())
