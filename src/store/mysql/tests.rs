@@ -31,6 +31,25 @@ fn store() -> MysqlStore {
     MysqlStore::connect(TEST_URL, options(10)).unwrap()
 }
 
+/// A store on the test database whose lock table is `table` (a table of the test's own, for
+/// a test that looks for the tables the store creates).
+pub(super) fn on_table(table: &str) -> MysqlStore {
+    let opts = MysqlOptions {
+        table: table.to_owned(),
+        ..options(2)
+    };
+    MysqlStore::connect(TEST_URL, opts).unwrap()
+}
+
+/// A store whose purge deletes rows as soon as they lapse.
+pub(super) fn purging_at_once() -> MysqlStore {
+    let opts = MysqlOptions {
+        purge_after_ms: 0,
+        ..options(2)
+    };
+    MysqlStore::connect(TEST_URL, opts).unwrap()
+}
+
 /// The token of a grant on a name that has no row: the server clock in microseconds
 /// since the epoch (see `SQL_ACQUIRE`), so far above any per-name count.
 fn fresh(granted: Option<u64>) -> u64 {
@@ -284,14 +303,7 @@ fn default_options_are_the_documented_ones() {
 #[tokio::test]
 async fn ping_answers_and_creates_a_missing_table() {
     let table = format!("deadbolt_ping_{}", uuid::Uuid::new_v4().simple());
-    let s = MysqlStore::connect(
-        TEST_URL,
-        MysqlOptions {
-            table: table.clone(),
-            ..options(2)
-        },
-    )
-    .unwrap();
+    let s = on_table(&table);
     s.ping().await.unwrap();
     let pool = s.ready().await.unwrap();
     let found: Option<MySqlRow> = sqlx::query("SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?")
@@ -307,6 +319,29 @@ async fn ping_answers_and_creates_a_missing_table() {
     assert!(found.is_some());
 }
 
+/// Makes the account `user` on 127.0.0.1 with the password `pw` and only the privileges
+/// `grants` (each `GRANT`ed as written: "SELECT ON `t`"); returns the URL it logs in with.
+pub(super) async fn account(admin: &MySqlPool, user: &str, grants: &[String]) -> String {
+    let mut setup = format!("CREATE USER IF NOT EXISTS '{user}'@'127.0.0.1' IDENTIFIED BY 'pw';");
+    for grant in grants {
+        setup.push_str(&format!("GRANT {grant} TO '{user}'@'127.0.0.1';"));
+    }
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(admin)
+        .await
+        .unwrap();
+    format!("mysql://{user}:pw@127.0.0.1:3306/test")
+}
+
+/// Drops the account `user` that [`account`] made.
+pub(super) async fn drop_account(admin: &MySqlPool, user: &str) {
+    let drop = format!("DROP USER IF EXISTS '{user}'@'127.0.0.1'");
+    sqlx::raw_sql(AssertSqlSafe(drop))
+        .execute(admin)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn an_account_without_the_create_privilege_uses_an_existing_table_and_fails_on_a_missing_one()
 {
@@ -314,39 +349,28 @@ async fn an_account_without_the_create_privilege_uses_an_existing_table_and_fail
     root.ping().await.unwrap();
     let admin = root.ready().await.unwrap();
     // Only this test uses this account, so creating and dropping it cannot race.
-    let setup = format!(
-        "CREATE USER IF NOT EXISTS 'deadbolt_dml_test'@'127.0.0.1' IDENTIFIED BY 'pw';
-         GRANT SELECT, INSERT, UPDATE ON `{TEST_TABLE}` TO 'deadbolt_dml_test'@'127.0.0.1'"
-    );
-    sqlx::raw_sql(AssertSqlSafe(setup))
-        .execute(admin)
-        .await
-        .unwrap();
-    let limited = MysqlStore::connect(
-        "mysql://deadbolt_dml_test:pw@127.0.0.1:3306/test",
-        options(2),
+    let user = "deadbolt_dml_test";
+    let url = account(
+        admin,
+        user,
+        &[format!("SELECT, INSERT, UPDATE ON `{TEST_TABLE}`")],
     )
-    .unwrap();
+    .await;
+    let limited = MysqlStore::connect(&url, options(2)).unwrap();
     let (k, a) = (name(), owner());
     let acquired = limited
         .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
         .await;
     let released = limited.release(&k, &a).await;
     limited.close().await;
-    let missing = MysqlStore::connect(
-        "mysql://deadbolt_dml_test:pw@127.0.0.1:3306/test",
-        MysqlOptions {
-            table: "deadbolt_never_created".to_owned(),
-            ..options(2)
-        },
-    )
-    .unwrap();
+    let never_created = MysqlOptions {
+        table: "deadbolt_never_created".to_owned(),
+        ..options(2)
+    };
+    let missing = MysqlStore::connect(&url, never_created).unwrap();
     let refused = missing.ping().await;
     missing.close().await;
-    sqlx::raw_sql("DROP USER IF EXISTS 'deadbolt_dml_test'@'127.0.0.1'")
-        .execute(admin)
-        .await
-        .unwrap();
+    drop_account(admin, user).await;
     fresh(acquired.unwrap());
     assert!(released.unwrap().released);
     let message = refused.unwrap_err().message;

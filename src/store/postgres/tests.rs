@@ -34,6 +34,28 @@ pub(super) fn store() -> PostgresStore {
     PostgresStore::connect(TEST_URL, options(4)).unwrap()
 }
 
+/// A store on the test database whose lock table is `table` (a table of the test's own, for
+/// a test that looks for the relations the store creates or listens on their channel).
+pub(super) fn on_table(table: &str) -> PostgresStore {
+    let opts = PostgresOptions {
+        table: table.to_owned(),
+        ..options(2)
+    };
+    PostgresStore::connect(TEST_URL, opts).unwrap()
+}
+
+/// Drops the lock table `table` that a test made for itself, with its sequence and its
+/// semaphore tables (if the test made them too).
+pub(super) async fn drop_tables(conn: &mut sqlx::PgConnection, table: &str) {
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP TABLE IF EXISTS \"{table}\", \"{table}_sem\", \"{table}_perm\";
+         DROP SEQUENCE \"{table}_fence\""
+    )))
+    .execute(conn)
+    .await
+    .unwrap();
+}
+
 fn next_for(owner: &str) -> crate::store::NextOwner<'_> {
     next_owner(owner, 10_000, ValueFormat::Fenced)
 }
@@ -105,13 +127,26 @@ fn the_purge_delay_is_never_shorter_than_twice_the_response_bound() {
 }
 
 /// Receives the next release announcement, waiting at most 5 s.
-pub(super) async fn next_release(
-    rx: &mut tokio::sync::broadcast::Receiver<String>,
-) -> Option<String> {
+async fn next_release(rx: &mut tokio::sync::broadcast::Receiver<String>) -> Option<String> {
     tokio::time::timeout(Duration::from_secs(5), rx.recv())
         .await
         .ok()
         .and_then(Result::ok)
+}
+
+/// Asserts that the next release announcement on `rx` (within 5 s) is of `key`.
+pub(super) async fn assert_announced(rx: &mut tokio::sync::broadcast::Receiver<String>, key: &str) {
+    assert_eq!(next_release(rx).await.as_deref(), Some(key));
+}
+
+/// Asserts that the next release announcement on `rx` (within 5 s) is of `key`, and that no
+/// other came before it or waits behind it.
+pub(super) async fn assert_announced_alone(
+    rx: &mut tokio::sync::broadcast::Receiver<String>,
+    key: &str,
+) {
+    assert_announced(rx, key).await;
+    assert!(matches!(rx.try_recv(), Err(TryRecvError::Empty)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,10 +159,7 @@ async fn a_release_is_announced_to_another_store_that_was_refused_the_lock() {
     assert_eq!(waiter.acquire_fenced(&k, &b, 10_000).await, None);
     let outcome = holder.release(&k, &a).await.unwrap();
     assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
-    assert_eq!(
-        next_release(&mut releases).await.as_deref(),
-        Some(k.as_str())
-    );
+    assert_announced(&mut releases, &k).await;
     // The holder takes it again before the waiter: that grant clears the record of who
     // waited, so its release, which nobody was refused since, announces nothing.
     holder.acquire_fenced(&k, &a, 10_000).await;
@@ -155,11 +187,7 @@ async fn a_release_nobody_elsewhere_waits_for_is_not_announced() {
     s.acquire_fenced(&marker, &a, 10_000).await;
     other.acquire_fenced(&marker, &b, 10_000).await;
     assert!(s.release(&marker, &a).await.unwrap().others_waiting);
-    assert_eq!(
-        next_release(&mut releases).await.as_deref(),
-        Some(marker.as_str())
-    );
-    assert!(matches!(releases.try_recv(), Err(TryRecvError::Empty)));
+    assert_announced_alone(&mut releases, &marker).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,11 +210,7 @@ async fn an_announcement_reaches_only_a_waiter_of_exactly_that_name() {
         waiter.acquire_fenced(k, &owner(), 10_000).await;
         assert!(holder.release(k, &a).await.unwrap().others_waiting);
     }
-    assert_eq!(
-        next_release(&mut releases).await.as_deref(),
-        Some(base.as_str())
-    );
-    assert!(matches!(releases.try_recv(), Err(TryRecvError::Empty)));
+    assert_announced_alone(&mut releases, &base).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,24 +222,14 @@ async fn force_release_announces_the_release_to_refused_waiters() {
     waiter.watch(&k).await;
     waiter.acquire_fenced(&k, &owner(), 10_000).await;
     assert!(holder.force_release(&k).await.unwrap());
-    assert_eq!(
-        next_release(&mut releases).await.as_deref(),
-        Some(k.as_str())
-    );
+    assert_announced(&mut releases, &k).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_listening_connection_is_reopened_after_the_server_ends_it() {
     // A table (so a channel) of its own, to find this store's listening session.
     let table = format!("deadbolt_listen_{}", uuid::Uuid::new_v4().simple());
-    let opts = PostgresOptions {
-        table: table.clone(),
-        ..options(2)
-    };
-    let (holder, waiter) = (
-        PostgresStore::connect(TEST_URL, opts.clone()).unwrap(),
-        PostgresStore::connect(TEST_URL, opts).unwrap(),
-    );
+    let (holder, waiter) = (on_table(&table), on_table(&table));
     let (k, a) = (name(), owner());
     let mut releases = waiter.releases();
     waiter.watch(&k).await;
@@ -229,25 +243,14 @@ async fn the_listening_connection_is_reopened_after_the_server_ends_it() {
     .unwrap();
     assert_eq!(ended, vec![true]);
     // Reopened: every watched name is announced once (releases may have gone unheard).
-    assert_eq!(
-        next_release(&mut releases).await.as_deref(),
-        Some(k.as_str())
-    );
+    assert_announced(&mut releases, &k).await;
     holder.acquire_fenced(&k, &a, 10_000).await;
     waiter.acquire_fenced(&k, &owner(), 10_000).await;
     assert!(holder.release(&k, &a).await.unwrap().others_waiting);
-    assert_eq!(
-        next_release(&mut releases).await.as_deref(),
-        Some(k.as_str())
-    );
+    assert_announced(&mut releases, &k).await;
     holder.close().await;
     waiter.close().await;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP TABLE \"{table}\"; DROP SEQUENCE \"{table}_fence\""
-    )))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    drop_tables(&mut conn, &table).await;
 }
 
 #[tokio::test]
@@ -374,14 +377,7 @@ fn hex_payloads_decode_to_exactly_the_bytes_they_encode() {
 #[tokio::test]
 async fn ping_answers_and_creates_a_missing_table_and_its_sequence() {
     let table = format!("deadbolt_ping_{}", uuid::Uuid::new_v4().simple());
-    let s = PostgresStore::connect(
-        TEST_URL,
-        PostgresOptions {
-            table: table.clone(),
-            ..options(2)
-        },
-    )
-    .unwrap();
+    let s = on_table(&table);
     s.ping().await.unwrap();
     let mut conn = admin().await;
     let found: Vec<String> = sqlx::query_scalar(
@@ -392,34 +388,55 @@ async fn ping_answers_and_creates_a_missing_table_and_its_sequence() {
     .await
     .unwrap();
     s.close().await;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP TABLE \"{table}\"; DROP SEQUENCE \"{table}_fence\""
-    )))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    drop_tables(&mut conn, &table).await;
     assert_eq!(found, vec![table.clone(), format!("{table}_fence")]);
+}
+
+/// Makes the login role `role`, without the right to create in the schema, with `grants`
+/// (statements run once it exists); returns the URL it logs in with. A password, so that it
+/// logs in whatever the server's rule for 127.0.0.1 is (trust or scram).
+pub(super) async fn limited_role(
+    conn: &mut sqlx::PgConnection,
+    role: &str,
+    grants: &str,
+) -> String {
+    let setup = format!(
+        "DROP ROLE IF EXISTS {role};
+         CREATE ROLE {role} LOGIN PASSWORD 'pw';
+         REVOKE CREATE ON SCHEMA public FROM {role};
+         {grants}"
+    );
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(conn)
+        .await
+        .unwrap();
+    format!("postgres://{role}:pw@127.0.0.1:5432/test")
+}
+
+/// The grants a store of `role` needs on the lock table `table` and its sequence.
+pub(super) fn lock_table_grants(table: &str, role: &str) -> String {
+    format!(
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON \"{table}\" TO {role};
+         GRANT USAGE ON SEQUENCE \"{table}_fence\" TO {role};"
+    )
+}
+
+/// Drops the role [`limited_role`] made, with the grants it was given.
+pub(super) async fn drop_role(conn: &mut sqlx::PgConnection, role: &str) {
+    let drop = format!("DROP OWNED BY {role}; DROP ROLE {role}");
+    sqlx::raw_sql(AssertSqlSafe(drop))
+        .execute(conn)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
 async fn an_account_without_create_rights_uses_a_table_made_for_it_and_fails_on_a_missing_one() {
     store().ping().await.unwrap();
     let mut conn = admin().await;
-    // Only this test uses this role, so creating and dropping it cannot race. A password, so
-    // that it logs in whatever the server's rule for 127.0.0.1 is (trust or scram).
+    // Only this test uses this role, so creating and dropping it cannot race.
     let role = "deadbolt_dml_test";
-    let setup = format!(
-        "DROP ROLE IF EXISTS {role};
-         CREATE ROLE {role} LOGIN PASSWORD 'pw';
-         GRANT SELECT, INSERT, UPDATE, DELETE ON \"{TEST_TABLE}\" TO {role};
-         GRANT USAGE ON SEQUENCE \"{TEST_TABLE}_fence\" TO {role};
-         REVOKE CREATE ON SCHEMA public FROM {role}"
-    );
-    sqlx::raw_sql(AssertSqlSafe(setup))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let url = format!("postgres://{role}:pw@127.0.0.1:5432/test");
+    let url = limited_role(&mut conn, role, &lock_table_grants(TEST_TABLE, role)).await;
     let limited = PostgresStore::connect(&url, options(2)).unwrap();
     let (k, a) = (name(), owner());
     let acquired = limited
@@ -437,14 +454,7 @@ async fn an_account_without_create_rights_uses_a_table_made_for_it_and_fails_on_
     .unwrap();
     let refused = missing.ping().await;
     missing.close().await;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "REVOKE ALL ON \"{TEST_TABLE}\" FROM {role};
-         REVOKE ALL ON SEQUENCE \"{TEST_TABLE}_fence\" FROM {role};
-         DROP ROLE {role}"
-    )))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    drop_role(&mut conn, role).await;
     assert!(acquired.unwrap().is_some());
     assert!(released.unwrap().released);
     let err = refused.unwrap_err();

@@ -4,8 +4,10 @@
 
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
-use crate::store::mysql::tests::{options, TEST_TABLE, TEST_URL};
-use crate::store::mysql::{MysqlOptions, MAX_KEY_BYTES};
+use crate::store::mysql::tests::{
+    account, drop_account, on_table, options, purging_at_once, TEST_TABLE, TEST_URL,
+};
+use crate::store::mysql::MAX_KEY_BYTES;
 use crate::store::permit_conformance::{
     a_holder_and_a_place_that_lapse, acquire_and_release_latency,
     assert_requests_beyond_the_limit_are_invalid, queued, req, Ask, LeftForPurge,
@@ -72,14 +74,7 @@ fn long_lock_table_names_give_distinct_valid_semaphore_table_names() {
 async fn the_semaphore_tables_are_created_by_the_first_semaphore_call_only() {
     let table = format!("deadbolt_sem_{}", uuid::Uuid::new_v4().simple());
     let (semaphores, permits) = table_names(&table);
-    let s = MysqlStore::connect(
-        TEST_URL,
-        MysqlOptions {
-            table: table.clone(),
-            ..options(2)
-        },
-    )
-    .unwrap();
+    let s = on_table(&table);
     s.ping().await.unwrap();
     let pool = s.ready().await.unwrap();
     let before = (
@@ -108,29 +103,19 @@ async fn an_account_without_the_create_privilege_uses_existing_semaphore_tables(
     let admin = root.ready().await.unwrap();
     let (semaphores, permits) = table_names(TEST_TABLE);
     // Only this test uses this account, so creating and dropping it cannot race.
-    let setup = format!(
-        "CREATE USER IF NOT EXISTS 'deadbolt_sem_dml_test'@'127.0.0.1' IDENTIFIED BY 'pw';
-         GRANT SELECT, INSERT, UPDATE ON `{TEST_TABLE}` TO 'deadbolt_sem_dml_test'@'127.0.0.1';
-         GRANT SELECT, INSERT, UPDATE, DELETE ON `{semaphores}` TO 'deadbolt_sem_dml_test'@'127.0.0.1';
-         GRANT SELECT, INSERT, UPDATE, DELETE ON `{permits}` TO 'deadbolt_sem_dml_test'@'127.0.0.1'"
-    );
-    sqlx::raw_sql(AssertSqlSafe(setup))
-        .execute(admin)
-        .await
-        .unwrap();
-    let limited = MysqlStore::connect(
-        "mysql://deadbolt_sem_dml_test:pw@127.0.0.1:3306/test",
-        options(2),
-    )
-    .unwrap();
+    let user = "deadbolt_sem_dml_test";
+    let grants = [
+        format!("SELECT, INSERT, UPDATE ON `{TEST_TABLE}`"),
+        format!("SELECT, INSERT, UPDATE, DELETE ON `{semaphores}`"),
+        format!("SELECT, INSERT, UPDATE, DELETE ON `{permits}`"),
+    ];
+    let url = account(admin, user, &grants).await;
+    let limited = MysqlStore::connect(&url, options(2)).unwrap();
     let (n, a) = (name(), owner());
     let acquired = limited.acquire_permits(&req(&n, &a, 1, 1)).await;
     let released = limited.release_permits(&n, &a).await;
     limited.close().await;
-    sqlx::raw_sql("DROP USER IF EXISTS 'deadbolt_sem_dml_test'@'127.0.0.1'")
-        .execute(admin)
-        .await
-        .unwrap();
+    drop_account(admin, user).await;
     assert!(acquired.unwrap().is_some());
     assert!(released.unwrap().released);
 }
@@ -156,18 +141,6 @@ async fn lapsed_holders_and_places_leave_no_row_once_their_semaphore_is_touched(
     sleep_ms(150).await;
     s.grant(&req(&n, &owner(), 1, 2)).await;
     assert_eq!(rows_of(&s, &n).await, (1, 1));
-}
-
-/// A store that purges a semaphore's rows as soon as they lapse.
-fn purging_at_once() -> MysqlStore {
-    MysqlStore::connect(
-        TEST_URL,
-        MysqlOptions {
-            purge_after_ms: 0,
-            ..options(2)
-        },
-    )
-    .unwrap()
 }
 
 #[tokio::test]

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::{AssertSqlSafe, Connection};
-use tokio::sync::broadcast::error::TryRecvError;
 use tokio::task::JoinHandle;
 
 use super::super::tests::{
-    admin, next_release, options, purging_soon, store, TEST_TABLE, TEST_URL,
+    admin, assert_announced, assert_announced_alone, drop_role, drop_tables, limited_role,
+    lock_table_grants, on_table, options, purging_soon, store, TEST_TABLE, TEST_URL,
 };
 use super::super::{PostgresOptions, PostgresStore, MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
 use crate::store::conformance::{name, owner, sleep_ms};
@@ -125,14 +125,7 @@ async fn the_semaphore_tables_are_created_by_the_first_semaphore_operation_only(
         "{:x<57}",
         format!("dbsem_{}", uuid::Uuid::new_v4().simple())
     );
-    let s = PostgresStore::connect(
-        TEST_URL,
-        PostgresOptions {
-            table: table.clone(),
-            ..options(2)
-        },
-    )
-    .unwrap();
+    let s = on_table(&table);
     let mut conn = admin().await;
     s.try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
         .await
@@ -142,13 +135,7 @@ async fn the_semaphore_tables_are_created_by_the_first_semaphore_operation_only(
     let granted = s.acquire_permits(&req(&name(), &owner(), 1, 1)).await;
     let after = relations(&mut conn, &table).await;
     s.close().await;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP TABLE IF EXISTS \"{table}\", \"{table}_sem\", \"{table}_perm\";
-         DROP SEQUENCE \"{table}_fence\""
-    )))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    drop_tables(&mut conn, &table).await;
     assert_eq!(before, vec![table.clone(), format!("{table}_fence")]);
     assert!(granted.unwrap().is_some());
     assert_eq!(
@@ -182,28 +169,15 @@ async fn an_account_without_create_rights_uses_semaphore_tables_made_for_it_and_
     let mut conn = admin().await;
     // Only this test uses this role (another than the lock test's, which may run meanwhile).
     let role = "deadbolt_dml_sem_test";
-    let grants = |table: &str| {
-        format!(
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON \"{table}\" TO {role};
-             GRANT USAGE ON SEQUENCE \"{table}_fence\" TO {role};"
-        )
-    };
-    let setup = format!(
-        "DROP ROLE IF EXISTS {role};
-         CREATE ROLE {role} LOGIN PASSWORD 'pw';
-         REVOKE CREATE ON SCHEMA public FROM {role};
-         {}
+    let grants = format!(
+        "{}
          GRANT SELECT, INSERT, UPDATE, DELETE ON \"{TEST_TABLE}_sem\", \"{TEST_TABLE}_perm\"
              TO {role};
          {}",
-        grants(TEST_TABLE),
-        grants(&bare)
+        lock_table_grants(TEST_TABLE, role),
+        lock_table_grants(&bare, role)
     );
-    sqlx::raw_sql(AssertSqlSafe(setup))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let url = format!("postgres://{role}:pw@127.0.0.1:5432/test");
+    let url = limited_role(&mut conn, role, &grants).await;
     let limited = PostgresStore::connect(&url, options(2)).unwrap();
     let b = owner();
     let granted = limited.acquire_permits(&req(&n, &b, 1, 2)).await;
@@ -215,13 +189,8 @@ async fn an_account_without_create_rights_uses_semaphore_tables_made_for_it_and_
         .await;
     let refused = missing.acquire_permits(&req(&n, &b, 1, 2)).await;
     missing.close().await;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP OWNED BY {role}; DROP ROLE {role};
-         DROP TABLE \"{bare}\"; DROP SEQUENCE \"{bare}_fence\""
-    )))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    drop_role(&mut conn, role).await;
+    drop_tables(&mut conn, &bare).await;
     assert!(granted.unwrap().is_some());
     assert!(released.unwrap().released);
     assert!(lock.unwrap().is_some());
@@ -381,7 +350,7 @@ async fn a_release_is_announced_only_when_another_store_was_refused_since_the_qu
     other.refuse(&queued(&n, &w, 1, 1)).await;
     let outcome = s.release_permits(&n, &b).await.unwrap();
     assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
-    assert_eq!(next_release(&mut releases).await, Some(key.clone()));
+    assert_announced(&mut releases, &key).await;
     // Its grant leaves nobody queued, which forgets the refusals: nothing more to announce.
     other.grant(&queued(&n, &w, 1, 1)).await;
     s.grant(&req(&n, &a, 1, 2)).await;
@@ -394,8 +363,7 @@ async fn a_release_is_announced_only_when_another_store_was_refused_since_the_qu
     s.grant(&req(&marker, &m, 1, 1)).await;
     other.refuse(&queued(&marker, &owner(), 1, 1)).await;
     assert!(s.release_permits(&marker, &m).await.unwrap().others_waiting);
-    assert_eq!(next_release(&mut releases).await, Some(marker_key.clone()));
-    assert!(matches!(releases.try_recv(), Err(TryRecvError::Empty)));
+    assert_announced_alone(&mut releases, &marker_key).await;
     other.unwatch(&key).await;
     other.unwatch(&marker_key).await;
     assert_eq!(other.watched(), 0);
