@@ -37,19 +37,10 @@ pub fn served<S: LockStore>(
     server_or_skip(server, port).then(|| bounded(scheme, connect(), call_timeout(5000, 5000)))
 }
 
-/// The tests' shorthand for their most common call.
-pub trait AcquireFenced {
+/// The tests' shorthand for their most common calls, on any store (through an `Arc` too).
+pub trait AcquireFenced: LockStore {
     /// A fenced acquisition of `key` without data: the token if granted, `None` if the lock
     /// is held; panics on an error.
-    fn acquire_fenced<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Option<u64>>;
-}
-
-impl<S: LockStore + ?Sized> AcquireFenced for S {
     fn acquire_fenced<'a>(
         &'a self,
         key: &'a str,
@@ -63,7 +54,25 @@ impl<S: LockStore + ?Sized> AcquireFenced for S {
                 .unwrap()
         })
     }
+
+    /// An acquisition of `key` with `data` in `format` that must be granted: its token;
+    /// panics on an error or a refusal.
+    fn acquire_granted<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        ttl_ms: u64,
+        data: Option<&'a [u8]>,
+        format: ValueFormat,
+    ) -> BoxFuture<'a, u64> {
+        Box::pin(async move {
+            let granted = self.try_acquire(key, owner, ttl_ms, data, format).await;
+            granted.unwrap().expect("granted")
+        })
+    }
 }
+
+impl<S: LockStore + ?Sized> AcquireFenced for S {}
 
 /// An item of a batched extension: `key` held by `owner`, to `ttl_ms`, without data.
 pub fn extend_item(key: &str, owner: &str, ttl_ms: u64) -> ExtendItem {
@@ -154,16 +163,12 @@ pub async fn a_free_lock_is_granted_and_a_held_one_refused(s: SharedStore) {
 pub async fn an_expired_lock_is_taken_over_with_a_higher_token(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
     let first = s
-        .try_acquire(&k, &a, 50, Some(b"old"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+        .acquire_granted(&k, &a, 50, Some(b"old"), ValueFormat::Fenced)
+        .await;
     sleep_ms(150).await;
     let second = s
-        .try_acquire(&k, &b, 10_000, Some(b"new"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+        .acquire_granted(&k, &b, 10_000, Some(b"new"), ValueFormat::Fenced)
+        .await;
     assert!(second > first);
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!(
@@ -254,10 +259,8 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
     assert!(!s.release(&k, &b).await.unwrap().released);
     assert!(s.release(&k, &d).await.unwrap().released);
     let data = s
-        .try_acquire(&k, &c, 10_000, Some(b"payload"), ValueFormat::Unfenced)
-        .await
-        .unwrap()
-        .unwrap();
+        .acquire_granted(&k, &c, 10_000, Some(b"payload"), ValueFormat::Unfenced)
+        .await;
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!(info.data.as_deref(), Some(&b"payload"[..]));
     assert_eq!(info.fencing_token, data);
@@ -301,10 +304,8 @@ pub async fn release_is_compare_and_delete(s: SharedStore) {
 pub async fn a_handoff_moves_the_lock_with_a_new_token(s: SharedStore) {
     let (k, a, b, c) = (name(), owner(), owner(), owner());
     let first = s
-        .try_acquire(&k, &a, 10_000, Some(b"mine"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+        .acquire_granted(&k, &a, 10_000, Some(b"mine"), ValueFormat::Fenced)
+        .await;
     let next = NextOwner {
         previous_had_data: true,
         ..next_owner(&b, 10_000, ValueFormat::Fenced)
@@ -329,10 +330,8 @@ pub async fn inspect_reports_the_holder(s: SharedStore) {
     let (k, a) = (name(), owner());
     assert_eq!(s.inspect(&k).await.unwrap(), None);
     let token = s
-        .try_acquire(&k, &a, 5_000, Some(b"payload"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+        .acquire_granted(&k, &a, 5_000, Some(b"payload"), ValueFormat::Fenced)
+        .await;
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!(info.owner, a);
     assert_eq!(info.fencing_token, token);
@@ -351,10 +350,8 @@ pub async fn data_round_trips_every_byte(s: SharedStore) {
     let (k, a) = (name(), owner());
     let mut data: Vec<u8> = (0..=255u8).collect();
     data.extend_from_slice(&[0, 0xff, b'\'', b'\\']);
-    s.try_acquire(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_granted(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
+        .await;
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, Some(data));
 }
 
@@ -382,10 +379,8 @@ pub async fn extend_many_reports_each_item_in_order(s: SharedStore) {
 pub async fn force_release_frees_a_lock_whoever_holds_it(s: SharedStore) {
     let tools = s.operator().expect("every store has the operator tools");
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 60_000, Some(b"d"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_granted(&k, &a, 60_000, Some(b"d"), ValueFormat::Fenced)
+        .await;
     assert!(tools.force_release(&k).await.unwrap());
     assert!(
         !tools.force_release(&k).await.unwrap(),

@@ -5,6 +5,7 @@
 use super::conformance::{heard, name, owner, sleep_ms};
 use super::permits::watch_key;
 use super::{ErrorKind, ExtendItem, LockStore, PermitRequest, ReleaseNotifications, SharedStore};
+use crate::store::conformance::AcquireFenced;
 use crate::store::ValueFormat;
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -155,10 +156,8 @@ pub async fn a_lock_and_a_semaphore_of_one_name<S: LockStore + ?Sized>(
     n: &str,
 ) -> (String, String) {
     let (a, b) = (owner(), owner());
-    s.try_acquire(n, &a, 10_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_granted(n, &a, 10_000, None, ValueFormat::Fenced)
+        .await;
     s.grant(&req(n, &b, 1, 1)).await;
     (a, b)
 }

@@ -324,10 +324,8 @@ async fn extra_attributes_and_a_java_heartbeat_condition_see_deadbolts_versions(
     let endpoint = dynalite().unwrap();
     let api = raw(&endpoint).await;
     let (k, me) = (name(), owner());
-    s.try_acquire(&k, &me, 10_000, Some(b"d"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_granted(&k, &me, 10_000, Some(b"d"), ValueFormat::Fenced)
+        .await;
     let v1 = get_item(&api, TABLE, &k).await.unwrap()["recordVersionNumber"].clone();
     assert!(s.extend(&k, &me, 10_000, true).await.unwrap());
     let item = get_item(&api, TABLE, &k).await.unwrap();

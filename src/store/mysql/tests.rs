@@ -111,10 +111,8 @@ async fn a_handoff_gives_the_lock_to_the_next_owner_with_the_next_token() {
     let store = store();
     let (key, a, b) = (name(), owner(), owner());
     let first = store
-        .try_acquire(&key, &a, 30_000, Some(b"a-data"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+        .acquire_granted(&key, &a, 30_000, Some(b"a-data"), ValueFormat::Fenced)
+        .await;
     let next = crate::store::NextOwner {
         previous_had_data: true,
         ..next_owner(&b, 30_000, ValueFormat::Fenced)

@@ -92,10 +92,8 @@ async fn a_release_by_a_holder_without_a_payload_frees_the_lock_and_one_with_a_p
     let mut conn = raw().await;
     let k = name();
     let data_key = super::keys::data_key(&k);
-    s.try_acquire(&k, "a", 10_000, Some(b"payload"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_granted(&k, "a", 10_000, Some(b"payload"), ValueFormat::Fenced)
+        .await;
     let outcome = LockStore::release_held(&*s, &k, "a", true).await.unwrap();
     assert!(outcome.released);
     let left: Option<Vec<u8>> = redis::cmd("GET")
@@ -247,10 +245,8 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
     assert_eq!(publishes().await, 1, "refused twice, announced once");
 
-    s.try_acquire(&k, "p", 10_000, None, ValueFormat::Plain)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_granted(&k, "p", 10_000, None, ValueFormat::Plain)
+        .await;
     refused(&k, "q").await;
     assert_eq!(
         value_of(&k).await,
@@ -347,10 +343,8 @@ async fn an_acquire_that_finds_its_own_lock_returns_its_token_with_a_fresh_lease
     let Some(s) = open() else { return };
     let k = name();
     let token = s
-        .try_acquire(&k, "a", 200, Some(b"x"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+        .acquire_granted(&k, "a", 200, Some(b"x"), ValueFormat::Fenced)
+        .await;
     // The request that finds the caller's lock (a retry, or a race with a local handoff to
     // it) reports the lease as running from now: the store must agree.
     let again = s
@@ -414,10 +408,8 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
     // A store that never was granted it (another process) looks, and carries it over.
     let fresh = open().unwrap();
     let third = fresh
-        .try_acquire(&k, "b", 10_000, None, ValueFormat::Plain)
-        .await
-        .unwrap()
-        .unwrap();
+        .acquire_granted(&k, "b", 10_000, None, ValueFormat::Plain)
+        .await;
     assert_eq!(third, first + 1_001);
     let exists: i64 = raw_query(&[b"EXISTS", legacy.as_bytes()]).await;
     assert_eq!(exists, 0);
@@ -431,7 +423,7 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
 mod cluster {
     use super::super::keys::{hash_slot, SLOTS};
     use super::super::{RedisOptions, RedisStore};
-    use crate::store::conformance::{name, next_owner};
+    use crate::store::conformance::{name, next_owner, AcquireFenced};
     use crate::store::test_servers::{redis_server_or_skip, TestCluster};
     use crate::store::{ExtendItem, LockStore, ValueFormat};
     use std::collections::HashSet;
@@ -474,10 +466,8 @@ mod cluster {
         }
         for k in &keys {
             let token = s
-                .try_acquire(k, "a", 10_000, Some(b"d"), ValueFormat::Fenced)
-                .await
-                .unwrap()
-                .unwrap();
+                .acquire_granted(k, "a", 10_000, Some(b"d"), ValueFormat::Fenced)
+                .await;
             assert_eq!(s.inspect(k).await.unwrap().unwrap().fencing_token, token);
         }
         let items: Vec<ExtendItem> = keys
@@ -614,10 +604,8 @@ mod cluster_migration {
         assert_eq!(slot, hash_slot(&fence_key(&k)));
         assert_eq!(slot, hash_slot(&data_key(&k)));
         let first = store
-            .try_acquire(&k, "a", 30_000, Some(b"d"), ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+            .acquire_granted(&k, "a", 30_000, Some(b"d"), ValueFormat::Fenced)
+            .await;
         let item = [ExtendItem {
             key: k.clone(),
             owner: "a".into(),
@@ -760,16 +748,14 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
     for format in formats {
         for (data, previous_had_data) in [(None, false), (data, false), (data, true)] {
             let k = name();
-            s.try_acquire(
+            s.acquire_granted(
                 &k,
                 "a",
                 10_000,
                 previous_had_data.then_some(&b"x"[..]),
                 ValueFormat::Fenced,
             )
-            .await
-            .unwrap()
-            .unwrap();
+            .await;
             let _ = s
                 .try_acquire(&k, "w", 10_000, None, ValueFormat::Fenced)
                 .await;

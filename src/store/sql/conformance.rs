@@ -146,10 +146,8 @@ pub async fn release_after_expiry_reports_not_released<H: SqlHarness>() {
 pub async fn inspect_reports_no_data_when_acquired_without_data<H: SqlHarness>() {
     let s = open::<H>(2);
     let (k, a) = (name(), owner());
-    s.try_acquire(&k, &a, 50, Some(b"first"), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_granted(&k, &a, 50, Some(b"first"), ValueFormat::Fenced)
+        .await;
     sleep_ms(150).await;
     acquire(&s, &k, &a, 10_000).await.unwrap();
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, None);
@@ -256,41 +254,42 @@ pub async fn extend_many_over_several_batches_keeps_every_items_place<H: SqlHarn
     assert!(got.iter().all(|r| matches!(r, Ok(true))));
 }
 
+/// Has `a` take each of `keys` on `s`, asserting that each is granted: a lock of its own.
+async fn hold_each(s: &impl LockStore, a: &str, keys: impl IntoIterator<Item = String>) {
+    for k in keys {
+        assert!(
+            acquire(s, &k, a, 10_000).await.is_some(),
+            "{k:?} is a lock of its own"
+        );
+    }
+}
+
 /// Names are compared as bytes: names differing only in case, a trailing space or a NUL
 /// byte are locks of their own.
 pub async fn names_are_bytes_exact_including_nul_case_and_trailing_spaces<H: SqlHarness>() {
-    let s = open::<H>(2);
-    let base = name();
-    let a = owner();
-    for k in [
+    let (s, base, a) = (open::<H>(2), name(), owner());
+    let variants = [
         base.clone(),
         base.to_uppercase(),
         format!("{base} "),
         format!("{base}\0"),
         format!("{base}\0x"),
-    ] {
-        assert!(
-            acquire(&s, &k, &a, 10_000).await.is_some(),
-            "{k:?} is a lock of its own"
-        );
-    }
+    ];
+    hold_each(&s, &a, variants).await;
     let info = s.inspect(&format!("{base}\0")).await.unwrap().unwrap();
     assert_eq!(info.owner, a);
 }
 
 /// A prefix holding a NUL byte lists exactly the names that start with it.
 pub async fn a_listing_under_a_prefix_with_a_nul_byte_finds_exactly_its_names<H: SqlHarness>() {
-    let s = open::<H>(2);
-    let base = name();
-    let a = owner();
-    for k in [
+    let (s, base, a) = (open::<H>(2), name(), owner());
+    let names = [
         base.clone(),
         format!("{base}\0"),
         format!("{base}\0x"),
         format!("{base}x"),
-    ] {
-        acquire(&s, &k, &a, 10_000).await.unwrap();
-    }
+    ];
+    hold_each(&s, &a, names).await;
     let tools = s
         .operator()
         .expect("every SQL store has the operator tools");
@@ -306,10 +305,8 @@ pub async fn data_of_a_few_megabytes_round_trips<H: SqlHarness>() {
     let (k, a) = (name(), owner());
     let mut data: Vec<u8> = (0..3 << 20).map(|_| fastrand::u8(..)).collect();
     data.extend_from_slice(b"\0'\\");
-    s.try_acquire(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_granted(&k, &a, 10_000, Some(&data), ValueFormat::Fenced)
+        .await;
     assert!(s.inspect(&k).await.unwrap().unwrap().data == Some(data));
 }
 

@@ -2,6 +2,7 @@
 //! `postgres/tests.rs`). These run against the PostgreSQL at `TEST_URL` and fail, not skip,
 //! when it is down.
 
+use crate::store::conformance::AcquireFenced;
 use crate::store::permit_conformance::{
     assert_requests_beyond_the_limit_are_invalid, queued, req, watching, Ask, LeftForPurge,
 };
@@ -127,10 +128,8 @@ async fn the_semaphore_tables_are_created_by_the_first_semaphore_operation_only(
     );
     let s = on_table(&table);
     let mut conn = admin().await;
-    s.try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
-        .await
-        .unwrap()
-        .unwrap();
+    s.acquire_granted(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
+        .await;
     let before = relations(&mut conn, &table).await;
     let granted = s.acquire_permits(&req(&name(), &owner(), 1, 1)).await;
     let after = relations(&mut conn, &table).await;

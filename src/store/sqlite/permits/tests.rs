@@ -5,6 +5,7 @@
 use super::super::tests::{open, raw, rows, TempDir};
 use super::super::{MAX_KEY_BYTES, MAX_TTL_MS};
 use super::*;
+use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permit_conformance::{
     a_holder_and_a_place_that_lapse, acquire_and_release_latency,
@@ -219,10 +220,8 @@ mod wake_ups {
         let (waiting, holding) = (open(&url), open(&url));
         let (n, a) = (name(), owner());
         holding
-            .try_acquire(&n, &a, 10_000, None, ValueFormat::Fenced)
-            .await
-            .unwrap()
-            .unwrap();
+            .acquire_granted(&n, &a, 10_000, None, ValueFormat::Fenced)
+            .await;
         waiting.watch(&watch_key(&n)).await;
         let outcome = holding.release(&n, &a).await.unwrap();
         assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
