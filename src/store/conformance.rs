@@ -115,6 +115,32 @@ pub async fn heard(rx: &mut tokio::sync::broadcast::Receiver<String>, key: &str,
     .unwrap_or(false)
 }
 
+/// Has `holder` take `key` and release it after `waiter` was refused it (as a waiter is
+/// before it sleeps, which flags the key), again and again until an announcement arrives on
+/// `rx`; returns the key announced. Panics with `what` if none arrives within 10 s.
+pub async fn released_until_heard(
+    holder: &(impl LockStore + ?Sized),
+    waiter: &(impl LockStore + ?Sized),
+    key: &str,
+    rx: &mut tokio::sync::broadcast::Receiver<String>,
+    what: &str,
+) -> String {
+    let (held_by, refused) = (owner(), owner());
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            holder.acquire_fenced(key, &held_by, 10_000).await;
+            assert_eq!(waiter.acquire_fenced(key, &refused, 10_000).await, None);
+            holder.release(key, &held_by).await.unwrap();
+            if let Ok(Ok(heard)) = tokio::time::timeout(Duration::from_millis(100), rx.recv()).await
+            {
+                return heard;
+            }
+        }
+    })
+    .await
+    .expect(what)
+}
+
 /// The next owner of a handoff: `owner`, with a lease of `ttl_ms` in `format`, no payload,
 /// after a holder that stored none.
 pub fn next_owner(owner: &str, ttl_ms: u64, format: ValueFormat) -> NextOwner<'_> {

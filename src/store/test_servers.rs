@@ -81,6 +81,15 @@ pub fn runs(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// A plain connection of the test's own (not a store's) to the Redis at `url`.
+pub async fn redis_connection(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 /// Whether `redis-server` can be run here; without it the test is skipped with a message,
 /// except under `CI`, where it fails.
 pub fn redis_server_or_skip() -> bool {

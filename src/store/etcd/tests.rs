@@ -51,11 +51,14 @@ mod contract {
     crate::permits_suite!(super::store());
 }
 
+/// Two stores on the one etcd (two processes), or `None` when it is not there.
+fn two_stores() -> Option<(crate::store::SharedStore, crate::store::SharedStore)> {
+    Some((store()?, store()?))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_is_exclusive_across_stores_and_tokens_are_revisions_that_grow() {
-    let (Some(a), Some(b)) = (store(), store()) else {
-        return;
-    };
+    let Some((a, b)) = two_stores() else { return };
     let (k, x, y) = (name(), owner(), owner());
     let first = a.acquire_fenced(&k, &x, 10_000).await.unwrap();
     assert_eq!(b.acquire_fenced(&k, &y, 10_000).await, None);
@@ -73,9 +76,7 @@ async fn a_lock_is_exclusive_across_stores_and_tokens_are_revisions_that_grow() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_that_ends_is_deleted_by_its_holders_store_and_announced_to_others() {
-    let (Some(a), Some(b)) = (store(), store()) else {
-        return;
-    };
+    let Some((a, b)) = two_stores() else { return };
     let (k, x) = (name(), owner());
     let notes = b.release_notifications().unwrap();
     let mut releases = notes.releases();
@@ -102,9 +103,7 @@ async fn a_closed_store_frees_what_was_given_back_and_leaves_a_grant_it_still_ho
     // What a store still holds at close was left on purpose (a lock its holder stopped
     // extending, for another process to adopt): it stays until its lease ends. Everything else
     // on the store's leases (here: its waiter's mark) is freed at once.
-    let (Some(a), Some(b)) = (store(), store()) else {
-        return;
-    };
+    let Some((a, b)) = two_stores() else { return };
     let (k, x, y) = (name(), owner(), owner());
     a.acquire_fenced(&k, &x, 60_000).await.unwrap();
     let (k2, x2) = (name(), owner());
@@ -161,9 +160,7 @@ async fn nothing_answering_is_an_unreachable_error_within_the_bound() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_says_whether_another_store_was_refused_the_lock_meanwhile() {
-    let (Some(a), Some(b)) = (store(), store()) else {
-        return;
-    };
+    let Some((a, b)) = two_stores() else { return };
     let (k, x, y) = (name(), owner(), owner());
     a.acquire_fenced(&k, &x, 10_000).await.unwrap();
     // Refused by its own store only: nobody else waits.

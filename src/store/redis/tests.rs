@@ -4,10 +4,9 @@
 
 use super::{RedisOptions, RedisStore};
 use crate::store::conformance::AcquireFenced;
-use crate::store::conformance::{name, next_owner, server_or_skip};
+use crate::store::conformance::{name, next_owner, released_until_heard, server_or_skip};
 use crate::store::{LockStore, ReleaseNotifications, ValueFormat};
 use std::sync::Arc;
-use std::time::Duration;
 
 const URL: &str = "redis://127.0.0.1:6379";
 
@@ -17,11 +16,7 @@ fn open() -> Option<Arc<RedisStore>> {
 }
 
 async fn raw() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(URL)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
+    crate::store::test_servers::redis_connection(URL).await
 }
 
 /// A redis-server of the test's own (so that what it does to the server or counts there
@@ -38,11 +33,7 @@ async fn own_server() -> Option<(
     }
     let server = TestServer::start(&[]);
     let store = RedisStore::connect(&server.url(), &RedisOptions::default()).unwrap();
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let conn = crate::store::test_servers::redis_connection(&server.url()).await;
     Some((server, store, conn))
 }
 
@@ -318,21 +309,9 @@ async fn release_announcements_resume_after_the_subscriber_connection_dropped() 
     // Another process releases the key, again and again until it is heard: the watch must
     // come back by itself.
     let other = RedisStore::connect(URL, &RedisOptions::default()).unwrap();
-    let heard = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            other.acquire_fenced(&k, "b", 10_000).await;
-            // The watcher is refused, as a waiter is before it sleeps: that flags the key.
-            assert_eq!(s.acquire_fenced(&k, "a", 10_000).await, None);
-            LockStore::release(&*other, &k, "b").await.unwrap();
-            if let Ok(Ok(key)) =
-                tokio::time::timeout(Duration::from_millis(100), releases.recv()).await
-            {
-                return key;
-            }
-        }
-    })
-    .await
-    .expect("no announcement reached the watcher after its connection dropped");
+    // The watcher is refused, as a waiter is before it sleeps: that flags the key.
+    let what = "no announcement reached the watcher after its connection dropped";
+    let heard = released_until_heard(&*other, &*s, &k, &mut releases, what).await;
     assert_eq!(heard, k);
     s.unwatch(&k).await;
     assert_eq!(s.watched(), 0);
@@ -501,11 +480,7 @@ mod cluster_migration {
     use crate::store::{ExtendItem, LockStore, ValueFormat};
 
     async fn conn(server: &TestServer) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(server.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
+        crate::store::test_servers::redis_connection(&server.url()).await
     }
 
     async fn query<T: redis::FromRedisValue>(server: &TestServer, args: &[&[u8]]) -> T {

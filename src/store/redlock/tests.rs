@@ -4,12 +4,12 @@
 
 use super::RedlockStore;
 use crate::store::conformance::AcquireFenced;
-use crate::store::conformance::{name, next_owner};
+use crate::store::conformance::{name, next_owner, released_until_heard};
 use crate::store::redis::keys::fence_key;
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::test_servers::{redis_server_or_skip, TestServer};
 use crate::store::ValueFormat;
-use crate::store::{ErrorKind, HandoffOutcome, LockStore, ReleaseNotifications};
+use crate::store::{ErrorKind, HandoffOutcome, ReleaseNotifications};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,15 @@ async fn connected(redlock: &RedlockStore) {
     }
 }
 
+/// Three servers of the test's own and a store on them with a response bound of a minute,
+/// its connections open (see [`connected`]).
+async fn three_connected() -> Option<(Vec<TestServer>, Arc<RedlockStore>)> {
+    let s = servers(3)?;
+    let redlock = store(&s, 60_000);
+    connected(&redlock).await;
+    Some((s, redlock))
+}
+
 /// Three servers shared by the contract tests (killed when the test process ends).
 fn shared() -> Option<crate::store::SharedStore> {
     static SERVERS: OnceLock<Option<Vec<TestServer>>> = OnceLock::new();
@@ -56,11 +65,7 @@ mod permits {
 }
 
 async fn raw(server: &TestServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
+    crate::store::test_servers::redis_connection(&server.url()).await
 }
 
 async fn get(server: &TestServer, key: &[u8]) -> Option<Vec<u8>> {
@@ -126,10 +131,10 @@ async fn with_a_majority_down_acquire_fails_with_their_error_and_leaves_no_grant
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_server_delays_nothing_while_a_quorum_answers() {
-    let Some(s) = servers(3) else { return };
     // Only the per-server bound can end a wait for a paused server.
-    let redlock = store(&s, 60_000);
-    connected(&redlock).await;
+    let Some((s, redlock)) = three_connected().await else {
+        return;
+    };
     s[2].pause();
     let k = name();
     let bound = redlock.server_timeout(10_000);
@@ -144,9 +149,9 @@ async fn a_paused_server_delays_nothing_while_a_quorum_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_majority_paused_acquire_fails_as_a_timeout_within_twice_the_server_timeout() {
-    let Some(s) = servers(3) else { return };
-    let redlock = store(&s, 60_000);
-    connected(&redlock).await;
+    let Some((s, redlock)) = three_connected().await else {
+        return;
+    };
     s[1].pause();
     s[2].pause();
     let k = name();
@@ -235,22 +240,9 @@ async fn a_release_announced_by_any_one_server_reaches_the_watchers() {
     redlock.watch(&k).await;
     // Another process that only reaches server 2 takes and frees the key there.
     let lone = RedisStore::connect(&s[2].url(), &options(5_000)).unwrap();
-    let heard = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            lone.acquire_fenced(&k, "x", 10_000).await;
-            // A waiter there is refused, which flags the key: only then is its release
-            // announced.
-            assert_eq!(lone.acquire_fenced(&k, "y", 10_000).await, None);
-            LockStore::release(&*lone, &k, "x").await.unwrap();
-            if let Ok(Ok(key)) =
-                tokio::time::timeout(Duration::from_millis(100), releases.recv()).await
-            {
-                return key;
-            }
-        }
-    })
-    .await
-    .expect("no announcement reached the watcher");
+    // A waiter there is refused, which flags the key: only then is its release announced.
+    let what = "no announcement reached the watcher";
+    let heard = released_until_heard(&*lone, &*lone, &k, &mut releases, what).await;
     assert_eq!(heard, k);
     redlock.unwatch(&k).await;
     assert_eq!(redlock.watched(), 0);

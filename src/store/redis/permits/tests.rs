@@ -19,11 +19,7 @@ fn open() -> Option<Arc<RedisStore>> {
 }
 
 async fn query<T: redis::FromRedisValue>(cmd: &mut redis::Cmd) -> T {
-    let mut conn = redis::Client::open(URL)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = crate::store::test_servers::redis_connection(URL).await;
     cmd.query_async(&mut conn).await.unwrap()
 }
 
