@@ -70,6 +70,23 @@ fn store() -> Option<Arc<DynamoStore>> {
     store_with(DynamoOptions::default())
 }
 
+/// Two stores on the test table (two processes), or `None` without dynalite.
+fn two_stores() -> Option<(Arc<DynamoStore>, Arc<DynamoStore>)> {
+    Some((store()?, store()?))
+}
+
+/// The lease the watch tests' holder takes (`acquire_fenced(.., 300)`).
+const LEASE: Duration = Duration::from_millis(300);
+
+/// A store on the test table, its table made (pinged), and a plain API client on it (for
+/// writing and reading items as another client), or `None` without dynalite.
+async fn store_and_client() -> Option<(Arc<DynamoStore>, Api)> {
+    let s = store()?;
+    s.ping().await.unwrap();
+    let api = raw(&dynalite()?).await;
+    Some((s, api))
+}
+
 /// A plain API client on the test table, for writing and reading items as another client.
 async fn raw(endpoint: &str) -> Api {
     Api::new(
@@ -151,11 +168,10 @@ mod permits;
 
 #[tokio::test]
 async fn a_lock_held_elsewhere_is_taken_only_after_its_version_was_watched_for_a_lease() {
-    let (Some(holder), Some(contender)) = (store(), store()) else {
+    let Some((holder, contender)) = two_stores() else {
         return;
     };
     let (k, a, b) = (name(), owner(), owner());
-    let lease = Duration::from_millis(300);
     let first = holder.acquire_fenced(&k, &a, 300).await.unwrap();
     // The holder's own store knows when it wrote: for the contender it is a first sight.
     assert_eq!(contender.acquire_fenced(&k, &b, 10_000).await, None);
@@ -163,7 +179,7 @@ async fn a_lock_held_elsewhere_is_taken_only_after_its_version_was_watched_for_a
     let (token, granted_at) = poll_until_granted(&contender, &k, &b, 10_000).await;
     assert!(token > first, "{token} after {first}");
     assert!(
-        granted_at - first_seen > lease,
+        granted_at - first_seen > LEASE,
         "taken {:?} after first sight",
         granted_at - first_seen
     );
@@ -182,11 +198,10 @@ async fn a_lock_held_elsewhere_is_taken_only_after_its_version_was_watched_for_a
 
 #[tokio::test]
 async fn a_heartbeat_restarts_the_watch() {
-    let (Some(holder), Some(contender)) = (store(), store()) else {
+    let Some((holder, contender)) = two_stores() else {
         return;
     };
     let (k, a, b) = (name(), owner(), owner());
-    let lease = Duration::from_millis(300);
     holder.acquire_fenced(&k, &a, 300).await.unwrap();
     assert_eq!(contender.acquire_fenced(&k, &b, 10_000).await, None);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -202,15 +217,14 @@ async fn a_heartbeat_restarts_the_watch() {
     );
     let new_version_seen = Instant::now();
     let (_, granted_at) = poll_until_granted(&contender, &k, &b, 10_000).await;
-    assert!(granted_at - new_version_seen > lease);
+    assert!(granted_at - new_version_seen > LEASE);
 }
 
 #[tokio::test]
 async fn a_java_clients_item_is_taken_over_and_keeps_its_extra_attributes() {
-    let Some(s) = store() else { return };
-    let endpoint = dynalite().unwrap();
-    s.ping().await.unwrap();
-    let api = raw(&endpoint).await;
+    let Some((s, api)) = store_and_client().await else {
+        return;
+    };
     let (k, me) = (name(), owner());
     put_item(&api, TABLE, java_item(&k, "java-host", 200, "java-v1")).await;
     let info = s.inspect(&k).await.unwrap().unwrap();
@@ -243,10 +257,9 @@ async fn a_java_clients_item_is_taken_over_and_keeps_its_extra_attributes() {
 
 #[tokio::test]
 async fn a_released_java_item_is_free_at_once() {
-    let Some(s) = store() else { return };
-    let endpoint = dynalite().unwrap();
-    s.ping().await.unwrap();
-    let api = raw(&endpoint).await;
+    let Some((s, api)) = store_and_client().await else {
+        return;
+    };
     let k = name();
     let mut item = java_item(&k, "java-host", 60_000, "java-v1");
     item["isReleased"] = json!({"S": "1"});
@@ -352,9 +365,7 @@ async fn extra_attributes_and_a_java_heartbeat_condition_see_deadbolts_versions(
 
 #[tokio::test]
 async fn the_watch_map_is_empty_after_locks_come_and_go() {
-    let (Some(a), Some(b)) = (store(), store()) else {
-        return;
-    };
+    let Some((a, b)) = two_stores() else { return };
     let keys: Vec<String> = (0..5).map(|_| name()).collect();
     for k in &keys {
         let (x, y) = (owner(), owner());
