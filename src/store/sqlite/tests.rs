@@ -44,6 +44,23 @@ pub(super) fn open(url: &str) -> SqliteStore {
     SqliteStore::connect(url, options()).unwrap()
 }
 
+/// A store on a file of its own, the directory that holds the file (deleted when dropped) and
+/// the file's URL.
+pub(super) fn alone() -> (TempDir, String, SqliteStore) {
+    let dir = TempDir::new();
+    let url = dir.url();
+    let s = open(&url);
+    (dir, url, s)
+}
+
+/// Two stores (two processes) on a file of their own, with the directory that holds the file
+/// (deleted when dropped) and the file's URL.
+pub(super) fn on_one_file() -> (TempDir, String, SqliteStore, SqliteStore) {
+    let (dir, url, first) = alone();
+    let second = open(&url);
+    (dir, url, first, second)
+}
+
 /// A connection pool of the test's own to the store's file (another "process").
 pub(super) async fn raw(url: &str) -> SqlitePool {
     let path = database_path(url).unwrap();
@@ -243,9 +260,7 @@ async fn a_lease_taken_over_after_expiry_raises_the_counter_for_every_name() {
 
 #[tokio::test]
 async fn a_purge_deletes_the_rows_of_ended_leases_and_never_a_live_one() {
-    let dir = TempDir::new();
-    let url = dir.url();
-    let s = open(&url);
+    let (_dir, url, s) = alone();
     let a = owner();
     for _ in 0..3 {
         s.acquire_fenced(&name(), &a, 20).await.unwrap();
@@ -331,9 +346,7 @@ async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound(
 
 #[tokio::test]
 async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
-    let dir = TempDir::new();
-    let url = dir.url();
-    let s = open(&url);
+    let (_dir, url, s) = alone();
     s.ping().await.unwrap();
     let mut other = writing(&url).await;
     // Dropped while its statement waits for the other connection's write lock.
@@ -364,15 +377,45 @@ mod wake_ups {
         panic!("{what}");
     }
 
-    #[tokio::test]
-    async fn a_release_in_one_store_wakes_a_waiter_registered_in_another() {
-        let dir = TempDir::new();
-        let url = dir.url();
-        let (waiting, holding) = (open(&url), open(&url));
+    /// Two stores on a file of their own (two processes): `holding` holds `k` for `a`, and
+    /// `waiting` watches it, its announcements coming on `releases`.
+    struct Watched {
+        _dir: TempDir,
+        url: String,
+        waiting: SqliteStore,
+        holding: SqliteStore,
+        k: String,
+        a: String,
+        releases: tokio::sync::broadcast::Receiver<String>,
+    }
+
+    async fn held_and_watched() -> Watched {
+        let (_dir, url, waiting, holding) = on_one_file();
         let (k, a) = (name(), owner());
         holding.acquire_fenced(&k, &a, 10_000).await.unwrap();
-        let mut releases = waiting.releases();
+        let releases = waiting.releases();
         waiting.watch(&k).await;
+        Watched {
+            _dir,
+            url,
+            waiting,
+            holding,
+            k,
+            a,
+            releases,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_release_in_one_store_wakes_a_waiter_registered_in_another() {
+        let Watched {
+            waiting,
+            holding,
+            k,
+            a,
+            mut releases,
+            ..
+        } = held_and_watched().await;
         assert_eq!(waiting.watched(), 1);
         let outcome = holding.release(&k, &a).await.unwrap();
         assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
@@ -385,13 +428,15 @@ mod wake_ups {
 
     #[tokio::test]
     async fn a_force_release_wakes_waiters_too_and_a_release_with_nobody_waiting_says_so() {
-        let dir = TempDir::new();
-        let url = dir.url();
-        let (waiting, holding) = (open(&url), open(&url));
-        let (k, a) = (name(), owner());
-        holding.acquire_fenced(&k, &a, 10_000).await.unwrap();
-        let mut releases = waiting.releases();
-        waiting.watch(&k).await;
+        let Watched {
+            _dir,
+            url,
+            waiting,
+            holding,
+            k,
+            a,
+            mut releases,
+        } = held_and_watched().await;
         assert!(holding.force_release(&k).await.unwrap());
         let heard = tokio::time::timeout(Duration::from_secs(5), releases.recv()).await;
         assert_eq!(heard.unwrap().unwrap(), k);
@@ -405,8 +450,7 @@ mod wake_ups {
 
     #[tokio::test]
     async fn a_store_does_not_count_its_own_waiters_as_others() {
-        let dir = TempDir::new();
-        let s = open(&dir.url());
+        let (_dir, _, s) = alone();
         let (k, a) = (name(), owner());
         s.acquire_fenced(&k, &a, 10_000).await.unwrap();
         s.watch(&k).await;
@@ -416,9 +460,7 @@ mod wake_ups {
 
     #[tokio::test]
     async fn registrations_of_dead_processes_are_forgotten_and_never_fail_a_release() {
-        let dir = TempDir::new();
-        let url = dir.url();
-        let s = open(&url);
+        let (_dir, url, s) = alone();
         let (k, a) = (name(), owner());
         s.ping().await.unwrap();
         // A process that died while waiting left its registration behind.
@@ -440,9 +482,7 @@ mod wake_ups {
 
     #[tokio::test]
     async fn a_store_that_starts_listening_forgets_the_registrations_of_dead_processes() {
-        let dir = TempDir::new();
-        let url = dir.url();
-        let s = open(&url);
+        let (_dir, url, s) = alone();
         s.ping().await.unwrap();
         let pool = raw(&url).await;
         sqlx::query(
@@ -458,9 +498,7 @@ mod wake_ups {
 
     #[tokio::test]
     async fn closing_a_store_unregisters_its_waiters() {
-        let dir = TempDir::new();
-        let url = dir.url();
-        let s = open(&url);
+        let (_dir, url, s) = alone();
         s.watch(&name()).await;
         s.watch(&name()).await;
         assert_eq!(rows(&url, "deadbolt_locks_waiters").await, 2);

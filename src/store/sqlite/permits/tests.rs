@@ -2,7 +2,7 @@
 //! `sqlite/tests.rs`): the table and its triggers, tokens from the locks' counter, rows that
 //! go, and several stores on one file standing for several processes.
 
-use super::super::tests::{open, raw, rows, TempDir};
+use super::super::tests::{alone, on_one_file, open, raw, rows, TempDir};
 use super::super::{MAX_KEY_BYTES, MAX_TTL_MS};
 use super::*;
 use crate::store::conformance::AcquireFenced;
@@ -16,15 +16,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 const TABLE: &str = "deadbolt_locks_permits";
-
-/// A store on a file of its own, the directory that holds the file (deleted when dropped) and
-/// the file's URL.
-fn alone() -> (TempDir, String, SqliteStore) {
-    let dir = TempDir::new();
-    let url = dir.url();
-    let s = open(&url);
-    (dir, url, s)
-}
 
 #[tokio::test]
 async fn a_file_made_before_semaphores_gets_their_table_on_first_use() {
@@ -215,9 +206,7 @@ mod wake_ups {
 
     #[tokio::test]
     async fn a_lock_release_does_not_wake_the_watchers_of_the_semaphore_of_its_name() {
-        let dir = TempDir::new();
-        let url = dir.url();
-        let (waiting, holding) = (open(&url), open(&url));
+        let (_dir, _, waiting, holding) = on_one_file();
         let (n, a) = (name(), owner());
         holding
             .acquire_granted(&n, &a, 10_000, None, ValueFormat::Fenced)
