@@ -408,7 +408,9 @@ mod wake_ups {
 
     #[tokio::test]
     async fn a_release_in_one_store_wakes_a_waiter_registered_in_another() {
+        // `_dir` bound, so that the file lives to the end of the test.
         let Watched {
+            _dir,
             waiting,
             holding,
             k,
