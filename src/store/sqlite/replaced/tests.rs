@@ -13,6 +13,14 @@ fn db(dir: &TempDir) -> PathBuf {
     dir.0.join("locks.db")
 }
 
+/// A file of the test's own (in `dir`, removed when dropped), its path and a store on it.
+fn a_store_on_its_own_file() -> (TempDir, PathBuf, SqliteStore) {
+    let dir = TempDir::new();
+    let path = db(&dir);
+    let s = open(&dir.url());
+    (dir, path, s)
+}
+
 /// The files of the database at `path` (`-wal` and `-shm` included) that exist.
 fn files(path: &Path) -> Vec<String> {
     ["", "-wal", "-shm"]
@@ -52,9 +60,7 @@ fn item(key: &str, owner: &str) -> ExtendItem {
 #[tokio::test]
 async fn a_lease_in_a_deleted_file_fails_to_extend_as_replaced_and_its_name_is_free_in_the_new_file(
 ) {
-    let dir = TempDir::new();
-    let path = db(&dir);
-    let holder = open(&dir.url());
+    let (dir, path, holder) = a_store_on_its_own_file();
     let (k, a, b) = (name(), owner(), owner());
     let old_token = holder.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(holder.extend(&k, &a, 10_000, false).await.unwrap());
@@ -80,9 +86,7 @@ async fn a_lease_in_a_deleted_file_fails_to_extend_as_replaced_and_its_name_is_f
 
 #[tokio::test]
 async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_have_ended() {
-    let dir = TempDir::new();
-    let path = db(&dir);
-    let holder = open(&dir.url());
+    let (dir, path, holder) = a_store_on_its_own_file();
     let (k, a, b) = (name(), owner(), owner());
     let old_token = holder.acquire_fenced(&k, &a, 300).await.unwrap();
     replace(&dir, &path).await;
@@ -119,9 +123,7 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
 
 #[tokio::test]
 async fn a_lease_in_a_file_deleted_without_its_wal_fails_to_extend_and_the_name_is_free() {
-    let dir = TempDir::new();
-    let path = db(&dir);
-    let holder = open(&dir.url());
+    let (dir, path, holder) = a_store_on_its_own_file();
     let (k, a, b) = (name(), owner(), owner());
     holder.acquire_fenced(&k, &a, 10_000).await.unwrap();
     std::fs::remove_file(&path).unwrap();
@@ -135,9 +137,7 @@ async fn a_lease_in_a_file_deleted_without_its_wal_fails_to_extend_and_the_name_
 
 #[tokio::test]
 async fn a_batched_extension_fails_only_the_leases_of_the_replaced_file() {
-    let dir = TempDir::new();
-    let path = db(&dir);
-    let holder = open(&dir.url());
+    let (_dir, path, holder) = a_store_on_its_own_file();
     let (k1, k2, k3, a) = (name(), name(), name(), owner());
     holder.acquire_fenced(&k1, &a, 10_000).await.unwrap();
     holder.acquire_fenced(&k2, &a, 10_000).await.unwrap();
@@ -156,9 +156,7 @@ async fn a_batched_extension_fails_only_the_leases_of_the_replaced_file() {
 
 #[tokio::test]
 async fn permits_held_in_a_replaced_file_fail_to_extend_as_replaced() {
-    let dir = TempDir::new();
-    let path = db(&dir);
-    let holder = open(&dir.url());
+    let (dir, path, holder) = a_store_on_its_own_file();
     let (n, a) = (name(), owner());
     holder
         .acquire_permits(&req(&n, &a, 1, 2))
@@ -173,9 +171,7 @@ async fn permits_held_in_a_replaced_file_fail_to_extend_as_replaced() {
 
 #[tokio::test]
 async fn tokens_in_the_new_file_continue_above_the_replaced_files_counter() {
-    let dir = TempDir::new();
-    let path = db(&dir);
-    let holder = open(&dir.url());
+    let (dir, path, holder) = a_store_on_its_own_file();
     let (k, a) = (name(), owner());
     // A counter far above the clock (as a burst of grants would leave it, or a clock that
     // stepped back since).
@@ -199,9 +195,7 @@ async fn tokens_in_the_new_file_continue_above_the_replaced_files_counter() {
 
 #[tokio::test]
 async fn a_call_on_an_unchanged_file_keeps_its_connection_and_ghosts_go_when_their_lease_ends() {
-    let dir = TempDir::new();
-    let path = db(&dir);
-    let holder = open(&dir.url());
+    let (_dir, path, holder) = a_store_on_its_own_file();
     let (k, a) = (name(), owner());
     holder.acquire_fenced(&k, &a, 100).await.unwrap();
     holder.ping().await.unwrap();
@@ -239,9 +233,7 @@ async fn closing_the_last_store_on_a_file_removes_its_wal_and_shm_files() {
 #[tokio::test]
 async fn a_process_waiting_for_a_name_is_registered_again_in_the_new_file() {
     use crate::store::ReleaseNotifications;
-    let dir = TempDir::new();
-    let path = db(&dir);
-    let waiter = open(&dir.url());
+    let (dir, path, waiter) = a_store_on_its_own_file();
     let k = name();
     waiter.watch(&k).await;
     assert_eq!(
