@@ -273,30 +273,60 @@ async fn a_purge_deletes_the_rows_of_ended_leases_and_never_a_live_one() {
     assert_eq!(s.inspect(&live).await.unwrap().unwrap().owner, a);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stores_on_one_file_never_overlap_and_tokens_strictly_increase() {
+/// What the stores take turns at in [`six_stores_take_turns`]: a lock or a semaphore.
+pub(super) trait Turns: 'static {
+    /// Asks `s` for a turn at `name` for `owner`, of at most `limit` at once: its token, or
+    /// `None` when refused.
+    fn take(
+        s: &SqliteStore,
+        name: &str,
+        owner: &str,
+        limit: u32,
+    ) -> impl std::future::Future<Output = Option<u64>> + Send;
+
+    /// Ends `owner`'s turn at `name` on `s`: whether it was released.
+    fn give(
+        s: &SqliteStore,
+        name: &str,
+        owner: &str,
+    ) -> impl std::future::Future<Output = bool> + Send;
+}
+
+/// Has six stores on one new file (six processes) each take `turns` turns at one name, a
+/// new owner for each try with `owner_per_try` (one owner a store otherwise), asserting
+/// that never more than `limit` hold a turn at once; returns every grant's token, in the
+/// order of the grants.
+pub(super) async fn six_stores_take_turns<T: Turns>(
+    turns: usize,
+    limit: u32,
+    owner_per_try: bool,
+) -> Vec<u64> {
     let dir = TempDir::new();
     let url = dir.url();
-    let k = name();
-    let inside = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let n = name();
+    let inside = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..6 {
-        let (s, k) = (Arc::new(open(&url)), k.clone());
+        let (s, n) = (open(&url), n.clone());
         let (inside, tokens) = (inside.clone(), tokens.clone());
         tasks.spawn(async move {
-            let me = owner();
+            let mut me = owner();
             let mut done = 0;
-            while done < 50 {
-                let Some(token) = s.acquire_fenced(&k, &me, 10_000).await else {
+            while done < turns {
+                if owner_per_try {
+                    me = owner();
+                }
+                let Some(token) = T::take(&s, &n, &me, limit).await else {
                     tokio::task::yield_now().await;
                     continue;
                 };
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "overlap");
+                let held = inside.fetch_add(1, Ordering::SeqCst);
+                assert!(held < limit, "more than {limit} at once");
                 tokens.lock().unwrap().push(token);
                 tokio::task::yield_now().await;
                 inside.fetch_sub(1, Ordering::SeqCst);
-                assert!(s.release(&k, &me).await.unwrap().released);
+                assert!(T::give(&s, &n, &me).await);
                 done += 1;
             }
         });
@@ -304,7 +334,26 @@ async fn stores_on_one_file_never_overlap_and_tokens_strictly_increase() {
     while let Some(joined) = tasks.join_next().await {
         joined.unwrap();
     }
-    let tokens = tokens.lock().unwrap();
+    let tokens = tokens.lock().unwrap().clone();
+    tokens
+}
+
+/// Turns at a lock.
+struct LockTurns;
+
+impl Turns for LockTurns {
+    async fn take(s: &SqliteStore, name: &str, owner: &str, _: u32) -> Option<u64> {
+        s.acquire_fenced(name, owner, 10_000).await
+    }
+
+    async fn give(s: &SqliteStore, name: &str, owner: &str) -> bool {
+        s.release(name, owner).await.unwrap().released
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_on_one_file_never_overlap_and_tokens_strictly_increase() {
+    let tokens = six_stores_take_turns::<LockTurns>(50, 1, false).await;
     assert_eq!(tokens.len(), 300);
     assert!(tokens.windows(2).all(|w| w[1] > w[0]), "in grant order");
 }

@@ -2,7 +2,9 @@
 //! `sqlite/tests.rs`): the table and its triggers, tokens from the locks' counter, rows that
 //! go, and several stores on one file standing for several processes.
 
-use super::super::tests::{alone, on_one_file, open, raw, rows, TempDir};
+use super::super::tests::{
+    alone, on_one_file, open, raw, rows, six_stores_take_turns, TempDir, Turns,
+};
 use super::super::{MAX_KEY_BYTES, MAX_TTL_MS};
 use super::*;
 use crate::store::conformance::AcquireFenced;
@@ -12,8 +14,6 @@ use crate::store::permit_conformance::{
     assert_requests_beyond_the_limit_are_invalid, queued, req, Ask,
 };
 use crate::store::{ErrorKind, LockStore, ValueFormat};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 const TABLE: &str = "deadbolt_locks_permits";
 
@@ -141,38 +141,24 @@ async fn bad_requests_are_refused_before_any_io() {
     assert_eq!(err.kind, ErrorKind::Invalid);
 }
 
+/// Turns at a semaphore: a permit each.
+struct PermitTurns;
+
+impl Turns for PermitTurns {
+    async fn take(s: &SqliteStore, name: &str, owner: &str, limit: u32) -> Option<u64> {
+        s.acquire_permits(&req(name, owner, 1, limit))
+            .await
+            .unwrap()
+    }
+
+    async fn give(s: &SqliteStore, name: &str, owner: &str) -> bool {
+        s.release_permits(name, owner).await.unwrap().released
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stores_on_one_file_never_hold_more_permits_than_the_limit() {
-    let dir = TempDir::new();
-    let url = dir.url();
-    let n = name();
-    let inside = Arc::new(AtomicUsize::new(0));
-    let tokens = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..6 {
-        let (s, n) = (Arc::new(open(&url)), n.clone());
-        let (inside, tokens) = (inside.clone(), tokens.clone());
-        tasks.spawn(async move {
-            let mut done = 0;
-            while done < 30 {
-                let me = owner();
-                let Some(token) = s.acquire_permits(&req(&n, &me, 1, 3)).await.unwrap() else {
-                    tokio::task::yield_now().await;
-                    continue;
-                };
-                assert!(inside.fetch_add(1, Ordering::SeqCst) < 3, "over the limit");
-                tokens.lock().unwrap().push(token);
-                tokio::task::yield_now().await;
-                inside.fetch_sub(1, Ordering::SeqCst);
-                assert!(s.release_permits(&n, &me).await.unwrap().released);
-                done += 1;
-            }
-        });
-    }
-    while let Some(joined) = tasks.join_next().await {
-        joined.unwrap();
-    }
-    let mut tokens = tokens.lock().unwrap().clone();
+    let mut tokens = six_stores_take_turns::<PermitTurns>(30, 3, true).await;
     tokens.sort_unstable();
     tokens.dedup();
     assert_eq!(tokens.len(), 180, "every grant has a token of its own");
