@@ -200,10 +200,8 @@ async fn a_file_that_is_not_a_database_is_reported_as_a_store_error() {
 
 #[tokio::test]
 async fn a_release_deletes_the_row_and_tokens_keep_increasing_in_a_new_store_on_the_file() {
-    let dir = TempDir::new();
-    let url = dir.url();
+    let (_dir, url, s) = alone();
     let (k, a, b) = (name(), owner(), owner());
-    let s = open(&url);
     let first = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(s.release(&k, &a).await.unwrap().released);
     assert_eq!(

@@ -66,10 +66,8 @@ async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
 
 #[tokio::test]
 async fn a_released_semaphore_leaves_no_row_and_its_tokens_keep_increasing_in_a_new_store() {
-    let dir = TempDir::new();
-    let url = dir.url();
+    let (_dir, url, s) = alone();
     let (n, a, b) = (name(), owner(), owner());
-    let s = open(&url);
     let first = s.grant(&req(&n, &a, 2, 2)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     assert_eq!(rows(&url, TABLE).await, 0, "nothing left of the semaphore");
