@@ -8,6 +8,7 @@ use crate::store::conformance::{name, next_owner, released_until_heard};
 use crate::store::redis::keys::fence_key;
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::test_servers::{redis_server_or_skip, TestServer};
+use crate::store::LockStore;
 use crate::store::ValueFormat;
 use crate::store::{ErrorKind, HandoffOutcome, ReleaseNotifications};
 use std::sync::{Arc, OnceLock};
