@@ -41,9 +41,15 @@ pub(super) fn on_table(table: &str) -> MysqlStore {
     MysqlStore::connect(TEST_URL, opts).unwrap()
 }
 
-/// A store whose purge deletes rows as soon as they lapse.
+/// The lock table of the stores that purge at once, apart from [`TEST_TABLE`]: their purge
+/// deletes any row the moment it lapses, which would restart a name's count of tokens, or
+/// take a semaphore's header, under another test's feet.
+pub(super) const PURGE_TABLE: &str = "deadbolt_purged_mysql_rs_test";
+
+/// A store whose purge deletes rows as soon as they lapse, on [`PURGE_TABLE`].
 pub(super) fn purging_at_once() -> MysqlStore {
     let opts = MysqlOptions {
+        table: PURGE_TABLE.to_owned(),
         purge_after_ms: 0,
         ..options(2)
     };
@@ -416,8 +422,12 @@ impl SqlHarness for Harness {
     }
 
     fn connect(url: Option<&str>, pool: u32, connect_ms: u64, at_once: bool) -> MysqlStore {
-        let purge_after_ms = if at_once { 0 } else { 300_000 };
+        let (table, purge_after_ms) = match at_once {
+            true => (PURGE_TABLE, 0),
+            false => (TEST_TABLE, 300_000),
+        };
         let opts = MysqlOptions {
+            table: table.to_owned(),
             connect_timeout_ms: connect_ms,
             purge_after_ms,
             ..options(pool)
@@ -430,7 +440,7 @@ impl SqlHarness for Harness {
     }
 
     async fn rows_named(key: &str) -> i64 {
-        let sql = format!("SELECT COUNT(*) FROM `{TEST_TABLE}` WHERE name = ?");
+        let sql = format!("SELECT COUNT(*) FROM `{PURGE_TABLE}` WHERE name = ?");
         let mut conn = sqlx::MySqlConnection::connect(TEST_URL).await.unwrap();
         let query = sqlx::query_scalar(AssertSqlSafe(sql)).bind(key.as_bytes());
         query.fetch_one(&mut conn).await.unwrap()

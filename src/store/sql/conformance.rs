@@ -38,7 +38,8 @@ pub trait SqlHarness: 'static {
     /// Runs the store's purge now; how many rows it deleted.
     fn purge(s: &Self::Store) -> impl Future<Output = StoreResult<u64>> + Send + '_;
 
-    /// How many rows of the lock table hold `key`, read on a connection of the test's own.
+    /// How many rows of the lock table of the stores opened with `purge_at_once` hold `key`,
+    /// read on a connection of the test's own.
     fn rows_named(key: &str) -> impl Future<Output = i64> + Send + '_;
 
     /// How many connections the store's pool holds now (`None`: it has no pool to count).

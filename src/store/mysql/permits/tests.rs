@@ -5,7 +5,7 @@
 use super::*;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::mysql::tests::{
-    account, drop_account, on_table, options, purging_at_once, TEST_TABLE, TEST_URL,
+    account, drop_account, on_table, options, purging_at_once, PURGE_TABLE, TEST_TABLE, TEST_URL,
 };
 use crate::store::mysql::MAX_KEY_BYTES;
 use crate::store::permit_conformance::{
@@ -21,8 +21,14 @@ fn store() -> MysqlStore {
 
 /// How many header rows and permit rows semaphore `name` has in the test tables.
 async fn rows_of(s: &MysqlStore, name: &str) -> (i64, i64) {
+    rows_in(TEST_TABLE, s, name).await
+}
+
+/// How many header rows and permit rows semaphore `name` has in the tables of the lock
+/// table `table`.
+async fn rows_in(table: &str, s: &MysqlStore, name: &str) -> (i64, i64) {
     let pool = s.permits_ready().await.unwrap();
-    let (semaphores, permits) = table_names(TEST_TABLE);
+    let (semaphores, permits) = table_names(table);
     let mut counts = [0; 2];
     for (count, table) in counts.iter_mut().zip([semaphores, permits]) {
         *count = sqlx::query_scalar(AssertSqlSafe(format!(
@@ -148,8 +154,8 @@ async fn a_purged_semaphore_leaves_no_row_and_comes_back_with_a_higher_token() {
     let s = purging_at_once();
     let left = LeftForPurge::leave(&s).await;
     s.purge().await.unwrap();
-    assert_eq!(rows_of(&s, &left.released).await, (0, 0));
-    assert_eq!(rows_of(&s, &left.lapsed).await, (0, 0));
+    assert_eq!(rows_in(PURGE_TABLE, &s, &left.released).await, (0, 0));
+    assert_eq!(rows_in(PURGE_TABLE, &s, &left.lapsed).await, (0, 0));
     left.assert_it_comes_back_with_a_higher_token(&s).await;
 }
 
@@ -161,7 +167,7 @@ async fn a_purge_keeps_live_holders_and_tokens_stay_higher_than_theirs() {
     sleep_ms(20).await;
     s.purge().await.unwrap();
     // The header went (no token for longer than the delay); the holder stays.
-    assert_eq!(rows_of(&s, &n).await, (0, 1));
+    assert_eq!(rows_in(PURGE_TABLE, &s, &n).await, (0, 1));
     let holders = s.permits(&n).await.unwrap();
     assert_eq!(holders.len(), 1);
     assert_eq!(
