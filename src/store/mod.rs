@@ -127,6 +127,17 @@ pub struct Renewal<'a> {
     pub has_data: bool,
 }
 
+impl<'a> Renewal<'a> {
+    /// A renewal of `owner`'s permits of a semaphore, which carry no payload.
+    pub fn of_permits(owner: &'a str, ttl_ms: u64) -> Self {
+        Renewal {
+            owner,
+            ttl_ms,
+            has_data: false,
+        }
+    }
+}
+
 /// Who a lock is handed to by [`LockStore::handoff`].
 #[derive(Debug, Clone, Copy)]
 pub struct NextOwner<'a> {

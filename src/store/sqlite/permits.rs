@@ -62,12 +62,7 @@ impl SqliteStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
     pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        let has_data = false;
-        let renewal = crate::store::Renewal {
-            owner,
-            ttl_ms,
-            has_data,
-        };
+        let renewal = crate::store::Renewal::of_permits(owner, ttl_ms);
         self.renew(Leases::Permits, name, renewal).await
     }
 
