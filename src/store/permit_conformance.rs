@@ -191,6 +191,14 @@ async fn taken(s: &SharedStore, name: &str) -> u32 {
         .sum()
 }
 
+/// A request for no permits, or for more than the semaphore has, is refused as invalid input
+/// by every store, and takes nothing: the whole semaphore is still free afterwards.
+pub async fn a_request_for_no_permits_or_more_than_the_limit_is_invalid(s: SharedStore) {
+    let n = name();
+    assert_requests_beyond_the_limit_are_invalid(&*s, &n).await;
+    s.grant(&req(&n, &owner(), 3, 3)).await;
+}
+
 /// Permits are granted up to the limit and refused beyond it; `permits` lists the holders.
 pub async fn permits_are_granted_up_to_the_limit_and_no_further(s: SharedStore) {
     let (n, a, b, c) = (name(), owner(), owner(), owner());
@@ -550,6 +558,7 @@ macro_rules! permits_suite {
     ($open:expr) => {
         $crate::conformance_suite!(@tests permit_conformance $open;
             permits_are_granted_up_to_the_limit_and_no_further,
+            a_request_for_no_permits_or_more_than_the_limit_is_invalid,
             an_owner_asking_again_gets_its_own_token,
             a_queued_request_is_not_overtaken_by_one_it_would_delay,
             a_queued_request_asking_again_keeps_its_place_ahead_of_later_ones,

@@ -29,6 +29,8 @@
 //! uses as is, and that stores keeping a semaphore's state in one record (DynamoDB) can load,
 //! change and write back with a condition.
 
+use super::{StoreError, StoreResult};
+
 /// The name under which releases of semaphore `name` are announced and watched through
 /// [`ReleaseNotifications`](super::ReleaseNotifications), as if it were a lock's. A lock
 /// whose name is this very string shares the announcements: its waiters and the semaphore's
@@ -53,6 +55,22 @@ pub struct PermitRequest<'a> {
     /// How long a refused request keeps its place in the queue without asking again, in ms;
     /// 0: do not queue (a try).
     pub queue_ttl_ms: u64,
+}
+
+impl PermitRequest<'_> {
+    /// Refuses, as invalid input and before any I/O, a request for no permits or for more
+    /// than the semaphore has (a semaphore of no permits included); `store` names the store
+    /// in the message. Every store's acquisition runs it: the contract leaves no store to
+    /// grant or refuse such a request as if it could be met.
+    pub fn check_permits(&self, store: &str) -> StoreResult<()> {
+        if self.permits == 0 || self.permits > self.limit {
+            return Err(StoreError::invalid(format!(
+                "{store}: {} permits asked of a semaphore of {}: ask for 1 to the limit",
+                self.permits, self.limit
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// What [`LockStore::handoff_permits`](super::LockStore::handoff_permits) did.

@@ -195,13 +195,7 @@ fn settle(before: &Stored, draft: &Draft, version: &str) -> StoreResult<Stored> 
 
 fn check_request(req: &PermitRequest<'_>) -> StoreResult<()> {
     super::checks::check_name(req.name, "semaphore name")?;
-    if req.permits == 0 || req.permits > req.limit {
-        return Err(StoreError::invalid(format!(
-            "dynamodb: {} permits asked of a semaphore of {}: ask for 1 to the limit",
-            req.permits, req.limit
-        )));
-    }
-    Ok(())
+    req.check_permits("dynamodb")
 }
 
 impl DynamoStore {

@@ -98,6 +98,7 @@ impl EtcdStore {
         &self,
         req: &PermitRequest<'_>,
     ) -> StoreResult<Option<u64>> {
+        req.check_permits("etcd")?;
         let prefix = keys::semaphore_prefix(req.name);
         let end = prefix_end(&prefix);
         let hk = holder_key(req.name, req.owner);

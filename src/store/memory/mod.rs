@@ -278,7 +278,8 @@ impl LockStore for MemoryStore {
     }
 
     fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
-        ready(Ok(MemoryStore::acquire_permits(self, req))).boxed()
+        let checked = req.check_permits("memory");
+        ready(checked.map(|()| MemoryStore::acquire_permits(self, req))).boxed()
     }
 
     fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {

@@ -66,16 +66,6 @@ fn owner_cmd(op: &[u8], keys: &[&[u8]], owner: &str, n: u64) -> redis::Cmd {
     )
 }
 
-fn check(req: &PermitRequest<'_>) -> StoreResult<()> {
-    if req.limit == 0 || req.permits == 0 {
-        return Err(StoreError::invalid(format!(
-            "a semaphore needs a limit and a request of at least one permit (got {} of {})",
-            req.permits, req.limit
-        )));
-    }
-    Ok(())
-}
-
 /// An `extend` reply: the semaphore's limit when extended, 0 when not held.
 fn limit_reply(v: Value) -> StoreResult<u32> {
     parse::<u32>(v)
@@ -131,7 +121,7 @@ impl RedisStore {
         req: &PermitRequest<'_>,
         ticket: u64,
     ) -> StoreResult<Option<u64>> {
-        check(req)?;
+        req.check_permits("redis")?;
         let k = Keys::of(req.name);
         let (permits, limit) = (req.permits.to_string(), req.limit.to_string());
         let (ttl, queue_ttl) = (req.ttl_ms.to_string(), req.queue_ttl_ms.to_string());
@@ -266,7 +256,7 @@ impl RedisStore {
         owner: &str,
         next: &PermitRequest<'_>,
     ) -> StoreResult<PermitHandoff> {
-        check(next)?;
+        next.check_permits("redis")?;
         let k = Keys::of(next.name);
         let channel = release_channel(&k.watch);
         let (permits, limit, ttl) = (

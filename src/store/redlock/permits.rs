@@ -133,6 +133,7 @@ impl RedlockStore {
     /// # Cancel Safety
     /// Not cancel safe: servers may hold the permits when the future is dropped.
     pub async fn acquire_permits(&self, req: &PermitRequest<'_>) -> StoreResult<Option<u64>> {
+        req.check_permits("redlock")?;
         let start = Instant::now();
         let bound = self.server_timeout(req.ttl_ms);
         let q = self.permit_quorum(req.limit);
