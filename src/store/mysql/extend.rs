@@ -12,9 +12,29 @@ use super::MysqlStore;
 use crate::store::sql::errors::db_error;
 use crate::store::sql::extend::Answers;
 pub(super) use crate::store::sql::extend::Leases;
+use crate::store::Renewal;
 use crate::store::{ExtendItem, StoreResult};
 
 impl MysqlStore {
+    /// Extends `name`'s lease (a lock's, or `r.owner`'s permits of a semaphore, as `leases`
+    /// says): one statement, sent again after a deadlock.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: the statement is idempotent.
+    pub(super) async fn renew(
+        &self,
+        leases: Leases,
+        name: &str,
+        r: Renewal<'_>,
+    ) -> StoreResult<bool> {
+        let ttl = statement_ttl(leases, leases.check::<Mysql>(name, r.owner, r.ttl_ms)?);
+        let (pool, sql) = match leases {
+            Leases::Locks => (self.ready().await?, &self.sql.extend),
+            Leases::Permits => (self.permits_ready().await?, &self.permit_sql.extend),
+        };
+        extend_one(pool, sql, leases.operation(), name, r.owner, ttl).await
+    }
+
     /// [`crate::store::LockStore::extend_many`] for locks or permits.
     pub(super) async fn extend_leases(
         &self,
@@ -31,11 +51,7 @@ impl MysqlStore {
                 index,
                 key: items[index].key.clone(),
                 owner: items[index].owner.clone(),
-                // The lock statements count in microseconds, the permit ones in ms.
-                ttl: match leases {
-                    Leases::Locks => ttl_ms as u64 * 1000,
-                    Leases::Permits => ttl_ms as u64,
-                },
+                ttl: statement_ttl(leases, ttl_ms),
             })
             .collect();
         if !valid.is_empty() {
@@ -72,6 +88,15 @@ impl MysqlStore {
             }
         }
         answers.finish::<Mysql>(leases)
+    }
+}
+
+/// A checked lease in the unit of `leases`' statements: microseconds for locks (see
+/// [`super::micros`]), milliseconds for permits.
+fn statement_ttl(leases: Leases, ttl_ms: i64) -> u64 {
+    match leases {
+        Leases::Locks => super::micros(ttl_ms),
+        Leases::Permits => ttl_ms as u64,
     }
 }
 
@@ -165,7 +190,7 @@ async fn extend_batch(
 }
 
 /// Runs `SQL_EXTEND` (or the permit table's) for one lease, `ttl` in the statement's unit.
-pub(super) async fn extend_one(
+async fn extend_one(
     pool: &MySqlPool,
     sql: &Arc<str>,
     operation: &str,

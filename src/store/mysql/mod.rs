@@ -20,7 +20,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlRow};
 use sqlx::AssertSqlSafe;
 use tokio::sync::OnceCell;
 
-use crate::store::sql::checks::{check_handoff, check_key, check_lease, check_owner, check_ttl};
+use crate::store::sql::checks::{check_handoff, check_key, check_lease, check_owner};
 use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::options::Url;
 use crate::store::sql::purge::PurgeClock;
@@ -28,7 +28,7 @@ use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseOutcome, StoreResult,
 };
 use errors::{retry_on_conflict, retry_transient, Mysql};
-use extend::{extend_one, Leases};
+use extend::Leases;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use permits::PermitStatements;
@@ -206,9 +206,10 @@ async fn purge_rows(pool: &MySqlPool, sql: &Arc<str>, after: u64) -> StoreResult
     }
 }
 
-/// The lease in microseconds, the unit of the lock table's statements.
-fn ttl_micros(ttl_ms: u64) -> StoreResult<u64> {
-    Ok(check_ttl::<Mysql>(ttl_ms)? as u64 * 1000)
+/// A checked lease (see `sql::checks`) in microseconds, the unit of the lock table's
+/// statements.
+fn micros(ttl_ms: i64) -> u64 {
+    ttl_ms as u64 * 1000
 }
 
 /// The contract; every call is bounded by the decorator the registry wraps the store in
@@ -226,7 +227,7 @@ impl LockStore for MysqlStore {
     fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
-            let ttl_us = check_lease::<Mysql>(key, owner, ttl_ms)? as u64 * 1000;
+            let ttl_us = micros(check_lease::<Mysql>(key, owner, ttl_ms)?);
             let pool = self.ready().await?;
             let sql = &self.sql.acquire;
             let (done, reconnected) = retry_transient(|| {
@@ -254,13 +255,7 @@ impl LockStore for MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent, so a dropped call can simply be repeated.
     fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
-        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
-        async move {
-            let ttl_us = check_lease::<Mysql>(key, owner, ttl_ms)? as u64 * 1000;
-            let pool = self.ready().await?;
-            extend_one(pool, &self.sql.extend, "extend", key, owner, ttl_us).await
-        }
-        .boxed()
+        self.renew(Leases::Locks, key, renewal).boxed()
     }
 
     /// Extends many leases, as [`LockStore::extend`] would each; the result has one entry per
@@ -319,14 +314,14 @@ impl LockStore for MysqlStore {
     fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let (owner, next) = (h.from, h.next);
         async move {
-            let micros = check_handoff::<Mysql>(key, &h)? as u64 * 1000;
+            let ttl_us = micros(check_handoff::<Mysql>(key, &h)?);
             let pool = self.ready().await?;
             let sql = &self.sql.handoff;
             let (done, reconnected) = retry_transient(|| {
                 sqlx::query(AssertSqlSafe(sql.clone()))
                     .bind(next.owner.as_bytes())
                     .bind(next.data)
-                    .bind(micros)
+                    .bind(ttl_us)
                     .bind(key.as_bytes())
                     .bind(owner.as_bytes())
                     .execute(pool)

@@ -21,7 +21,8 @@ use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, MySqlConnection, Row};
 
 use super::errors::{retry_on_conflict, Mysql};
-use super::{ttl_micros, MysqlStore};
+use super::extend::Leases;
+use super::MysqlStore;
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
 use crate::store::sql::checks::{check_key, check_owner, check_request};
 use crate::store::sql::errors::{db_error, read};
@@ -500,19 +501,8 @@ impl MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
     pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        check_key::<Mysql>(name)?;
-        check_owner::<Mysql>(owner)?;
-        ttl_micros(ttl_ms)?;
-        let pool = self.permits_ready().await?;
-        super::extend::extend_one(
-            pool,
-            &self.permit_sql.extend,
-            "extend_permits",
-            name,
-            owner,
-            ttl_ms,
-        )
-        .await
+        let renewal = crate::store::Renewal::of_permits(owner, ttl_ms);
+        self.renew(Leases::Permits, name, renewal).await
     }
 
     /// Frees `owner`'s permits of `name` and its place in the queue. Returns whether it held
