@@ -13,6 +13,12 @@
 //! }
 //! ```
 //!
+//! The contract's one-argument forms come two ways: `try_acquire`, `extend` and `handoff`
+//! write `try_acquire_with`, `extend_with` and `handoff_with` over an inherent method that
+//! takes the fields (Redis's, whose single-server future stays unboxed and small), while
+//! `try_acquire_with`, `extend_with`, `handoff_with` and `handoff_or_release_with` pass the
+//! struct to an inherent method of that name (Redlock, etcd).
+//!
 //! `Self::method(self, …)` names the inherent method: a type's inherent associated functions
 //! come before its trait's in path resolution. Cancel safety is the inherent method's.
 
@@ -52,9 +58,24 @@ macro_rules! delegate {
             Box::pin(Self::handoff(self, key, h.from, h.next))
         }
     };
-    (@ handoff_or_release) => {
+    (@ try_acquire_with) => {
+        fn try_acquire_with<'a>(&'a self, key: &'a str, a: $crate::store::Acquisition<'a>) -> $crate::store::Call<'a, Option<u64>> {
+            Box::pin(Self::try_acquire_with(self, key, a))
+        }
+    };
+    (@ extend_with) => {
+        fn extend_with<'a>(&'a self, key: &'a str, r: $crate::store::Renewal<'a>) -> $crate::store::Call<'a, bool> {
+            Box::pin(Self::extend_with(self, key, r))
+        }
+    };
+    (@ handoff_with) => {
+        fn handoff_with<'a>(&'a self, key: &'a str, h: $crate::store::Handoff<'a>) -> $crate::store::Call<'a, Option<u64>> {
+            Box::pin(Self::handoff_with(self, key, h))
+        }
+    };
+    (@ handoff_or_release_with) => {
         fn handoff_or_release_with<'a>(&'a self, key: &'a str, h: $crate::store::Handoff<'a>) -> $crate::store::Call<'a, $crate::store::HandoffOutcome> {
-            Box::pin(Self::handoff_or_release(self, key, h.from, h.next))
+            Box::pin(Self::handoff_or_release_with(self, key, h))
         }
     };
     (@ inspect) => {

@@ -518,6 +518,7 @@ fn ttl_after(ttl_ms: u64) -> Instant {
 /// The contract (the registry bounds every call: `store/bounded.rs`).
 impl LockStore for EtcdStore {
     delegate!(
+        try_acquire_with,
         extend,
         extend_many,
         release,
@@ -529,10 +530,6 @@ impl LockStore for EtcdStore {
         release_permits,
         permits,
     );
-
-    fn try_acquire_with<'a>(&'a self, key: &'a str, a: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        Box::pin(Self::try_acquire_with(self, key, a))
-    }
 
     fn ping(&self) -> Call<'_, ()> {
         async {

@@ -546,8 +546,12 @@ fn holders(answers: &Answers<Option<LockInfo>>) -> (usize, Option<String>) {
 /// The contract, delegating to the inherent methods above.
 impl LockStore for RedlockStore {
     delegate!(
+        try_acquire_with,
+        extend_with,
         extend_many,
         release,
+        handoff_with,
+        handoff_or_release_with,
         inspect,
         ping,
         acquire_permits,
@@ -557,26 +561,6 @@ impl LockStore for RedlockStore {
         permits,
         close
     );
-
-    fn try_acquire_with<'a>(&'a self, key: &'a str, a: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        Box::pin(Self::try_acquire_with(self, key, a))
-    }
-
-    fn extend_with<'a>(&'a self, key: &'a str, r: Renewal<'a>) -> Call<'a, bool> {
-        Box::pin(Self::extend_with(self, key, r))
-    }
-
-    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
-        Box::pin(Self::handoff_with(self, key, h))
-    }
-
-    fn handoff_or_release_with<'a>(
-        &'a self,
-        key: &'a str,
-        h: Handoff<'a>,
-    ) -> Call<'a, HandoffOutcome> {
-        Box::pin(Self::handoff_or_release_with(self, key, h))
-    }
 
     fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
         Some(self)
