@@ -6,11 +6,15 @@
 # missing, then started.
 # etcd: the tests start throwaway members of their own (__test__/fixtures/etcd.js); this only
 # installs the binary (Debian's etcd-server) when it is missing.
-# Usage: scripts/services.sh [redis] [mariadb] [postgres] [etcd]   (default: all four)
+# tools: the other programs the tests run, installed from Debian's packages when missing: a C
+# compiler (the Rust build), openssl (throwaway CAs for the TLS tests), pgbouncer (started in
+# front of PostgreSQL by __test__/pgbouncer.test.js), chromium (the dashboard test drives it
+# headless through playwright-core; no browser is downloaded) and tmux (the `top` test).
+# Usage: scripts/services.sh [redis] [mariadb] [postgres] [etcd] [tools]   (default: all five)
 set -euo pipefail
 
 want=("$@")
-[ ${#want[@]} -eq 0 ] && want=(redis mariadb postgres etcd)
+[ ${#want[@]} -eq 0 ] && want=(redis mariadb postgres etcd tools)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -99,12 +103,24 @@ ensure_etcd() {
   echo "etcd: $(etcd --version | head -1)"
 }
 
+ensure_tools() {
+  local need=()
+  command -v cc >/dev/null || need+=(build-essential)
+  command -v openssl >/dev/null || need+=(openssl)
+  [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null || need+=(pgbouncer)
+  command -v chromium >/dev/null || need+=(chromium)
+  command -v tmux >/dev/null || need+=(tmux)
+  [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
+  echo "tools: cc, openssl, pgbouncer, chromium, tmux"
+}
+
 for s in "${want[@]}"; do
   case "$s" in
     redis) ensure_redis ;;
     mariadb|mysql) ensure_mariadb ;;
     postgres|postgresql) ensure_postgres ;;
     etcd) ensure_etcd ;;
+    tools) ensure_tools ;;
     *) echo "services.sh: unknown service $s" >&2; exit 2 ;;
   esac
 done

@@ -1,25 +1,46 @@
 #!/usr/bin/env bash
 # The whole test suite (`npm test`): style, lint, licence and duplicate-crate gates, Rust unit
-# tests, then the node --test specs against real servers (started by services.sh when they are
-# not up).
-# Expects the addon built by `npm install` (or `npm run build`); it does not rebuild it.
+# tests, then the node --test specs against real servers. On a fresh clone it installs what it
+# uses first: the servers and tools (services.sh, Debian packages), the npm dev dependencies
+# and, when it is not built yet, the addon (release, once: `npm ci` runs `prepare`). An addon
+# already built is not rebuilt (`npm run build` or `npm run build:debug` does that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "servers"
-bash scripts/services.sh redis mariadb postgres etcd
+step "servers and tools"
+bash scripts/services.sh redis mariadb postgres etcd tools
+
+step "npm dependencies"
+# npm records what it installed in node_modules/.package-lock.json: install again when the
+# lockfile changed after that (a pull that added a dev dependency), never otherwise.
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  if ls deadbolt.*.node >/dev/null 2>&1; then
+    DEADBOLT_SKIP_BUILD=1 npm ci --no-audit --no-fund
+  else
+    npm ci --no-audit --no-fund
+  fi
+else
+  echo "node_modules matches package-lock.json"
+fi
+
+# The specs test the built addon: build it when there is none, or when a Rust source or the
+# lockfile is newer than it (a pull, a merge), so a stale binary is never what passes.
+addon=$(ls -t deadbolt.*.node 2>/dev/null | head -1 || true)
+if [ -z "$addon" ]; then
+  step "the addon is not built: npm run build (release)"
+  npm run build
+elif [ -n "$(find src build.rs Cargo.toml Cargo.lock -newer "$addon" -print -quit)" ]; then
+  step "the addon is older than the Rust sources: npm run build (release)"
+  npm run build
+fi
 
 step "eslint (lib, compat, bin, scripts, __test__)"
 npm run --silent lint
 
-step "cargo deny check licenses bans (offline)"
-if ! command -v cargo-deny >/dev/null; then
-  echo "cargo-deny is not installed: cargo install cargo-deny --locked" >&2
-  exit 1
-fi
-cargo deny --offline check licenses bans
+step "crate licences and bans (deny.toml, offline)"
+node scripts/crate-policy.js
 
 step "cargo fmt --check"
 cargo fmt --check
@@ -37,11 +58,6 @@ cargo test --target "$host"
 step "generated binding is committed and current"
 if [ -d .git ] && ! git diff --exit-code -- binding.js binding.d.ts; then
   echo "binding.js / binding.d.ts differ from the committed ones: commit the regenerated files" >&2
-  exit 1
-fi
-
-if ! ls deadbolt.*.node >/dev/null 2>&1; then
-  echo "The addon is not built: run 'npm install' (or 'npm run build') first" >&2
   exit 1
 fi
 
