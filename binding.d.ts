@@ -411,5 +411,13 @@ export interface NativeTopology {
 /** The protocol's numbers. */
 export declare function protocol(): NativeProtocol
 
+/**
+ * Closes every session still open in the calling thread's environment, waiting for their
+ * releases up to [`EXIT_RELEASE_BOUND`]. `lib/native.js` calls it from the `process`
+ * `'exit'` event, which `process.exit()` emits but after which Node runs no environment
+ * clean-up hook; the hook then finds nothing left to close.
+ */
+export declare function releaseOnExit(): void
+
 /** The registry of stores, for the client's URL check, its messages and the CLI's help. */
 export declare function stores(): Array<NativeStoreEntry>

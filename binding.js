@@ -838,4 +838,5 @@ module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.limits = nativeBinding.limits
 module.exports.protocol = nativeBinding.protocol
+module.exports.releaseOnExit = nativeBinding.releaseOnExit
 module.exports.stores = nativeBinding.stores

@@ -5,7 +5,7 @@
 // are settled here. The event loop is held open only while requests are pending, so idle
 // clients and background heartbeats never keep a process alive.
 
-const { NativeClient, protocol } = require('./addon')
+const { NativeClient, protocol, releaseOnExit } = require('./addon')
 const { fromNative, LockClosedError } = require('./errors')
 const { scrub } = require('./redact')
 const { secretsOfTarget } = require('./topology')
@@ -34,6 +34,19 @@ const LIST = P.kindList
 const PERMIT_LIST = P.kindPermitList
 const EXTENDED = P.kindExtended
 const LOST_REASONS = P.lostReasons
+
+let exitHooked = false
+/**
+ * Releases, when this thread's `process` exits (`process.exit()`, or its event loop emptied),
+ * what its clients still hold, waiting up to the addon's bound (1 s) for the store's answers.
+ * Without it, `process.exit()` would end the process before any release left it. A listener
+ * keeps nothing alive.
+ */
+function releaseAtExit() {
+  if (exitHooked) return
+  exitHooked = true
+  process.once('exit', releaseOnExit)
+}
 
 /** Acquire flags: see `acquireOp`. */
 const FLAGS = Object.freeze({
@@ -101,6 +114,7 @@ class Native {
     this.secrets = [...new Set([...secretsOfTarget(url, options?.topology), ...secrets])].sort((a, b) => b.length - a.length)
     try {
       this.addon = new NativeClient(url, options, () => this.drain())
+      releaseAtExit()
     } catch (err) {
       // A bad URL or an unknown scheme: the constructor's error carries deadbolt's code as
       // its `code` (napi's status); anything else napi itself refused is an invalid argument.

@@ -8,4 +8,4 @@ pub mod limits;
 pub mod runtime;
 pub mod store;
 
-pub use binding::{limits, protocol, stores, NativeClient};
+pub use binding::{limits, protocol, release_on_exit, stores, NativeClient};

@@ -6,12 +6,22 @@
 //! per JavaScript thread (an environment runs on exactly one), and one environment clean-up
 //! hook per thread closes every session still open there when Node tears the environment
 //! down: pending acquisitions cancelled, heartbeats stopped, held locks released.
+//!
+//! The hook waits for those releases, up to [`EXIT_RELEASE_BOUND`]: when the main thread's
+//! environment ends (the event loop emptied, `process.exit()`), the process ends right after
+//! the hook returns, and a release still on its way would be lost with it.
 
 use crate::core::session::Session;
 use napi::Env;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::{Arc, Weak};
+use std::sync::{mpsc, Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// How long an environment's end waits for the releases of the locks still held there. A store
+/// that answers within it frees every such lock at once; one that does not leaves them to
+/// their ttl, as a killed process would.
+pub const EXIT_RELEASE_BOUND: Duration = Duration::from_secs(1);
 
 type Sessions = Rc<RefCell<Vec<Weak<Session>>>>;
 
@@ -26,10 +36,35 @@ fn close_all(sessions: Sessions) {
         .drain(..)
         .filter_map(|s| s.upgrade())
         .collect();
+    let count = open.len();
+    let (done, finished) = mpsc::channel();
     for session in open {
+        let done = done.clone();
         napi::bindgen_prelude::spawn(async move {
             session.close().await;
+            let _ = done.send(());
         });
+    }
+    // The closes run on the runtime's threads, never on this one, so blocking it here cannot
+    // hold them up.
+    let deadline = Instant::now() + EXIT_RELEASE_BOUND;
+    for _ in 0..count {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if finished.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+}
+
+/// Closes every session still open in the calling thread's environment, waiting for their
+/// releases up to [`EXIT_RELEASE_BOUND`]. `lib/native.js` calls it from the `process`
+/// `'exit'` event, which `process.exit()` emits but after which Node runs no environment
+/// clean-up hook; the hook then finds nothing left to close.
+#[napi_derive::napi(catch_unwind)]
+pub fn release_on_exit() {
+    let sessions = SESSIONS.with(|slot| slot.borrow().clone());
+    if let Some(sessions) = sessions {
+        close_all(sessions);
     }
 }
 

@@ -19,6 +19,7 @@ mod submit;
 mod uv;
 
 pub use client::NativeClient;
+pub use env_sessions::release_on_exit;
 pub use protocol::{limits, protocol, stores};
 
 /// mimalloc: the addon allocates on the JS thread and frees on a tokio worker (and back) for
