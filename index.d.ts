@@ -30,7 +30,8 @@ export declare class LockLostError extends LockError {
   readonly code: 'ERR_LOCK_LOST'
   readonly reason: LostReason
   readonly key: string
-  readonly fencingToken: bigint
+  /** The lost lock's fencing token; null for a lock taken without one (`fencing: false`). */
+  readonly fencingToken: bigint | null
   /** Set when the loss has a cause of its own: the SQLite file was deleted or replaced. */
   readonly cause?: Error & { code: 'ERR_LOCK_STORE_REPLACED' }
   /** What `JSON.stringify` shows: the token as a decimal string. */
@@ -86,7 +87,11 @@ export interface ConnectOptions {
   jitter?: number
   /** Bound on opening a connection, in ms (an integer from 1 to 2^31-1). Default 5 000. */
   connectTimeout?: number
-  /** Bound on one Redis command's reply, in ms (an integer from 1 to 2^31-1). Default 5 000. */
+  /**
+   * Bound on waiting for the store's answer to one call, in ms (an integer from 1 to 2^31-1):
+   * a Redis command, a SQL statement, an HTTP request to DynamoDB or etcd. With
+   * `connectTimeout` it bounds every call, also with the server stopped. Default 5 000.
+   */
   responseTimeout?: number
   /**
    * MySQL, PostgreSQL, SQLite: the lease table, created on first use (PostgreSQL: at most 57

@@ -63,6 +63,7 @@ async function embedded() {
     const processes = new Set(journal.map((e) => e.pid)).size
     console.log(`${journal.length} critical sections by ${processes} processes: ${overlaps === 0 ? 'never two at once' : `${overlaps} OVERLAPS`}, fencing tokens ${increasing ? 'strictly increasing' : 'NOT increasing'}.`)
     if (overlaps !== 0 || !increasing) throw new Error('the lock failed')
+    if (url.startsWith('sqlite:')) console.log('(A SQLite file counts tokens from the host clock in microseconds, so they are large.)')
 
     const locks = await connect(url)
     const info = await locks.inspect(KEY)
