@@ -59,6 +59,7 @@ export type StoreErrorCode =
   | 'ERR_LOCK_STORE_INVALID'
   | 'ERR_LOCK_STORE_INTERNAL'
   | 'ERR_LOCK_STORE_REPLACED'
+  | 'ERR_LOCK_STORE_WRONG_TYPE'
 /** The store failed or could not be reached; `cause.code` says how, `cause.message` what. */
 export declare class LockBackendError extends LockError {
   readonly code: 'ERR_LOCK_BACKEND'

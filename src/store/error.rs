@@ -34,12 +34,15 @@ pub enum ErrorKind {
     /// The store's file was deleted or replaced while a lease was held in it (SQLite): the
     /// lease is gone with the old file.
     Replaced,
+    /// The name is taken by another application's data of another kind (Redis: a hash, a
+    /// list, a set… under the lock's key), which deadbolt leaves as it is.
+    WrongType,
 }
 
 impl ErrorKind {
     /// Every kind, in the order of [`ErrorKind::code`]'s table (Redlock's quorum counts the
     /// kinds of its servers' errors over it).
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::Unreachable,
         ErrorKind::Timeout,
         ErrorKind::Closed,
@@ -50,6 +53,7 @@ impl ErrorKind {
         ErrorKind::Invalid,
         ErrorKind::Internal,
         ErrorKind::Replaced,
+        ErrorKind::WrongType,
     ];
 
     /// Whether a request that failed this way may still have been carried out by the store
@@ -73,6 +77,7 @@ impl ErrorKind {
             ErrorKind::Invalid => "ERR_LOCK_STORE_INVALID",
             ErrorKind::Internal => "ERR_LOCK_STORE_INTERNAL",
             ErrorKind::Replaced => "ERR_LOCK_STORE_REPLACED",
+            ErrorKind::WrongType => "ERR_LOCK_STORE_WRONG_TYPE",
         }
     }
 }

@@ -10,6 +10,8 @@ pub(super) fn kind_of(e: &RedisError) -> ErrorKind {
         || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
     {
         ErrorKind::Auth
+    } else if e.code() == Some("WRONGTYPE") {
+        ErrorKind::WrongType
     } else if socket::is_no_such_database(e) {
         ErrorKind::NoDatabase
     } else if e.is_timeout() {

@@ -200,6 +200,22 @@ pub const TOKEN_SEPARATOR: u8 = 0xFF;
 /// release is announced). Like [`TOKEN_SEPARATOR`], it cannot occur in an owner.
 pub const WAITED_MARK: u8 = 0xFE;
 
+/// Whether a string value is one a lock writes, as opposed to another application's string
+/// under a name that happens to match: a modern lock's value carries [`TOKEN_SEPARATOR`] (with
+/// or without a token after it), and redislock (and deadbolt's redislock face) write a bare
+/// UUID (`8-4-4-4-12` hexadecimal digits). The views (`list`, `top`, the dashboard) show only
+/// these.
+pub fn is_lock_value(value: &[u8]) -> bool {
+    if value.contains(&TOKEN_SEPARATOR) {
+        return true;
+    }
+    value.len() == 36
+        && value.iter().enumerate().all(|(i, &b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+}
+
 /// Splits a lock key's value into the owner and, if the value carries one, the fencing token
 /// (a waiters' mark after it is not part of either). A lock taken with `fencing: false` has
 /// the separator and nothing after it: the owner, no token.

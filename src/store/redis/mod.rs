@@ -74,7 +74,14 @@ fn token_reply(v: Value) -> StoreResult<Option<u64>> {
 /// One script call's reply in a pipeline: a server's error is the call's.
 fn script_reply(v: Value) -> StoreResult<Value> {
     match v {
-        Value::ServerError(e) => Err(StoreError::new(ErrorKind::Server, format!("{e:?}"))),
+        Value::ServerError(e) => {
+            let kind = if e.code() == "WRONGTYPE" {
+                ErrorKind::WrongType
+            } else {
+                ErrorKind::Server
+            };
+            Err(StoreError::new(kind, format!("{e:?}")))
+        }
         other => Ok(other),
     }
 }
@@ -226,9 +233,28 @@ impl RedisStore {
     /// the holder's value as waited for, so that its release is announced, and to tell a
     /// retried request its own lock (a `SET NX` sent again after a lost reply finds it).
     ///
+    /// A name that holds another application's data of another kind (a hash, a list…) is
+    /// refused with an error of kind [`ErrorKind::WrongType`] naming the key and the kind; that
+    /// key is never changed.
+    ///
     /// # Cancel Safety
     /// Not cancel safe: the command may have run when the future is dropped.
     pub async fn try_acquire(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        data: Option<&[u8]>,
+        format: ValueFormat,
+    ) -> StoreResult<Option<u64>> {
+        let result = self
+            .try_acquire_once(key, owner, ttl_ms, data, format)
+            .await;
+        self.name_wrong_type(key, result).await
+    }
+
+    /// [`RedisStore::try_acquire`]'s one attempt, whatever error it meets.
+    async fn try_acquire_once(
         &self,
         key: &str,
         owner: &str,
@@ -481,19 +507,51 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe: read only.
     pub async fn inspect(&self, key: &str) -> StoreResult<Option<LockInfo>> {
+        let read = self.read_lock(key).await;
+        Ok(self.name_wrong_type(key, read).await?.map(|(_, info)| info))
+    }
+
+    /// The lock under `key` and whether its value is one a lock writes (see
+    /// [`keys::is_lock_value`]), or None when the key is free.
+    async fn read_lock(&self, key: &str) -> StoreResult<Option<(bool, LockInfo)>> {
         let data_k = data_key(key);
         let cmd = evalsha(&INSPECT, &[key.as_bytes(), &data_k], &[]);
         let reply: InspectReply = parse(self.exec(cmd, Some(&INSPECT)).await?)?;
         Ok(reply.map(|(value, pttl, has_data, data)| {
             let (owner, token) = split_value(&value);
-            LockInfo {
+            let info = LockInfo {
                 owner: String::from_utf8_lossy(owner).into_owned(),
                 // A value without a token was written by redislock or the redislock face.
                 fencing_token: token.unwrap_or(0),
                 remaining_ms: pttl,
                 data: (has_data == 1).then_some(data),
-            }
+            };
+            (keys::is_lock_value(&value), info)
         }))
+    }
+
+    /// `result`, or, when it failed because `key` holds data of another kind, the error that
+    /// says so in words: the key and its kind (read with `TYPE`), and that it was left alone.
+    async fn name_wrong_type<T>(&self, key: &str, result: StoreResult<T>) -> StoreResult<T> {
+        match result {
+            Err(e) if e.kind == ErrorKind::WrongType => {
+                let mut cmd = redis::cmd("TYPE");
+                cmd.arg(key);
+                let kind = match self.exec(cmd, None).await.and_then(parse::<String>) {
+                    Ok(kind) => kind,
+                    Err(_) => "value of another kind".to_string(),
+                };
+                Err(StoreError::new(
+                    ErrorKind::WrongType,
+                    format!(
+                        "the key {key:?} holds a Redis {kind} that is not a lock (another \
+                         application's data under that name): deadbolt left it as it is; \
+                         use another name"
+                    ),
+                ))
+            }
+            other => other,
+        }
     }
 
     /// See [`LockStore::ping`].

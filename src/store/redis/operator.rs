@@ -8,7 +8,8 @@ use super::link::Link;
 use super::scripts::FORCE_RELEASE;
 use super::{parse, RedisStore};
 use crate::store::Call;
-use crate::store::{HeldLock, OperatorTools, StoreError, StoreResult};
+use crate::store::{ErrorKind, HeldLock, OperatorTools, StoreError, StoreResult};
+use futures_util::future::join_all;
 use futures_util::FutureExt;
 
 /// Most SCAN rounds one listing makes (each reads up to 1 000 keys).
@@ -24,14 +25,20 @@ impl OperatorTools for RedisStore {
                 &[key.as_bytes(), &data_k],
                 &[channel.as_bytes(), self.sharded()],
             );
-            Ok(parse::<i64>(self.exec(cmd, Some(&FORCE_RELEASE)).await?)? == 1)
+            // A key of another kind (another application's data) is refused, never deleted.
+            let reply = self.exec(cmd, Some(&FORCE_RELEASE)).await;
+            Ok(parse::<i64>(self.name_wrong_type(key, reply).await?)? == 1)
         }
         .boxed()
     }
 
-    /// Lock keys are ordinary keys: every key with an expiry under `prefix` is listed (a lock
-    /// in the redislock format cannot be told from another key; its token shows as 0). Side
-    /// keys (reserved namespace) never are.
+    /// Lock keys are ordinary string keys on a server other applications may share: `SCAN`
+    /// asks the server for strings under `prefix` only (`MATCH`, `TYPE string`), so hashes,
+    /// lists, sets, sorted sets and streams never come back, and a string is listed only when
+    /// its value is one a lock writes ([`super::keys::is_lock_value`]: a modern lock, or redislock's
+    /// UUID, whose token shows as 0) and it has an expiry. Side keys (reserved namespace)
+    /// never are. The candidates of one `SCAN` round are read together (one pipelined batch),
+    /// so a listing costs one `SCAN` per 1 000 keys under the prefix plus one read per string.
     fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>> {
         async move {
             let mut pattern = String::with_capacity(prefix.len() + 1);
@@ -59,18 +66,26 @@ impl OperatorTools for RedisStore {
                 let mut cursor = String::from("0");
                 for _ in 0..MAX_SCAN_ROUNDS {
                     let (next, keys) = self.scan(node.as_ref(), &cursor, &pattern).await?;
-                    for key in keys {
-                        // Side keys are not UTF-8 (they start with 0xFF), lock names are.
-                        let Ok(key) = String::from_utf8(key) else {
-                            continue;
-                        };
-                        if let Some(info) = RedisStore::inspect(self, &key).await? {
-                            if info.remaining_ms > 0 {
+                    // Side keys are not UTF-8 (they start with 0xFF), lock names are.
+                    let names: Vec<String> = keys
+                        .into_iter()
+                        .filter_map(|k| String::from_utf8(k).ok())
+                        .collect();
+                    // Issued together, the reads leave in one pipelined batch.
+                    let reads = join_all(names.iter().map(|k| self.read_lock(k))).await;
+                    for (key, read) in names.into_iter().zip(reads) {
+                        match read {
+                            Ok(Some((true, info))) if info.remaining_ms > 0 => {
                                 out.push(HeldLock { key, info });
                                 if out.len() >= limit {
                                     return Ok(out);
                                 }
                             }
+                            // Free since the scan, another application's string, or a key
+                            // that changed kind since the scan: not a lock.
+                            Ok(_) => {}
+                            Err(e) if e.kind == ErrorKind::WrongType => {}
+                            Err(e) => return Err(e),
                         }
                     }
                     if next == "0" {
@@ -98,7 +113,9 @@ impl RedisStore {
             .arg("MATCH")
             .arg(pattern)
             .arg("COUNT")
-            .arg(1000);
+            .arg(1000)
+            .arg("TYPE")
+            .arg("string");
         let reply = match (&self.link, node) {
             (Link::Cluster(c), Some((host, port))) => {
                 c.on_node(host, *port, cmd).await.map_err(store_err)

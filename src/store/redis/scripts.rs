@@ -271,6 +271,10 @@ return 0
 pub static FORCE_RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(&source(FORCE_RELEASE_LUA)));
 const FORCE_RELEASE_LUA: &str = r#"
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind ~= 'string' and kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ', not a lock')
+end
 if redis.call('DEL', KEYS[1]) == 1 then
   redis.call('DEL', KEYS[2])
   announce(ARGV[1], ARGV[2])

@@ -12,7 +12,7 @@
 
 /// Commands the scripts call, with which of their arguments are keys: `first` the first,
 /// `all` every one, `none` none (a channel is not a key).
-pub const KEY_POSITIONS: [(&str, &str); 12] = [
+pub const KEY_POSITIONS: [(&str, &str); 13] = [
     ("GET", "first"),
     ("INCRBY", "first"),
     ("SET", "first"),
@@ -25,6 +25,7 @@ pub const KEY_POSITIONS: [(&str, &str); 12] = [
     ("SPUBLISH", "none"),
     ("PUBSUB", "none"),
     ("TIME", "none"),
+    ("TYPE", "first"),
 ];
 
 /// The prelude, `KEY_POSITIONS` filled in. A local `redis` shadows the global one for the
