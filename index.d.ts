@@ -884,10 +884,10 @@ export interface RedislockOptions {
   delay?: number
   /**
    * deadbolt's own. Default false: no fencing token (`fencingToken` stays null), as redislock
-   * has none; the key holds the lock's `_id` followed by one 0xFF byte, and an uncontended
-   * acquisition is one top-level `SET NX PX`, as redislock's. true: each acquisition draws a
-   * token (`fencingToken`, a bigint) in a script call, and the key holds the bare `_id`,
-   * redislock's own value. Either way redislock processes exclude it and it them.
+   * has none, and an uncontended acquisition is redislock's own `SET key id PX timeout NX`.
+   * true: each acquisition draws a token (`fencingToken`, a bigint) in a script call. Either
+   * way the key holds the bare `_id`, redislock's own value, and redislock processes exclude
+   * it and it them.
    */
   fencing?: boolean
 }

@@ -6,24 +6,17 @@ const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
 const path = require('node:path')
 const deadbolt = require('..')
-const { REDIS_URL, needRedis, prefix, redisRaw, closeRaw, sleep, blackhole } = require('./helpers')
+const { REDIS_URL, needRedis, prefix, redisRaw, closeRaw, sleep, blackhole, eventually } = require('./helpers')
 const { startRedis } = require('./fixtures/redis-server')
 
 const { createLock, setDefaults, getAcquiredLocks, LockAcquisitionError, LockReleaseError, LockExtendError } = deadbolt
 
 after(closeRaw)
 
-/**
- * What a held lock stores under its key, read as bytes: its `_id`, followed unless fenced by one
- * 0xFF byte and, once an acquisition was refused (or a local handoff kept it), the waiters'
- * mark 0xFE, which is dropped here.
- */
-async function storedId(lock, redis = redisRaw()) {
-  const value = await redis.getBuffer(lock._key)
-  if (value === null || lock.fencing) return value
-  return value.at(-1) === 0xfe ? value.subarray(0, -1) : value
-}
-const valueOf = (lock) => Buffer.concat([Buffer.from(lock._id), Buffer.from(lock.fencing ? [] : [0xff])])
+/** What a held lock stores under its key, read as bytes by a plain client. */
+const storedId = (lock, redis = redisRaw()) => redis.getBuffer(lock._key)
+/** What redislock stores: the bare `_id`, byte for byte, in every mode. */
+const valueOf = (lock) => Buffer.from(lock._id)
 
 test('a new lock has redislock defaults: timeout 10000, retries 0, delay 50, and no fencing', () => {
   const lock = createLock(REDIS_URL)
@@ -276,14 +269,15 @@ test('with fencing: true every acquisition gets a fencing token that increases p
   assert.equal(await redisRaw().exists(`{${key}}:fence`), 0)
 })
 
-test('by default the key holds the id and one 0xFF byte and the lock has no token', async (t) => {
+test('by default the key holds the bare id, as redislock\'s, and the lock has no token', async (t) => {
   if (!(await needRedis(t))) return
   const key = prefix('rl') + 'k'
   const lock = createLock(REDIS_URL, { timeout: 3000 })
   assert.equal(lock.fencing, false)
   await lock.acquire(key)
   assert.equal(lock.fencingToken, null)
-  assert.deepEqual(await redisRaw().getBuffer(key), Buffer.concat([Buffer.from(lock._id), Buffer.from([0xff])]))
+  assert.deepEqual(await redisRaw().getBuffer(key), Buffer.from(lock._id))
+  assert.equal(await redisRaw().get(key), lock._id)
   const pttl = await redisRaw().pttl(key)
   assert.ok(pttl > 2000 && pttl <= 3000, `pttl ${pttl}`)
   // Held: another lock object is refused; extend and release still find it.
@@ -294,13 +288,56 @@ test('by default the key holds the id and one 0xFF byte and the lock has no toke
   assert.equal(await redisRaw().exists(key), 0)
 })
 
-test('by default an uncontended acquisition is one top-level SET NX PX and draws no token', async (t) => {
+// Every mode the face has: its default (no token), `fencing: true` given to createLock, and
+// the same through setDefaults.
+const modes = {
+  'by default': (options) => createLock(REDIS_URL, options),
+  'with fencing: true': (options) => createLock(REDIS_URL, { ...options, fencing: true }),
+  'after setDefaults({ fencing: true })': (options) => {
+    setDefaults({ fencing: true })
+    try {
+      return createLock(REDIS_URL, options)
+    } finally {
+      setDefaults({ fencing: false })
+    }
+  },
+}
+for (const [mode, make] of Object.entries(modes)) {
+  test(`${mode} a plain client reads the bare id under the key, acquired, refused, extended and taken over by a waiter`, async (t) => {
+    if (!(await needRedis(t))) return
+    const key = prefix('rl') + 'bare'
+    const raw = () => redisRaw().getBuffer(key)
+    const holder = make({ timeout: 5000 })
+    await holder.acquire(key)
+    assert.deepEqual(await raw(), Buffer.from(holder._id), 'acquired')
+    await assert.rejects(make().acquire(key), LockAcquisitionError)
+    assert.deepEqual(await raw(), Buffer.from(holder._id), 'after a refused acquisition')
+    await holder.extend(8000)
+    assert.deepEqual(await raw(), Buffer.from(holder._id), 'extended')
+    // A lock of this process retrying meanwhile takes it over (the engine may hand it on).
+    const waiter = make({ retries: -1, delay: 5 })
+    const waited = waiter.acquire(key)
+    await holder.release()
+    await waited
+    assert.deepEqual(await raw(), Buffer.from(waiter._id), 'taken over by the waiter')
+    await waiter.release()
+    assert.equal(await raw(), null)
+  })
+}
+
+test('by default an uncontended acquisition is redislock\'s own command, one top-level SET key id PX timeout NX', async (t) => {
   if (!(await needRedis(t))) return
-  // A server of its own, so that its command counts are this test's alone.
+  // A server of its own, so that its command counts and what MONITOR sees are this test's alone.
   const server = await startRedis()
   const IORedis = require('ioredis')
   const raw = new IORedis(server.port)
+  const watcher = new IORedis(server.port)
+  const monitor = await watcher.monitor()
+  const seen = []
+  monitor.on('monitor', (time, args) => seen.push(args))
   t.after(async () => {
+    monitor.disconnect()
+    watcher.disconnect()
     raw.disconnect()
     await server.kill()
   })
@@ -309,11 +346,14 @@ test('by default an uncontended acquisition is one top-level SET NX PX and draws
     const of = (cmd) => Number((new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats) || [0, 0])[1])
     return { set: of('set'), evalsha: of('evalsha'), incr: of('incr') }
   }
-  const lock = createLock(server.url)
+  const lock = createLock(server.url, { timeout: 3000 })
+  const key = prefix('rl') + 'k'
   const before = await calls()
-  await lock.acquire(prefix('rl') + 'k')
+  await lock.acquire(key)
   const after = await calls()
   assert.deepEqual([after.set - before.set, after.evalsha - before.evalsha, after.incr - before.incr], [1, 0, 0])
+  await eventually(() => seen.some((args) => args.includes(key)), 5000, 'MONITOR to show the SET')
+  assert.deepEqual(seen.filter((args) => args.includes(key)), [['SET', key, lock._id, 'PX', '3000', 'NX']])
   await lock.release()
 })
 

@@ -253,6 +253,32 @@ test('concurrent transactions on one key never overlap', async (t) => {
   assert.equal(done, 8)
 })
 
+test('a getLock made while a transaction holds the key resolves only after fn settles, and the transaction resolves with its result', async (t) => {
+  if (!(await needMysql(t))) return
+  await fresh({ locking_ttl: 5000 })
+  const k = key()
+  const events = []
+  let entered
+  const inside = new Promise((resolve) => { entered = resolve })
+  let open
+  const gate = new Promise((resolve) => { open = resolve })
+  const tx = transaction(k, async () => {
+    entered()
+    await gate
+    events.push('fn settled')
+    return 'ok'
+  })
+  await inside
+  const waiting = getLock(k).then((release) => { events.push('getLock resolved'); return release })
+  await sleep(200)
+  assert.deepEqual(events, [], 'the getLock did not get the lock the transaction holds')
+  open()
+  assert.equal(await tx, 'ok')
+  const release = await waiting
+  assert.deepEqual(events, ['fn settled', 'getLock resolved'])
+  await release()
+})
+
 test('the releaser is idempotent and never frees a later holder\'s lock', async (t) => {
   if (!(await needMysql(t))) return
   await fresh()

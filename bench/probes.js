@@ -83,8 +83,8 @@ class RedisProbe {
   /** Values of many keys, in one pipeline. */
   /**
    * The owner stored under each key: the value, less deadbolt's `0xFF <fencing token>` suffix
-   * (the modern API keeps the holder's token in the value, and a tokenless value, the redislock
-   * face's by default, ends at the 0xFF; no other library writes 0xFF).
+   * (the modern API keeps the holder's token in the value, and its tokenless value ends at the
+   * 0xFF; the redislock face's is the bare owner, and no other library writes 0xFF).
    */
   async values(keys) {
     const out = []

@@ -2,12 +2,12 @@
 // The redislock 1.3 face: createLock, setDefaults, getAcquiredLocks, the three error classes,
 // and Lock objects with acquire/release/extend taking a callback or returning a promise.
 // Wire compatible: redislock and deadbolt processes exclude each other on one key during a
-// migration. By default the lock draws no fencing token, as redislock has none: the value is the
-// `_id` and one 0xFF byte (the modern API's tokenless value), and an uncontended acquisition is
-// one top-level SET key value NX PX timeout, what redislock's costs Redis. With `fencing: true`
-// (deadbolt's own option) the value is the bare `_id`, redislock's own (SET key id PX timeout
-// NX, compare-then-DEL/PEXPIRE), and each acquisition draws a token in a script call. A redislock
-// process compares the whole value with its own id, so it never takes either for its own.
+// migration. In every mode the value is the bare `_id`, byte for byte redislock's, so a process
+// reading the key finds the lock's id (release and extend compare it, then DEL/PEXPIRE). By
+// default the lock draws no fencing token, as redislock has none, and an uncontended acquisition
+// is redislock's own command, one top-level SET key id PX timeout NX. With `fencing: true`
+// (deadbolt's own option) each acquisition draws a token in a script call; the value stays the
+// bare `_id`. redislock's own specs run against this face (__test__/redislock.spec.test.js).
 
 const { randomUUID } = require('crypto')
 const { LockClient } = require('../lib/client')
@@ -126,9 +126,8 @@ class Lock {
         ttl: this.timeout,
         maxAttempts: this.retries === -1 ? -1 : this.retries + 1,
         retryDelay: this.delay,
-        // Without a token (the default), the `_id` and 0xFF; with one, the bare `_id`,
-        // redislock's own value (see the top of this file).
-        plain: this.fencing,
+        // The bare `_id`, redislock's own value, with or without a token (see the top).
+        plain: true,
         fencing: this.fencing,
         // The lease ran out without a release: the lock leaves getAcquiredLocks(), and
         // release() then rejects "had expired".

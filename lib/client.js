@@ -162,9 +162,10 @@ class LockClient {
   /**
    * @internal One acquisition with the semantics of a drop-in face: an explicit `owner`
    * (the value stored under the key) and `spec` = { ttl, maxAttempts (-1: unlimited),
-   * retryDelay, plain (store the bare owner, the redislock wire format), fencing (false: no
-   * token; default true), onLost }. No wait
-   * deadline: the attempts bound it. Resolves with a Lock, or null when still busy.
+   * retryDelay, plain (store the bare owner, the redislock wire format; with fencing false,
+   * redislock's own `SET key owner PX ttl NX`), fencing (false: no token; default true),
+   * onLost }. No wait deadline: the attempts bound it. Resolves with a Lock, or null when
+   * still busy.
    */
   _claim(key, owner, spec) {
     let native

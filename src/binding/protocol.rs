@@ -69,7 +69,8 @@ pub const REQ: usize = 1;
 pub const FLAG_WATCH_EXPIRY: u32 = 1;
 /// Acquire flag: the acquisition may be cancelled by `cancel(req)`.
 pub const FLAG_CANCELLABLE: u32 = 2;
-/// Acquire flag: store the bare owner as the value (the redislock wire format).
+/// Acquire flag: store the bare owner as the value (the redislock wire format); with
+/// [`FLAG_UNFENCED`] no token is drawn either, exactly what redislock writes.
 pub const FLAG_PLAIN: u32 = 4;
 /// Acquire flag: no fencing token is wanted (`fencing: false`).
 pub const FLAG_UNFENCED: u32 = 8;

@@ -128,12 +128,11 @@ fn acquire_spec(
         }),
         watch_expiry: flags & FLAG_WATCH_EXPIRY != 0,
         report_extensions: flags & FLAG_REPORT_EXTENSIONS != 0,
-        format: if flags & FLAG_PLAIN != 0 {
-            ValueFormat::Plain
-        } else if flags & FLAG_UNFENCED != 0 {
-            ValueFormat::Unfenced
-        } else {
-            ValueFormat::Fenced
+        format: match (flags & FLAG_PLAIN != 0, flags & FLAG_UNFENCED != 0) {
+            (true, true) => ValueFormat::PlainUnfenced,
+            (true, false) => ValueFormat::Plain,
+            (false, true) => ValueFormat::Unfenced,
+            (false, false) => ValueFormat::Fenced,
         },
         permits: (permits >= 1.0).then_some(PermitSpec {
             count: permits as u32,

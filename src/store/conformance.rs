@@ -254,6 +254,7 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
         ValueFormat::Fenced,
         ValueFormat::Unfenced,
         ValueFormat::Plain,
+        ValueFormat::PlainUnfenced,
     ] {
         assert_eq!(
             s.try_acquire(&k, &c, 10_000, None, format).await.unwrap(),

@@ -61,6 +61,10 @@ pub enum ValueFormat {
     /// The owner alone, the redislock wire format (Redis only; other stores store no value
     /// a peer reads). A token is still drawn and returned.
     Plain,
+    /// The owner alone, as [`ValueFormat::Plain`], and no token needed, as
+    /// [`ValueFormat::Unfenced`]: exactly what redislock writes. On Redis an uncontended
+    /// acquisition is then redislock's own command, one top-level `SET key owner PX ttl NX`.
+    PlainUnfenced,
     /// No token is needed (`fencing: false`). A store may skip drawing one and return 0 for
     /// the grant; one whose token costs nothing extra returns it as usual. On Redis this is
     /// what lets an uncontended acquisition be one top-level `SET NX PX` instead of a script.
@@ -70,12 +74,26 @@ pub enum ValueFormat {
 impl ValueFormat {
     /// This format for a store that must draw a token whatever the caller needs (Redlock
     /// raises the quorum's token on every server): [`ValueFormat::Unfenced`] becomes
-    /// [`ValueFormat::Fenced`], the others stay.
+    /// [`ValueFormat::Fenced`] and [`ValueFormat::PlainUnfenced`] [`ValueFormat::Plain`], the
+    /// others stay.
     pub fn with_token(self) -> ValueFormat {
         match self {
             ValueFormat::Unfenced => ValueFormat::Fenced,
+            ValueFormat::PlainUnfenced => ValueFormat::Plain,
             other => other,
         }
+    }
+
+    /// Whether the caller needs no token ([`ValueFormat::Unfenced`] or
+    /// [`ValueFormat::PlainUnfenced`]): a store may skip drawing one and grant 0.
+    pub fn unfenced(self) -> bool {
+        matches!(self, ValueFormat::Unfenced | ValueFormat::PlainUnfenced)
+    }
+
+    /// Whether the value is the bare owner, redislock's ([`ValueFormat::Plain`] or
+    /// [`ValueFormat::PlainUnfenced`]).
+    pub fn plain(self) -> bool {
+        matches!(self, ValueFormat::Plain | ValueFormat::PlainUnfenced)
     }
 }
 
@@ -150,7 +168,7 @@ pub struct NextOwner<'a> {
     /// Whether the current holder stored a payload (that must not leak to the next one).
     pub previous_had_data: bool,
     /// How its value is written, as for [`LockStore::try_acquire`]: a handoff to an
-    /// [`ValueFormat::Unfenced`] owner may skip drawing a token (and give it 0).
+    /// unfenced owner ([`ValueFormat::unfenced`]) may skip drawing a token (and give it 0).
     pub format: ValueFormat,
 }
 
@@ -189,7 +207,7 @@ pub trait LockStore: Send + Sync + 'static {
     /// Takes `key` for `acq.owner` for `acq.ttl_ms` if it is free or expired, with
     /// `acq.data` stored alongside, its value written as `acq.format` says. Returns the new
     /// fencing token, strictly greater than any token issued for `key` before (0 for an
-    /// [`ValueFormat::Unfenced`] grant by a store that skipped drawing one), or `None` when
+    /// unfenced grant, [`ValueFormat::unfenced`], by a store that skipped drawing one), or `None` when
     /// someone else holds it. The one acquisition a store writes; callers use
     /// [`LockStore::try_acquire`].
     ///

@@ -227,11 +227,14 @@ impl RedisStore {
     /// See [`LockStore::try_acquire`]. The script looks for a counter version 0.1 left for
     /// the name only until this store has been granted the name once (see [`legacy`]).
     ///
-    /// An [`ValueFormat::Unfenced`] acquisition without a payload is first one top-level
-    /// `SET key owner 0xFF NX PX ttl`, which costs Redis a fraction of any script call; only
-    /// when that finds the key taken does the script run (without drawing a token), to mark
-    /// the holder's value as waited for, so that its release is announced, and to tell a
-    /// retried request its own lock (a `SET NX` sent again after a lost reply finds it).
+    /// An unfenced acquisition ([`ValueFormat::unfenced`]) without a payload is first one
+    /// top-level `SET`, which costs Redis a fraction of any script call:
+    /// `SET key owner 0xFF NX PX ttl` ([`ValueFormat::Unfenced`]), or redislock's own
+    /// `SET key owner PX ttl NX` ([`ValueFormat::PlainUnfenced`], byte for byte what
+    /// redislock 1.3 sends). Only when that finds the key taken does the script run (without
+    /// drawing a token), to mark the holder's value as waited for, so that its release is
+    /// announced, and to tell a retried request its own lock (a `SET NX` sent again after a
+    /// lost reply finds it).
     ///
     /// A name that holds another application's data of another kind (a hash, a list…) is
     /// refused with an error of kind [`ErrorKind::WrongType`] naming the key and the kind; that
@@ -262,13 +265,18 @@ impl RedisStore {
         data: Option<&[u8]>,
         format: ValueFormat,
     ) -> StoreResult<Option<u64>> {
-        let unfenced = format == ValueFormat::Unfenced;
+        let unfenced = format.unfenced();
         if unfenced && data.is_none() {
-            let mut value = Vec::with_capacity(owner.len() + 1);
-            value.extend_from_slice(owner.as_bytes());
-            value.push(TOKEN_SEPARATOR);
             let mut cmd = redis::cmd("SET");
-            cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
+            if format.plain() {
+                // redislock's command, argument for argument.
+                cmd.arg(key).arg(owner).arg("PX").arg(ttl_ms).arg("NX");
+            } else {
+                let mut value = Vec::with_capacity(owner.len() + 1);
+                value.extend_from_slice(owner.as_bytes());
+                value.push(TOKEN_SEPARATOR);
+                cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
+            }
             let (reply, acked) = self.exec_acked(cmd, None).await?;
             // redis-rs parses `+OK` as `Value::Okay`.
             match reply {
@@ -304,6 +312,7 @@ impl RedisStore {
         }
         let mode: &[u8] = match (format, check) {
             (ValueFormat::Unfenced, _) => b"n",
+            (ValueFormat::PlainUnfenced, _) => b"pn",
             (ValueFormat::Fenced, false) => b"",
             (ValueFormat::Plain, false) => b"p",
             (ValueFormat::Fenced, true) => b"l",
@@ -461,6 +470,7 @@ impl RedisStore {
             ValueFormat::Fenced => b"1",
             ValueFormat::Plain => b"0",
             ValueFormat::Unfenced => b"n",
+            ValueFormat::PlainUnfenced => b"pn",
         };
         let cmd = evalsha(
             &HANDOFF,

@@ -147,8 +147,10 @@ mod declared;
 /// unchanged), so that its release is announced.
 ///
 /// Mode `n` (`fencing: false`) draws no token: the value is `owner 0xFF`, with nothing after
-/// the separator, and the reply is `'0'`. The store sends it only when a top-level `SET NX`
-/// found the key taken (or with a payload), so it mostly marks the holder's value.
+/// the separator, and the reply is `'0'`. Mode `pn` (the redislock face's default) draws none
+/// either and writes the bare owner, redislock's value. The store sends them only when a
+/// top-level `SET NX` found the key taken (or with a payload), so they mostly mark the
+/// holder's value (`n`) or tell a retried request its own bare owner (`pn`).
 ///
 /// A retried call whose first reply was lost finds its own lock and returns its token, with
 /// the lease set anew so that it runs from this request, whatever gave the caller the lock (a
@@ -160,8 +162,8 @@ mod declared;
 /// since every lock key has an expiry.
 ///
 /// KEYS: lock, fence, [data: with a payload], [legacy fence: mode `l`]. ARGV: owner, ttl ms,
-/// [mode: `p` plain (redislock's value, no token in it), `l` legacy check, `n` no token, or
-/// empty], \[payload\]. The common call sends two keys and two arguments: every key or argument
+/// [mode: `p` plain (redislock's value, no token in it), `l` legacy check, `n` no token,
+/// `pn` plain and no token, or empty], \[payload\]. The common call sends two keys and two arguments: every key or argument
 /// costs Redis ~0.15 µs, and a data key and a token flag on every call cost it ~0.3–0.45 µs
 /// per acquisition in a loop of the script alone.
 /// Returns the token (a string), or false when held by another owner.
@@ -171,6 +173,8 @@ local owner, ttl, mode = ARGV[1], ARGV[2], ARGV[3] or ''
 local token, value
 if mode == 'n' then
   token, value = '0', owner .. '\255'
+elseif mode == 'pn' then
+  token, value = '0', owner
 else
   local n = redis.call('INCR', KEYS[2])
   token = n < 9007199254740992 and string.format('%d', n) or redis.call('GET', KEYS[2])
@@ -187,6 +191,7 @@ if v then
   --@ owns waited
   if owns(v, owner) then
     local t = string.match(v, '\255(%d*)\254?$')
+    if not t and mode == 'pn' and v == owner then t = '' end
     if t then
       redis.call('PEXPIRE', KEYS[1], ttl)
       if ARGV[4] then redis.call('PEXPIRE', KEYS[3], ttl) end
@@ -304,21 +309,22 @@ return {v, redis.call('PTTL', KEYS[1]), 0, ''}
 /// owner took it itself without one).
 /// KEYS: lock, fence, data. ARGV: owner, next owner, ttl ms, next has data ("1"/"0"), data,
 /// previous holder had data ("1"/"0"), next value's format ("1" with a token, "0" the bare
-/// owner, "n" no token: nothing drawn, `owner 0xFF`, reply "0"). Returns the new token (a
-/// string), or false if not owned.
+/// owner, "n" no token: nothing drawn, `owner 0xFF`, reply "0"; "pn" the bare owner and no
+/// token, redislock's value, reply "0"). Returns the new token (a string), or false if not
+/// owned.
 pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(&source(HANDOFF_LUA)));
 const HANDOFF_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if owns(v, ARGV[2]) then
   local t = string.match(v, '\255(%d*)\254?$')
-  if t == '' then return '0' end
+  if t == '' or (not t and ARGV[7] == 'pn' and v == ARGV[2]) then return '0' end
   if t then return t end
   return false
 end
 if not owns(v, ARGV[1]) then return false end
 local token, value = '0', ARGV[2]
-if ARGV[7] ~= 'n' then token = next_token(KEYS[2]) end
-if ARGV[7] ~= '0' then
+if ARGV[7] == '1' or ARGV[7] == '0' then token = next_token(KEYS[2]) end
+if ARGV[7] == '1' or ARGV[7] == 'n' then
   value = value .. '\255'
   if ARGV[7] == '1' then value = value .. token end
   if waited(v) then value = value .. '\254' end

@@ -299,6 +299,59 @@ async fn an_unfenced_grant_or_handoff_draws_no_token_and_a_refusal_still_gets_th
     assert_eq!(value_of(&k).await, b"", "freed");
 }
 
+/// The redislock face's default: redislock's value (the bare owner) and redislock's command,
+/// with no token drawn anywhere, however the lock is granted, refused, retried or handed on.
+#[tokio::test]
+async fn a_plain_unfenced_grant_or_handoff_writes_the_bare_owner_and_draws_no_token() {
+    let Some((_server, s, raw)) = own_server().await else {
+        return;
+    };
+    let value_of = async |k: &str| value_of(&raw, k).await;
+    let k = name();
+    let scripts_before = calls_of(&raw, "evalsha").await;
+    let got = s.try_acquire(&k, "a", 10_000, None, ValueFormat::PlainUnfenced);
+    assert_eq!(got.await.unwrap(), Some(0), "granted, without a token");
+    assert_eq!(
+        value_of(&k).await,
+        b"a",
+        "redislock's value: the bare owner"
+    );
+    assert_eq!(calls_of(&raw, "set").await, 1, "one SET PX NX");
+    assert_eq!(calls_of(&raw, "incr").await, 0, "no token drawn");
+    assert_eq!(
+        calls_of(&raw, "evalsha").await,
+        scripts_before,
+        "no script ran"
+    );
+
+    // Refused: the value stays the bare owner (a redislock process compares it whole).
+    let refused = s.try_acquire(&k, "b", 10_000, None, ValueFormat::PlainUnfenced);
+    assert_eq!(refused.await.unwrap(), None);
+    assert_eq!(value_of(&k).await, b"a");
+    // A request sent again after its reply was lost finds its own lock, with a fresh lease.
+    let again = s.try_acquire(&k, "a", 60_000, None, ValueFormat::PlainUnfenced);
+    assert_eq!(again.await.unwrap(), Some(0));
+    let info = s.inspect(&k).await.unwrap().unwrap();
+    assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
+    assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
+    assert!(s.extend(&k, "a", 10_000, false).await.unwrap());
+    assert_eq!(value_of(&k).await, b"a", "extended, unchanged");
+    // Handed on to a local waiter of the same format: the bare next owner, no token drawn,
+    // and a retried handoff finds it.
+    let next = next_owner("c", 10_000, ValueFormat::PlainUnfenced);
+    assert_eq!(s.handoff(&k, "a", &next).await.unwrap(), Some(0));
+    assert_eq!(value_of(&k).await, b"c");
+    assert_eq!(s.handoff(&k, "a", &next).await.unwrap(), Some(0));
+    assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
+    assert!(LockStore::release(&*s, &k, "c").await.unwrap().released);
+    assert_eq!(
+        calls_of(&raw, "publish").await,
+        1,
+        "a bare owner's release is always announced"
+    );
+    assert_eq!(value_of(&k).await, b"", "freed");
+}
+
 #[tokio::test]
 async fn release_announcements_resume_after_the_subscriber_connection_dropped() {
     let Some(s) = open() else { return };
@@ -669,6 +722,7 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
         ValueFormat::Fenced,
         ValueFormat::Plain,
         ValueFormat::Unfenced,
+        ValueFormat::PlainUnfenced,
     ];
     // Acquire: the first grant of a name (with the 0.1 counter looked for and carried over),
     // then, for each format with and without a payload, a grant, a retry finding its own
