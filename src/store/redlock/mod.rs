@@ -11,6 +11,9 @@
 //!   quorum or validity, every partial grant is released at once (awaited, bounded by the same
 //!   timeout) and the attempt reports busy, so the engine retries after its jittered delay; if
 //!   so many servers *failed* that no quorum could have formed, it reports that failure.
+//!   Every attempt tags its grants with an id of its own, and the give-back frees only that
+//!   attempt's grant ([`attempt`]): a give-back a paused server reads late never frees the
+//!   grant of the next attempt of the same owner.
 //! - **Extend** (one or a batch) goes to every server and succeeds with a quorum; the local
 //!   deadline is then reckoned from its send time as for any store.
 //! - **Release** goes to every server; it reports `released` when a quorum freed it.
