@@ -156,6 +156,54 @@ for (const [how, replace] of [
   })
 }
 
+/** Whether the `sqlite3` shell is installed (it holds the write lock for the test below). */
+function hasSqliteShell() {
+  return require('node:child_process').spawnSync('sqlite3', ['-version']).status === 0
+}
+
+// Issue 46's schedule: another process holds the file's write lock, a process waits for it in
+// SQLite's busy handler, the file is deleted and another renamed over it, a process that had
+// the old file open takes the key in the new one, and only then does the write lock come free.
+// The waiting statement then runs in the old file, which nobody reads any more.
+test('a grant in a file replaced while the statement waited for another process\'s write lock is not reported', { timeout: 30_000 }, async (t) => {
+  if (!hasSqliteShell()) {
+    if (process.env.CI) assert.fail('the sqlite3 shell is not installed')
+    return t.skip('the sqlite3 shell is not installed')
+  }
+  const dir = tempDir(t)
+  const file = path.join(dir, 'locks.db')
+  const url = `sqlite://${file}`
+  const key = `${prefix('sqlite')}swapped`
+  const locks = await connect(url)
+  t.after(() => locks.close())
+  await (await locks.acquire(`${prefix('sqlite')}open`)).release()
+  const go = path.join(dir, 'go')
+  const waiting = child(['try-when', url, key, go])
+  t.after(() => waiting.proc.kill('SIGKILL'))
+  await waiting.line('ready')
+  // Another process takes the write lock and keeps it.
+  const shell = spawn('sqlite3', [file], { stdio: ['pipe', 'pipe', 'inherit'] })
+  t.after(() => shell.kill('SIGKILL'))
+  let said = ''
+  const locked = new Promise((resolve) => shell.stdout.on('data', (d) => { said += d; if (said.includes('locked')) resolve() }))
+  shell.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n")
+  await locked
+  fs.writeFileSync(go, '')
+  await waiting.line('asking')
+  // Its statement now waits in the busy handler (the file check before it takes microseconds).
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  const replacement = await newDatabase(dir)
+  for (const f of dbFiles(dir)) fs.rmSync(path.join(dir, f))
+  fs.renameSync(replacement, file)
+  const mine = await locks.tryAcquire(key, { ttl: 10_000 })
+  assert.ok(mine !== null, 'the new file is free')
+  shell.stdin.end('ROLLBACK;\n.quit\n')
+  while (!/\n(busy|granted \d+)\n/.test(waiting.out)) await new Promise((resolve) => setTimeout(resolve, 10))
+  assert.match(waiting.out, /\nbusy\n/, `granted in the old file while ${mine.owner} holds the key in the new one`)
+  assert.equal(mine.held, true)
+  await mine.release()
+})
+
 test('closing the last client of a file removes its -wal and -shm files before close resolves', async (t) => {
   const dir = tempDir(t)
   const locks = await connect(`sqlite://${path.join(dir, 'locks.db')}`)

@@ -216,9 +216,14 @@ pub fn is_lock_value(value: &[u8]) -> bool {
         })
 }
 
+/// Follows the token in the value of a Redlock grant, before the attempt that made it
+/// (`owner 0xFF token 0xFD attempt`, see `scripts::ACQUIRE`). Like [`TOKEN_SEPARATOR`], it
+/// cannot occur in an owner.
+pub const ATTEMPT_SEPARATOR: u8 = 0xFD;
+
 /// Splits a lock key's value into the owner and, if the value carries one, the fencing token
-/// (a waiters' mark after it is not part of either). A lock taken with `fencing: false` has
-/// the separator and nothing after it: the owner, no token.
+/// (a waiters' mark after it, or a Redlock attempt's tag, is not part of either). A lock taken
+/// with `fencing: false` has the separator and nothing after it: the owner, no token.
 pub fn split_value(value: &[u8]) -> (&[u8], Option<u64>) {
     let unmarked = match value.split_last() {
         Some((&WAITED_MARK, rest)) if rest.contains(&TOKEN_SEPARATOR) => rest,
@@ -227,7 +232,12 @@ pub fn split_value(value: &[u8]) -> (&[u8], Option<u64>) {
     match unmarked.iter().rposition(|&b| b == TOKEN_SEPARATOR) {
         Some(at) if at + 1 == unmarked.len() => (&unmarked[..at], None),
         Some(at) => {
-            let token = std::str::from_utf8(&unmarked[at + 1..])
+            let after = &unmarked[at + 1..];
+            let digits = match after.iter().position(|&b| b == ATTEMPT_SEPARATOR) {
+                Some(end) => &after[..end],
+                None => after,
+            };
+            let token = std::str::from_utf8(digits)
                 .ok()
                 .and_then(|t| t.parse().ok());
             match token {

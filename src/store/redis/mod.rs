@@ -49,7 +49,7 @@ use keys::{data_key, fence_key, legacy_fence_key, split_value, SideKeys, TOKEN_S
 use link::Link;
 use redis::aio::PubSubSink;
 use redis::{Client, Value};
-use scripts::{ACQUIRE, EXTEND, HANDOFF, INSPECT, RAISE, RELEASE};
+use scripts::{ACQUIRE, EXTEND, HANDOFF, INSPECT, RAISE, RELEASE, RELEASE_ATTEMPT};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -251,19 +251,40 @@ impl RedisStore {
         format: ValueFormat,
     ) -> StoreResult<Option<u64>> {
         let result = self
-            .try_acquire_once(key, owner, ttl_ms, data, format)
+            .try_acquire_tagged(key, owner, ttl_ms, data, format, None)
             .await;
         self.name_wrong_type(key, result).await
     }
 
-    /// [`RedisStore::try_acquire`]'s one attempt, whatever error it meets.
-    async fn try_acquire_once(
+    /// [`RedisStore::try_acquire`] for one attempt of a Redlock acquisition: a grant with a
+    /// token is tagged with `attempt`, so that only [`RedisStore::release_attempt`] of the
+    /// same attempt gives it back, and another attempt of the same owner is refused it (see
+    /// `scripts::ACQUIRE`). A [`ValueFormat::Plain`] value (the bare owner) is not tagged.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the command may have run when the future is dropped.
+    pub async fn try_acquire_attempt(
         &self,
         key: &str,
         owner: &str,
         ttl_ms: u64,
         data: Option<&[u8]>,
         format: ValueFormat,
+        attempt: u64,
+    ) -> StoreResult<Option<u64>> {
+        let tag = (format == ValueFormat::Fenced).then_some(attempt);
+        self.try_acquire_tagged(key, owner, ttl_ms, data, format, tag)
+            .await
+    }
+
+    async fn try_acquire_tagged(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        data: Option<&[u8]>,
+        format: ValueFormat,
+        attempt: Option<u64>,
     ) -> StoreResult<Option<u64>> {
         let unfenced = format.unfenced();
         if unfenced && data.is_none() {
@@ -317,6 +338,14 @@ impl RedisStore {
             (ValueFormat::Plain, false) => b"p",
             (ValueFormat::Fenced, true) => b"l",
             (ValueFormat::Plain, true) => b"pl",
+        };
+        let tagged;
+        let mode: &[u8] = match attempt {
+            Some(attempt) => {
+                tagged = [mode, b"a", attempt.to_string().as_bytes()].concat();
+                &tagged
+            }
+            None => mode,
         };
         let args: [&[u8]; 4] = [owner.as_bytes(), ttl.as_bytes(), mode, data.unwrap_or(b"")];
         // The mode goes only when it says something or a payload follows it.
@@ -430,6 +459,12 @@ impl RedisStore {
         let (spec, spec_len) = self.announce_spec(&side);
         let cmd = evalsha(&RELEASE, keys, &[owner.as_bytes(), &spec[..spec_len]]);
         let n = parse::<i64>(self.exec(cmd, Some(&RELEASE)).await?)?;
+        Ok(self.release_reply(&side, n))
+    }
+
+    /// What a release script's reply `n` (0: not held, else 1 + the subscribers its
+    /// announcement reached) says, for the key of `side`.
+    fn release_reply(&self, side: &SideKeys, n: i64) -> ReleaseOutcome {
         // Our own subscriber heard it too if someone here watches the key (asked only when
         // the release was announced and heard at all, which an uncontended one is not).
         let ours = if n > 1 {
@@ -442,10 +477,41 @@ impl RedisStore {
         } else {
             0
         };
-        Ok(ReleaseOutcome {
+        ReleaseOutcome {
             released: n >= 1,
             others_waiting: n - 1 > ours,
-        })
+        }
+    }
+
+    /// Gives back what attempt `attempt` of a Redlock acquisition (or handoff) for `owner`
+    /// may have been granted ([`RedisStore::try_acquire_attempt`]), and nothing else: not
+    /// the same owner's grant of another attempt, which a give-back that reaches the server
+    /// late (its connection was replaced while the server was paused) would otherwise
+    /// delete. `had_data`: whether the attempt stored a payload. A grant it frees is
+    /// announced as [`RedisStore::release`] announces one.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn release_attempt(
+        &self,
+        key: &str,
+        owner: &str,
+        attempt: u64,
+        had_data: bool,
+    ) -> StoreResult<ReleaseOutcome> {
+        let side = SideKeys::of(key);
+        let data_k = if had_data { side.data() } else { Vec::new() };
+        let keys: [&[u8]; 2] = [key.as_bytes(), &data_k];
+        let keys = if had_data { &keys[..] } else { &keys[..1] };
+        let (spec, spec_len) = self.announce_spec(&side);
+        let attempt = attempt.to_string();
+        let cmd = evalsha(
+            &RELEASE_ATTEMPT,
+            keys,
+            &[owner.as_bytes(), &spec[..spec_len], attempt.as_bytes()],
+        );
+        let n = parse::<i64>(self.exec(cmd, Some(&RELEASE_ATTEMPT)).await?)?;
+        Ok(self.release_reply(&side, n))
     }
 
     /// See [`LockStore::handoff`].
@@ -457,6 +523,33 @@ impl RedisStore {
         key: &str,
         owner: &str,
         next: &NextOwner<'_>,
+    ) -> StoreResult<Option<u64>> {
+        self.handoff_tagged(key, owner, next, None).await
+    }
+
+    /// [`RedisStore::handoff`] as one attempt of a Redlock handoff: the next owner's grant
+    /// (with a token) is tagged with `attempt`, as [`RedisStore::try_acquire_attempt`] tags
+    /// one.
+    ///
+    /// # Cancel Safety
+    /// Not cancel safe: the lock may have been handed over when the future is dropped.
+    pub async fn handoff_attempt(
+        &self,
+        key: &str,
+        owner: &str,
+        next: &NextOwner<'_>,
+        attempt: u64,
+    ) -> StoreResult<Option<u64>> {
+        let tag = (next.format == ValueFormat::Fenced).then_some(attempt);
+        self.handoff_tagged(key, owner, next, tag).await
+    }
+
+    async fn handoff_tagged(
+        &self,
+        key: &str,
+        owner: &str,
+        next: &NextOwner<'_>,
+        attempt: Option<u64>,
     ) -> StoreResult<Option<u64>> {
         let ttl = next.ttl_ms.to_string();
         let side = SideKeys::of(key);
@@ -472,19 +565,23 @@ impl RedisStore {
             ValueFormat::Unfenced => b"n",
             ValueFormat::PlainUnfenced => b"pn",
         };
-        let cmd = evalsha(
-            &HANDOFF,
-            &[key.as_bytes(), &fence, &data_k],
-            &[
-                owner.as_bytes(),
-                next.owner.as_bytes(),
-                ttl.as_bytes(),
-                flag,
-                payload,
-                had,
-                with_token,
-            ],
-        );
+        let attempt = attempt.map(|a| a.to_string());
+        let args: [&[u8]; 8] = [
+            owner.as_bytes(),
+            next.owner.as_bytes(),
+            ttl.as_bytes(),
+            flag,
+            payload,
+            had,
+            with_token,
+            attempt.as_deref().unwrap_or("").as_bytes(),
+        ];
+        let args = if attempt.is_some() {
+            &args[..]
+        } else {
+            &args[..7]
+        };
+        let cmd = evalsha(&HANDOFF, &[key.as_bytes(), &fence, &data_k], args);
         let (reply, acked) = self.exec_acked(cmd, Some(&HANDOFF)).await?;
         match token_reply(reply)? {
             // Not acknowledged: the next owner's grant is given back (the caller's lock went
@@ -502,13 +599,46 @@ impl RedisStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn raise_token(&self, key: &str, owner: &str, token: u64) -> StoreResult<bool> {
+        self.raise_tagged(key, owner, token, None).await
+    }
+
+    /// [`RedisStore::raise_token`] for the grant of one attempt (see
+    /// [`RedisStore::try_acquire_attempt`]): only a grant of that attempt counts as held, and
+    /// keeps its tag. `None`: an untagged grant (a [`ValueFormat::Plain`] value).
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: idempotent.
+    pub async fn raise_attempt(
+        &self,
+        key: &str,
+        owner: &str,
+        token: u64,
+        attempt: Option<u64>,
+    ) -> StoreResult<bool> {
+        self.raise_tagged(key, owner, token, attempt).await
+    }
+
+    async fn raise_tagged(
+        &self,
+        key: &str,
+        owner: &str,
+        token: u64,
+        attempt: Option<u64>,
+    ) -> StoreResult<bool> {
         let fence = fence_key(key);
         let token = token.to_string();
-        let cmd = evalsha(
-            &RAISE,
-            &[key.as_bytes(), &fence],
-            &[owner.as_bytes(), token.as_bytes()],
-        );
+        let attempt = attempt.map(|a| a.to_string());
+        let args: [&[u8]; 3] = [
+            owner.as_bytes(),
+            token.as_bytes(),
+            attempt.as_deref().unwrap_or("").as_bytes(),
+        ];
+        let args = if attempt.is_some() {
+            &args[..]
+        } else {
+            &args[..2]
+        };
+        let cmd = evalsha(&RAISE, &[key.as_bytes(), &fence], args);
         parse::<i64>(self.exec(cmd, Some(&RAISE)).await?).map(|n| n == 1)
     }
 

@@ -161,9 +161,14 @@ mod declared;
 /// over (so no token goes backwards) and deleted: an integer without expiry is that counter,
 /// since every lock key has an expiry.
 ///
+/// Mode `a<digits>` (Redlock) tags the grant with its attempt: the value is `owner 0xFF token
+/// 0xFD attempt`, and only the same attempt finds it its own again; another attempt of the
+/// same owner is refused without a mark (see `store::redlock`: a late give-back of one
+/// attempt, [`RELEASE_ATTEMPT`], must never meet another attempt's grant).
+///
 /// KEYS: lock, fence, [data: with a payload], [legacy fence: mode `l`]. ARGV: owner, ttl ms,
 /// [mode: `p` plain (redislock's value, no token in it), `l` legacy check, `n` no token,
-/// `pn` plain and no token, or empty], \[payload\]. The common call sends two keys and two arguments: every key or argument
+/// `pn` plain and no token, `a<digits>` an attempt's tag, or empty], \[payload\]. The common call sends two keys and two arguments: every key or argument
 /// costs Redis ~0.15 µs, and a data key and a token flag on every call cost it ~0.3–0.45 µs
 /// per acquisition in a loop of the script alone.
 /// Returns the token (a string), or false when held by another owner.
@@ -171,6 +176,7 @@ pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&source(ACQU
 const ACQUIRE_LUA: &str = r#"
 local owner, ttl, mode = ARGV[1], ARGV[2], ARGV[3] or ''
 local token, value
+local attempt = ''
 if mode == 'n' then
   token, value = '0', owner .. '\255'
 elseif mode == 'pn' then
@@ -180,6 +186,10 @@ else
   token = n < 9007199254740992 and string.format('%d', n) or redis.call('GET', KEYS[2])
   value = owner
   if mode == '' or not string.find(mode, 'p', 1, true) then value = value .. '\255' .. token end
+  if mode ~= '' then
+    attempt = string.match(mode, 'a(%d+)') or ''
+    if attempt ~= '' and value ~= owner then value = value .. '\253' .. attempt end
+  end
 end
 local v
 if (redis.REDIS_VERSION_NUM or 0) >= 0x070000 then
@@ -190,9 +200,9 @@ end
 if v then
   --@ owns waited
   if owns(v, owner) then
-    local t = string.match(v, '\255(%d*)\254?$')
-    if not t and mode == 'pn' and v == owner then t = '' end
-    if t then
+    local t, a = string.match(v, '\255(%d*)\253?(%d*)\254?$')
+    if not t and mode == 'pn' and v == owner then t, a = '', '' end
+    if t and a == attempt then
       redis.call('PEXPIRE', KEYS[1], ttl)
       if ARGV[4] then redis.call('PEXPIRE', KEYS[3], ttl) end
       if t == '' then return '0' end
@@ -214,7 +224,9 @@ if mode ~= '' and string.find(mode, 'l', 1, true) then
       redis.call('SET', KEYS[2], legacy)
       token = next_token(KEYS[2])
       if value ~= owner then
-        redis.call('SET', KEYS[1], owner .. '\255' .. token, 'PX', ttl)
+        local tag = ''
+        if attempt ~= '' then tag = '\253' .. attempt end
+        redis.call('SET', KEYS[1], owner .. '\255' .. token .. tag, 'PX', ttl)
       end
     end
     redis.call('DEL', old)
@@ -270,6 +282,27 @@ end
 return 0
 "#;
 
+/// Release of one attempt (Redlock's give-back of a partial grant, see `store::redlock`): as
+/// [`RELEASE`], but only a grant of that attempt (its value tagged `0xFD attempt`, see
+/// [`ACQUIRE`]) goes, never the same owner's grant of another attempt. KEYS: lock, \[data\].
+/// ARGV: owner, the sharding flag followed by the slot's tag, the attempt. Returns as
+/// [`RELEASE`].
+pub static RELEASE_ATTEMPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&source(RELEASE_ATTEMPT_LUA)));
+const RELEASE_ATTEMPT_LUA: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if owns(v, ARGV[1]) and string.match(v, '\253(%d+)\254?$') == ARGV[3] then
+  redis.call('DEL', unpack(KEYS))
+  if waited(v) then
+    local spec = ARGV[2]
+    return 1 + announce('deadbolt:released:{' .. string.sub(spec, 2) .. '}' .. KEYS[1],
+      string.sub(spec, 1, 1))
+  end
+  return 1
+end
+return 0
+"#;
+
 /// Force release (an operator's tool): delete the lock and its data whoever holds it, and
 /// announce it. KEYS: lock, data. ARGV: channel, sharded. Returns 1 if a lock was there,
 /// else 0.
@@ -310,14 +343,18 @@ return {v, redis.call('PTTL', KEYS[1]), 0, ''}
 /// KEYS: lock, fence, data. ARGV: owner, next owner, ttl ms, next has data ("1"/"0"), data,
 /// previous holder had data ("1"/"0"), next value's format ("1" with a token, "0" the bare
 /// owner, "n" no token: nothing drawn, `owner 0xFF`, reply "0"; "pn" the bare owner and no
-/// token, redislock's value, reply "0"). Returns the new token (a string), or false if not
-/// owned.
+/// token, redislock's value, reply "0"), \[the next owner's attempt (Redlock): its grant is
+/// tagged as [`ACQUIRE`]'s mode `a` tags one\]. Returns the new token (a string), or false
+/// if not owned.
 pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(&source(HANDOFF_LUA)));
 const HANDOFF_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
+local attempt = ARGV[8] or ''
 if owns(v, ARGV[2]) then
-  local t = string.match(v, '\255(%d*)\254?$')
-  if t == '' or (not t and ARGV[7] == 'pn' and v == ARGV[2]) then return '0' end
+  local t, a = string.match(v, '\255(%d*)\253?(%d*)\254?$')
+  if not t and ARGV[7] == 'pn' and v == ARGV[2] then return '0' end
+  if a ~= attempt then return false end
+  if t == '' then return '0' end
   if t then return t end
   return false
 end
@@ -327,6 +364,7 @@ if ARGV[7] == '1' or ARGV[7] == '0' then token = next_token(KEYS[2]) end
 if ARGV[7] == '1' or ARGV[7] == 'n' then
   value = value .. '\255'
   if ARGV[7] == '1' then value = value .. token end
+  if attempt ~= '' then value = value .. '\253' .. attempt end
   if waited(v) then value = value .. '\254' end
 end
 redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
@@ -342,11 +380,17 @@ return token
 /// least the given token and write that token into the lock's value (lease unchanged), so
 /// that this server, like the rest of a quorum, counts past the token the client reported.
 /// Counters are decimal strings without leading zeros: compared by length, then by digits.
-/// KEYS: lock, fence. ARGV: owner, token. Returns 1 if owned, else 0.
+/// With an attempt, only a grant of that attempt counts as owned, and its tag stays.
+/// KEYS: lock, fence. ARGV: owner, token, \[attempt\]. Returns 1 if owned, else 0.
 pub static RAISE: LazyLock<Script> = LazyLock::new(|| Script::new(&source(RAISE_LUA)));
 const RAISE_LUA: &str = r#"
 local v = redis.call('GET', KEYS[1])
 if not owns(v, ARGV[1]) then return 0 end
+local tag = ''
+if ARGV[3] then
+  if string.match(v, '\253(%d+)\254?$') ~= ARGV[3] then return 0 end
+  tag = '\253' .. ARGV[3]
+end
 local c = redis.call('GET', KEYS[2])
 if not c or #c < #ARGV[2] or (#c == #ARGV[2] and c < ARGV[2]) then
   redis.call('SET', KEYS[2], ARGV[2])
@@ -356,7 +400,7 @@ if v ~= ARGV[1] then
   if ttl > 0 then
     local mark = ''
     if waited(v) then mark = '\254' end
-    redis.call('SET', KEYS[1], ARGV[1] .. '\255' .. ARGV[2] .. mark, 'PX', ttl)
+    redis.call('SET', KEYS[1], ARGV[1] .. '\255' .. ARGV[2] .. tag .. mark, 'PX', ttl)
   end
 end
 return 1
@@ -388,6 +432,7 @@ pub fn load_all() -> Vec<redis::Cmd> {
         source(ACQUIRE_LUA),
         source(EXTEND_LUA),
         source(RELEASE_LUA),
+        source(RELEASE_ATTEMPT_LUA),
         source(FORCE_RELEASE_LUA),
         guarded(INSPECT_LUA.to_string()),
         source(HANDOFF_LUA),
@@ -408,10 +453,11 @@ mod tests {
     use super::*;
 
     /// Every script's body, by name.
-    const BODIES: [(&str, &str); 8] = [
+    const BODIES: [(&str, &str); 9] = [
         ("acquire", ACQUIRE_LUA),
         ("extend", EXTEND_LUA),
         ("release", RELEASE_LUA),
+        ("release attempt", RELEASE_ATTEMPT_LUA),
         ("force release", FORCE_RELEASE_LUA),
         ("inspect", INSPECT_LUA),
         ("handoff", HANDOFF_LUA),
@@ -470,6 +516,7 @@ mod guard_tests {
             ("acquire", ACQUIRE_LUA),
             ("extend", EXTEND_LUA),
             ("release", RELEASE_LUA),
+            ("release attempt", RELEASE_ATTEMPT_LUA),
             ("force release", FORCE_RELEASE_LUA),
             ("inspect", INSPECT_LUA),
             ("handoff", HANDOFF_LUA),

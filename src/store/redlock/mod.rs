@@ -11,6 +11,9 @@
 //!   quorum or validity, every partial grant is released at once (awaited, bounded by the same
 //!   timeout) and the attempt reports busy, so the engine retries after its jittered delay; if
 //!   so many servers *failed* that no quorum could have formed, it reports that failure.
+//!   Every attempt tags its grants with an id of its own, and the give-back frees only that
+//!   attempt's grant ([`attempt`]): a give-back a paused server reads late never frees the
+//!   grant of the next attempt of the same owner.
 //! - **Extend** (one or a batch) goes to every server and succeeds with a quorum; the local
 //!   deadline is then reckoned from its send time as for any store.
 //! - **Release** goes to every server; it reports `released` when a quorum freed it.
@@ -32,6 +35,7 @@
 //! - **Wake-ups**: a release is announced by every server that freed it; the N subscriptions
 //!   are merged ([`notify`]).
 
+mod attempt;
 mod notify;
 mod operator;
 mod permits;
@@ -41,11 +45,13 @@ use super::redis::{RedisOptions, RedisStore};
 use super::{
     Acquisition, ErrorKind, ExtendItem, Handoff, HandoffOutcome, LockInfo, LockStore, NextOwner,
     OperatorTools, ReleaseNotifications, ReleaseOutcome, Renewal, StoreError, StoreResult,
+    ValueFormat,
 };
 use crate::limits;
 use crate::runtime::lease::lease_end;
 use crate::store::delegate::delegate;
 use crate::store::Call;
+use attempt::{new_attempt, Latest};
 use futures_util::FutureExt;
 use notify::Subscriptions;
 use quorum::{ask_all, ask_all_items, ask_grants, no_quorum, Answers, Tally};
@@ -66,6 +72,8 @@ pub struct RedlockStore {
     subscriptions: Subscriptions,
     /// Queue tickets of this process's waiters for semaphores ([`permits`]).
     tickets: permits::Tickets,
+    /// Each owner's last attempt while it is not granted ([`attempt`]).
+    latest: Latest,
 }
 
 /// The servers that granted, with the token each drew.
@@ -127,6 +135,7 @@ impl RedlockStore {
             connect_timeout: Duration::from_millis(opts.connect_timeout_ms),
             released,
             tickets: permits::Tickets::default(),
+            latest: Latest::default(),
         }))
     }
 
@@ -149,20 +158,21 @@ impl RedlockStore {
             .min(self.response_timeout)
     }
 
-    /// Settles the token of a grant a quorum gave to `owner` (`grants`: server and token
-    /// drawn), for a request sent at `start`: the largest token drawn, once a quorum counted
-    /// to it (see the module docs), and while the grant is still valid. `None`: it cannot be
-    /// reported (the raise reached too few servers, or the validity ran out).
+    /// Settles the token of a grant a quorum gave to `owner` in attempt `tag` (`grants`:
+    /// server and token drawn; `tag` `None`: an untagged grant, see [`attempt`]), for a
+    /// request sent at `start`: the largest token drawn, once a quorum counted to it (see the
+    /// module docs), and while the grant is still valid. `None`: it cannot be reported (the
+    /// raise reached too few servers, or the validity ran out).
     async fn settle_grant(
         &self,
         key: &str,
-        owner: &str,
+        (owner, tag): (&str, Option<u64>),
         grants: &[(usize, u64)],
         start: Instant,
         ttl_ms: u64,
     ) -> Option<u64> {
         self.settle_with(key, grants, start, ttl_ms, self.quorum, |i, top| {
-            self.servers[i].raise_token(key, owner, top).boxed()
+            self.servers[i].raise_attempt(key, owner, top, tag).boxed()
         })
         .await
     }
@@ -208,18 +218,30 @@ impl RedlockStore {
         (Instant::now() < valid_until).then_some(top)
     }
 
-    /// Gives back what an attempt for `owner` may have taken: releases it on every server
-    /// that did not refuse (one that failed or was not heard from may have granted all the
-    /// same: the release reaches it after the acquisition, see
-    /// [`RedisStore::connect_ordered`]), and waits, at most `bound`, for the answers of all
-    /// but those that already timed out: those are paused or cut off, and would only make the
-    /// caller wait a second time for nothing.
-    async fn undo(&self, key: &str, owner: &str, answers: &Answers<Option<u64>>, bound: Duration) {
+    /// Gives back what attempt `tag` for `owner` may have taken (`had_data`: with a
+    /// payload): releases that attempt's grant, and no other of the same owner (see
+    /// [`attempt`]; `tag` `None`: an untagged grant, released by owner), on every server that
+    /// did not refuse (one that failed or was not heard from may have granted all the same:
+    /// the release reaches it after the acquisition, see [`RedisStore::connect_ordered`]),
+    /// and waits, at most `bound`, for the answers of all but those that already timed out:
+    /// those are paused or cut off, and would only make the caller wait a second time for
+    /// nothing.
+    async fn undo(
+        &self,
+        key: &str,
+        (owner, tag, had_data): (&str, Option<u64>, bool),
+        answers: &Answers<Option<u64>>,
+        bound: Duration,
+    ) {
         self.undo_with(key, answers, bound, |i| {
-            self.servers[i]
-                .release(key, owner)
-                .map(|r| r.map(drop))
-                .boxed()
+            let server = &self.servers[i];
+            match tag {
+                Some(attempt) => server
+                    .release_attempt(key, owner, attempt, had_data)
+                    .map(|r| r.map(drop))
+                    .boxed(),
+                None => server.release(key, owner).map(|r| r.map(drop)).boxed(),
+            }
         })
         .await
     }
@@ -269,19 +291,32 @@ impl RedlockStore {
         let start = Instant::now();
         let bound = self.server_timeout(ttl_ms);
         let q = self.quorum;
+        // A fresh attempt: its grants are its own (see `attempt`). Plain values (the bare
+        // owner, redislock's wire format) have no room for a tag.
+        let attempt = new_attempt();
+        let tag = (format == ValueFormat::Fenced).then_some(attempt);
+        if tag.is_some() {
+            self.latest
+                .started(key, owner, attempt, self.attempt_lasts(ttl_ms));
+        }
         let calls = self
             .servers
             .iter()
-            .map(|s| s.try_acquire(key, owner, ttl_ms, data, format))
+            .map(|s| s.try_acquire_attempt(key, owner, ttl_ms, data, format, attempt))
             .collect();
         let (answers, tally) = ask_grants(calls, bound, q).await;
         if tally.yes >= q {
             let grants = granted(&answers);
-            if let Some(token) = self.settle_grant(key, owner, &grants, start, ttl_ms).await {
+            if let Some(token) = self
+                .settle_grant(key, (owner, tag), &grants, start, ttl_ms)
+                .await
+            {
+                self.latest.settled(key, owner);
                 return Ok(Some(token));
             }
         }
-        self.undo(key, owner, &answers, bound).await;
+        self.undo(key, (owner, tag, data.is_some()), &answers, bound)
+            .await;
         if tally.failed > self.servers.len() - q {
             return Err(no_quorum(&answers, "acquire"));
         }
@@ -343,7 +378,21 @@ impl RedlockStore {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
-        let calls = self.servers.iter().map(|s| s.release(key, owner)).collect();
+        // While the owner's last attempt was not granted, a release by the owner is the give-
+        // back of that attempt (the engine's clean-up of an outcome it did not hear), which
+        // must not free a later attempt's grant when it reaches a server late (see `attempt`).
+        let calls = match self.latest.ungranted(key, owner) {
+            Some(attempt) => self
+                .servers
+                .iter()
+                .map(|s| s.release_attempt(key, owner, attempt, true).boxed())
+                .collect(),
+            None => self
+                .servers
+                .iter()
+                .map(|s| s.release(key, owner).boxed())
+                .collect::<Vec<_>>(),
+        };
         let q = self.quorum;
         let answers = ask_all(calls, None, |a| {
             Tally::of(a, |o: &ReleaseOutcome| o.released).let_go(q)
@@ -415,26 +464,36 @@ impl RedlockStore {
         let start = Instant::now();
         let bound = self.server_timeout(next.ttl_ms);
         let q = self.quorum;
+        // The next owner's grant is an attempt of its own, as an acquisition's (see
+        // `attempt`): the waiter acquires anew with the same owner if this one fails.
+        let attempt = new_attempt();
+        let tag = (next.format == ValueFormat::Fenced).then_some(attempt);
+        if tag.is_some() {
+            self.latest
+                .started(key, next.owner, attempt, self.attempt_lasts(next.ttl_ms));
+        }
         let calls = self
             .servers
             .iter()
-            .map(|s| s.handoff(key, owner, next))
+            .map(|s| s.handoff_attempt(key, owner, next, attempt))
             .collect();
         let (answers, tally) = ask_grants(calls, bound, q).await;
         let handed = tally.yes;
         if handed >= q {
             let grants = granted(&answers);
             if let Some(token) = self
-                .settle_grant(key, next.owner, &grants, start, next.ttl_ms)
+                .settle_grant(key, (next.owner, tag), &grants, start, next.ttl_ms)
                 .await
             {
+                self.latest.settled(key, next.owner);
                 return Ok(HandoffOutcome::Handed(token));
             }
         }
         // Not handed over to a quorum in time: the next owner gives back what it got, and the
         // caller's lock is released everywhere (on the servers that handed it over, the
         // caller's hold ended with the handoff).
-        self.undo(key, next.owner, &answers, bound).await;
+        let undo = (next.owner, tag, next.data.is_some());
+        self.undo(key, undo, &answers, bound).await;
         let calls = self.servers.iter().map(|s| s.release(key, owner)).collect();
         let released = ask_all(calls, Some(self.response_timeout), |_| false).await;
         self.release_outcome(&released, handed)

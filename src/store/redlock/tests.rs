@@ -14,6 +14,8 @@ use crate::store::{ErrorKind, HandoffOutcome, ReleaseNotifications};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+mod gate;
+
 pub(super) fn servers(n: usize) -> Option<Vec<TestServer>> {
     redis_server_or_skip().then(|| (0..n).map(|_| TestServer::start(&[])).collect())
 }
@@ -269,4 +271,77 @@ async fn a_release_with_one_holding_server_down_releases_when_no_quorum_can_rema
     assert!(outcome.released);
     assert_eq!(get(&s[0], k.as_bytes()).await, None);
     assert_eq!(get(&s[1], k.as_bytes()).await, None);
+}
+
+/// Issue 46's schedule: a majority goes silent (paused) while an acquisition asks it, the
+/// attempt fails and gives back its partial grant, the store replaces the silent servers'
+/// connections (nothing came back for a response timeout), and the next attempt of the same
+/// owner is granted on the new ones. Only then do the servers read the first attempt's
+/// connections: its acquisition and its give-back. Released by owner, that give-back deleted
+/// the grant the caller counted on: a second process was granted the key milliseconds later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_give_back_that_reaches_a_server_late_never_frees_the_next_attempts_grant() {
+    late_give_back(false).await;
+}
+
+/// The same schedule, with the engine's clean-up of the failed acquisition (its outcome was
+/// unknown: a timeout) behind the give-back: a release by owner, which must be the failed
+/// attempt's give-back too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_up_release_that_reaches_a_server_late_never_frees_the_next_attempts_grant() {
+    late_give_back(true).await;
+}
+
+async fn late_give_back(clean_up: bool) {
+    let Some(s) = servers(3) else { return };
+    let gates = [gate::Gate::open(&s[1]).await, gate::Gate::open(&s[2]).await];
+    let urls = vec![s[0].url(), gates[0].url(), gates[1].url()];
+    // The servers' answers to an acquisition of a 3 s lease are awaited 300 ms, so the
+    // give-back goes out on the same connection before the store replaces it (after a
+    // response timeout, 800 ms, without a reply).
+    let redlock = RedlockStore::connect(&urls, &options(800)).unwrap();
+    connected(&redlock).await;
+    let k = name();
+    for g in &gates {
+        g.hold();
+    }
+    let err = redlock
+        .try_acquire(&k, "me", 3_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
+    if clean_up {
+        // As the engine does for an outcome it did not hear (the held servers time out).
+        let _ = redlock.release(&k, "me").await;
+    }
+    eventually("the silent servers' connections to be replaced", || async {
+        gates.iter().all(gate::Gate::held_ones_closed)
+    })
+    .await;
+    redlock.acquire_fenced(&k, "me", 10_000).await.unwrap();
+    for g in &gates {
+        g.let_go().await;
+    }
+    eventually(
+        "the servers to run the first attempt's requests",
+        || async { gates.iter().all(gate::Gate::drained) },
+    )
+    .await;
+    // (Its token as inspect reads it may be another: the first two servers to answer name
+    // the owner, and one of them may not have been raised to the token reported.)
+    let info = redlock.inspect(&k).await.unwrap();
+    assert_eq!(
+        info.map(|i| i.owner),
+        Some("me".to_string()),
+        "the grant is still on a quorum"
+    );
+    for server in &s {
+        assert!(
+            get(server, k.as_bytes()).await.is_some(),
+            "held on every server"
+        );
+    }
+    // Nobody else is granted it.
+    assert_eq!(redlock.acquire_fenced(&k, "other", 10_000).await, None);
+    assert!(redlock.release(&k, "me").await.unwrap().released);
 }

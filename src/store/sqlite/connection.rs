@@ -10,7 +10,9 @@
 //!
 //! Opening it the first time also sets the file up: WAL mode and the tables. Before every
 //! statement it checks that the file at the path is still the one it opened, and leaves a
-//! file that was deleted or replaced for the one now there (see `replaced`).
+//! file that was deleted or replaced for the one now there (see `replaced`); after a
+//! statement that grants or extends a lease, the store checks once more
+//! ([`SharedConnection::moved_since_statement`]).
 
 use super::errors::{closed_error, db_error, is_busy};
 use super::replaced::{file_id, moved, FileId, Ghosts, Lease};
@@ -168,10 +170,29 @@ impl SharedConnection {
         self.replacements.load(Ordering::Relaxed)
     }
 
+    /// Whether a statement of the store is under way (for tests: one that waits in the busy
+    /// handler holds the connection).
+    #[cfg(test)]
+    pub fn in_use(&self) -> bool {
+        self.slot.try_lock().is_err()
+    }
+
     /// Ghosts remembered (for tests).
     #[cfg(test)]
     pub fn ghosts(&self) -> usize {
         lock(&self.ghosts).len()
+    }
+
+    /// Whether the file at the path is no longer the one the connection opened, asked after
+    /// a statement that granted or extended a lease. The check before the statement and the
+    /// statement are not one step: a statement that waited in the busy handler (another
+    /// process held the write lock) may run in a file deleted or replaced meanwhile, where
+    /// processes that left it already read its leases, or never will. A grant or extension
+    /// the path still shows after its commit was made while the file was the one at the
+    /// path, so whoever leaves the file later reads it; any other is disowned by the caller
+    /// (its lease stays in the old file, a ghost for whoever reads it).
+    pub fn moved_since_statement(&self) -> bool {
+        self.file_moved()
     }
 
     /// Whether the file at the path is no longer the one the connection opened.

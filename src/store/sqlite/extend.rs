@@ -14,7 +14,8 @@ use crate::store::{ExtendItem, Renewal, StoreResult};
 
 impl SqliteStore {
     /// Extends `name`'s lease (a lock's, or `r.owner`'s permits of a semaphore, as `leases`
-    /// says): one statement under the file's write lock; a lease of a replaced file (a ghost) is refused.
+    /// says): one statement under the file's write lock; a lease of a replaced file (a ghost),
+    /// or one extended in a file replaced while the statement waited, is refused.
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
@@ -43,6 +44,10 @@ impl SqliteStore {
         let done = w
             .finish(done)
             .map_err(|e| db_error(leases.operation(), e))?;
+        if done.rows_affected() > 0 && self.conn.moved_since_statement() {
+            // Extended in a file deleted or replaced meanwhile: a ghost's extension.
+            return Err(self.replaced_error(leases.operation()));
+        }
         Ok(done.rows_affected() > 0)
     }
 
@@ -132,7 +137,13 @@ impl SqliteStore {
                 let owner: Vec<u8> = row.try_get(1).map_err(|e| db_error(operation, e))?;
                 Ok((name, owner))
             })
-            .collect::<StoreResult<_>>()?;
+            .collect::<StoreResult<Vec<_>>>()?;
+        if !extended.is_empty() && self.conn.moved_since_statement() {
+            // Extended in a file deleted or replaced meanwhile: every item was a ghost's.
+            let mut all = ghosts;
+            all.extend(batch.iter().map(|&(index, _)| index));
+            return Ok((Vec::new(), all));
+        }
         Ok((extended, ghosts))
     }
 }

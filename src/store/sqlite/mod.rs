@@ -95,6 +95,8 @@ pub struct SqliteStore {
     /// Whether this store looked for the registrations of dead processes yet.
     swept: AtomicBool,
     wake: Wake,
+    /// This store's tag in the floor of the tokens it draws (see [`sql::token_floor`]).
+    floor_tag: u64,
 }
 
 crate::store::redact::debug_fields!(SqliteStore: path);
@@ -148,6 +150,7 @@ impl SqliteStore {
             purged: PurgeClock::default(),
             swept: AtomicBool::new(false),
             wake,
+            floor_tag: fastrand::u64(0..sql::FLOOR_TAGS),
         })
     }
 
@@ -341,7 +344,8 @@ impl LockStore for SqliteStore {
 
     /// Takes `key` for `owner` for `ttl_ms` if it is free or its lease has ended, and stores
     /// `data` with it. Returns the new fencing token, or `None` when the lease is held, also
-    /// when `owner` itself holds it.
+    /// when `owner` itself holds it, or when the file was deleted or replaced before the
+    /// statement committed (see [`connection::SharedConnection::moved_since_statement`]).
     ///
     /// # Cancel Safety
     /// Not cancel safe: once the statement is on its way, dropping the future may leave the
@@ -361,14 +365,20 @@ impl LockStore for SqliteStore {
                 .bind(owner.as_bytes())
                 .bind(ttl)
                 .bind(data)
+                .bind(sql::token_floor(self.floor_tag))
                 .fetch_optional(w.conn())
                 .await;
             let row = w.finish(row).map_err(|e| db_error("try_acquire", e))?;
-            if row.is_some() {
-                self.conn
-                    .forget_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes());
+            let Some(row) = row else { return Ok(None) };
+            if self.conn.moved_since_statement() {
+                // Granted in a file deleted or replaced meanwhile: not a grant anyone else
+                // is sure to see. Busy; the next call leaves the old file.
+                crate::debug!("sqlite: try_acquire {key:?}: granted in a replaced file, disowned");
+                return Ok(None);
             }
-            row.map(|row| token(&row, "try_acquire")).transpose()
+            self.conn
+                .forget_ghost(Lease::Lock, key.as_bytes(), owner.as_bytes());
+            token(&row, "try_acquire").map(Some)
         }
         .boxed()
     }
@@ -440,14 +450,19 @@ impl LockStore for SqliteStore {
                 .bind(next.owner.as_bytes())
                 .bind(next.data)
                 .bind(ttl)
+                .bind(sql::token_floor(self.floor_tag))
                 .fetch_optional(w.conn())
                 .await;
             let row = w.finish(row).map_err(|e| db_error("handoff", e))?;
-            if row.is_some() {
-                self.conn
-                    .forget_ghost(Lease::Lock, key.as_bytes(), next.owner.as_bytes());
+            let Some(row) = row else { return Ok(None) };
+            if self.conn.moved_since_statement() {
+                // Handed over in a file deleted or replaced meanwhile (see `try_acquire`).
+                crate::debug!("sqlite: handoff {key:?}: handed over in a replaced file, disowned");
+                return Ok(None);
             }
-            row.map(|row| token(&row, "handoff")).transpose()
+            self.conn
+                .forget_ghost(Lease::Lock, key.as_bytes(), next.owner.as_bytes());
+            token(&row, "handoff").map(Some)
         }
         .boxed()
     }

@@ -37,6 +37,7 @@ impl SqliteStore {
             .bind(i64::from(req.limit))
             .bind(ttl)
             .bind(queue_ttl)
+            .bind(super::sql::token_floor(self.floor_tag))
             .fetch_optional(w.conn())
             .await;
         let row = w.finish(row).map_err(|e| db_error("acquire_permits", e))?;
@@ -44,6 +45,10 @@ impl SqliteStore {
         let Some(row) = row else { return Ok(None) };
         let fence: Option<i64> = row.try_get(0).map_err(|e| db_error("acquire_permits", e))?;
         if fence.is_some() {
+            if self.conn.moved_since_statement() {
+                // Granted in a file deleted or replaced meanwhile (see `try_acquire`).
+                return Ok(None);
+            }
             self.conn
                 .forget_ghost(Lease::Permits, req.name.as_bytes(), req.owner.as_bytes());
         }

@@ -80,18 +80,36 @@ pub const SCHEMA: &[&str] = &[
      END",
 ];
 
-/// The next fencing token: one above the counter, and never below the host clock in
-/// microseconds. The counter alone keeps tokens increasing while the file keeps its last
-/// commits; the clock floor also covers the commits an OS crash or power loss may take with
-/// it (`synchronous = NORMAL` makes commits durable across process crashes, not power
-/// loss), since a reboot takes longer than the lost commits' microseconds.
-const NEXT_TOKEN: &str =
-    "max(coalesce((SELECT value FROM {fence} WHERE id = 0), 0) + 1, {now} * 1000)";
+/// The next fencing token: one above the counter, and never below the floor `{floor}` (a
+/// parameter, see [`token_floor`]): the host clock in nanoseconds, read by the process, in
+/// whole microseconds plus the store's own tag. The counter alone keeps tokens increasing
+/// while the file keeps its last commits; the clock floor also covers the commits an OS crash
+/// or power loss may take with it (`synchronous = NORMAL` makes commits durable across process
+/// crashes, not power loss), since a reboot takes longer than the lost commits' microseconds.
+/// Where two files meet (one deleted or replaced, a fresh one at its path), tokens drawn from
+/// the floors of two stores coincide only if both read the same microsecond and drew the same
+/// tag (1 in [`FLOOR_TAGS`]); SQLite's own clock has whole milliseconds, with which two fresh
+/// files gave two processes the same token 0.3 ms apart.
+const NEXT_TOKEN: &str = "max(coalesce((SELECT value FROM {fence} WHERE id = 0), 0) + 1, {floor})";
+
+/// The floor of the next token for a store tagged `tag` (below [`FLOOR_TAGS`]): the wall clock
+/// in whole microseconds since the epoch, times [`FLOOR_TAGS`], plus the tag. Fits an
+/// `INTEGER` until the year 2262.
+pub fn token_floor(tag: u64) -> i64 {
+    let micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    i64::try_from(micros * u128::from(FLOOR_TAGS) + u128::from(tag % FLOOR_TAGS))
+        .unwrap_or(i64::MAX)
+}
+
+/// How many distinct tags a token floor has: a store draws one at random.
+pub const FLOOR_TAGS: u64 = 1000;
 
 /// Takes a name that is absent, or whose lease has ended, in one statement; returns the new
 /// token, or no row when the lease is live (held by anyone, the caller included).
 pub const ACQUIRE: &str = "INSERT INTO {table} (name, owner, fence, expires_at, data)
-VALUES (?1, ?2, {next_token}, {now} + ?3, ?4)
+VALUES (?1, ?2, {next_token?5}, {now} + ?3, ?4)
 ON CONFLICT (name) DO UPDATE SET
     owner = excluded.owner, fence = excluded.fence,
     expires_at = excluded.expires_at, data = excluded.data
@@ -127,7 +145,7 @@ RETURNING expires_at > {now},
 
 /// Hands a live lease its owner holds straight to the next owner, with a new token.
 pub const HANDOFF: &str = "UPDATE {table}
-SET owner = ?3, data = ?4, fence = {next_token}, expires_at = {now} + ?5
+SET owner = ?3, data = ?4, fence = {next_token?6}, expires_at = {now} + ?5
 WHERE name = ?1 AND owner = ?2 AND expires_at > {now}
 RETURNING fence";
 
@@ -176,7 +194,7 @@ pub const ACQUIRE_PERMITS: &str = "WITH live AS (
 )
 INSERT INTO {permits} (name, owner, permits, fence, place, expires_at)
 SELECT ?1, ?2, coalesce(held_permits, ?3),
-    CASE WHEN held IS NOT NULL THEN held WHEN granted THEN {next_token} END,
+    CASE WHEN held IS NOT NULL THEN held WHEN granted THEN {next_token?7} END,
     CASE WHEN granted THEN NULL ELSE coalesce(queued_at, last_place + 1) END,
     {now} + CASE WHEN granted THEN ?5 ELSE ?6 END
 FROM decided WHERE granted OR ?6 > 0
@@ -295,7 +313,9 @@ impl Statements {
     pub fn new(table: &str) -> Self {
         let sql = |template: &str| -> String {
             template
-                .replace("{next_token}", NEXT_TOKEN)
+                .replace("{next_token?5}", &NEXT_TOKEN.replace("{floor}", "?5"))
+                .replace("{next_token?6}", &NEXT_TOKEN.replace("{floor}", "?6"))
+                .replace("{next_token?7}", &NEXT_TOKEN.replace("{floor}", "?7"))
                 .replace(NOW, NOW_MS)
                 .replace(FENCE, &format!("\"{table}_fence\""))
                 .replace(WAITERS, &format!("\"{table}_waiters\""))

@@ -82,6 +82,9 @@ fn a_value_splits_into_owner_and_token() {
     );
     assert_eq!(split_value(b"o\xffx"), (&b"o\xffx"[..], None));
     assert_eq!(split_value(b"own\xff42\xfe"), (&b"own"[..], Some(42)));
+    // A Redlock attempt's tag follows the token.
+    assert_eq!(split_value(b"own\xff42\xfd7"), (&b"own"[..], Some(42)));
+    assert_eq!(split_value(b"own\xff42\xfd7\xfe"), (&b"own"[..], Some(42)));
     // `fencing: false`: the separator and no token, marked or not.
     assert_eq!(split_value(b"own\xff"), (&b"own"[..], None));
     assert_eq!(split_value(b"own\xff\xfe"), (&b"own"[..], None));

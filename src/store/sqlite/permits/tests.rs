@@ -40,7 +40,7 @@ async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
     s.ping().await.unwrap();
     // Far above the clock, so the clock floor cannot hide a missed raise.
     let pool = raw(&url).await;
-    sqlx::query("UPDATE deadbolt_locks_fence SET value = 9000000000000000")
+    sqlx::query("UPDATE deadbolt_locks_fence SET value = 9000000000000000000")
         .execute(&pool)
         .await
         .unwrap();
@@ -50,18 +50,18 @@ async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
         token.await.unwrap()
     };
     let first = s.grant(&req(&n, &a, 1, 1)).await;
-    assert_eq!(first, 9_000_000_000_000_001, "an insert raises it");
+    assert_eq!(first, 9_000_000_000_000_000_001, "an insert raises it");
     assert_eq!(
         lock().await,
-        Some(9_000_000_000_000_002),
+        Some(9_000_000_000_000_000_002),
         "locks draw after it"
     );
     s.refuse(&queued(&n, &w, 1, 1)).await;
     assert!(s.release_permits(&n, &a).await.unwrap().released);
     // The queued row becomes a holder's through the upsert's update path.
     let granted = s.grant(&queued(&n, &w, 1, 1)).await;
-    assert_eq!(granted, 9_000_000_000_000_003, "an update raises it");
-    assert_eq!(lock().await, Some(9_000_000_000_000_004));
+    assert_eq!(granted, 9_000_000_000_000_000_003, "an update raises it");
+    assert_eq!(lock().await, Some(9_000_000_000_000_000_004));
 }
 
 #[tokio::test]

@@ -274,3 +274,67 @@ async fn a_process_that_saw_the_old_file_keeps_its_live_leases_busy_in_the_new_o
     holder.close().await;
     waiter.close().await;
 }
+
+/// The schedule of a file swapped right after a busy period: a process waits for another's
+/// write lock with the old file open, the file is deleted (with `-wal` and `-shm`) and another
+/// renamed over it, a process takes the name in the new file, and only then does the write
+/// lock come free. The waiting statement then runs in the old file, which nobody reads any
+/// more: its grant must not be reported, or two processes hold the name.
+#[tokio::test]
+async fn a_grant_in_a_file_replaced_while_its_statement_waited_for_the_write_lock_is_not_reported()
+{
+    let dir = TempDir::new();
+    let path = db(&dir);
+    let waiting = std::sync::Arc::new(open(&dir.url()));
+    let other = open(&dir.url());
+    let (k, a, b) = (name(), owner(), owner());
+    waiting.ping().await.unwrap();
+    other.ping().await.unwrap();
+    let mut busy = super::super::tests::writing(&dir.url()).await;
+    let acquire = {
+        let (waiting, k, a) = (waiting.clone(), k.clone(), a.clone());
+        tokio::spawn(async move { waiting.acquire_fenced(&k, &a, 10_000).await })
+    };
+    // Its statement holds the store's connection while SQLite's busy handler waits. The check
+    // of the file before the statement takes microseconds; give it a few ms to be past it.
+    while !waiting.conn.in_use() {
+        tokio::task::yield_now().await;
+    }
+    sleep_ms(50).await;
+    delete(&path);
+    replace(&dir, &path).await;
+    // Another process that had the old file open takes the name in the new one.
+    let token_b = other.acquire_fenced(&k, &b, 10_000).await;
+    assert!(token_b.is_some(), "the new file is free");
+    sqlx::query("ROLLBACK").execute(&mut busy).await.unwrap();
+    let token_a = acquire.await.unwrap();
+    assert_eq!(
+        token_a, None,
+        "granted in the old file while {b} holds it in the new one"
+    );
+    // The waiting process now sees the other's lease.
+    assert_eq!(waiting.inspect(&k).await.unwrap().unwrap().owner, b);
+    waiting.close().await;
+    other.close().await;
+}
+
+/// Two processes on two fresh files (one replaced, one at its path) used to draw their tokens
+/// from the clock in whole milliseconds: the same token for two grants 0.3 ms apart.
+#[tokio::test]
+async fn tokens_drawn_in_two_fresh_files_within_a_millisecond_differ() {
+    let mut pairs = Vec::new();
+    for _ in 0..20 {
+        let (d1, d2) = (TempDir::new(), TempDir::new());
+        let (s1, s2) = (open(&d1.url()), open(&d2.url()));
+        s1.ping().await.unwrap();
+        s2.ping().await.unwrap();
+        let k = name();
+        let t1 = s1.acquire_fenced(&k, &owner(), 10_000).await.unwrap();
+        let t2 = s2.acquire_fenced(&k, &owner(), 10_000).await.unwrap();
+        pairs.push((t1, t2));
+        s1.close().await;
+        s2.close().await;
+    }
+    let same: Vec<_> = pairs.iter().filter(|(t1, t2)| t1 == t2).collect();
+    assert!(same.is_empty(), "the same token in two files: {same:?}");
+}
