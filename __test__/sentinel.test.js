@@ -9,7 +9,7 @@ const { spawn, execFileSync } = require('node:child_process')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { connect } = require('..')
-const { prefix, eventually } = require('./helpers')
+const { prefix, eventually, sleep } = require('./helpers')
 const { startRedisSentinel, startRedis } = require('./fixtures/redis-server')
 
 /** A turns.js worker that tolerates store failures; `children` collects it for clean-up. */
@@ -88,6 +88,115 @@ test('a failover under load: no overlap, holders keep their lock or hear it lost
     await locks.close()
     await other.close()
     await counter.kill()
+    await sentinel.stop()
+  }
+})
+
+/** A plain client of one throwaway server, quiet when it goes away. */
+function raw(server) {
+  const c = new Redis(server.url, { maxRetriesPerRequest: 1, enableOfflineQueue: true })
+  c.on('error', () => {})
+  return c
+}
+
+/** `fn()`, or false if it threw (a server paused or failing over). */
+const quietly = (fn) => async () => { try { return await fn() } catch { return false } }
+
+test('tokens never repeat or go back across two quick failovers, the second to a replica that missed the first one\'s history', async (t) => {
+  // A primary (never promoted again once demoted: priority 0), B (promoted first) and C
+  // (priority 200: second choice), which cannot follow B (a wrong masterauth, set once it
+  // follows A): when B stops, the sentinels promote C with A's history only.
+  const sentinel = await startRedisSentinel(t, 2, { args: [['--replica-priority', '0'], [], ['--replica-priority', '200']] })
+  if (!sentinel) return
+  const [a, b, c] = sentinel.servers
+  const [ra, rc] = [raw(a), raw(c)]
+  const target = { sentinels: sentinel.urls, name: sentinel.name }
+  // Two engines, as two processes would be, each taking turns on its own key.
+  const engines = [await connect(target, { connectTimeout: 500, responseTimeout: 500 }), await connect(target, { connectTimeout: 500, responseTimeout: 500 })]
+  const keys = engines.map((_, i) => prefix('sentinel') + `double${i}`)
+  const tokens = keys.map(() => [])
+  const state = { stop: false, paused: false, idle: 0 }
+  const loops = engines.map((locks, i) => (async () => {
+    while (!state.stop) {
+      if (state.paused) {
+        state.idle |= 1 << i
+        await sleep(10)
+        continue
+      }
+      state.idle &= ~(1 << i)
+      try {
+        const lock = await locks.tryAcquire(keys[i], { ttl: 2000 })
+        if (lock !== null) {
+          tokens[i].push(lock.fencingToken)
+          await lock.release().catch(() => {})
+        }
+      } catch {
+        await sleep(20) // a failover in progress
+      }
+    }
+  })())
+  const grants = (more) => {
+    const base = tokens.map((l) => l.length)
+    return eventually(() => tokens.every((l, i) => l.length >= base[i] + more), 30_000, `${more} more grants each`)
+  }
+  const port = (info) => Number(/master_port:(\d+)/.exec(info)?.[1])
+  try {
+    await grants(20)
+    // Paused, every replica has it all; then C cannot follow anyone else.
+    state.paused = true
+    await eventually(() => state.idle === 3, 5000, 'the loops to pause')
+    assert.equal(await ra.wait(2, 5000), 2)
+    await rc.config('SET', 'masterauth', 'not-the-password')
+    await sentinel.failover()
+    await eventually(quietly(async () => (await sentinel.primaryPort()) === b.port), 15_000, 'B to be promoted')
+    await eventually(quietly(async () => port(await rc.info('replication')) === b.port), 15_000, 'C to be told to follow B')
+    // The sentinels demote the old primary seconds later; done by hand here.
+    await ra.replicaof('127.0.0.1', b.port)
+    state.paused = false
+    await grants(20) // on B, the clients switched by READONLY
+    b.pause()
+    try {
+      await eventually(quietly(async () => (await sentinel.primaryPort()) === c.port), 20_000, 'C to be promoted')
+    } finally {
+      b.resume()
+    }
+    await grants(20) // on C
+  } finally {
+    state.stop = true
+    await Promise.all(loops)
+    ra.disconnect()
+    rc.disconnect()
+    for (const locks of engines) await locks.close()
+    await sentinel.stop()
+  }
+  for (const [i, list] of tokens.entries()) {
+    for (let j = 1; j < list.length; j++) {
+      assert.ok(list[j] > list[j - 1], `key ${i}: token ${list[j]} granted after ${list[j - 1]} (grant ${j} of ${list.length})`)
+    }
+  }
+})
+
+test('a call to a stopped primary fails within connectTimeout + responseTimeout, the sentinels\' look-up included', async (t) => {
+  const sentinel = await startRedisSentinel(t, 1)
+  if (!sentinel) return
+  const locks = await connect({ sentinels: sentinel.urls, name: sentinel.name }, { connectTimeout: 500, responseTimeout: 500 })
+  const key = prefix('sentinel') + 'stopped'
+  const [primary] = sentinel.servers
+  try {
+    // Connected, and the primary readied (its counters lifted: one script over 16 384 keys,
+    // which a loaded machine can take past 500 ms once).
+    await eventually(quietly(async () => (await (await locks.acquire(key, { ttl: 5000 })).release()) === true), 10_000, 'a first grant')
+    primary.pause()
+    for (const call of [() => locks.tryAcquire(key, { ttl: 5000 }), () => locks.inspect(key), () => locks.tryAcquire(key, { ttl: 5000 })]) {
+      const started = performance.now()
+      await assert.rejects(call(), { code: 'ERR_LOCK_BACKEND' })
+      const took = performance.now() - started
+      // Timing is the promise here: 500 + 500 ms, and some slack for a loaded machine.
+      assert.ok(took < 1000 + 200, `the call took ${Math.round(took)} ms`)
+    }
+  } finally {
+    primary.resume()
+    await locks.close()
     await sentinel.stop()
   }
 })

@@ -337,6 +337,63 @@ function sentinelFailover(variant) {
   }
 }
 
-const FAILOVER_SCENARIOS = [slotMigration, clusterFailover, sentinelFailover('plain'), sentinelFailover('wait-replicas')]
+// ───────────────── Sentinel: two failovers, the second to a replica left behind ─────────────────
+
+/**
+ * Issue 46's schedule: `SENTINEL FAILOVER`, then the new primary SIGSTOPped until the
+ * sentinels fail over again, to a replica that could not follow it (a wrong `masterauth`, set
+ * once it follows the first primary) and so lacks every grant and counter lift made on it;
+ * the first primary is never promoted again (`replica-priority 0`) and is demoted by hand
+ * (the sentinels do it seconds later). Tokens of the last primary must be above every token
+ * drawn before: none granted twice (the old primary's grants until its demotion may be below
+ * released ones, as in 18).
+ */
+const sentinelDoubleFailover = {
+  name: '20-sentinel-double-failover',
+  title: 'SENTINEL FAILOVER, then the new primary stopped until a replica that missed its history is promoted: no token granted twice',
+  server: 'own',
+  applies: (store) => store.name === 'redis',
+  async run(ctx) {
+    const { h, short } = ctx
+    h.maxTtl = 1000
+    h.figures.takeover = []
+    h.overlapsAllowed = 'a promoted replica may lack the latest grant'
+    h.tokensMayRegress = 'the old primary grants until it is demoted'
+    const sentinel = await startRedisSentinel(noSkip, 2, { args: [['--replica-priority', '0'], [], ['--replica-priority', '200']] })
+    h.onDispose(() => sentinel.stop())
+    ctx.raw = new NodesRaw(sentinel.servers.map((s) => s.url))
+    const [a, b, c] = sentinel.servers
+    const raws = [a, c].map((s) => { const r = new Redis(s.url, { maxRetriesPerRequest: 1 }); r.on('error', () => {}); return r })
+    h.onDispose(() => raws.forEach((r) => r.disconnect()))
+    const [ra, rc] = raws
+    const keys = [h.key('a'), h.key('b'), h.key('c')]
+    const target = { sentinels: sentinel.urls, name: sentinel.name }
+    const contending = await load(h, target, keys, pick(short, 3, 4), pick(short, 60000, 90000))
+    await granted(h, 50)
+    await rc.config('SET', 'masterauth', 'not-the-password')
+    h.fault('SENTINEL FAILOVER', { from: a.port, to: b.port })
+    await sentinel.failover()
+    await until(async () => (await sentinel.primaryPort()) === b.port, 15000, 'B to be promoted')
+    await until(async () => /master_port:(\d+)/.exec(await rc.info('replication'))?.[1] === String(b.port), 15000, 'C to be told to follow B')
+    await ra.replicaof('127.0.0.1', b.port)
+    await granted(h, pick(short, 200, 500))
+    h.fault('SIGSTOP the new primary', { port: b.port })
+    const stoppedAt = Date.now()
+    b.pause()
+    try {
+      await until(async () => (await sentinel.primaryPort()) === c.port, 30000, 'C to be promoted')
+    } finally {
+      b.resume()
+    }
+    h.note(`B stopped ${Date.now() - stoppedAt} ms, until the sentinels promoted C`)
+    await granted(h, pick(short, 200, 500), 30000)
+    const out = await contending.stop()
+    settle(h, out)
+    const drop = tokenDrop(h)
+    if (drop > 0n) h.note(`tokens went back by up to ${drop} (the old primary's, until demoted); the resource refused ${h.resource.log.filter((r) => !r.accepted).length} write(s)`)
+  },
+}
+
+const FAILOVER_SCENARIOS = [slotMigration, clusterFailover, sentinelFailover('plain'), sentinelFailover('wait-replicas'), sentinelDoubleFailover]
 
 module.exports = { FAILOVER_SCENARIOS, migrate }

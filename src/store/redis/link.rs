@@ -116,6 +116,11 @@ impl RedisStore {
         if let Err(e) = self.check_open() {
             return items.iter().map(|_| Err(e.clone())).collect();
         }
+        // Under Sentinel, a look-up after a failed pipeline ends within the batch's time.
+        let deadline = match &self.link {
+            Link::Sentinel(s) => Some(s.deadline()),
+            _ => None,
+        };
         let node = match &self.link {
             Link::Single(node) => node.clone(),
             Link::Sentinel(s) => match s.node().await {
@@ -132,9 +137,9 @@ impl RedisStore {
             cmds.push(wait);
         }
         let first = node.pipeline(&cmds, script).await;
-        if let (Link::Sentinel(sentinel), Err(e)) = (&self.link, &first) {
+        if let (Link::Sentinel(sentinel), Err(e), Some(deadline)) = (&self.link, &first, deadline) {
             // Perhaps the primary changed: look it up for the next batch.
-            sentinel.check_after(e).await;
+            sentinel.check_after(e, deadline).await;
         }
         match first {
             Ok(mut values) => {

@@ -406,18 +406,51 @@ end
 return 1
 "#;
 
-/// New primary (Sentinel, see `super::sentinel`): unless the marker already names this
-/// replication history, lift every slot's fencing counter by a step (creating it at the step)
-/// and mark the history. KEYS: the marker, then every counter. ARGV: the replication id, the
-/// step. Returns 1 if it lifted them, 0 if another client had. Sent with `EVAL`, once per
-/// primary and process.
+/// New primary (Sentinel, see `super::sentinel::enter`): the marker names the configuration
+/// epoch and replication history whose counters were last lifted (`"<epoch> <replid>"`, or a
+/// bare replid: epoch unknown). In a later epoch, lift every slot's fencing counter to at
+/// least the epoch's floor (creating it there); on a new history, add the step on top; then
+/// mark the epoch (the later of the two) and history. Counters are decimal strings without
+/// leading zeros: compared by length, then by digits. KEYS: the marker, then every counter.
+/// ARGV: the epoch (empty: unknown), the replication id, the floor, the step, floor + step.
+/// Returns 1 if it
+/// lifted them, 0 if another client had. Sent with `EVAL`, once per look-up that finds a
+/// primary or epoch new to the client.
 pub static NEW_PRIMARY: LazyLock<String> = LazyLock::new(|| source(NEW_PRIMARY_LUA));
 const NEW_PRIMARY_LUA: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
-for i = 2, #KEYS do
-  redis.call('INCRBY', KEYS[i], ARGV[2])
+local m = redis.call('GET', KEYS[1])
+local seen, history = nil, m
+if m then
+  local e, id = string.match(m, '^(%d+) (.*)$')
+  if e then seen, history = e, id end
 end
-redis.call('SET', KEYS[1], ARGV[1])
+local later = ARGV[1] ~= '' and (seen == nil or tonumber(ARGV[1]) > tonumber(seen))
+local moved = history ~= ARGV[2]
+if not later and not moved then return 0 end
+local floor, lifted = ARGV[3], ARGV[3]
+if moved then lifted = ARGV[5] end
+-- In chunks (unpack's limit): one MGET, one MSET for the counters below the floor.
+for from = 2, #KEYS, 1000 do
+  local to = math.min(from + 999, #KEYS)
+  local counters = redis.call('MGET', unpack(KEYS, from, to))
+  local below = {}
+  for j = from, to do
+    local c = counters[j - from + 1]
+    if later and (not c or #c < #floor or (#c == #floor and c < floor)) then
+      below[#below + 1] = KEYS[j]
+      below[#below + 1] = lifted
+    elseif moved then
+      redis.call('INCRBY', KEYS[j], ARGV[4])
+    end
+  end
+  if #below > 0 then redis.call('MSET', unpack(below)) end
+end
+if later then seen = ARGV[1] end
+if seen then
+  redis.call('SET', KEYS[1], seen .. ' ' .. ARGV[2])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
 return 1
 "#;
 
@@ -577,6 +610,7 @@ mod guard_tests {
             "return redis.call('GET', KEYS[1] .. ':other')",
             "return redis.pcall('INCR', 'deadbolt-guard-test:' .. KEYS[1])",
             "return redis.call('DEL', KEYS[1], KEYS[1] .. ':other')",
+            "return redis.call('MSET', KEYS[1], '1', KEYS[1] .. ':other', '1')",
             "return redis.call('set', KEYS[1] .. ':other', '1', 'PX', 1000)",
             // A command the table does not know fails too, keys or not.
             "return redis.call('EXISTS', KEYS[1])",
@@ -592,6 +626,7 @@ mod guard_tests {
         // still reached for the rest.
         eval(
             "redis.call('SET', KEYS[2], '1', 'PX', 1000)
+             redis.call('MSET', KEYS[1], 'a value, not a key', KEYS[2], '1')
              redis.call('PUBLISH', 'deadbolt-guard-test', '1')
              redis.call('TIME')
              return {redis.call('DEL', KEYS[1], KEYS[2]), redis.REDIS_VERSION_NUM ~= nil}",

@@ -874,8 +874,8 @@ async fn a_primary_of_a_new_replication_history_has_every_counter_lifted_once() 
         false,
     )
     .unwrap();
-    super::sentinel::enter(&node).await.unwrap();
-    super::sentinel::enter(&node).await.unwrap();
+    super::sentinel::enter(&node, None).await.unwrap();
+    super::sentinel::enter(&node, None).await.unwrap();
     let token = |owner: &'static str, k: String| {
         let s = s.clone();
         async move {
@@ -901,6 +901,63 @@ async fn a_primary_of_a_new_replication_history_has_every_counter_lifted_once() 
         .query_async(&mut raw)
         .await
         .unwrap();
-    super::sentinel::enter(&node).await.unwrap();
+    super::sentinel::enter(&node, None).await.unwrap();
     assert_eq!(token("d", k.clone()).await, first + (2 << 32) + 2);
+}
+
+/// A primary met in a later configuration epoch has every counter lifted to the epoch's band
+/// (`epoch` × 2^40) whatever its counters were: a replica promoted with counters from several
+/// failovers back never repeats a token drawn in an earlier epoch; a stale view of the epoch
+/// lifts nothing more than a new history does.
+#[tokio::test]
+async fn a_primary_in_a_later_configuration_epoch_has_every_counter_in_that_epochs_band() {
+    let Some((server, s, mut raw)) = own_server().await else {
+        return;
+    };
+    let node = super::Node::open(
+        redis::Client::open(server.url()).unwrap(),
+        &RedisOptions::default(),
+        false,
+    )
+    .unwrap();
+    let token = |owner: &'static str, k: String| {
+        let s = s.clone();
+        async move {
+            let t = s.acquire_fenced(&k, owner, 10_000).await.unwrap();
+            assert!(LockStore::release(&*s, &k, owner).await.unwrap().released);
+            t
+        }
+    };
+    let k = name();
+    super::sentinel::enter(&node, Some(1)).await.unwrap();
+    let first = token("a", k.clone()).await;
+    assert_eq!(
+        first,
+        (1 << 40) + (1 << 32) + 1,
+        "epoch 1's band, one step up"
+    );
+    super::sentinel::enter(&node, Some(1)).await.unwrap();
+    assert_eq!(
+        token("b", k.clone()).await,
+        first + 1,
+        "lifted once per epoch"
+    );
+    // Epoch 3, counters from far back (a replica that missed epoch 2's primary): the band.
+    let _: () = redis::cmd("SET")
+        .arg(super::keys::fence_key(&k))
+        .arg(5)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    super::sentinel::enter(&node, Some(3)).await.unwrap();
+    assert_eq!(token("c", k.clone()).await, (3 << 40) + 1);
+    // A client whose sentinel still names an older epoch lifts nothing on the same history.
+    super::sentinel::enter(&node, Some(2)).await.unwrap();
+    assert_eq!(token("d", k.clone()).await, (3 << 40) + 2);
+    let mark: String = redis::cmd("GET")
+        .arg(b"\xFFdeadbolt:primary")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(mark.starts_with("3 "), "marker {mark:?}");
 }

@@ -11,8 +11,9 @@
 //! legacy and Redlock tests) therefore checks it.
 
 /// Commands the scripts call, with which of their arguments are keys: `first` the first,
-/// `all` every one, `none` none (a channel is not a key).
-pub const KEY_POSITIONS: [(&str, &str); 13] = [
+/// `all` every one, `pairs` every other from the first (`MSET`), `none` none (a channel is
+/// not a key).
+pub const KEY_POSITIONS: [(&str, &str); 15] = [
     ("GET", "first"),
     ("INCRBY", "first"),
     ("SET", "first"),
@@ -21,6 +22,8 @@ pub const KEY_POSITIONS: [(&str, &str); 13] = [
     ("PTTL", "first"),
     ("APPEND", "first"),
     ("DEL", "all"),
+    ("MGET", "all"),
+    ("MSET", "pairs"),
     ("PUBLISH", "none"),
     ("SPUBLISH", "none"),
     ("PUBSUB", "none"),
@@ -43,8 +46,10 @@ pub fn guard() -> String {
     local kind = positions[string.upper(name)]
     if not kind then error('deadbolt key guard: no key positions known for ' .. name) end
     local n = select('#', ...)
+    local step = 1
     if kind == 'first' then n = math.min(n, 1) elseif kind == 'none' then n = 0 end
-    for i = 1, n do
+    if kind == 'pairs' then step = 2 end
+    for i = 1, n, step do
       local key = select(i, ...)
       if not declared[key] then
         error('deadbolt key guard: undeclared key ' .. tostring(key) .. ' in ' .. name)
