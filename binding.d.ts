@@ -13,12 +13,13 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class NativeClient {
   /**
    * Takes over the lease `owner` holds of `key` as held lock `req` (its handle from then
-   * on): a lock, or with `permits` the permits of semaphore `key`. `token`: the holder's
-   * fencing token as the store showed it; `hasData`: whether a payload is stored with the
-   * lock; `extendEvery`: the heartbeat period (0: none); `maxHold`: -1 for none. Completes
-   * with true, or false when `owner` no longer holds it.
+   * on): a lock, which moves to `newOwner` with a new fencing token (none unless
+   * `fencing`), or with `permits` the permits of semaphore `key`, which keep their owner
+   * and `token` (the holder's fencing token as the store showed it). `extendEvery`: the
+   * heartbeat period (0: none); `maxHold`: -1 for none. Completes with the fencing token
+   * (0: none), or refused when `owner` no longer holds it.
    */
-  adopt(req: number, key: string, owner: string, permits: boolean, token: bigint, ttl: number, hasData: boolean, extendEvery: number, maxHold: number): void
+  adopt(req: number, key: string, owner: string, newOwner: string, permits: boolean, token: bigint, fencing: boolean, ttl: number, extendEvery: number, maxHold: number): void
   /**
    * Stops the heartbeat of held lock `id` for good (its lease lapses at its local deadline
    * unless released; closing the client leaves it to lapse). Returns false when it is not

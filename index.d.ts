@@ -352,9 +352,10 @@ export declare class Lock implements AsyncDisposable {
 
 /**
  * What `adopt` takes: the `owner` whose lease is taken over (a held lock's `owner`), and how
- * it is kept from then on, as `acquire` keeps a lock.
+ * it is kept from then on, as `acquire` keeps a lock (`fencing: false`: a lock adopted
+ * without a fencing token).
  */
-export interface AdoptOptions extends Pick<AcquireOptions, 'ttl' | 'autoExtend' | 'extendEvery' | 'maxHold' | 'onLost'> {
+export interface AdoptOptions extends Pick<AcquireOptions, 'ttl' | 'autoExtend' | 'extendEvery' | 'maxHold' | 'onLost' | 'fencing'> {
   /** The owner token the lease is held under. */
   owner: string
 }
@@ -501,8 +502,9 @@ export declare class Semaphore {
   /** The live holders, read from the store. */
   holders(): Promise<PermitHolder[]>
   /**
-   * Takes over the permits `options.owner` holds (a Permit's `owner`), keeping their token and
-   * count; null when that owner holds none. See `LockClient#adopt`.
+   * Takes over the permits `options.owner` holds (a Permit's `owner`), keeping their owner,
+   * token and count; null when that owner holds none. Unlike a lock's, their former holder
+   * must have stopped extending them (`stopExtending`). See `LockClient#adopt`.
    */
   adopt(options: AdoptOptions): Promise<Permit | null>
   toJSON(): { name: string; limit: number }
@@ -648,9 +650,13 @@ export declare class LockClient implements AsyncDisposable {
   withLock<T>(key: string, options: AcquireOptions, fn: (lock: Lock) => T | Promise<T>): Promise<T>
   /**
    * Takes over the lock `key` that `options.owner` holds (another process's, or this one's
-   * before a restart: see `Lock#stopExtending`), keeping its fencing token; extends and
-   * releases it as that owner from then on. Null when that owner no longer holds it.
+   * before a restart: see `Lock#stopExtending`): in one atomic step of the store it moves to
+   * a new owner of this client, with a new, higher fencing token and its payload, and is
+   * extended and released by this client from then on. Of concurrent adopters one wins; the
+   * former holder hears of its loss at its next renewal at the latest (in this client, at
+   * once). Null when that owner no longer holds it (or another adopter took it first).
    */
+  adopt(key: string, options: AdoptOptions & { fencing: false }): Promise<UnfencedLock | null>
   adopt(key: string, options: AdoptOptions): Promise<Lock | null>
   /**
    * The Web Locks API's `request`, across processes: runs `callback` while holding the lock
@@ -740,7 +746,7 @@ export interface AcquireContext {
   /** Permits asked for: 1 for a lock, a read hold or an election; all of them for a write hold. */
   permits: number
   /**
-   * True for `adopt` (a lease taken over by its owner, once read in the store): `granted`,
+   * True for `adopt` (a lease taken over from its owner, once read in the store): `granted`,
    * `refused` when the lease ended between the read and the take-over, or `error`. An `adopt`
    * that finds no lease of that owner publishes nothing.
    */

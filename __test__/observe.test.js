@@ -304,7 +304,7 @@ test('adopt is published as an acquisition with adopted: true, and one that find
   await adopted.release()
   assert.equal(await next.adopt(key, { owner: lock.owner }), null)
   assert.deepEqual(settled(seen).map((c) => [c.key, c.kind, c.owner, c.adopted, c.result]), [
-    [key, 'lock', lock.owner, true, 'granted'],
+    [key, 'lock', adopted.owner, true, 'granted'],
   ])
   assert.equal(settled(seen)[0].lock, adopted)
 })

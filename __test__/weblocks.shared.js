@@ -12,13 +12,14 @@ const { connect, LockLostError, Lock, Permit, RwHold } = require('..')
 
 /** Starts __test__/fixtures/weblocks-child.js: `said(re)` resolves with the first match. */
 function child(args) {
-  const proc = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'weblocks-child.js'), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const proc = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'weblocks-child.js'), ...args], { stdio: ['pipe', 'pipe', 'inherit'] })
   let out = ''
   proc.stdout.setEncoding('utf8')
   proc.stdout.on('data', (d) => { out += d })
   return {
     said: (re) => eventually(() => re.exec(out) ?? (proc.exitCode !== null && proc.exitCode !== 0 && Promise.reject(new Error(`child exited with ${proc.exitCode}`))), 20000, `the child to print ${re}`),
     exited: () => eventually(() => proc.exitCode !== null, 20000, 'the child to exit').then(() => proc.exitCode),
+    tell: (line) => proc.stdin.write(`${line}\n`),
     kill: () => { if (proc.exitCode === null) proc.kill('SIGKILL') },
   }
 }
@@ -108,7 +109,7 @@ function webLocksTests(c) {
     }
   })
 
-  test('adopt takes over a lock another client holds, keeps its fencing token, then extends and releases it', async (t) => {
+  test('adopt moves a lock another client holds to a new owner with a higher fencing token and its payload, then extends and releases it', async (t) => {
     if (await skipUnlessReady(t)) return
     const other = await otherClient(b.url)
     try {
@@ -117,19 +118,86 @@ function webLocksTests(c) {
       assert.equal(original.stopExtending(), true)
       const adopted = await c.locks().adopt(k, { owner: original.owner, ttl: 2000, autoExtend: true })
       assert.ok(adopted instanceof Lock)
-      assert.equal(adopted.owner, original.owner)
-      assert.equal(adopted.fencingToken, original.fencingToken)
+      assert.notEqual(adopted.owner, original.owner)
+      assert.ok(adopted.owner.startsWith(`${c.locks().clientId}.`), 'an owner of the adopting client')
+      assert.ok(adopted.fencingToken > original.fencingToken)
       // Past the original lease: the adopter's heartbeat keeps it.
       const originalEnd = original.validUntil
       await eventually(() => Date.now() > originalEnd + 100, 10000, 'the original lease to end')
       assert.equal(adopted.held, true)
-      assert.equal((await c.locks().inspect(k)).owner, original.owner)
+      assert.equal((await c.locks().inspect(k)).owner, adopted.owner)
       assert.equal((await c.locks().inspect(k)).data, 'payload')
       assert.equal(await adopted.release(), true)
       assert.equal(await c.locks().inspect(k), null)
     } finally {
       await other.close()
     }
+  })
+
+  test('adopting a lock whose holder still extends it takes it: the former holder hears of its loss at its next renewal', async (t) => {
+    if (await skipUnlessReady(t)) return
+    const other = await otherClient(b.url)
+    try {
+      const k = key('adopt')
+      const original = await other.acquire(k, { ttl: 1500, autoExtend: true })
+      const { signal } = original
+      const adopted = await c.locks().adopt(k, { owner: original.owner, ttl: 1500, autoExtend: true })
+      assert.ok(adopted.fencingToken > original.fencingToken)
+      await eventually(() => signal.aborted, 10000, 'the former holder to hear of its loss')
+      assert.equal(signal.reason.reason, 'not-owned')
+      assert.equal(original.held, false)
+      assert.equal(adopted.held, true)
+      assert.equal((await c.locks().inspect(k)).owner, adopted.owner)
+      assert.equal(await original.release(), false)
+      assert.equal(await adopted.release(), true)
+    } finally {
+      await other.close()
+    }
+  })
+
+  test('of two clients adopting one lock at once, one takes it and the other resolves null', async (t) => {
+    if (await skipUnlessReady(t)) return
+    const [first, second] = [await otherClient(b.url), await otherClient(b.url)]
+    try {
+      const k = key('adopt')
+      const original = await c.locks().acquire(k, { ttl: 5000, autoExtend: true })
+      original.stopExtending()
+      const got = await Promise.all([first.adopt(k, { owner: original.owner }), second.adopt(k, { owner: original.owner })])
+      const won = got.filter((l) => l !== null)
+      assert.equal(won.length, 1, 'one adopter')
+      assert.equal((await c.locks().inspect(k)).owner, won[0].owner)
+      assert.equal(await won[0].release(), true)
+    } finally {
+      await Promise.all([first.close(), second.close()])
+    }
+  })
+
+  test('adopting a lock the same client holds ends the original hold at once', async (t) => {
+    if (await skipUnlessReady(t)) return
+    const locks = c.locks()
+    const k = key('adopt')
+    const original = await locks.acquire(k, { ttl: 5000, autoExtend: true })
+    const { signal } = original
+    const adopted = await locks.adopt(k, { owner: original.owner })
+    assert.equal(original.held, false)
+    await eventually(() => signal.aborted, 5000, 'the original to hear of its loss')
+    assert.equal(signal.reason.reason, 'not-owned')
+    assert.equal(await adopted.release(), true)
+    assert.equal(await locks.inspect(k), null)
+    assert.equal(original.held, false)
+    assert.equal(await original.release(), false)
+  })
+
+  test('a lock adopted with fencing: false has no fencing token', async (t) => {
+    if (await skipUnlessReady(t)) return
+    const locks = c.locks()
+    const k = key('adopt')
+    const original = await locks.acquire(k, { ttl: 5000, fencing: false })
+    original.stopExtending()
+    const adopted = await locks.adopt(k, { owner: original.owner, fencing: false })
+    assert.equal(adopted.fencingToken, null)
+    assert.equal(adopted.toJSON().fencingToken, null)
+    assert.equal(await adopted.release(), true)
   })
 
   test('adopt resolves null when the owner no longer holds the lock', async (t) => {
@@ -201,8 +269,23 @@ function webLocksTests(c) {
     original.stopExtending()
     const adopted = await c.locks().adopt(k, { owner: original.owner, autoExtend: true, ttl: 2000 })
     await other.close()
-    assert.equal((await c.locks().inspect(k))?.owner, original.owner)
+    assert.equal((await c.locks().inspect(k))?.owner, adopted.owner)
     assert.equal(await adopted.release(), true)
+  })
+
+  test('stopExtending on a nested reentrant hold returns false and leaves the shared heartbeat running', async (t) => {
+    if (await skipUnlessReady(t)) return
+    const locks = c.locks()
+    const k = key('stop')
+    const outer = await locks.acquire(k, { reentrant: true, ttl: 1000, autoExtend: true })
+    const inner = await locks.acquire(k, { reentrant: true })
+    assert.equal(inner.stopExtending(), false)
+    const end = outer.validUntil
+    await eventually(() => Date.now() > end + 200, 10000, 'the first lease to have ended')
+    assert.equal(outer.held, true, 'still extended')
+    assert.equal(await inner.release(), true)
+    assert.equal(outer.stopExtending(), true, 'the last open hold may stop it')
+    assert.equal(await outer.release(), true)
   })
 
   if (b.crossProcess) {
@@ -239,7 +322,25 @@ function webLocksTests(c) {
       }
     })
 
-    test('a lock a process stopped extending and left is adopted by another process, keeps its token and outlives its lease', async (t) => {
+    test('web locks: a holder in another process whose callback ends after a steal, before its next heartbeat, rejects with AbortError', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const name = key('web')
+      // The default lease: its next heartbeat is seconds away when the callback ends.
+      const p = child(['hold-until-told', c.target, name])
+      try {
+        await p.said(/held /)
+        await c.locks().request(name, { steal: true }, async () => {
+          p.tell('end')
+          const [, outcome] = await p.said(/(resolved|rejected \S+ \S+)\n/)
+          assert.equal(outcome, 'rejected AbortError ERR_LOCK_LOST')
+        })
+        assert.equal(await p.exited(), 0)
+      } finally {
+        p.kill()
+      }
+    })
+
+    test('a lock a process stopped extending and left is adopted by another process, gets a higher token and outlives its lease', async (t) => {
       if (await skipUnlessReady(t)) return
       const k = key('adopt')
       const p = child(['leave', c.target, k])
@@ -247,10 +348,10 @@ function webLocksTests(c) {
       assert.equal(await p.exited(), 0)
       const lock = await c.locks().adopt(k, { owner, ttl: 1500, autoExtend: true })
       assert.ok(lock, 'the lease was left to lapse, not released, by the closing process')
-      assert.equal(lock.fencingToken, BigInt(token))
+      assert.ok(lock.fencingToken > BigInt(token))
       await eventually(() => Date.now() > Number(validUntil) + 100, 10000, 'the original lease to end')
       assert.equal(lock.held, true)
-      assert.equal((await c.locks().inspect(k)).owner, owner)
+      assert.equal((await c.locks().inspect(k)).owner, lock.owner)
       assert.equal(await lock.release(), true)
     })
 

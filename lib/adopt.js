@@ -1,11 +1,13 @@
 'use strict'
 // Adoption: another client (another process, or this one after a restart) takes over a lock,
-// a semaphore's permits or a read-write hold that `owner` holds, keeps its fencing token, and
-// from then on extends and releases it as that owner. Built on the store contract as it is:
-// the holder is read first (`inspect`, or the semaphore's holders: its token, its permits,
-// whether a payload is stored), then the first extension by owner, an atomic compare-and-set
-// on every store, proves the owner still holds it. Owners are never reused (a client's random
-// prefix and a counter), so the token read belongs to the lease extended.
+// a semaphore's permits or a read-write hold that `owner` holds, and from then on extends and
+// releases it. A lock moves to the adopter's own new owner in one atomic step of the store
+// (its handoff: a compare-and-set of the owner that draws a new fencing token), so of two
+// adopters only one wins, and the former holder's next extension fails: it hears of its loss
+// at its next heartbeat at the latest (in the adopting client, at once). Permits have no such
+// step in the store contract: they are taken over under their owner and keep their token (the
+// holder is read, then its first extension by owner, an atomic compare-and-set, proves the
+// owner still holds them), so their former holder must have stopped extending them.
 
 const v = require('./validate')
 const { Lock } = require('./lock')
@@ -13,7 +15,7 @@ const observe = require('./observe')
 const { own } = v
 
 /** The options `adopt` takes. */
-const ADOPT_OPTIONS = new Set(['owner', 'ttl', 'autoExtend', 'extendEvery', 'maxHold', 'onLost'])
+const ADOPT_OPTIONS = new Set(['owner', 'ttl', 'autoExtend', 'extendEvery', 'maxHold', 'onLost', 'fencing'])
 
 /** Validates adopt's options over the client's defaults: `{ owner, o }`. */
 function checkAdopt(client, options) {
@@ -30,26 +32,30 @@ function checkAdopt(client, options) {
 }
 
 /**
- * Registers the lease `owner` holds of `key` as a lock of `client` (`permit`: { count, Class,
- * kind } for a semaphore's permits). Resolves with the lock, or null when `owner` no longer
- * holds it. Published on `deadbolt:acquire` as an acquisition with `adopted: true`.
+ * Takes over the lease `owner` holds of `key` as a lock of `client` (`permit`: { count, Class,
+ * kind, token } for a semaphore's permits, which keep `owner` and `token`; a lock moves to a
+ * new owner of this client and gets a new token). Resolves with the lock, or null when
+ * `owner` no longer holds it. Published on `deadbolt:acquire` as an acquisition with
+ * `adopted: true`.
  */
-function adoptHeld(client, native, key, owner, o, token, hasData, permit) {
+function adoptHeld(client, native, key, owner, o, permit) {
   return new Promise((resolve, reject) => {
     const kind = permit === undefined ? 'lock' : permit.kind
-    const trace = observe.acquireStart(client, key, kind, o.ttl, owner, permit === undefined ? 1 : permit.count, true)
+    // A lock's new owner: this client's, as an acquisition's.
+    const ownerSeq = permit === undefined ? ++client._owners : owner
+    const newOwner = permit === undefined ? client._ownerPrefix + ownerSeq.toString(36) : owner
+    const trace = observe.acquireStart(client, key, kind, o.ttl, ownerSeq, permit === undefined ? 1 : permit.count, true)
     const pending = {
       // A loss reported before the adoption's own completion (see Native#settle).
       lostEarly: null,
-      resolve(ok) {
-        if (!ok) {
+      resolve(token) {
+        if (token === false) {
           if (trace !== null) observe.acquireSettled(trace, 'refused', null, null)
           return resolve(null)
         }
-        const t = token <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(token) : token
         const lock = permit === undefined
-          ? new Lock(client, req, key, owner, t, o.ttl, o.onLost)
-          : new permit.Class(client, req, key, owner, t, o.ttl, o.onLost, permit.count)
+          ? new Lock(client, req, key, ownerSeq, o.fencing === false ? 0 : token, o.ttl, o.onLost)
+          : new permit.Class(client, req, key, owner, token, o.ttl, o.onLost, permit.count)
         native.holders.set(req, lock)
         if (trace !== null) observe.acquireSettled(trace, 'granted', lock, null)
         else observe.noteGrant(lock, kind, client._store)
@@ -66,8 +72,8 @@ function adoptHeld(client, native, key, owner, o, token, hasData, permit) {
     }
     const req = native.track(pending)
     try {
-      native.addon.adopt(req, key, owner, permit !== undefined, token, o.ttl, hasData,
-        o.autoExtend ? o.extendEvery : 0, o.maxHold === Infinity ? -1 : o.maxHold)
+      native.addon.adopt(req, key, owner, newOwner, permit !== undefined, permit === undefined ? 0n : BigInt(permit.token),
+        o.fencing !== false, o.ttl, o.autoExtend ? o.extendEvery : 0, o.maxHold === Infinity ? -1 : o.maxHold)
     } catch (err) {
       native.pending.delete(req)
       pending.reject(err)
@@ -82,9 +88,10 @@ async function adoptLock(client, key, options) {
   v.checkKey(key)
   const { owner, o } = checkAdopt(client, options)
   const native = client._native()
+  // Read first, so that an adopt finding no lease of that owner publishes nothing.
   const info = await client.inspect(key)
   if (info === null || info.owner !== owner) return null
-  return adoptHeld(client, native, key, owner, o, info.fencingToken ?? 0n, info.data !== null, undefined)
+  return adoptHeld(client, native, key, owner, o, undefined)
 }
 
 /**
@@ -99,7 +106,9 @@ async function adoptPermits(sem, options, kindOf) {
   const holder = (await sem.holders()).find((h) => h.owner === owner)
   if (holder === undefined) return null
   const kind = kindOf(holder.permits)
-  return adoptHeld(client, native, sem.name, owner, o, BigInt(holder.fencingToken), false, { count: holder.permits, Class: sem._Permit, kind })
+  const token = BigInt(holder.fencingToken)
+  const t = token <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(token) : token
+  return adoptHeld(client, native, sem.name, owner, o, { count: holder.permits, Class: sem._Permit, kind, token: t })
 }
 
 module.exports = { adoptLock, adoptPermits }

@@ -295,9 +295,11 @@ class LockClient {
 
   /**
    * Takes over the lock `key` that `options.owner` holds (another process's, or this one's
-   * before a restart): keeps its fencing token, and extends and releases it from now on.
-   * Resolves with the Lock, or null when that owner no longer holds it. Options: `owner`,
-   * and `ttl`, `autoExtend`, `extendEvery`, `maxHold`, `onLost` as for `acquire`.
+   * before a restart): it moves atomically to a new owner of this client with a new fencing
+   * token, and is extended and released from now on by this client; the former holder hears
+   * of its loss at its next renewal (in this client, at once). Resolves with the Lock, or
+   * null when that owner no longer holds it. Options: `owner`, and `ttl`, `autoExtend`,
+   * `extendEvery`, `maxHold`, `onLost`, `fencing` as for `acquire`.
    */
   adopt(key, options) {
     return adoptLock(this, key, options)

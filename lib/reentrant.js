@@ -73,9 +73,12 @@ class Hold extends Lock {
     await this._entry.lock.extend(ttl)
   }
 
-  /** Stops the shared lease's heartbeat for every hold (see Lock#stopExtending). */
+  /**
+   * Stops the shared lease's heartbeat (see Lock#stopExtending), only from the one hold left
+   * open: while other holds share the lock, it is theirs too, and this returns false.
+   */
   stopExtending() {
-    return this._state === HELD && this._entry.lock.stopExtending()
+    return this._state === HELD && this._entry.holds === 1 && this._entry.lock.stopExtending()
   }
 
   /**

@@ -26,6 +26,7 @@ const v = require('./validate')
 const { debug } = require('./debug')
 const { abortReason } = require('./pending')
 const { ONCE } = require('./options')
+const { LockLostError } = require('./errors')
 const { own } = v
 
 /** The options `request` takes (the specification's). */
@@ -186,21 +187,50 @@ async function run(client, name, mode, hold, callback) {
       return null
     })
   let onAbort = null
+  let outcome
+  let failure = null
   try {
-    return await new Promise((resolve, reject) => {
+    outcome = await new Promise((resolve, reject) => {
       onAbort = () => reject(lostError(name, signal.reason))
       if (signal.aborted) return onAbort()
       signal.addEventListener('abort', onAbort, ONCE)
       Promise.resolve().then(() => callback(lock)).then(resolve, reject)
     })
-  } finally {
-    signal.removeEventListener('abort', onAbort)
-    localHolds.delete(hold.owner)
-    await Promise.all([hold.release(), marker?.release()]).catch((err) => {
-      // The lease then lapses by its ttl.
-      debug(() => `web lock ${JSON.stringify(name)}: release failed (${err.code})`)
-    })
+  } catch (err) {
+    failure = { err }
   }
+  signal.removeEventListener('abort', onAbort)
+  localHolds.delete(hold.owner)
+  const released = await release(name, hold, marker)
+  // Not released because it was no longer held, with no loss heard yet: stolen by another
+  // process (or its lease ended) before a heartbeat could tell. The specification rejects a
+  // stolen request, whatever its callback did.
+  if (!released && !signal.aborted) throw lostError(name, notOwned(hold))
+  if (failure !== null) throw failure.err
+  return outcome
+}
+
+/**
+ * Releases `hold` and its query `marker`. Resolves false when the hold was no longer held;
+ * true when released, or when the store failed (the lease then lapses by its ttl: no loss
+ * was heard).
+ */
+async function release(name, hold, marker) {
+  try {
+    const [released] = await Promise.all([hold.release(), marker?.release()])
+    return released
+  } catch (err) {
+    debug(() => `web lock ${JSON.stringify(name)}: release failed (${err.code})`)
+    return true
+  }
+}
+
+/** The LockLostError of `hold`, found taken by another owner when it was released. */
+function notOwned(hold) {
+  const err = new LockLostError(`Lock on "${hold.key}" was released or taken by another owner`, { reason: 'not-owned' })
+  err.key = hold.key
+  err.fencingToken = hold.fencingToken
+  return err
 }
 
 /** Registers `taking`, `client`'s steal of `name`, until it settles; returns it. */

@@ -2,6 +2,7 @@
 //! lock's heartbeat, and evicting a semaphore holder (see `core::session::adopt`).
 
 use super::client::{succeeded, NativeClient};
+use super::completions::Completions;
 use crate::core::kind::Kind;
 use crate::core::options::AutoExtend;
 use crate::core::session::AdoptSpec;
@@ -12,10 +13,11 @@ use napi_derive::napi;
 #[napi]
 impl NativeClient {
     /// Takes over the lease `owner` holds of `key` as held lock `req` (its handle from then
-    /// on): a lock, or with `permits` the permits of semaphore `key`. `token`: the holder's
-    /// fencing token as the store showed it; `hasData`: whether a payload is stored with the
-    /// lock; `extendEvery`: the heartbeat period (0: none); `maxHold`: -1 for none. Completes
-    /// with true, or false when `owner` no longer holds it.
+    /// on): a lock, which moves to `newOwner` with a new fencing token (none unless
+    /// `fencing`), or with `permits` the permits of semaphore `key`, which keep their owner
+    /// and `token` (the holder's fencing token as the store showed it). `extendEvery`: the
+    /// heartbeat period (0: none); `maxHold`: -1 for none. Completes with the fencing token
+    /// (0: none), or refused when `owner` no longer holds it.
     #[allow(clippy::too_many_arguments)]
     #[napi(catch_unwind)]
     pub fn adopt(
@@ -23,10 +25,11 @@ impl NativeClient {
         req: f64,
         key: String,
         owner: String,
+        new_owner: String,
         permits: bool,
         token: BigInt,
+        fencing: bool,
         ttl: f64,
-        has_data: bool,
         extend_every: f64,
         max_hold: f64,
     ) {
@@ -38,15 +41,16 @@ impl NativeClient {
         let spec = AdoptSpec {
             key,
             owner,
+            new_owner,
             kind: if permits { Kind::Permits } else { Kind::Lock },
             token,
+            fencing,
             ttl_ms: ttl.max(1.0) as u64,
-            has_data,
             auto_extend,
         };
         let session = self.session.clone();
         let id = req as u64;
-        self.spawn(req, async move { session.adopt(id, spec).await }, succeeded);
+        self.spawn(req, async move { session.adopt(id, spec).await }, granted);
     }
 
     /// Stops the heartbeat of held lock `id` for good (its lease lapses at its local deadline
@@ -67,5 +71,13 @@ impl NativeClient {
             async move { session.evict_permits(&name, &owner).await },
             succeeded,
         );
+    }
+}
+
+/// Completes an adoption: granted with the lock's fencing token, or refused.
+fn granted(completions: &Completions, req: f64, token: Option<u64>) {
+    match token {
+        Some(token) => completions.granted(req, token),
+        None => succeeded(completions, req, false),
     }
 }

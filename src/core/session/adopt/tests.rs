@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::core::error::LostReason;
+use crate::core::options::AcquireSpec;
 use crate::core::session::EventSink;
 use crate::store::open::ConnectOptions;
 use crate::store::{PermitRequest, ValueFormat};
@@ -21,10 +22,11 @@ fn spec(key: &str, owner: &str, kind: Kind, token: u64) -> AdoptSpec {
     AdoptSpec {
         key: key.into(),
         owner: owner.into(),
+        new_owner: format!("{owner}-adopted"),
         kind,
         token,
+        fencing: true,
         ttl_ms: 60_000,
-        has_data: false,
         auto_extend: Some(AutoExtend {
             every: Duration::from_secs(20),
             max_hold: None,
@@ -33,16 +35,24 @@ fn spec(key: &str, owner: &str, kind: Kind, token: u64) -> AdoptSpec {
 }
 
 #[tokio::test]
-async fn a_lease_is_adopted_by_its_owner_and_released_by_the_adopter() {
+async fn a_lock_is_adopted_under_a_new_owner_and_token_and_released_by_the_adopter() {
     let s = session();
     let store = s.engine().unwrap().store().clone();
     let token = store
-        .try_acquire("k", "o", 60_000, None, ValueFormat::Fenced)
+        .try_acquire("k", "o", 60_000, Some(b"payload"), ValueFormat::Fenced)
         .await
         .unwrap()
         .unwrap();
-    assert!(s.adopt(7, spec("k", "o", Kind::Lock, token)).await.unwrap());
+    let adopted = s.adopt(7, spec("k", "o", Kind::Lock, 0)).await.unwrap();
+    assert!(adopted.unwrap() > token);
     assert!(s.is_held(7));
+    let info = store.inspect("k").await.unwrap().unwrap();
+    assert_eq!(info.owner, "o-adopted");
+    assert_eq!(info.data.as_deref(), Some(&b"payload"[..]));
+    assert!(
+        !store.extend("k", "o", 60_000, true).await.unwrap(),
+        "the former owner lost it"
+    );
     assert!(s.release(7).await.unwrap());
     assert_eq!(store.inspect("k").await.unwrap(), None);
 }
@@ -55,8 +65,14 @@ async fn nothing_is_adopted_from_an_owner_that_does_not_hold_it() {
         .try_acquire("k", "someone", 60_000, None, ValueFormat::Fenced)
         .await
         .unwrap();
-    assert!(!s.adopt(7, spec("k", "o", Kind::Lock, 1)).await.unwrap());
-    assert!(!s.adopt(8, spec("free", "o", Kind::Lock, 1)).await.unwrap());
+    assert_eq!(
+        s.adopt(7, spec("k", "o", Kind::Lock, 1)).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        s.adopt(8, spec("free", "o", Kind::Lock, 1)).await.unwrap(),
+        None
+    );
     assert_eq!(s.held_count(), 0);
 }
 
@@ -69,11 +85,18 @@ async fn closing_leaves_a_lock_whose_heartbeat_was_stopped() {
         .await
         .unwrap()
         .unwrap();
-    assert!(s.adopt(7, spec("k", "o", Kind::Lock, token)).await.unwrap());
+    assert!(s
+        .adopt(7, spec("k", "o", Kind::Lock, token))
+        .await
+        .unwrap()
+        .is_some());
     assert!(s.stop_extending(7));
     assert!(s.is_held(7), "still held until its lease ends");
     assert_eq!(s.close().await, 0);
-    assert_eq!(store.inspect("k").await.unwrap().unwrap().owner, "o");
+    assert_eq!(
+        store.inspect("k").await.unwrap().unwrap().owner,
+        "o-adopted"
+    );
 }
 
 #[tokio::test]
@@ -90,13 +113,80 @@ async fn permits_are_adopted_and_another_owner_s_are_evicted() {
     };
     let token = store.acquire_permits(&ask("a")).await.unwrap().unwrap();
     store.acquire_permits(&ask("b")).await.unwrap().unwrap();
-    assert!(s
-        .adopt(7, spec("sem", "a", Kind::Permits, token))
-        .await
-        .unwrap());
+    assert_eq!(
+        s.adopt(7, spec("sem", "a", Kind::Permits, token))
+            .await
+            .unwrap(),
+        Some(token)
+    );
     assert!(s.evict_permits("sem", "b").await.unwrap());
     assert!(!s.evict_permits("sem", "b").await.unwrap(), "already gone");
     let holders = store.permits("sem").await.unwrap();
     assert_eq!(holders.len(), 1);
     assert_eq!(holders[0].owner, "a");
+}
+
+#[tokio::test]
+async fn of_two_adopters_of_one_lock_only_one_takes_it() {
+    let s = session();
+    let store = s.engine().unwrap().store().clone();
+    store
+        .try_acquire("k", "o", 60_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut second = spec("k", "o", Kind::Lock, 0);
+    second.new_owner = "other-adopter".into();
+    let (a, b) = tokio::join!(
+        s.adopt(7, spec("k", "o", Kind::Lock, 0)),
+        s.adopt(8, second)
+    );
+    let won = [a.unwrap().is_some(), b.unwrap().is_some()];
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+    assert_eq!(s.held_count(), 1);
+}
+
+#[tokio::test]
+async fn adopting_a_lock_this_session_holds_ends_the_former_hold_at_once() {
+    let s = session();
+    let acquire = AcquireSpec {
+        key: "k".into(),
+        owner: "o".into(),
+        ttl_ms: 60_000,
+        wait: None,
+        max_attempts: None,
+        retry_delay: Duration::from_millis(10),
+        jitter: 0.0,
+        data: None,
+        auto_extend: spec("k", "o", Kind::Lock, 0).auto_extend,
+        watch_expiry: false,
+        report_extensions: false,
+        format: ValueFormat::Fenced,
+        permits: None,
+    };
+    assert!(s.acquire(1, acquire, None).await.unwrap().is_some());
+    assert!(s.is_held(1));
+    assert!(s
+        .adopt(7, spec("k", "o", Kind::Lock, 0))
+        .await
+        .unwrap()
+        .is_some());
+    assert!(!s.is_held(1), "the former hold is lost");
+    assert!(s.is_held(7));
+    assert!(!s.release(1).await.unwrap());
+    assert!(s.release(7).await.unwrap());
+}
+
+#[tokio::test]
+async fn an_unfenced_lock_is_adopted_without_a_token() {
+    let s = session();
+    let store = s.engine().unwrap().store().clone();
+    store
+        .try_acquire("k", "o", 60_000, None, ValueFormat::Fenced)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut unfenced = spec("k", "o", Kind::Lock, 0);
+    unfenced.fencing = false;
+    assert_eq!(s.adopt(7, unfenced).await.unwrap(), Some(0));
 }
