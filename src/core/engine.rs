@@ -450,15 +450,14 @@ impl Engine {
         // Loops only when a waiter left while permits handed to it were on the way: they are
         // released (or handed on) in turn.
         loop {
-            // The first waiter no other release is handing permits to.
+            // The first waiter no other release is handing permits to, unless that would
+            // pass over one whose handoff is still on its way.
             let next = {
-                let queues = self.queues.lock().unwrap();
-                queues.of(Kind::Permits).get(key).and_then(|q| {
-                    q.waiters
-                        .iter()
-                        .find(|w| !w.claimed.swap(true, Ordering::AcqRel))
-                        .cloned()
-                })
+                let mut queues = self.queues.lock().unwrap();
+                queues
+                    .of_mut(Kind::Permits)
+                    .get_mut(key)
+                    .and_then(|q| q.next_for_permits())
             };
             let Some((waiter, spec)) = next.and_then(|w| w.permits.map(|p| (w, p))) else {
                 let outcome = self.store.release_permits(key, &owner).await;

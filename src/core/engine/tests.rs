@@ -592,3 +592,75 @@ async fn waiters_that_ask_at_once_are_granted_in_the_order_they_asked_whatever_o
     assert_eq!(*order.lock().unwrap(), (0..300).collect::<Vec<_>>());
     assert_eq!(e.waiting(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_release_hands_no_permits_past_a_waiter_whose_own_handoff_is_on_its_way() {
+    // A read-write lock of two permits (a reader takes one, the writer both): readers a and
+    // b read; writer w waits, its own first request still on its way to the store, and
+    // reader r waits behind it. a's release hands a's permit on to w (the head); b's
+    // release, meanwhile, must not hand b's permit to r, which would read before the writer
+    // that asked first.
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    let permits = |owner: &str, count, wait| AcquireSpec {
+        permits: Some(PermitSpec { count, limit: 2 }),
+        ..spec("s", owner, 60_000, wait)
+    };
+    let none = CancellationToken::new();
+    for owner in ["a", "b"] {
+        let s = permits(owner, 1, Some(Duration::ZERO));
+        e.acquire(&s, &none).await.unwrap().expect("free");
+    }
+    let (w_asked, w_go) = probe.hold("w");
+    let writer = {
+        let (e, s) = (e.clone(), permits("w", 2, None));
+        tokio::spawn(async move { e.acquire(&s, &CancellationToken::new()).await })
+    };
+    w_asked.notified().await;
+    let reader = {
+        let (e, s) = (e.clone(), permits("r", 1, None));
+        tokio::spawn(async move { e.acquire(&s, &CancellationToken::new()).await })
+    };
+    settle().await;
+    assert_eq!(e.waiting(), 2);
+    let (handing_entered, handing_go) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    *probe.handoff_gate.lock().unwrap() = Some((handing_entered.clone(), handing_go.clone()));
+    let handing = {
+        let e = e.clone();
+        tokio::spawn(async move { e.release_permits("s", "a").await })
+    };
+    handing_entered.notified().await;
+    assert!(e.release_permits("s", "b").await.unwrap());
+    settle().await;
+    assert!(
+        !reader.is_finished(),
+        "the reader was granted before the writer queued ahead of it"
+    );
+    handing_go.notify_one();
+    assert!(handing.await.unwrap().unwrap());
+    w_go.notify_one();
+    writer
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the writer is granted");
+    settle().await;
+    assert!(!reader.is_finished(), "the reader reads beside the writer");
+    let holders = e.permits("s").await.unwrap();
+    assert_eq!(
+        holders
+            .iter()
+            .map(|h| (h.owner.as_str(), h.permits))
+            .collect::<Vec<_>>(),
+        vec![("w", 2)]
+    );
+    assert!(e.release_permits("s", "w").await.unwrap());
+    reader
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the reader is granted");
+}
