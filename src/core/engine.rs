@@ -207,7 +207,8 @@ impl Engine {
     /// Waiters for a key in this process are granted in the order they called: each joins the
     /// key's queue before its first await (so in the order the calls were made, when they are
     /// made from one thread), and only the queue's head asks the store; a releaser hands the
-    /// lock to the head. Alone in the queue, a lock's waiter asks the store at once.
+    /// lock to the head. Alone in the queue, a lock's waiter asks the store at once; a try
+    /// (one attempt, or no wait) asks beside the queue, and only when nobody here waits.
     ///
     /// # Cancel Safety
     /// Cancel safe through `cancel`: when it fires, the call returns `Aborted` and leaves no
@@ -226,9 +227,10 @@ impl Engine {
         if cancel.is_cancelled() {
             return Err(LockError::Aborted);
         }
-        if kind == Kind::Permits && single_shot {
-            // A semaphore's try takes no place in the local queue: several may each find
-            // permits, and it holds nobody back. It never barges past local waiters either.
+        if single_shot {
+            // A try takes no place in the local queue: it holds nobody back (a semaphore's
+            // tries may each find permits, and each try meets the store's own answer, an
+            // error included). It never barges past local waiters either.
             if self.queues.lock().unwrap().of(kind).contains_key(&spec.key) {
                 return Ok(None);
             }
@@ -254,10 +256,6 @@ impl Engine {
             let mut queues = self.queues.lock().unwrap();
             let queue = queues.of_mut(kind).entry(spec.key.clone()).or_default();
             let contended = !queue.waiters.is_empty();
-            if contended && single_shot {
-                // Others here already wait for it: it is busy, and a try must not barge.
-                return Ok(None);
-            }
             queue.waiters.push_back(waiter.clone());
             let slot = Slot {
                 engine: self.clone(),
