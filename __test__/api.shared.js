@@ -421,6 +421,43 @@ function apiSuite(b) {
       assert.deepEqual(served, new Array(10).fill(5))
     })
 
+    test('300 waiters of one client on one key are granted in the order they asked', { timeout: 120_000 }, async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key()
+      const order = []
+      await Promise.all(Array.from({ length: 300 }, (_, i) => locks.acquire(k, { wait: 100_000 }).then((lock) => {
+        order.push(i)
+        return lock.release()
+      })))
+      // Grants that went to a waiter while one that asked earlier still waited.
+      const granted = new Set()
+      let next = 0
+      let early = 0
+      for (const w of order) {
+        granted.add(w)
+        if (w !== next) early++
+        while (granted.has(next)) next++
+      }
+      assert.deepEqual(order, Array.from({ length: 300 }, (_, i) => i), `${early} of 300 granted before an earlier waiter, first ${order.slice(0, 5)}`)
+    })
+
+    test('waiters of two clients of one store in one thread are granted in the order they asked', { timeout: 120_000 }, async (t) => {
+      if (await skipUnlessReady(t)) return
+      // Same URL and options: the two clients share the engine, and so its queue for the key.
+      const other = await connect(b.url)
+      try {
+        const k = key()
+        const order = []
+        await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 3 ? locks : other).acquire(k, { wait: 100_000 }).then((lock) => {
+          order.push(i)
+          return lock.release()
+        })))
+        assert.deepEqual(order, Array.from({ length: 100 }, (_, i) => i))
+      } finally {
+        await other.close()
+      }
+    })
+
     test('after heavy contention the engine keeps nothing: no holds, waiters, timers or subscriptions', async (t) => {
       if (await skipUnlessReady(t)) return
       const own = await connect(b.url)

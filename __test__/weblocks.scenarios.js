@@ -77,6 +77,22 @@ const scenarios = [
     assert.equal(exclusive, true)
   }],
 
+  ['requests made at once are granted in order: none before an exclusive one asked for earlier has ended', async (locks, name) => {
+    // 200 requests in one tick, every fifth exclusive, each callback lasting a turn of the
+    // event loop. A shared request waits for the exclusive ones queued ahead of it, and an
+    // exclusive one for every request ahead of it.
+    const modes = Array.from({ length: 200 }, (_, i) => (i % 5 === 2 ? 'exclusive' : 'shared'))
+    const ended = modes.map(() => false)
+    const overtaken = []
+    await Promise.all(modes.map((mode, i) => locks.request(name, { mode }, async () => {
+      const ahead = modes.findIndex((m, j) => j < i && !ended[j] && (mode === 'exclusive' || m === 'exclusive'))
+      if (ahead >= 0) overtaken.push(`${mode} #${i} before #${ahead} (${modes[ahead]}) ended`)
+      await new Promise((resolve) => setImmediate(resolve))
+      ended[i] = true
+    })))
+    assert.deepEqual(overtaken, [])
+  }],
+
   ['a callback that throws rejects the request with its error and frees the lock', async (locks, name) => {
     const boom = new Error('boom')
     await assert.rejects(locks.request(name, () => { throw boom }), (err) => err === boom)

@@ -64,6 +64,14 @@ const FLAGS = Object.freeze({
 
 const SETTLED = Promise.resolve()
 
+/**
+ * The client of this thread with operations queued and not yet submitted, if any. When another
+ * client queues one, that client's go first: clients of one store share its engine's queue per
+ * key (src/core/engine.rs), and acquisitions are granted in the order they reach it, so the
+ * order of the calls across the clients of a thread is kept.
+ */
+let queuing = null
+
 /** Numbers the operations buffer starts with (an acquisition takes ACQUIRE_LEN). */
 const OPS_START = 1024
 /** Numbers a drain takes in one go (three per completion); a larger batch comes whole. */
@@ -188,6 +196,10 @@ class Native {
   }
 
   queueOps() {
+    if (queuing !== this) {
+      if (queuing !== null) queuing.flushOps()
+      queuing = this
+    }
     if (!this.flushQueued) {
       this.flushQueued = true
       // A reaction on a settled promise, not `queueMicrotask`: Node's makes an AsyncResource
@@ -267,6 +279,7 @@ class Native {
   /** Submits the queued operations now. */
   flushOps() {
     this.flushQueued = false
+    if (queuing === this) queuing = null
     const len = this.opsLen
     if (len === 0) return
     const { strings, data, opRequests } = this

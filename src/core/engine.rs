@@ -48,8 +48,6 @@ pub struct Engine {
     queues: Mutex<Queues>,
     scheduler: Scheduler,
     next_waiter: AtomicU64,
-    /// Counts local releases, so a waiter can tell that one happened while it joined a queue.
-    releases: AtomicU64,
     /// Clean-ups of grants whose reply was lost (`engine/orphans.rs`).
     orphans: orphans::Orphans,
 }
@@ -103,7 +101,6 @@ impl Engine {
                 store,
                 queues: Mutex::new(Queues::default()),
                 next_waiter: AtomicU64::new(1),
-                releases: AtomicU64::new(0),
                 orphans: orphans::Orphans::default(),
             }
         });
@@ -207,8 +204,11 @@ impl Engine {
     /// Tries to take `spec.key`, waiting as the spec allows. Returns the grant, or `None` when
     /// the lock stayed busy until the deadline or the attempts ran out.
     ///
-    /// Uncontended (nobody in this process waits for the key) it asks the store at once and
-    /// touches no queue; only a refusal makes it queue.
+    /// Waiters for a key in this process are granted in the order they called: each joins the
+    /// key's queue before its first await (so in the order the calls were made, when they are
+    /// made from one thread), and only the queue's head asks the store; a releaser hands the
+    /// lock to the head. Alone in the queue, a lock's waiter asks the store at once; a try
+    /// (one attempt, or no wait) asks beside the queue, and only when nobody here waits.
     ///
     /// # Cancel Safety
     /// Cancel safe through `cancel`: when it fires, the call returns `Aborted` and leaves no
@@ -227,24 +227,14 @@ impl Engine {
         if cancel.is_cancelled() {
             return Err(LockError::Aborted);
         }
-        let contended = self.queues.lock().unwrap().of(kind).contains_key(&spec.key);
-        if contended && single_shot {
-            // Others here already wait for it: it is busy, and a try must not barge.
-            return Ok(None);
-        }
-        let releases_before = self.releases.load(Ordering::Acquire);
-        // A semaphore's waiter that may wait joins the local queue first: only the head of a
-        // process holds a place in the store's queue (places of waiters that do not ask would
-        // hold everyone back until they lapse).
-        let fast = !contended && (kind == Kind::Lock || single_shot);
-        if fast {
-            attempts = 1;
-            if let Some(token) = self.attempt(spec, false, cancel).await? {
-                return Ok(Some(token));
-            }
-            if single_shot {
+        if single_shot {
+            // A try takes no place in the local queue: it holds nobody back (a semaphore's
+            // tries may each find permits, and each try meets the store's own answer, an
+            // error included). It never barges past local waiters either.
+            if self.queues.lock().unwrap().of(kind).contains_key(&spec.key) {
                 return Ok(None);
             }
+            return self.attempt(spec, false, cancel).await;
         }
         let waiter = Arc::new(Waiter {
             id: self.next_waiter.fetch_add(1, Ordering::Relaxed),
@@ -259,27 +249,38 @@ impl Engine {
             room: AtomicU32::new(u32::MAX),
             mailbox: Mutex::new(Mailbox::default()),
         });
-        let mut slot = {
+        // The waiter joins the queue before anything is awaited: later callers queue behind
+        // it even while its first request is on its way (were it to ask outside the queue,
+        // they would ask too, and the store would pick whichever request it saw first).
+        let (contended, mut slot) = {
             let mut queues = self.queues.lock().unwrap();
-            queues
-                .of_mut(kind)
-                .entry(spec.key.clone())
-                .or_default()
-                .waiters
-                .push_back(waiter.clone());
-            Slot {
+            let queue = queues.of_mut(kind).entry(spec.key.clone()).or_default();
+            let contended = !queue.waiters.is_empty();
+            queue.waiters.push_back(waiter.clone());
+            let slot = Slot {
                 engine: self.clone(),
                 key: spec.key.clone(),
                 kind,
                 waiter: waiter.clone(),
                 acquired: false,
                 queued_in_store: false,
-            }
+            };
+            (contended, slot)
         };
-        // After a refusal on the fast path the next look waits for a wake-up or a poll, unless
-        // a local release slipped in before we were queued to hear it.
-        let mut try_now =
-            !fast || contended || self.releases.load(Ordering::Acquire) != releases_before;
+        let mut try_now = true;
+        if !contended && kind == Kind::Lock {
+            // Alone in the queue: ask at once, before subscribing to release announcements, so
+            // an acquisition nobody contends costs one request. (A semaphore's head subscribes
+            // first and asks with a place in the store's queue, below.)
+            attempts = 1;
+            if let Some(token) = self.attempt(spec, false, cancel).await? {
+                slot.acquired = true;
+                return Ok(Some(earliest(token, waiter.take_grant())));
+            }
+            // Refused: the next look waits for a release (a local one hands the lock over or
+            // wakes this head, as it is queued already) or a poll, unless it subscribes now.
+            try_now = false;
+        }
         loop {
             // (A grant waiting in the mailbox of a cancelled waiter is given back by the
             // slot's drop.)
@@ -447,19 +448,17 @@ impl Engine {
         // Loops only when a waiter left while permits handed to it were on the way: they are
         // released (or handed on) in turn.
         loop {
-            // The first waiter no other release is handing permits to.
+            // The first waiter no other release is handing permits to, unless that would
+            // pass over one whose handoff is still on its way.
             let next = {
-                let queues = self.queues.lock().unwrap();
-                queues.of(Kind::Permits).get(key).and_then(|q| {
-                    q.waiters
-                        .iter()
-                        .find(|w| !w.claimed.swap(true, Ordering::AcqRel))
-                        .cloned()
-                })
+                let mut queues = self.queues.lock().unwrap();
+                queues
+                    .of_mut(Kind::Permits)
+                    .get_mut(key)
+                    .and_then(|q| q.next_for_permits())
             };
             let Some((waiter, spec)) = next.and_then(|w| w.permits.map(|p| (w, p))) else {
                 let outcome = self.store.release_permits(key, &owner).await;
-                self.releases.fetch_add(1, Ordering::AcqRel);
                 self.wake(key, Kind::Permits, true);
                 return outcome.map(|o| *released.get_or_insert(o.released));
             };
@@ -476,7 +475,6 @@ impl Engine {
             let claim = Claim::new(waiter.clone());
             let sent = Instant::now();
             let handed = self.store.handoff_permits(&owner, &next).await;
-            self.releases.fetch_add(1, Ordering::AcqRel);
             let handed = match handed {
                 Ok(h) => h,
                 Err(e) => {
@@ -536,7 +534,6 @@ impl Engine {
         loop {
             let Some(waiter) = self.next_for_handoff(key) else {
                 let outcome = self.store.release_held(key, &owner, had_data).await;
-                self.releases.fetch_add(1, Ordering::AcqRel);
                 if matches!(outcome, Ok(o) if o.others_waiting) && self.has_waiters(key) {
                     // Handoffs kept the key in this process for a while and other processes
                     // wait for it: they heard the release, let them have it first.
@@ -562,7 +559,6 @@ impl Engine {
                     },
                 )
                 .await;
-            self.releases.fetch_add(1, Ordering::AcqRel);
             let token = match handed {
                 Ok(HandoffOutcome::Handed(token)) => {
                     crate::debug!("handoff {key:?}: to the next local waiter, token {token}");

@@ -163,6 +163,32 @@ pub(super) struct KeyQueue {
     pub(super) watching: bool,
     /// Handoffs in a row since the key was last really released.
     pub(super) handoffs: u32,
+    /// A semaphore's release freed permits without handing them to anyone, because a waiter
+    /// ahead was still waiting for a handoff ([`KeyQueue::next_for_permits`]): the head that
+    /// leaves next with its grant lets its successor look at once, whatever room its own
+    /// handoff reported.
+    pub(super) recheck: bool,
+}
+
+impl KeyQueue {
+    /// The waiter a release of a semaphore's permits hands them to, claimed for it: the first
+    /// one no other release is handing permits to, provided every waiter ahead of it already
+    /// has its grant in its mailbox. A waiter ahead whose handoff is still on its way may yet
+    /// be refused (what it asks for may not fit), and permits handed past it would let a
+    /// later waiter overtake it (a reader the writer ahead of it): then nobody, and the
+    /// release frees the permits and notes it ([`KeyQueue::recheck`]).
+    pub(super) fn next_for_permits(&mut self) -> Option<Arc<Waiter>> {
+        for w in &self.waiters {
+            if !w.claimed.swap(true, Ordering::AcqRel) {
+                return Some(w.clone());
+            }
+            if w.mailbox.lock().unwrap().grant.is_none() {
+                break;
+            }
+        }
+        self.recheck = true;
+        None
+    }
 }
 
 /// A waiter's place in its key's queue. Leaving (by return, error or drop) hands the head
@@ -234,17 +260,19 @@ impl Drop for Slot {
                     .front()
                     .is_some_and(|h| h.id == self.waiter.id);
                 queue.waiters.retain(|w| w.id != self.waiter.id);
+                let recheck = was_head && std::mem::take(&mut queue.recheck);
                 if let Some(next) = queue.waiters.front() {
                     if was_head {
                         // After a lock was granted the next waiter only learns it is head
                         // (the lock is taken); after permits were, there may be more left,
-                        // unless the handoff that granted them said the next would not fit.
+                        // unless the handoff that granted them said the next would not fit
+                        // and no permits were freed since without being handed on.
                         let fits = || {
                             next.permits.is_some_and(|p| {
                                 p.count <= self.waiter.room.load(Ordering::Acquire)
                             })
                         };
-                        if !self.acquired || (self.kind == Kind::Permits && fits()) {
+                        if !self.acquired || (self.kind == Kind::Permits && (recheck || fits())) {
                             next.released.store(true, Ordering::Release);
                         }
                         next.notify.notify_one();

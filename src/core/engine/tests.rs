@@ -180,9 +180,14 @@ struct Probe {
     room: AtomicU32,
     /// Holds the next permit handoff before it reaches the store: (arrived, let it through).
     handoff_gate: Mutex<Option<(Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>)>>,
+    /// Answers later acquire requests sooner (request n waits 1 000 - n ms before it reaches
+    /// the store), as a store whose requests travel over several connections, or whose
+    /// replies wake their tasks in any order, may.
+    later_answers_sooner: AtomicBool,
+    acquire_asks: AtomicU64,
 }
 
-/// One owner's acquire request, held until `go` is notified; `entered` says it arrived.
+/// One owner's acquire request (of a lock or permits), held until `go` is notified; `entered` says it arrived.
 struct Gate {
     owner: String,
     entered: Arc<tokio::sync::Notify>,
@@ -190,7 +195,8 @@ struct Gate {
 }
 
 impl Probe {
-    /// Holds `owner`'s next acquire request; returns (arrived, let it through).
+    /// Holds `owner`'s next acquire request (of a lock or permits); returns (arrived, let it
+    /// through).
     fn hold(&self, owner: &str) -> (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
         let (entered, go) = (Arc::default(), Arc::default());
         *self.gate.lock().unwrap() = Some(Gate {
@@ -216,10 +222,19 @@ impl crate::store::LockStore for Probe {
                 _ => None,
             }
         };
+        let n = self.acquire_asks.fetch_add(1, Ordering::SeqCst);
+        let delay = if self.later_answers_sooner.load(Ordering::SeqCst) {
+            Duration::from_millis(1_000u64.saturating_sub(n))
+        } else {
+            Duration::ZERO
+        };
         Box::pin(async move {
             if let Some(g) = gate {
                 g.entered.notify_one();
                 g.go.notified().await;
+            }
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
             }
             Ok(self.inner.try_acquire_or_own(key, owner, ttl_ms, data))
         })
@@ -272,7 +287,20 @@ impl crate::store::LockStore for Probe {
         req: &'a PermitRequest<'a>,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<u64>>> {
         self.permit_asks.fetch_add(1, Ordering::SeqCst);
-        crate::store::LockStore::acquire_permits(self.inner.as_ref(), req)
+        let gate = {
+            let mut gate = self.gate.lock().unwrap();
+            match gate.as_ref() {
+                Some(g) if g.owner == req.owner => gate.take(),
+                _ => None,
+            }
+        };
+        Box::pin(async move {
+            if let Some(g) = gate {
+                g.entered.notify_one();
+                g.go.notified().await;
+            }
+            crate::store::LockStore::acquire_permits(self.inner.as_ref(), req).await
+        })
     }
     fn release_permits<'a>(
         &'a self,
@@ -526,4 +554,113 @@ async fn a_waiter_granted_while_permits_are_handed_to_it_returns_only_once_the_h
         vec![],
         "no permits left held by nobody"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_that_ask_at_once_are_granted_in_the_order_they_asked_whatever_order_the_store_answers_in(
+) {
+    // 300 acquisitions of one key made one after the other (as a submission makes them: each
+    // takes its first step before the next is made, runtime/first_step.rs), each released as
+    // soon as it is granted, on a store that answers later requests sooner.
+    let probe = Arc::new(Probe::default());
+    probe.later_answers_sooner.store(true, Ordering::SeqCst);
+    let e = Engine::new(probe.clone());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let (e, order) = (e.clone(), order.clone());
+        let mut task = Box::pin(async move {
+            let owner = format!("w{i}");
+            let s = spec("k", &owner, 60_000, None);
+            e.acquire(&s, &CancellationToken::new())
+                .await
+                .unwrap()
+                .expect("granted");
+            order.lock().unwrap().push(i);
+            e.release("k", &owner, false).await.unwrap();
+        });
+        let first_step = std::future::Future::poll(
+            task.as_mut(),
+            &mut std::task::Context::from_waker(std::task::Waker::noop()),
+        );
+        assert!(first_step.is_pending());
+        tasks.push(tokio::spawn(task));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..300).collect::<Vec<_>>());
+    assert_eq!(e.waiting(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_hands_no_permits_past_a_waiter_whose_own_handoff_is_on_its_way() {
+    // A read-write lock of two permits (a reader takes one, the writer both): readers a and
+    // b read; writer w waits, its own first request still on its way to the store, and
+    // reader r waits behind it. a's release hands a's permit on to w (the head); b's
+    // release, meanwhile, must not hand b's permit to r, which would read before the writer
+    // that asked first.
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    let permits = |owner: &str, count, wait| AcquireSpec {
+        permits: Some(PermitSpec { count, limit: 2 }),
+        ..spec("s", owner, 60_000, wait)
+    };
+    let none = CancellationToken::new();
+    for owner in ["a", "b"] {
+        let s = permits(owner, 1, Some(Duration::ZERO));
+        e.acquire(&s, &none).await.unwrap().expect("free");
+    }
+    let (w_asked, w_go) = probe.hold("w");
+    let writer = {
+        let (e, s) = (e.clone(), permits("w", 2, None));
+        tokio::spawn(async move { e.acquire(&s, &CancellationToken::new()).await })
+    };
+    w_asked.notified().await;
+    let reader = {
+        let (e, s) = (e.clone(), permits("r", 1, None));
+        tokio::spawn(async move { e.acquire(&s, &CancellationToken::new()).await })
+    };
+    settle().await;
+    assert_eq!(e.waiting(), 2);
+    let (handing_entered, handing_go) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    *probe.handoff_gate.lock().unwrap() = Some((handing_entered.clone(), handing_go.clone()));
+    let handing = {
+        let e = e.clone();
+        tokio::spawn(async move { e.release_permits("s", "a").await })
+    };
+    handing_entered.notified().await;
+    assert!(e.release_permits("s", "b").await.unwrap());
+    settle().await;
+    assert!(
+        !reader.is_finished(),
+        "the reader was granted before the writer queued ahead of it"
+    );
+    handing_go.notify_one();
+    assert!(handing.await.unwrap().unwrap());
+    w_go.notify_one();
+    writer
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the writer is granted");
+    settle().await;
+    assert!(!reader.is_finished(), "the reader reads beside the writer");
+    let holders = e.permits("s").await.unwrap();
+    assert_eq!(
+        holders
+            .iter()
+            .map(|h| (h.owner.as_str(), h.permits))
+            .collect::<Vec<_>>(),
+        vec![("w", 2)]
+    );
+    assert!(e.release_permits("s", "w").await.unwrap());
+    reader
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the reader is granted");
 }
