@@ -126,3 +126,73 @@ test('a holder whose member lost its quorum is told of its loss before anyone is
   await majority.close()
   await minority.close().catch(() => {})
 })
+
+const b64 = (s) => Buffer.from(s).toString('base64')
+/** The lock key of `name` as etcd holds it, or null. */
+async function lockKey(name) {
+  const r = await cluster.call('/v3/kv/range', { key: b64(`deadbolt/l/${name}`) })
+  return r.kvs?.[0] ?? null
+}
+
+test('a grant applied after its request timed out ends with its own lease while its client keeps extending its other locks', async (t) => {
+  if (!need(t)) return
+  await cluster.leader()
+  const proxy = await tcpProxy(cluster.members[0].clientPort)
+  const late = await connect(`etcd://127.0.0.1:${proxy.port}`, { connectTimeout: 500, responseTimeout: 500 })
+  const base = prefix('etcd-late-apply')
+  // A lock of the same length, kept alive all along by the client's heartbeat.
+  const kept = await late.acquire(`${base}kept`, { ttl: 1000, autoExtend: true, extendEvery: 200 })
+  const k = `${base}late`
+  // The acquisition (and the releases of its clean-up) reach etcd only later: the client
+  // times out and gives up on the grant.
+  proxy.holdRequest(b64(`deadbolt/l/${k}`))
+  await assert.rejects(late.acquire(k, { ttl: 1000, wait: 0 }), { code: 'ERR_LOCK_BACKEND' })
+  const deadline = Date.now() + 10000
+  while (late.stats().cleanups > 0 && Date.now() < deadline) await sleep(20)
+  assert.equal(late.stats().cleanups, 0, 'the clean-up gave up')
+  // Now etcd reads the acquisition, and grants it to nobody that will ever extend it.
+  assert.ok(proxy.deliverHeld() >= 1)
+  const delivered = Date.now()
+  // It ends by itself within its etcd lease (1.5 × ttl in whole seconds, from before the
+  // request, and etcd's half-second check of its leases), whatever the client's other lock.
+  const bound = 2000 + 500 + 1500
+  let seen = false
+  while (Date.now() - delivered < bound + 3000) {
+    const kv = await lockKey(k)
+    seen ||= kv !== null
+    if (kv === null && Date.now() - delivered > 500) break
+    await sleep(50)
+  }
+  const endedAfter = Date.now() - delivered
+  assert.equal(await lockKey(k), null, `the late grant (seen: ${seen}) still exists ${endedAfter} ms after etcd read it`)
+  assert.ok(endedAfter <= bound, `the late grant ended ${endedAfter} ms after etcd read it`)
+  assert.equal(kept.held, true, 'the other lock was kept all along')
+  await kept.release()
+  await late.close()
+  await proxy.close()
+})
+
+test('a holder whose key etcd deletes (its lease revoked, as a resuming old leader does) hears of its loss before anyone else is granted the lock', async (t) => {
+  if (!need(t)) return
+  await cluster.leader()
+  const holder = await connect(cluster.url(), BOUND)
+  const other = await connect(cluster.url([...cluster.members].reverse()), BOUND)
+  const k = `${prefix('etcd-revoked')}lock`
+  let lostAt = 0
+  let lostReason = null
+  // A long lease: its next heartbeat is seconds away.
+  const held = await holder.acquire(k, { ttl: 10000, autoExtend: true, onLost: (e) => { lostAt = Date.now(); lostReason = e.reason } })
+  const waiting = other.acquire(k, { ttl: 5000, wait: 15000 }).then((lock) => ({ lock, at: Date.now(), holderHeld: held.held }))
+  const { lease } = await lockKey(k)
+  const revokedAt = Date.now()
+  await cluster.call('/v3/lease/revoke', { ID: lease })
+  const taken = await waiting
+  assert.equal(taken.holderHeld, false, `the holder still read held === true when the other was granted, ${taken.at - revokedAt} ms after the revoke`)
+  while (lostAt === 0 && Date.now() - revokedAt < 5000) await sleep(10)
+  assert.ok(lostAt > 0 && lostAt - revokedAt < 2000, `the loss was heard ${lostAt ? lostAt - revokedAt : 'never'} ms after the revoke`)
+  assert.equal(lostReason, 'not-owned')
+  assert.ok(taken.lock.fencingToken > held.fencingToken)
+  await taken.lock.release()
+  await other.close()
+  await holder.close()
+})

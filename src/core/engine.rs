@@ -128,6 +128,30 @@ impl Engine {
                 }
             });
         }
+        if let Some(mut losses) = engine
+            .store
+            .release_notifications()
+            .and_then(|n| n.losses())
+        {
+            // Grants the store saw end without their holder: the holder hears of it now
+            // rather than at its next extension.
+            let weak = Arc::downgrade(&engine);
+            tokio::spawn(async move {
+                use tokio::sync::broadcast::error::RecvError;
+                loop {
+                    match losses.recv().await {
+                        Ok(loss) => match weak.upgrade() {
+                            Some(engine) => engine.scheduler.lost(&loss.key, &loss.owner),
+                            None => return,
+                        },
+                        // Missed announcements: those holders hear of it at their next
+                        // extension.
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => return,
+                    }
+                }
+            });
+        }
         engine
     }
 

@@ -20,7 +20,7 @@ use crate::core::held::{guard, Held};
 use crate::core::kind::Kind;
 use crate::runtime::clock;
 use crate::store::{ErrorKind, ExtendItem, SharedStore, StoreError, StoreResult};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -89,6 +89,34 @@ struct Timers {
     wakeups: std::sync::atomic::AtomicUsize,
     closed: AtomicBool,
     release: ReleaseFn,
+    /// Every lock looked after, by key and owner, for the store's loss announcements (a
+    /// lock nobody extends is in here too, though not in the timer map).
+    holders: Mutex<HashMap<(String, String), Holders>>,
+}
+
+/// The locks of one key and owner (more than one when a lock was adopted in its own process).
+type Holders = Vec<std::sync::Weak<Held>>;
+
+impl Timers {
+    fn index(&self, held: &Arc<Held>) {
+        let mut holders = guard(&self.holders);
+        let list = holders
+            .entry((held.key.clone(), held.owner.clone()))
+            .or_default();
+        list.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(held)));
+        list.push(Arc::downgrade(held));
+    }
+
+    fn unindex(&self, held: &Held) {
+        let mut holders = guard(&self.holders);
+        let id = (held.key.clone(), held.owner.clone());
+        if let Some(list) = holders.get_mut(&id) {
+            list.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), held));
+            if list.is_empty() {
+                holders.remove(&id);
+            }
+        }
+    }
 }
 
 /// Handle to an engine's heartbeat scheduler; its task ends when the handle is dropped.
@@ -106,6 +134,7 @@ impl Scheduler {
             wakeups: Default::default(),
             closed: AtomicBool::new(false),
             release,
+            holders: Mutex::new(HashMap::new()),
         });
         tokio::spawn(run(store, timers.clone()));
         Scheduler { timers }
@@ -113,6 +142,7 @@ impl Scheduler {
 
     /// Starts looking after `held` (extending it, or watching its deadline) if it needs it.
     pub fn add(&self, held: Arc<Held>) {
+        self.timers.index(&held);
         schedule(&self.timers, held, Instant::now());
     }
 
@@ -124,7 +154,17 @@ impl Scheduler {
 
     /// Stops looking after `held` (it was released or lost).
     pub fn remove(&self, held: &Held) {
+        self.timers.unindex(held);
         unschedule(&self.timers, held);
+    }
+
+    /// Reports lost, at once, the locks and permits of `key` held by `owner`: the store saw
+    /// them end without their holder (see `ReleaseNotifications::losses`).
+    pub fn lost(&self, key: &str, owner: &str) {
+        let found = guard(&self.timers.holders).remove(&(key.to_owned(), owner.to_owned()));
+        for held in found.into_iter().flatten().filter_map(|w| w.upgrade()) {
+            lose(&self.timers, &held, LostReason::NotOwned);
+        }
     }
 
     /// Number of locks the scheduler looks after (for tests and diagnostics).
@@ -188,6 +228,7 @@ fn schedule_at(timers: &Timers, held: Arc<Held>, at: Instant) {
 /// a margin later by itself (releasing it early would shorten the lease others see).
 fn lose(timers: &Timers, held: &Held, reason: LostReason) {
     crate::debug!("lost {:?}: {reason:?}", held.key);
+    timers.unindex(held);
     unschedule(timers, held);
     if held.lose(reason) && reason == LostReason::MaxHold {
         (timers.release)(held);

@@ -505,6 +505,16 @@ pub trait OperatorTools: Send + Sync {
     fn list<'a>(&'a self, prefix: &'a str, limit: usize) -> Call<'a, Vec<HeldLock>>;
 }
 
+/// A grant that ended without its holder (an operator deleted it, the store itself ended it),
+/// as the store saw it happen ([`ReleaseNotifications::losses`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loss {
+    /// The lock's name, or the semaphore's.
+    pub key: String,
+    /// Owner token of the holder that lost it.
+    pub owner: String,
+}
+
 /// A store capability: release announcements from other processes (Redis pub/sub,
 /// PostgreSQL `LISTEN`/`NOTIFY`).
 pub trait ReleaseNotifications: Send + Sync {
@@ -527,4 +537,12 @@ pub trait ReleaseNotifications: Send + Sync {
 
     /// Number of keys listened to (for diagnostics and leak checks).
     fn watched(&self) -> usize;
+
+    /// Grants of this store that ended without their holder, announced as soon as the store
+    /// sees it, if it can tell (etcd: its watch sees a held key deleted by someone else).
+    /// Without it, or for an announcement missed, the holder hears of the loss at its next
+    /// extension.
+    fn losses(&self) -> Option<broadcast::Receiver<Loss>> {
+        None
+    }
 }

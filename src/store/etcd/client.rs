@@ -102,6 +102,8 @@ impl Api {
             return Ok(Some(t.clone()));
         }
         let body = json!({"name": credentials.user, "password": credentials.password});
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| StoreError::internal(format!("etcd: authenticate: {e}")))?;
         let reply = self
             .send_all("/v3/auth/authenticate", &body, None, deadline, Retry::Safe)
             .await?;
@@ -126,6 +128,42 @@ impl Api {
         deadline: Instant,
         retry: Retry,
     ) -> StoreResult<Value> {
+        let body = serde_json::to_vec(body)
+            .map_err(|e| StoreError::internal(format!("etcd: {path}: {e}")))?;
+        self.call_bytes(path, &body, deadline, retry).await
+    }
+
+    /// Posts `bodies` to the stream at `path` (`/v3/lease/keepalive`) as one request, one
+    /// message a line, and returns the stream's answers in order (one per message).
+    ///
+    /// # Cancel Safety
+    /// As safe as the requests: a dropped call may or may not have reached etcd.
+    pub async fn call_lines(
+        &self,
+        path: &str,
+        bodies: &[Value],
+        deadline: Instant,
+        retry: Retry,
+    ) -> StoreResult<Vec<Value>> {
+        let mut body = Vec::new();
+        for b in bodies {
+            serde_json::to_writer(&mut body, b)
+                .map_err(|e| StoreError::internal(format!("etcd: {path}: {e}")))?;
+            body.push(b'\n');
+        }
+        Ok(match self.call_bytes(path, &body, deadline, retry).await? {
+            Value::Array(answers) => answers,
+            answer => vec![answer],
+        })
+    }
+
+    async fn call_bytes(
+        &self,
+        path: &str,
+        body: &[u8],
+        deadline: Instant,
+        retry: Retry,
+    ) -> StoreResult<Value> {
         let token = self.token(deadline).await?;
         match self
             .send_all(path, body, token.as_deref(), deadline, retry)
@@ -146,18 +184,16 @@ impl Api {
     async fn send_all(
         &self,
         path: &str,
-        body: &Value,
+        body: &[u8],
         token: Option<&str>,
         deadline: Instant,
         retry: Retry,
     ) -> StoreResult<Value> {
-        let body = serde_json::to_vec(body)
-            .map_err(|e| StoreError::internal(format!("etcd: {path}: {e}")))?;
         let mut tried = 0;
         loop {
             let (i, member) = self.member();
             tried += 1;
-            let (error, sent) = match self.send(member, path, &body, token, deadline).await {
+            let (error, sent) = match self.send(member, path, body, token, deadline).await {
                 Ok(v) => return Ok(v),
                 Err(failure) => failure,
             };
@@ -265,7 +301,7 @@ impl Api {
             .bytes()
             .await
             .map_err(|e| (errors::transport_error(path, &e), true))?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|_| {
+        let value = parse_lines(&bytes).ok_or_else(|| {
             let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
             (
                 StoreError::new(
@@ -275,6 +311,16 @@ impl Api {
                 true,
             )
         })?;
+        // A stream's answers (keep-alives) are checked one by one: the first error is the
+        // answer's.
+        let value = match value {
+            Value::Array(lines) => match lines.iter().find(|v| v.get("error").is_some()) {
+                Some(e) => e.clone(),
+                None if status == 200 => return Ok(Value::Array(lines)),
+                None => Value::Null,
+            },
+            v => v,
+        };
         if status == 200 && value.get("error").is_none() {
             return Ok(value);
         }
@@ -292,6 +338,20 @@ impl Api {
         // "no leader" and "leader changed" are refusals before the request was applied.
         let sent = code != code::UNAVAILABLE;
         Err((error, sent))
+    }
+}
+
+/// An answer's JSON: one value, or for a stream that answered more than once (several
+/// keep-alives in one request) an array of its answers in order. `None`: not JSON.
+fn parse_lines(bytes: &[u8]) -> Option<Value> {
+    let mut values = serde_json::Deserializer::from_slice(bytes)
+        .into_iter::<Value>()
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    match values.len() {
+        0 => None,
+        1 => values.pop(),
+        _ => Some(Value::Array(values)),
     }
 }
 

@@ -1,14 +1,20 @@
 //! What this store holds, with each grant's own lease in milliseconds: etcd's leases count
-//! whole seconds and are shared by every lock of one length (`leases.rs`), so the end of one
-//! lock's lease is kept here, and a timer deletes the lock's key when it passes without an
-//! extension (a compare-and-delete on the holder and on the etcd lease this store put the key
-//! on, so it never frees someone else's grant: not even one with the same owner, adopted by
-//! another process, which moved the key onto its own lease).
+//! whole seconds and run a margin longer (`leases.rs`), so the end of one lock's lease is
+//! kept here, and a timer deletes the lock's key when it passes without an extension (a
+//! compare-and-delete on the holder and on the etcd lease this store put the key on, so it
+//! never frees someone else's grant: not even one with the same owner, adopted by another
+//! process, which moved the key onto its own lease).
 //! Until the key is gone, `inspect` and `try_acquire` of this store already treat it as
-//! free. A process that dies or loses etcd has no timer: then the shared etcd lease ends
-//! it, a little later (never earlier: see `leases.rs`).
+//! free. A process that dies or loses etcd has no timer, and a timer's delete may fail: then
+//! the key's etcd lease, which nothing keeps alive any more, ends it a little later (never
+//! earlier: see `leases.rs`).
+//!
+//! A held key deleted by anyone else (an operator, a lease etcd revoked) is found here by the
+//! watch (`watch.rs`, [`Held::deleted`]), which tells the engine at once.
 
-use super::client::{Api, Retry};
+use super::client::{Api, Kv, Retry};
+use super::keys::LockValue;
+use super::leases::Own;
 use super::txn;
 use crate::store::StoreResult;
 use serde_json::Value;
@@ -46,6 +52,11 @@ impl Guard {
     }
 }
 
+/// The own lease of an entry that has one.
+fn own_of(e: &Entry) -> Option<Own> {
+    e.own
+}
+
 #[derive(Debug)]
 struct Entry {
     guard: Guard,
@@ -53,6 +64,10 @@ struct Entry {
     /// The etcd lease this store put the key on: a key found on another lease is no longer
     /// this store's grant (another process adopted it), whatever its owner.
     lease: i64,
+    /// The key's own lease (`lease`), if it has one.
+    own: Option<Own>,
+    /// The key's `create_revision`: which life of the key this grant is (0: unknown).
+    created: i64,
 }
 
 /// The grants of this store and the ends of their leases.
@@ -79,19 +94,51 @@ impl Held {
     }
 
     /// Records that `key` is held as `guard` says until `deadline` (a grant or an
-    /// extension), on the etcd lease `lease`, and times it.
+    /// extension), on the shared etcd lease `lease`, and times it.
     pub fn hold(self: &Arc<Self>, key: &[u8], guard: Guard, deadline: Instant, lease: i64) {
+        let created = match guard {
+            Guard::Created(rev) => rev,
+            Guard::Owner(_) => 0,
+        };
+        self.insert(
+            key,
+            Entry {
+                guard,
+                deadline,
+                lease,
+                own: None,
+                created,
+            },
+        );
+    }
+
+    /// Records that `key`, created at revision `created`, is held as `guard` says until
+    /// `deadline` (a grant or an extension), on its own etcd lease `own`, and times it.
+    pub fn hold_own(
+        self: &Arc<Self>,
+        key: &[u8],
+        guard: Guard,
+        deadline: Instant,
+        own: Own,
+        created: i64,
+    ) {
+        self.insert(
+            key,
+            Entry {
+                guard,
+                deadline,
+                lease: own.id,
+                own: Some(own),
+                created,
+            },
+        );
+    }
+
+    fn insert(self: &Arc<Self>, key: &[u8], entry: Entry) {
         let fresh = {
             let mut entries = self.entries();
-            let fresh = entries.get(key).is_none_or(|e| e.guard != guard);
-            entries.insert(
-                key.to_vec(),
-                Entry {
-                    guard,
-                    deadline,
-                    lease,
-                },
-            );
+            let fresh = entries.get(key).is_none_or(|e| e.guard != entry.guard);
+            entries.insert(key.to_vec(), entry);
             fresh
         };
         if fresh {
@@ -106,12 +153,45 @@ impl Held {
         self.entries().remove(key);
     }
 
-    /// Forgets `key` if it is held as `guard`.
-    pub fn forget_if(&self, key: &[u8], guard: &Guard) {
+    /// Forgets `key` if it is held as `guard`; returns its own lease, if it had one, and the
+    /// key's creation revision.
+    pub fn forget_if(&self, key: &[u8], guard: &Guard) -> Option<(Option<Own>, i64)> {
         let mut entries = self.entries();
         if entries.get(key).is_some_and(|e| &e.guard == guard) {
-            entries.remove(key);
+            return entries.remove(key).map(|e| (own_of(&e), e.created));
         }
+        None
+    }
+
+    /// The own lease of `key` held as `guard` whose lease has not ended, and the key's
+    /// creation revision.
+    pub fn own_lease(&self, key: &[u8], guard: &Guard) -> Option<(Own, i64)> {
+        let entries = self.entries();
+        let e = entries
+            .get(key)
+            .filter(|e| &e.guard == guard && e.deadline > Instant::now())?;
+        own_of(e).map(|own| (own, e.created))
+    }
+
+    /// A deletion of `key` the watch saw, `prev` being what it deleted: if that was a grant
+    /// this store holds (same holder, lease and life of the key), it is forgotten and its
+    /// guard returned: its holder lost it. Deletions this store makes forget the grant first.
+    pub fn deleted(&self, key: &[u8], prev: &Kv) -> Option<Guard> {
+        let mut entries = self.entries();
+        let e = entries.get(key)?;
+        if e.lease != prev.lease || e.created == 0 || e.created != prev.create_revision {
+            return None;
+        }
+        let theirs = match &e.guard {
+            Guard::Owner(owner) => {
+                LockValue::decode(&prev.value).is_some_and(|v| &v.owner == owner)
+            }
+            Guard::Created(rev) => *rev == prev.create_revision,
+        };
+        if !theirs {
+            return None;
+        }
+        entries.remove(key).map(|e| e.guard)
     }
 
     /// The remaining lease of `key` held as `guard`, in ms (0 or less: its lease ended),

@@ -4,17 +4,19 @@
 //! leader included. See docs/design.md ("etcd layout").
 //!
 //! - A lock is the key `deadbolt/l/<name>` (`keys.rs`), created by a transaction only if it
-//!   does not exist and attached to an etcd lease of this store (`leases.rs`: one per lease
-//!   length, kept alive by the acquisitions and heartbeats that need it). Release, extension
-//!   and handoff are one transaction each, conditioned on the holder (the value's owner).
+//!   does not exist and attached to an etcd lease of its own (`leases.rs`), which only its
+//!   holder's acquisition and extensions keep alive (a released lock's lease is used again).
+//!   Release, extension and handoff are one transaction each, conditioned on the holder (the
+//!   value's owner).
 //! - The fencing token is an etcd revision: the revision of the transaction that granted the
 //!   lock (the key's `mod_revision`), which only grows across the whole cluster, with no
 //!   counter of ours. A holder's key written again for a move to another lease keeps its
 //!   token in the value.
 //! - Each grant's lease in milliseconds is kept by this store (`held.rs`), whose timer deletes
 //!   a lock that was not extended in time; etcd's lease (whole seconds, a margin more) frees
-//!   the locks of a process that died or lost etcd.
-//! - Waiters in other processes are woken by a watch on the store's keys (`watch.rs`).
+//!   the locks of a process that died or lost etcd, and any key nobody extends.
+//! - Waiters in other processes are woken by a watch on the store's keys (`watch.rs`), which
+//!   also tells this process's holders at once of a held key deleted by anyone else.
 //! - Semaphores keep a key per holder and per queued request (`permits.rs`).
 
 mod client;
@@ -42,9 +44,8 @@ use client::{b64, int, kvs, revision, succeeded, txn_response, Api, Kv, Retry};
 use futures_util::FutureExt;
 use held::{Guard, Held};
 use keys::{lock_key, LockValue};
-use leases::Leases;
+use leases::{lease_secs, Leases, Own};
 use serde_json::json;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,10 +118,11 @@ impl EtcdStore {
                 .saturating_add(opts.response_timeout_ms)
                 .max(1),
         );
+        let held = Arc::new(Held::new(api.clone(), call_timeout));
         Ok(EtcdStore {
             id: uuid::Uuid::new_v4().simple().to_string(),
-            held: Arc::new(Held::new(api.clone(), call_timeout)),
-            watches: Watches::new(api.clone(), call_timeout),
+            watches: Watches::new(api.clone(), call_timeout, held.clone()),
+            held,
             leases: Leases::default(),
             api,
             call_timeout,
@@ -175,6 +177,14 @@ impl EtcdStore {
         Ok(succeeded(&reply).then_some(token))
     }
 
+    /// Records that this store holds `k` as `guard` for `ttl_ms` from now, on its own lease
+    /// `own`, the key created at revision `created`; its deletion by anyone else is watched.
+    fn hold(&self, k: &[u8], guard: Guard, ttl_ms: u64, own: Own, created: i64) {
+        self.held
+            .hold_own(k, guard, ttl_after(ttl_ms), own, created);
+        self.watches.start();
+    }
+
     /// Deletes `k` if it is still the grant `guard` on the etcd lease `lease` (an ended lease
     /// this store holds).
     async fn delete_ended(&self, k: &[u8], guard: &Guard, lease: i64) -> StoreResult<()> {
@@ -196,51 +206,68 @@ impl EtcdStore {
         };
         let guard = Guard::Owner(owner.to_owned());
         for _ in 0..MAX_STEPS {
-            let lease = self.leases.lease_for(&self.api, ttl_ms, deadline).await?;
+            // A lease of the grant's own: nothing else keeps it alive (`leases.rs`).
+            let own = self.leases.take(&self.api, ttl_ms, deadline).await?;
             // Refused, it reads the holder and marks the lock (once per store) so that its
-            // release says other processes wait.
+            // release says other processes wait; the mark ends with this lease at the latest.
             let mark = keys::mark_key(key, &self.id);
             let body = txn::txn(
                 vec![txn::absent(&k)],
-                vec![txn::put(&k, &value.encode(), lease)],
+                vec![txn::put(&k, &value.encode(), own.id)],
                 vec![
                     txn::range(&k),
-                    txn::nested(vec![txn::absent(&mark)], vec![txn::put(&mark, b"", lease)]),
+                    txn::nested(vec![txn::absent(&mark)], vec![txn::put(&mark, b"", own.id)]),
                 ],
             );
+            // An error leaves the lease unused or carrying a grant nobody times: it is never
+            // used again, and ends with its TTL.
             let reply = match self.txn(&body, Retry::Once).await {
-                Err(e) if lease_not_found(&e) => {
-                    self.leases.lapsed(lease).await;
-                    continue;
-                }
+                Err(e) if lease_not_found(&e) => continue,
                 r => r?,
             };
             if succeeded(&reply) {
-                let token = revision(&reply) as u64;
-                self.held.hold(&k, guard, ttl_after(ttl_ms), lease);
-                return Ok(Some(token));
+                let token = revision(&reply);
+                self.hold(&k, guard, ttl_ms, own, token);
+                return Ok(Some(token as u64));
             }
-            let Some(kv) = Self::read_back(&reply, 0) else {
+            let marked = txn_response(&reply, 1, "response_txn")
+                .and_then(|r| r.get("succeeded"))
+                .and_then(serde_json::Value::as_bool)
+                == Some(true);
+            let kv = Self::read_back(&reply, 0);
+            let current = kv.as_ref().and_then(|kv| LockValue::decode(&kv.value));
+            if let (Some(kv), Some(current)) = (&kv, &current) {
+                if current.owner == owner {
+                    // Our own grant (a request sent again after its reply was lost): ours
+                    // again, moved onto a lease of its own that this call made sure of (the
+                    // lost request's lease is never kept alive).
+                    let own = match marked {
+                        true => {
+                            self.leases.carries_mark(own);
+                            self.leases.take(&self.api, ttl_ms, deadline).await?
+                        }
+                        false => own,
+                    };
+                    if let Some(t) = self.move_to(kv, current, own.id).await? {
+                        self.hold(&k, guard, ttl_ms, own, kv.create_revision);
+                        return Ok(Some(t));
+                    }
+                    continue;
+                }
+            }
+            // Unused (unless it carries the mark): for the next acquisition.
+            if marked {
+                self.leases.carries_mark(own);
+            } else {
+                self.leases.give_back(own);
+            }
+            let Some(kv) = kv else {
                 continue; // deleted in between
             };
-            let Some(current) = LockValue::decode(&kv.value) else {
+            let Some(current) = current else {
                 return Ok(None); // a value deadbolt did not write: held
             };
             let theirs = Guard::Owner(current.owner.clone());
-            if current.owner == owner {
-                // Our own grant (a request sent again after its reply was lost): ours again,
-                // on the lease this call made sure of.
-                let token = if kv.lease == lease {
-                    Some(current.token_at(kv.mod_revision))
-                } else {
-                    self.move_to(&kv, &current, lease).await?
-                };
-                if let Some(t) = token {
-                    self.held.hold(&k, guard, ttl_after(ttl_ms), lease);
-                    return Ok(Some(t));
-                }
-                continue;
-            }
             if self.held.ended_on(&k, &theirs, kv.lease) {
                 self.delete_ended(&k, &theirs, kv.lease).await?;
                 continue;
@@ -250,7 +277,8 @@ impl EtcdStore {
         Ok(None)
     }
 
-    /// See [`LockStore::extend`].
+    /// See [`LockStore::extend`]. A lock this store holds: its own lease kept alive (when it
+    /// would not outlive the new lease) and its key checked, at once.
     async fn extend(
         &self,
         key: &str,
@@ -263,30 +291,45 @@ impl EtcdStore {
         if self.held.ended(&k, &guard) {
             return Ok(false);
         }
-        let lease = self
-            .leases
-            .lease_for(&self.api, ttl_ms, self.deadline())
-            .await?;
-        let mut compare = txn::held_by(&k, owner).to_vec();
-        compare.push(txn::on_lease(&k, lease));
-        let body = txn::txn(compare, vec![], vec![txn::range(&k)]);
-        let reply = self.txn(&body, Retry::Safe).await?;
-        if succeeded(&reply) {
-            self.held.hold(&k, guard, ttl_after(ttl_ms), lease);
-            return Ok(true);
+        let deadline = self.deadline();
+        let own = self.own_lease_for(&k, &guard, ttl_ms);
+        let check = txn::txn(vec![], vec![txn::range(&k)], vec![]);
+        let kept = async {
+            match own {
+                Some(own) => self.leases.ensure(&self.api, own, ttl_ms, deadline).await,
+                None => Ok(None),
+            }
+        };
+        let (kept, reply) = futures_util::future::join(kept, self.txn(&check, Retry::Safe)).await;
+        let (kept, reply) = (kept?, reply?);
+        if own.is_some() && kept.is_none() {
+            // Its lease is gone, and the key with it.
+            self.held.forget_if(&k, &guard);
+            return Ok(false);
         }
         let kv = Self::read_back(&reply, 0);
-        self.settle_extension(&k, owner, kv, lease, ttl_ms).await
+        self.settle_extension(&k, owner, kv, kept, ttl_ms).await
     }
 
-    /// An extension whose key was not found on `lease` as `owner`'s: moved there if it is
-    /// `owner`'s on another lease, otherwise not owned.
+    /// The own lease of `k` held as `guard` here, if it is long enough for a lease of
+    /// `ttl_ms` (one granted for a shorter lock is not).
+    fn own_lease_for(&self, k: &[u8], guard: &Guard, ttl_ms: u64) -> Option<Own> {
+        self.held
+            .own_lease(k, guard)
+            .map(|(own, _)| own)
+            .filter(|own| own.secs >= lease_secs(ttl_ms))
+    }
+
+    /// An extension that read the key `kv`, `own` being its own lease alive for the new
+    /// lease (`None`: this store has none for it): extended if it is `owner`'s on `own`;
+    /// moved onto a lease of this store's own if it is `owner`'s elsewhere (adopted from
+    /// another process, or a lease too short for the new length); otherwise not owned.
     async fn settle_extension(
         &self,
         k: &[u8],
         owner: &str,
         kv: Option<Kv>,
-        lease: i64,
+        own: Option<Own>,
         ttl_ms: u64,
     ) -> StoreResult<bool> {
         let guard = Guard::Owner(owner.to_owned());
@@ -299,15 +342,23 @@ impl EtcdStore {
             self.held.forget_if(k, &guard);
             return Ok(false);
         };
-        if kv.lease == lease {
-            self.held.hold(k, guard, ttl_after(ttl_ms), lease);
+        if let Some(own) = own.filter(|own| own.id == kv.lease) {
+            self.hold(k, guard, ttl_ms, own, kv.create_revision);
             return Ok(true);
         }
-        let moved = self.move_to(&kv, &value, lease).await?.is_some();
+        let target = match own {
+            Some(own) => own,
+            None => self.leases.take(&self.api, ttl_ms, self.deadline()).await?,
+        };
+        let moved = self.move_to(&kv, &value, target.id).await?.is_some();
         if moved {
-            self.held.hold(k, guard, ttl_after(ttl_ms), lease);
+            // The lease it was on carries nothing of ours any more: it lapses.
+            self.hold(k, guard, ttl_ms, target, kv.create_revision);
         } else {
             self.held.forget_if(k, &guard);
+            if own.is_none() {
+                self.leases.give_back(target);
+            }
         }
         Ok(moved)
     }
@@ -324,29 +375,58 @@ impl EtcdStore {
         out
     }
 
-    /// Extends up to [`MAX_TXN_OPS`] locks: one keep-alive per lease length that needs one,
-    /// and one read of every key, in one transaction.
+    /// Extends up to [`MAX_TXN_OPS`] locks: one request keeping alive every lease among them
+    /// that needs it, and one transaction reading every key, at once.
     async fn extend_chunk(&self, items: &[ExtendItem]) -> StoreResult<Vec<StoreResult<bool>>> {
         let deadline = self.deadline();
-        let mut leases: HashMap<u64, i64> = HashMap::new();
-        for i in items {
-            if let std::collections::hash_map::Entry::Vacant(e) = leases.entry(i.ttl_ms) {
-                e.insert(self.leases.lease_for(&self.api, i.ttl_ms, deadline).await?);
-            }
-        }
         let keys: Vec<Vec<u8>> = items.iter().map(|i| lock_key(&i.key)).collect();
+        let owns: Vec<Option<Own>> = items
+            .iter()
+            .zip(&keys)
+            .map(|(i, k)| self.own_lease_for(k, &Guard::Owner(i.owner.clone()), i.ttl_ms))
+            .collect();
+        let now = Instant::now();
+        let mut due: Vec<i64> = items
+            .iter()
+            .zip(&owns)
+            .filter_map(|(i, own)| {
+                own.filter(|o| o.good_until < now + Duration::from_millis(i.ttl_ms))
+                    .map(|o| o.id)
+            })
+            .collect();
+        due.sort_unstable();
+        due.dedup();
         let body = txn::txn(vec![], keys.iter().map(|k| txn::range(k)).collect(), vec![]);
-        let reply = self.txn(&body, Retry::Safe).await?;
+        let (kept, reply) = futures_util::future::join(
+            leases::keep_alive(&self.api, &due, deadline),
+            self.txn(&body, Retry::Safe),
+        )
+        .await;
+        let (kept, reply) = (kept?, reply?);
         let mut out = Vec::with_capacity(items.len());
-        for (n, (item, k)) in items.iter().zip(&keys).enumerate() {
-            if self.held.ended(k, &Guard::Owner(item.owner.clone())) {
+        for (n, ((item, k), own)) in items.iter().zip(&keys).zip(owns).enumerate() {
+            let guard = Guard::Owner(item.owner.clone());
+            if self.held.ended(k, &guard) {
                 out.push(Ok(false));
                 continue;
             }
+            let own = match own.map(|o| (o, kept.get(&o.id))) {
+                Some((o, Some(Some(good_until)))) => Some(Own {
+                    good_until: *good_until,
+                    ..o
+                }),
+                Some((_, Some(None))) => {
+                    // Its lease is gone, and the key with it.
+                    self.held.forget_if(k, &guard);
+                    out.push(Ok(false));
+                    continue;
+                }
+                Some((o, None)) => Some(o),
+                None => None,
+            };
             let kv = Self::read_back(&reply, n);
-            let lease = leases[&item.ttl_ms];
             out.push(
-                self.settle_extension(k, &item.owner, kv, lease, item.ttl_ms)
+                self.settle_extension(k, &item.owner, kv, own, item.ttl_ms)
                     .await,
             );
         }
@@ -360,6 +440,8 @@ impl EtcdStore {
         let k = lock_key(key);
         let guard = Guard::Owner(owner.to_owned());
         let ended = self.held.ended(&k, &guard);
+        // Forgotten first: the watch must not take this deletion for a loss.
+        let forgotten = self.held.forget_if(&k, &guard);
         let marks = keys::marks_prefix(key);
         let body = txn::txn(
             txn::held_by(&k, owner).to_vec(),
@@ -370,7 +452,12 @@ impl EtcdStore {
             vec![],
         );
         let reply = self.txn(&body, Retry::Safe).await?;
-        self.held.forget_if(&k, &guard);
+        if succeeded(&reply) {
+            // Its lease carries nothing any more: for the next acquisition.
+            if let Some((Some(own), _)) = forgotten {
+                self.leases.give_back(own);
+            }
+        }
         let mine = keys::mark_key(key, &self.id);
         let others_waiting = txn_response(&reply, 1, "response_delete_range")
             .and_then(|r| r.get("prev_kvs"))
@@ -400,32 +487,53 @@ impl EtcdStore {
             data: next.data.map(<[u8]>::to_vec),
         };
         let deadline = self.deadline();
-        for _ in 0..MAX_STEPS {
-            let lease = self
-                .leases
-                .lease_for(&self.api, next.ttl_ms, deadline)
-                .await?;
+        // The key keeps its own lease when it is long enough for the next owner's.
+        let current = self.own_lease_for(&k, &guard, next.ttl_ms);
+        for step in 0..MAX_STEPS {
+            let kept = match current.filter(|_| step == 0) {
+                Some(own) => {
+                    self.leases
+                        .ensure(&self.api, own, next.ttl_ms, deadline)
+                        .await?
+                }
+                None => None,
+            };
+            let own = match kept {
+                Some(own) => own,
+                None => self.leases.take(&self.api, next.ttl_ms, deadline).await?,
+            };
             let body = txn::txn(
                 txn::held_by(&k, owner).to_vec(),
-                vec![txn::put(&k, &value.encode(), lease)],
+                vec![txn::put_prev(&k, &value.encode(), own.id)],
                 vec![],
             );
             let reply = match self.txn(&body, Retry::Once).await {
-                Err(e) if lease_not_found(&e) => {
-                    self.leases.lapsed(lease).await;
-                    continue;
-                }
+                Err(e) if lease_not_found(&e) => continue,
                 r => r?,
             };
-            self.held.forget_if(&k, &guard);
+            let before = self.held.forget_if(&k, &guard);
             if !succeeded(&reply) {
+                if kept.is_none() {
+                    self.leases.give_back(own);
+                }
                 return Ok(None);
             }
-            self.held.hold(
+            if kept.is_none() {
+                // The lease it was on carries nothing any more.
+                if let Some((Some(old), _)) = before {
+                    self.leases.give_back(old);
+                }
+            }
+            let created = txn_response(&reply, 0, "response_put")
+                .and_then(|r| r.get("prev_kv"))
+                .map(|kv| Kv::parse(kv).create_revision)
+                .unwrap_or(0);
+            self.hold(
                 &k,
                 Guard::Owner(next.owner.to_owned()),
-                ttl_after(next.ttl_ms),
-                lease,
+                next.ttl_ms,
+                own,
+                created,
             );
             return Ok(Some(revision(&reply) as u64));
         }

@@ -175,3 +175,47 @@ async fn a_release_says_whether_another_store_was_refused_the_lock_meanwhile() {
     a.acquire_fenced(&k, &x, 10_000).await.unwrap();
     assert!(!a.release(&k, &x).await.unwrap().others_waiting);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_nobody_times_ends_with_its_etcd_lease_while_the_stores_other_locks_are_extended() {
+    // A key this store no longer times (its timer's deletes failed, or the grant was applied
+    // after its request timed out) must end with its etcd lease, which the store's other
+    // locks of the same length must not keep alive.
+    let Some(url) = etcd() else { return };
+    let s = EtcdStore::connect(&url, options()).unwrap();
+    let (kept, forgotten, x, y) = (name(), name(), owner(), owner());
+    let acq = |owner| Acquisition {
+        owner,
+        ttl_ms: 1000,
+        data: None,
+        format: crate::store::ValueFormat::Fenced,
+    };
+    assert!(s.try_acquire_with(&kept, acq(&x)).await.unwrap().is_some());
+    assert!(s
+        .try_acquire_with(&forgotten, acq(&y))
+        .await
+        .unwrap()
+        .is_some());
+    let k = lock_key(&forgotten);
+    s.held.forget(&k);
+    let started = Instant::now();
+    // Its etcd lease: 1.5 × ttl in whole seconds, and etcd's half-second check of its leases.
+    let bound = Duration::from_millis(2000 + 500 + 1500);
+    loop {
+        assert!(s.extend(&kept, &x, 1000, false).await.unwrap());
+        let left = kvs(&s
+            .request("/v3/kv/range", &json!({"key": b64(&k)}))
+            .await
+            .unwrap());
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < bound,
+            "the key nobody times is still there after {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(s.release(&kept, &x).await.unwrap().released);
+}

@@ -47,6 +47,12 @@ pub fn put(key: &[u8], value: &[u8], lease: i64) -> Value {
     json!({"request_put": {"key": b64(key), "value": b64(value), "lease": lease.to_string()}})
 }
 
+/// Puts `value` at `key`, attached to `lease`, returning what it was.
+pub fn put_prev(key: &[u8], value: &[u8], lease: i64) -> Value {
+    json!({"request_put": {"key": b64(key), "value": b64(value), "lease": lease.to_string(),
+        "prev_kv": true}})
+}
+
 /// Deletes `key`, returning what it was.
 pub fn delete(key: &[u8]) -> Value {
     json!({"request_delete_range": {"key": b64(key), "prev_kv": true}})

@@ -5,7 +5,13 @@
 //! queued request announces its semaphore's watch key. Only names a local waiter watches are
 //! broadcast.
 //!
-//! The stream is opened on the first `watch` and kept while the store lives. When it breaks
+//! The same stream tells this process's holders at once of a key they hold that anyone else
+//! deleted (an operator's force release, a lease etcd revoked or let end): its deletion, with
+//! the value it had (`prev_kv`), is a grant `held.rs` still counts (same holder, lease and
+//! life of the key), and its holder is reported lost through [`ReleaseNotifications::losses`]
+//! rather than at its next extension. This store's own deletions forget the grant first.
+//!
+//! The stream is opened on the first `watch` or grant and kept while the store lives. When it breaks
 //! (a member stopped, lost its leader, a connection that died: TCP keep-alive finds those),
 //! it is opened again on the next member from the revision after the last one it saw, so no
 //! deletion in between is missed; a revision etcd compacted away starts from now (the
@@ -13,9 +19,10 @@
 //! fallback.
 
 use super::client::{int, Api, Kv};
+use super::held::{Guard, Held};
 use super::keys;
 use crate::store::permits::watch_key;
-use crate::store::ReleaseNotifications;
+use crate::store::{Loss, ReleaseNotifications};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::{json, Value};
@@ -38,6 +45,8 @@ const READY_WAIT: Duration = Duration::from_secs(2);
 /// The store's watch.
 pub struct Watches {
     tx: broadcast::Sender<String>,
+    /// Grants of this store deleted by someone else.
+    lost: broadcast::Sender<Loss>,
     shared: Arc<Shared>,
     api: Arc<Api>,
     started: AtomicBool,
@@ -51,25 +60,69 @@ pub struct Watches {
 
 struct Shared {
     watched: Mutex<HashMap<String, usize>>,
+    held: Arc<Held>,
+    lost: broadcast::Sender<Loss>,
 }
 
 impl Watches {
-    /// Watches through `api`; nothing is opened before the first `watch`, which waits for the
-    /// stream at most `call_timeout` (and [`READY_WAIT`]).
-    pub fn new(api: Arc<Api>, call_timeout: Duration) -> Watches {
+    /// Watches through `api`, for waiters and for the grants `held` counts; nothing is
+    /// opened before the first `watch` (which waits for the stream at most `call_timeout` and
+    /// [`READY_WAIT`]) or [`Watches::start`].
+    pub fn new(api: Arc<Api>, call_timeout: Duration, held: Arc<Held>) -> Watches {
         let (ready_tx, ready) = tokio::sync::watch::channel(false);
+        let lost = broadcast::channel(CHANNEL).0;
         Watches {
+            lost: lost.clone(),
             ready_wait: READY_WAIT.min(call_timeout),
             ready,
             ready_tx: Arc::new(ready_tx),
             tx: broadcast::channel(CHANNEL).0,
             shared: Arc::new(Shared {
                 watched: Mutex::new(HashMap::new()),
+                held,
+                lost,
             }),
             api,
             started: AtomicBool::new(false),
             stop: CancellationToken::new(),
         }
+    }
+
+    /// Opens the stream if it is not open yet (without waiting for it).
+    pub fn start(&self) {
+        if self.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (api, shared, tx, stop, ready) = (
+            self.api.clone(),
+            self.shared.clone(),
+            self.tx.clone(),
+            self.stop.clone(),
+            self.ready_tx.clone(),
+        );
+        tokio::spawn(async move {
+            let mut from = 0;
+            let mut pause = Duration::from_millis(50);
+            while !stop.is_cancelled() {
+                let followed = follow(&api, &shared, &tx, &stop, &ready, from).await;
+                ready.send_replace(false);
+                match followed {
+                    Ok(_) => return,
+                    Err((next, why)) => {
+                        crate::debug!("etcd: watch: {why}; opening it again");
+                        if next > from {
+                            pause = Duration::from_millis(50);
+                        }
+                        from = next;
+                    }
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        });
     }
 
     /// Ends the stream.
@@ -113,6 +166,7 @@ async fn follow(
         "key": super::client::b64(keys::ROOT),
         "range_end": super::client::b64(&end),
         "filters": ["NOPUT"],
+        "prev_kv": true,
     });
     if from > 0 {
         create["start_revision"] = json!(from.to_string());
@@ -155,6 +209,9 @@ async fn follow(
                 let Some(kv) = event.get("kv") else { continue };
                 let kv = Kv::parse(kv);
                 next = next.max(kv.mod_revision + 1);
+                if let Some(prev) = event.get("prev_kv").map(Kv::parse) {
+                    lost_grant(shared, &kv.key, &prev);
+                }
                 if let Some(name) = announced(&kv.key) {
                     if shared.watched().contains_key(&name) {
                         let _ = tx.send(name);
@@ -172,6 +229,30 @@ async fn follow(
     }
 }
 
+/// Reports the holder of `key` lost if `prev`, which someone deleted, is a grant this store
+/// holds.
+fn lost_grant(shared: &Shared, key: &[u8], prev: &Kv) {
+    // A lock, or a semaphore's holder (a queued request's key is deleted by its grant).
+    let (name, holder) = match keys::lock_name(key) {
+        Some(name) => (name, None),
+        None => match keys::semaphore_entry(key) {
+            Some((name, true, owner)) => (name, Some(owner)),
+            _ => return,
+        },
+    };
+    let loss = match (shared.held.deleted(key, prev), holder) {
+        (Some(Guard::Owner(owner)), None) => Loss { key: name, owner },
+        (Some(Guard::Created(_)), Some(owner)) => Loss { key: name, owner },
+        _ => return,
+    };
+    crate::debug!(
+        "etcd: {:?} of {:?} was deleted by someone else: lost",
+        loss.key,
+        loss.owner
+    );
+    let _ = shared.lost.send(loss);
+}
+
 impl ReleaseNotifications for Watches {
     fn releases(&self) -> broadcast::Receiver<String> {
         self.tx.subscribe()
@@ -179,38 +260,7 @@ impl ReleaseNotifications for Watches {
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         *self.shared.watched().entry(key.to_owned()).or_default() += 1;
-        if !self.started.swap(true, Ordering::SeqCst) {
-            let (api, shared, tx, stop, ready) = (
-                self.api.clone(),
-                self.shared.clone(),
-                self.tx.clone(),
-                self.stop.clone(),
-                self.ready_tx.clone(),
-            );
-            tokio::spawn(async move {
-                let mut from = 0;
-                let mut pause = Duration::from_millis(50);
-                while !stop.is_cancelled() {
-                    let followed = follow(&api, &shared, &tx, &stop, &ready, from).await;
-                    ready.send_replace(false);
-                    match followed {
-                        Ok(_) => return,
-                        Err((next, why)) => {
-                            crate::debug!("etcd: watch: {why}; opening it again");
-                            if next > from {
-                                pause = Duration::from_millis(50);
-                            }
-                            from = next;
-                        }
-                    }
-                    tokio::select! {
-                        _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(pause) => {}
-                    }
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-            });
-        }
+        self.start();
         let mut ready = self.ready.clone();
         let wait = self.ready_wait;
         async move {
@@ -232,5 +282,9 @@ impl ReleaseNotifications for Watches {
 
     fn watched(&self) -> usize {
         self.shared.watched().len()
+    }
+
+    fn losses(&self) -> Option<broadcast::Receiver<Loss>> {
+        Some(self.lost.subscribe())
     }
 }
