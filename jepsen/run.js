@@ -152,7 +152,8 @@ async function main(argv) {
   }
   if (o.append) appendRows(o.append, o, results)
   if (failed) {
-    say(`FAIL: seed ${failed.seed}${failed.keep !== undefined ? `, shortest failing prefix: ${failed.keep} fault(s) [${failed.r.faults.map((x) => describe(x.planned)).join(' ')}]` : ''}`)
+    const all = failed.r.faults.map((x) => describe(x.planned ?? x)).join(' ')
+    say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${failed.r.faults.length}` : 'not shrunk,'} fault(s) [${all}]`)
     say(`replay: npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock === 'unsafe' ? ' --lock unsafe' : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
     return 1
   }
