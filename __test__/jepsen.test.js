@@ -47,13 +47,14 @@ test('the unsafe control lock (read-then-write, no fencing) is reported as a vio
   assert.ok(fs.readFileSync(json.replace(/\.json$/, '.svg'), 'utf8').startsWith('<svg'))
 })
 
-// The smoke: a few short schedules on each store, deadbolt's lock; store × workload × seed.
+// The smoke (about 80 s here): a few short schedules per store with deadbolt's lock, as
+// [store, workload, schedules, ms of workload each]; every workload on memory.
 const SMOKE = [
-  ['memory', 'mutex', 2], ['memory', 'semaphore', 1], ['memory', 'rwlock', 1], ['memory', 'election', 1],
-  ['memory', 'handover', 1], ['memory', 'weblocks', 1], ['memory', 'acquireall', 1],
-  ['sqlite', 'mutex', 2], ['redis', 'mutex', 2], ['postgres', 'mutex', 2],
+  ['memory', 'mutex', 1, 1000], ['memory', 'semaphore', 1, 1000], ['memory', 'rwlock', 1, 1000], ['memory', 'election', 1, 1000],
+  ['memory', 'handover', 1, 1000], ['memory', 'weblocks', 1, 1000], ['memory', 'acquireall', 1, 1000],
+  ['sqlite', 'mutex', 1, 1500], ['redis', 'mutex', 2, 1500], ['postgres', 'mutex', 2, 1500],
 ]
-for (const [store, workload, n] of SMOKE) {
+for (const [store, workload, n, ms] of SMOKE) {
   test(`deadbolt's lock passes ${n} short fault schedule(s) of the ${workload} workload on ${store}`, { timeout: 120_000 }, async (t) => {
     if (!STORES[store].available()) {
       const msg = `${store} is not installed`
@@ -61,7 +62,7 @@ for (const [store, workload, n] of SMOKE) {
       return t.skip(msg)
     }
     const json = tmp(`${store}-${workload}.json`)
-    const code = await main(['--store', store, '--workload', workload, '--schedules', String(n), '--seed', '7000', '--duration', '1500', '--no-shrink', '--quiet', '--json', json])
+    const code = await main(['--store', store, '--workload', workload, '--schedules', String(n), '--seed', '7000', '--duration', String(ms), '--no-shrink', '--quiet', '--json', json])
     const doc = JSON.parse(fs.readFileSync(json, 'utf8'))
     for (const s of doc.schedules) t.diagnostic(`seed ${s.seed}: ops=${s.figures.ops} grants=${s.figures.grants} ms=${s.figures.ms} faults=${s.faults.map((f) => f.kind).join(',')} ${s.violations.join(' | ')}`)
     assert.equal(code, 0, `violations: ${doc.schedules.flatMap((s) => s.violations).join(' | ')} (replay: ${doc.replay})`)

@@ -3,7 +3,7 @@
 //
 //   npm run jepsen -- --store <name|URL> --workload <w> --schedules N --seed S
 //                     [--duration ms] [--actors n] [--faults k] [--lock unsafe]
-//                     [--json FILE] [--append docs/guarantees.md] [--no-shrink]
+//                     [--json FILE] [--append docs/guarantees.md] [--no-shrink] [--keep-going]
 //
 // Schedule i of a run with seed S has seed S + i: `--seed <S+i> --schedules 1` replays it, and
 // `--faults k` keeps only its first k faults. Exit 0: no violation; 1: a violation; 2: a
@@ -19,10 +19,10 @@ const { runSchedule } = require('./runner')
 const { timeline } = require('./timeline')
 const WORKLOADS = require('./workloads')
 
-const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe] [--json FILE] [--append FILE] [--no-shrink]'
+const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
 
 function parse(argv) {
-  const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, faults: null, lock: 'real', json: null, append: null, shrink: true, quiet: false }
+  const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, faults: null, lock: 'real', json: null, append: null, shrink: true, quiet: false, keepGoing: false }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     const v = () => { const x = argv[++i]; if (x === undefined) throw new TypeError(`${a} needs a value`); return x }
@@ -38,6 +38,7 @@ function parse(argv) {
     else if (a === '--append') o.append = v()
     else if (a === '--no-shrink') o.shrink = false
     else if (a === '--quiet') o.quiet = true
+    else if (a === '--keep-going') o.keepGoing = true
     else throw new TypeError(`unknown argument ${a}`)
   }
   if (!WORKLOADS[o.workload]) throw new TypeError(`unknown workload ${o.workload}`)
@@ -120,9 +121,10 @@ async function main(argv) {
       for (const v of r.violations) say(`    ✗ ${v}`)
       for (const n of r.notes) say(`    · ${n}`)
       if (r.harnessErrors) harnessError = true
-      if (r.violations.length) { failed = { r, seed }; break }
+      if (r.violations.length && !failed) failed = { r, seed }
+      if (failed && !o.keepGoing) break
     }
-    if (failed && o.shrink) {
+    if (failed && o.shrink && !o.keepGoing) {
       // The shortest prefix of its faults that still fails (each prefix run once).
       const planned = failed.r.faults.map((x) => x.planned)
       for (let k = 0; k < planned.length; k++) {
