@@ -64,6 +64,22 @@ async function environment(store, lock) {
 
 const JSONBIG = (k, v) => (typeof v === 'bigint' ? String(v) : v)
 
+/**
+ * The calls of a history as Jepsen writes them: one entry per call with its process, actor,
+ * function, key, invoke time and outcome (ok, fail, or unknown when nothing came back).
+ */
+function operations(events) {
+  const ops = new Map()
+  for (const e of events) {
+    if (e.ev === 'invoke') ops.set(e.id, { process: e.w, actor: e.a, f: e.f, key: e.key, invoke: e.t, type: 'unknown', complete: null })
+    else if ((e.ev === 'ok' || e.ev === 'fail') && ops.has(e.id)) {
+      const { ev, t, w, a, f, key, id, ...value } = e
+      Object.assign(ops.get(id), { type: ev, complete: t, value })
+    }
+  }
+  return [...ops.values()]
+}
+
 function commit() {
   try { return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: path.join(__dirname, '..'), encoding: 'utf8' }).trim() } catch { return 'unknown' }
 }
@@ -144,7 +160,7 @@ async function main(argv) {
   const json = o.json ?? (failed ? path.join(os.tmpdir(), `deadbolt-jepsen-${o.store.replace(/[^a-z0-9]/gi, '_')}-${o.workload}-${failed.seed}.json`) : null)
   if (json) {
     const pick = failed ? failed.r : results[results.length - 1]
-    const doc = { store: o.store, workload: o.workload, lock: o.lock, seed: o.seed, failingSeed: failed?.seed ?? null, shrunkToFaults: failed?.keep ?? null, replay: failed ? `npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock === 'unsafe' ? ' --lock unsafe' : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}` : null, schedules: results.map((r) => ({ seed: r.seed, violations: r.violations, figures: r.figures, faults: r.faults })), history: pick ? { seed: pick.seed, violations: pick.violations, faults: pick.faults, events: pick.events, register: pick.register } : null }
+    const doc = { store: o.store, workload: o.workload, lock: o.lock, seed: o.seed, failingSeed: failed?.seed ?? null, shrunkToFaults: failed?.keep ?? null, replay: failed ? `npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock === 'unsafe' ? ' --lock unsafe' : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}` : null, schedules: results.map((r) => ({ seed: r.seed, violations: r.violations, figures: r.figures, faults: r.faults })), history: pick ? { seed: pick.seed, violations: pick.violations, faults: pick.faults, operations: operations(pick.events), events: pick.events, register: pick.register } : null }
     fs.writeFileSync(json, JSON.stringify(doc, JSONBIG, 1))
     if (pick) {
       const svg = json.replace(/\.json$/, '') + '.svg'
