@@ -30,6 +30,8 @@ function prng(seed) {
     c = (c + r) | 0
     return (r >>> 0) / 4294967296
   }
+  // sfc32's first outputs of nearby seeds are alike: discard them.
+  for (let i = 0; i < 16; i++) next()
   const r = {
     next,
     /** An integer in [lo, hi]. */
