@@ -14,12 +14,13 @@ const now = () => Number(process.hrtime.bigint()) / 1e6
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 class WorkerHandle {
-  constructor(h, id) {
+  /** `script`: the worker body to fork (this suite's worker.js unless another harness says). */
+  constructor(h, id, script = path.join(__dirname, 'worker.js')) {
     this.h = h
     this.id = id
     this.seq = 0
     this.replies = new Map()
-    this.proc = fork(path.join(__dirname, 'worker.js'), [], {
+    this.proc = fork(script, [], {
       env: { ...process.env, TORTURE_WORKER: id },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     })

@@ -1,0 +1,70 @@
+'use strict'
+// The fault harness (jepsen/, `npm run jepsen`): its checker must be able to fail, so the
+// deliberately unsafe lock is reported; and a smoke of a few short seeded schedules per store
+// with deadbolt's lock, which must pass. A store whose server is not installed fails under
+// CI and is skipped elsewhere.
+
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { main } = require('../jepsen/run')
+const { STORES } = require('../jepsen/stores')
+const { check } = require('../jepsen/checker')
+const { schedule } = require('../jepsen/schedule')
+
+const tmp = (name) => path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-jepsen-test-')), name)
+
+test('the same seed gives the same fault schedule, and another seed another one', () => {
+  const env = { kinds: ['pause-holder', 'store-kill', 'net-hold', 'net-latency'], workers: 4, servers: 1, durationMs: 4000, ttl: 1000 }
+  assert.deepEqual(schedule(42, env), schedule(42, env))
+  assert.notDeepEqual(schedule(42, env).faults, schedule(43, env).faults)
+})
+
+test('the checker reports two believed holds of one key that overlap, and not two that follow each other', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
+  const history = (bStart) => [
+    ev('A', 'grant', 0, { g: 'A#1', token: '1', owner: 'oa', held: true, vu: 1000 }),
+    ev('A', 'end', 100, { g: 'A#1', why: 'release' }),
+    ev('B', 'grant', bStart, { g: 'B#1', token: '2', owner: 'ob', held: true, vu: bStart + 1000 }),
+    ev('B', 'end', bStart + 100, { g: 'B#1', why: 'release' }),
+  ]
+  const run = (events) => check({ events, resourceLog: [], faults: [], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
+  assert.equal(run(history(50)).violations.length, 1)
+  assert.match(run(history(50)).violations[0], /overlapping believed hold/)
+  assert.deepEqual(run(history(101)).violations, [])
+})
+
+test('the unsafe control lock (read-then-write, no fencing) is reported as a violation within 20 schedules', { timeout: 120_000 }, async (t) => {
+  const json = tmp('unsafe.json')
+  const code = await main(['--store', 'memory', '--workload', 'mutex', '--lock', 'unsafe', '--schedules', '20', '--seed', '1000', '--duration', '1500', '--no-shrink', '--quiet', '--json', json])
+  assert.equal(code, 1)
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'))
+  t.diagnostic(`failing seed ${doc.failingSeed} after ${doc.schedules.length} schedule(s): ${doc.schedules.at(-1).violations.join(' | ')}`)
+  assert.ok(doc.schedules.length <= 20)
+  assert.ok(doc.history.violations.length > 0)
+  assert.ok(fs.readFileSync(json.replace(/\.json$/, '.svg'), 'utf8').startsWith('<svg'))
+})
+
+// The smoke (about 80 s here): a few short schedules per store with deadbolt's lock, as
+// [store, workload, schedules, ms of workload each]; every workload on memory.
+const SMOKE = [
+  ['memory', 'mutex', 1, 1000], ['memory', 'semaphore', 1, 1000], ['memory', 'rwlock', 1, 1000], ['memory', 'election', 1, 1000],
+  ['memory', 'handover', 1, 1000], ['memory', 'weblocks', 1, 1000], ['memory', 'acquireall', 1, 1000],
+  ['sqlite', 'mutex', 1, 1500], ['redis', 'mutex', 2, 1500], ['postgres', 'mutex', 2, 1500],
+]
+for (const [store, workload, n, ms] of SMOKE) {
+  test(`deadbolt's lock passes ${n} short fault schedule(s) of the ${workload} workload on ${store}`, { timeout: 120_000 }, async (t) => {
+    if (!STORES[store].available()) {
+      const msg = `${store} is not installed`
+      if (process.env.CI) throw new Error(msg)
+      return t.skip(msg)
+    }
+    const json = tmp(`${store}-${workload}.json`)
+    const code = await main(['--store', store, '--workload', workload, '--schedules', String(n), '--seed', '7000', '--duration', String(ms), '--no-shrink', '--quiet', '--json', json])
+    const doc = JSON.parse(fs.readFileSync(json, 'utf8'))
+    for (const s of doc.schedules) t.diagnostic(`seed ${s.seed}: ops=${s.figures.ops} grants=${s.figures.grants} ms=${s.figures.ms} faults=${s.faults.map((f) => f.kind).join(',')} ${s.violations.join(' | ')}`)
+    assert.equal(code, 0, `violations: ${doc.schedules.flatMap((s) => s.violations).join(' | ')} (replay: ${doc.replay})`)
+  })
+}

@@ -1,0 +1,187 @@
+'use strict'
+// Checks one schedule's history against its workload's model. The history is what the
+// workers logged (invoke/ok/fail, grant, sample, write, lost, end), the register's log and
+// the fault log, all on one monotonic clock (CLOCK_MONOTONIC, read through
+// process.hrtime.bigint() in every process).
+//
+// A believed hold of grant g runs from its grant (the call resolved) to the first of: the
+// actor's `end` (logged before its release, at a `held === false` read, at a hand-over), the
+// loss notice (`signal` aborted / onLost / onRevoked), the local deadline it last read
+// (`validUntil`, which `held` is measured against), the kill of its process.
+//
+// SLACK_MS is the measurement slack for two holds of different processes: a `validUntil`
+// converted from the wall clock to the monotonic one (Date.now() has 1 ms resolution) and
+// the time between a promise settling and its line being stamped, both ≤ 1–2 ms here.
+//
+// Invariants (each a violation): no two conflicting believed holds of a key overlap by more
+// than SLACK_MS (exclusive: any two; read-write: a write with anything; semaphore: never
+// more than `limit` at once); no stale write accepted by the register (torture/checker.js);
+// no token granted twice, and a grant's token above that of every grant of the key that
+// ended before it began; every call settles within its bound (pauses and stalls of its own
+// process not counted); a holder hears of a loss (notice or `held === false`) within
+// LOSS_MS of its local deadline (its own pauses not counted); no grant arrives already lost;
+// nothing of the run left in the store; no call left without an answer (unknown) unless its
+// process was killed.
+
+const { staleAccepted } = require('../torture/checker')
+
+const short = (key) => key.replace(/^jepsen:[0-9a-f]+:/, '')
+
+const SLACK_MS = 5
+const LOSS_MS = 1500
+const CALL_SLACK_MS = 1500
+
+/** Time in [from, to] during which worker `w` was paused or stalled (by the fault log). */
+function stoppedWithin(faults, w, from, to) {
+  let ms = 0
+  for (const f of faults) {
+    if (f.worker !== w || !(f.kind === 'pause-holder' || f.kind === 'stall')) continue
+    const end = f.end ?? to
+    ms += Math.max(0, Math.min(end, to) - Math.max(f.t, from))
+  }
+  return ms
+}
+
+/** The believed holds of a history, by grant id. */
+function holds(events, faults, runEnd) {
+  const byG = new Map()
+  const killedAt = new Map()
+  for (const f of faults) if (f.kind === 'kill-holder' && f.worker) killedAt.set(f.worker, f.t)
+  for (const e of events) {
+    if (e.ev === 'grant') {
+      byG.set(e.g, { g: e.g, a: e.a, w: e.w, key: e.key, token: e.token === null ? null : BigInt(e.token), owner: e.owner, mode: e.mode ?? 'x', adoptOf: e.adoptOf ?? null, start: e.t, vu: e.vu ?? null, heldAtGrant: e.held, endT: null, why: null, lostT: null, falseT: null })
+      continue
+    }
+    const h = e.g !== undefined ? byG.get(e.g) : undefined
+    if (!h) continue
+    if (e.ev === 'sample') {
+      if (e.held && e.vu !== null && e.vu !== undefined) h.vu = h.vu === null ? e.vu : Math.max(h.vu, e.vu)
+      if (!e.held && h.falseT === null) h.falseT = e.t0 ?? e.t
+    } else if (e.ev === 'end' && h.endT === null) { h.endT = e.t; h.why = e.why } else if (e.ev === 'lost' && h.lostT === null) h.lostT = e.t
+  }
+  for (const h of byG.values()) {
+    const killed = killedAt.get(h.w)
+    const ends = [h.endT, h.lostT, h.falseT, h.vu, killed !== undefined && killed >= h.start ? killed : null].filter((x) => x !== null && x !== undefined)
+    h.end = ends.length ? Math.min(...ends) : runEnd
+    h.killed = killed !== undefined && killed >= h.start
+  }
+  return [...byG.values()]
+}
+
+const conflicts = (kind, a, b) => kind === 'exclusive' || a.mode === 'x' || b.mode === 'x'
+
+function check({ events, resourceLog, faults, model, params, bound, leftover, runEnd }) {
+  const violations = []
+  const hs = holds(events, faults, runEnd)
+  const byKey = new Map()
+  for (const h of hs) { if (!byKey.has(h.key)) byKey.set(h.key, []); byKey.get(h.key).push(h) }
+  for (const list of byKey.values()) list.sort((x, y) => x.start - y.start)
+
+  // 1. believed holds
+  let overlaps = 0
+  let maxOverlapMs = 0
+  const ex = []
+  if (model.kind === 'semaphore') {
+    for (const [key, list] of byKey) {
+      const pts = []
+      for (const h of list) if (h.end - h.start > 2 * SLACK_MS) { pts.push([h.start + SLACK_MS, 1, h]); pts.push([h.end - SLACK_MS, -1, h]) }
+      pts.sort((x, y) => x[0] - y[0] || x[1] - y[1])
+      let n = 0
+      for (const [t, d] of pts) {
+        n += d
+        if (n > params.limit) { overlaps++; if (ex.length < 3) ex.push(`${short(key)}: ${n} holders of ${params.limit} permits at ${t.toFixed(0)}`) }
+      }
+    }
+  } else {
+    for (const [key, list] of byKey) {
+      for (let i = 0; i < list.length; i++) {
+        for (let j = i + 1; j < list.length && list[j].start < list[i].end; j++) {
+          const a = list[i]
+          const b = list[j]
+          if (!conflicts(model.kind, a, b) || (a.owner && a.owner === b.owner)) continue
+          const ms = Math.min(a.end, b.end) - b.start
+          if (ms <= SLACK_MS) continue
+          overlaps++
+          maxOverlapMs = Math.max(maxOverlapMs, ms)
+          if (ex.length < 3) ex.push(`${short(key)}: ${a.g} (token ${a.token}) and ${b.g} (token ${b.token}) both believed held for ${ms.toFixed(0)} ms from ${b.start.toFixed(0)}`)
+        }
+      }
+    }
+  }
+  if (overlaps) violations.push(`${overlaps} overlapping believed hold(s)${maxOverlapMs ? `, up to ${maxOverlapMs.toFixed(0)} ms` : ''}: ${ex.join('; ')}`)
+
+  // 2. register
+  if (model.register) {
+    const st = staleAccepted(resourceLog)
+    if (st.stale) violations.push(`${st.stale} stale write(s) accepted: ${st.examples.join('; ')}`)
+  }
+
+  // 3. tokens
+  let tokenViol = 0
+  const tex = []
+  for (const [key, list] of byKey) {
+    const seen = new Map()
+    for (const h of list) {
+      if (h.token === null) continue
+      const prev = seen.get(h.token)
+      if (prev && !(h.adoptOf && prev.owner === h.owner)) { tokenViol++; if (tex.length < 3) tex.push(`${short(key)}: token ${h.token} granted to ${prev.g} and ${h.g}`) }
+      if (!prev) seen.set(h.token, h)
+      const before = list.find((p) => p !== h && p.token !== null && p.end < h.start && p.token >= h.token && p.owner !== h.owner)
+      if (before && !prev) { tokenViol++; if (tex.length < 3) tex.push(`${short(key)}: ${h.g} granted ${h.token} after ${before.g} held ${before.token}`) }
+    }
+  }
+  if (tokenViol) violations.push(`${tokenViol} token violation(s): ${tex.join('; ')}`)
+
+  // 4. call bounds, and calls never answered
+  const invokes = new Map()
+  let late = 0
+  let unknown = 0
+  const lex = []
+  const killed = new Set(faults.filter((f) => f.kind === 'kill-holder').map((f) => f.worker))
+  for (const e of events) {
+    if (e.ev === 'invoke') invokes.set(e.id, e)
+    else if ((e.ev === 'ok' || e.ev === 'fail') && invokes.has(e.id)) {
+      const i = invokes.get(e.id)
+      invokes.delete(e.id)
+      const b = bound(e.f)
+      if (b === null) continue
+      const ms = e.t - i.t - stoppedWithin(faults, e.w, i.t, e.t)
+      if (ms > b + CALL_SLACK_MS) { late++; if (lex.length < 3) lex.push(`${e.a} ${e.f} took ${ms.toFixed(0)} ms (bound ${b} ms)`) }
+    }
+  }
+  for (const i of invokes.values()) if (!killed.has(i.w) && bound(i.f) !== null) { unknown++; if (lex.length < 3) lex.push(`${i.a} ${i.f} never answered`) }
+  if (late + unknown) violations.push(`${late + unknown} call(s) beyond their bound or never answered: ${lex.join('; ')}`)
+
+  // 5. hearing of a loss; grants already lost
+  let deaf = 0
+  const dex = []
+  for (const h of hs) {
+    if (h.killed || h.vu === null || h.why === 'release' || h.why === 'handover') continue
+    if (h.endT !== null && h.endT < h.vu) continue // ended before its deadline
+    const heard = Math.min(h.lostT ?? Infinity, h.falseT ?? Infinity)
+    if (heard === Infinity) continue // stopped before its deadline (run end): nothing to hear
+    const lateMs = heard - h.vu - stoppedWithin(faults, h.w, h.vu, heard)
+    if (lateMs > LOSS_MS) { deaf++; if (dex.length < 3) dex.push(`${h.g} heard ${lateMs.toFixed(0)} ms after its deadline`) }
+  }
+  if (deaf) violations.push(`${deaf} loss(es) heard late: ${dex.join('; ')}`)
+  const doa = hs.filter((h) => h.heldAtGrant === false)
+  if (doa.length) violations.push(`${doa.length} grant(s) arrived already lost: ${doa.slice(0, 3).map((h) => h.g).join(', ')}`)
+
+  // 6. bounded state
+  if (leftover === null) violations.push('leftover state could not be read')
+  else if (leftover.length) violations.push(`${leftover.length} key(s) of the run left in the store: ${leftover.slice(0, 3).join(', ')}`)
+
+  const ops = events.filter((e) => e.ev === 'invoke').length
+  const figures = {
+    ops,
+    grants: hs.length,
+    writes: resourceLog.length,
+    refused: resourceLog.filter((r) => !r.accepted).length,
+    losses: hs.filter((h) => h.lostT !== null).length,
+    faults: faults.length,
+    overlaps,
+  }
+  return { violations, figures, holds: hs }
+}
+
+module.exports = { check, holds, SLACK_MS, LOSS_MS, CALL_SLACK_MS }

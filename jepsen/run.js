@@ -1,0 +1,185 @@
+'use strict'
+// `npm run jepsen`: seeded fault schedules against one store configuration and workload.
+//
+//   npm run jepsen -- --store <name|URL> --workload <w> --schedules N --seed S
+//                     [--duration ms] [--actors n] [--faults k] [--lock unsafe]
+//                     [--json FILE] [--append docs/guarantees.md] [--no-shrink] [--keep-going]
+//
+// Schedule i of a run with seed S has seed S + i: `--seed <S+i> --schedules 1` replays it, and
+// `--faults k` keeps only its first k faults. Exit 0: no violation; 1: a violation; 2: a
+// harness error (bad arguments, a server that did not start, a worker that crashed).
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { execFileSync } = require('node:child_process')
+const { STORES, OPTS } = require('./stores')
+const { schedule } = require('./schedule')
+const { runSchedule } = require('./runner')
+const { timeline } = require('./timeline')
+const WORKLOADS = require('./workloads')
+
+const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
+
+function parse(argv) {
+  const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, faults: null, lock: 'real', json: null, append: null, shrink: true, quiet: false, keepGoing: false }
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    const v = () => { const x = argv[++i]; if (x === undefined) throw new TypeError(`${a} needs a value`); return x }
+    if (a === '--store') o.store = v()
+    else if (a === '--workload') o.workload = v()
+    else if (a === '--schedules') o.schedules = Number(v())
+    else if (a === '--seed') o.seed = Number(v())
+    else if (a === '--duration') o.duration = Number(v())
+    else if (a === '--actors') o.actors = Number(v())
+    else if (a === '--faults') o.faults = Number(v())
+    else if (a === '--lock') o.lock = v()
+    else if (a === '--json') o.json = v()
+    else if (a === '--append') o.append = v()
+    else if (a === '--no-shrink') o.shrink = false
+    else if (a === '--quiet') o.quiet = true
+    else if (a === '--keep-going') o.keepGoing = true
+    else throw new TypeError(`unknown argument ${a}`)
+  }
+  if (!WORKLOADS[o.workload]) throw new TypeError(`unknown workload ${o.workload}`)
+  if (!['real', 'unsafe'].includes(o.lock)) throw new TypeError('--lock is real or unsafe')
+  if (o.lock === 'unsafe' && o.workload !== 'mutex') throw new TypeError('--lock unsafe runs the mutex workload only')
+  for (const k of ['schedules', 'duration', 'actors']) if (!Number.isInteger(o[k]) || o[k] < 1) throw new TypeError(`--${k} must be a positive integer`)
+  o.seed ??= Math.floor(Math.random() * 1e9)
+  if (!Number.isSafeInteger(o.seed)) throw new TypeError('--seed must be an integer')
+  return o
+}
+
+/** The environment of a registry name, or of a URL (no private server: no store faults). */
+async function environment(store, lock) {
+  if (lock === 'unsafe' && !['memory', 'redis'].includes(store)) throw new TypeError('--lock unsafe runs on memory or redis')
+  const s = STORES[store]
+  if (s) {
+    if (!s.available()) throw new Error(`${store}: its server is not installed`)
+    return s.start()
+  }
+  if (!/^[a-z0-9+]+:\/\//.test(store)) throw new TypeError(`unknown store ${store}`)
+  return { url: () => store, endpoints: [], opts: OPTS, faults: ['pause-holder', 'kill-holder', 'stall'], servers: [], leftover: async () => [], stop: async () => {} }
+}
+
+const JSONBIG = (k, v) => (typeof v === 'bigint' ? String(v) : v)
+
+/**
+ * The calls of a history as Jepsen writes them: one entry per call with its process, actor,
+ * function, key, invoke time and outcome (ok, fail, or unknown when nothing came back).
+ */
+function operations(events) {
+  const ops = new Map()
+  for (const e of events) {
+    if (e.ev === 'invoke') ops.set(e.id, { process: e.w, actor: e.a, f: e.f, key: e.key, invoke: e.t, type: 'unknown', complete: null })
+    else if ((e.ev === 'ok' || e.ev === 'fail') && ops.has(e.id)) {
+      const { ev, t, w, a, f, key, id, ...value } = e
+      Object.assign(ops.get(id), { type: ev, complete: t, value })
+    }
+  }
+  return [...ops.values()]
+}
+
+function commit() {
+  try { return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: path.join(__dirname, '..'), encoding: 'utf8' }).trim() } catch { return 'unknown' }
+}
+
+/** Appends one row per fault kind of this batch to the guarantees table in `file`. */
+function appendRows(file, o, results) {
+  const kinds = new Map()
+  for (const r of results) {
+    const ks = new Set(r.faults.map((f) => f.kind))
+    if (ks.size === 0) ks.add('none')
+    for (const k of ks) {
+      const row = kinds.get(k) ?? { schedules: 0, ops: 0, violations: 0 }
+      row.schedules++
+      row.ops += r.figures.ops
+      row.violations += r.violations.length ? 1 : 0
+      kinds.set(k, row)
+    }
+  }
+  const date = new Date().toISOString().slice(0, 10)
+  const c = commit()
+  const lines = [...kinds].sort().map(([k, r]) => `| ${o.store} | ${o.workload}${o.lock === 'unsafe' ? ' (unsafe control)' : ''} | ${k} | ${r.schedules} | ${r.ops} | ${r.violations} | ${date} | ${c} | ${o.seed} |`)
+  fs.appendFileSync(file, lines.join('\n') + '\n')
+}
+
+/** Runs one schedule of seed `seed`, keeping only its first `keep` faults (all when null). */
+async function one(env, o, seed, keep) {
+  const params = { ttl: env.ttl ?? 1000, wait: 2000, keys: 2, limit: 2 }
+  const sched = schedule(seed, { kinds: env.faults, workers: env.inProcess ? 1 : o.actors, actors: o.actors, servers: env.servers.length, durationMs: o.duration, ttl: params.ttl })
+  if (keep !== null) sched.faults = sched.faults.slice(0, keep)
+  return runSchedule(env, sched, { storeName: o.store, workload: o.workload, lock: o.lock, actors: o.actors, durationMs: o.duration, params })
+}
+
+function describe(f) {
+  return `${f.kind}@${f.at}ms+${f.ms}ms${f.target !== undefined ? `→${f.target}` : ''}`
+}
+
+async function main(argv) {
+  let o
+  try { o = parse(argv) } catch (err) { console.error(`${err.message}\n${USAGE}`); return 2 }
+  const say = (s) => { if (!o.quiet) console.log(s) }
+  say(`deadbolt jepsen: store ${o.store}, workload ${o.workload}, lock ${o.lock}, ${o.schedules} schedule(s) of ${o.duration} ms, seed ${o.seed}`)
+  let env
+  const t0 = Date.now()
+  try { env = await environment(o.store, o.lock) } catch (err) { console.error(`harness error: ${err.message}`); return 2 }
+  const results = []
+  let failed = null
+  let harnessError = false
+  try {
+    for (let i = 0; i < o.schedules; i++) {
+      const seed = o.seed + i
+      const r = await one(env, o, seed, o.faults)
+      results.push(r)
+      const f = r.figures
+      say(`schedule ${i + 1}/${o.schedules} seed ${seed}: ${r.violations.length ? 'FAIL' : 'ok'} ops=${f.ops} grants=${f.grants} writes=${f.writes} refused=${f.refused} losses=${f.losses} ms=${f.ms} faults=[${r.faults.map((x) => describe(x.planned ?? x)).join(' ')}]`)
+      for (const v of r.violations) say(`    ✗ ${v}`)
+      for (const n of r.notes) say(`    · ${n}`)
+      if (r.harnessErrors) harnessError = true
+      if (r.violations.length && !failed) failed = { r, seed }
+      if (failed && !o.keepGoing) break
+    }
+    if (failed && o.shrink && !o.keepGoing) {
+      // The shortest prefix of its faults that still fails (each prefix run once).
+      const planned = failed.r.faults.map((x) => x.planned)
+      for (let k = 0; k < planned.length; k++) {
+        const r = await one(env, o, failed.seed, k)
+        say(`  shrink: first ${k} fault(s): ${r.violations.length ? 'still fails' : 'passes'}`)
+        if (r.violations.length) { failed = { r, seed: failed.seed, keep: k }; break }
+      }
+    }
+  } catch (err) {
+    console.error(`harness error: ${err.stack}`)
+    harnessError = true
+  } finally {
+    await env.stop().catch(() => {})
+  }
+  const elapsed = (Date.now() - t0) / 1000
+  say(`${results.length} schedule(s), ${results.reduce((a, r) => a + r.figures.ops, 0)} operations, ${results.filter((r) => r.violations.length).length} failing, ${elapsed.toFixed(1)} s (${(results.reduce((a, r) => a + r.figures.ms, 0) / Math.max(1, results.length) / 1000).toFixed(1)} s a schedule)`)
+  const json = o.json ?? (failed ? path.join(os.tmpdir(), `deadbolt-jepsen-${o.store.replace(/[^a-z0-9]/gi, '_')}-${o.workload}-${failed.seed}.json`) : null)
+  if (json) {
+    const pick = failed ? failed.r : results[results.length - 1]
+    const doc = { store: o.store, workload: o.workload, lock: o.lock, seed: o.seed, failingSeed: failed?.seed ?? null, shrunkToFaults: failed?.keep ?? null, replay: failed ? `npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock === 'unsafe' ? ' --lock unsafe' : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}` : null, schedules: results.map((r) => ({ seed: r.seed, violations: r.violations, figures: r.figures, faults: r.faults })), history: pick ? { seed: pick.seed, violations: pick.violations, faults: pick.faults, operations: operations(pick.events), events: pick.events, register: pick.register } : null }
+    fs.writeFileSync(json, JSON.stringify(doc, JSONBIG, 1))
+    if (pick) {
+      const svg = json.replace(/\.json$/, '') + '.svg'
+      fs.writeFileSync(svg, timeline(pick, `${o.store} ${o.workload} seed ${pick.seed}${failed ? ' FAIL' : ''}`))
+      say(`history: ${json}\ntimeline: ${svg}`)
+    }
+  }
+  if (o.append) appendRows(o.append, o, results)
+  if (failed) {
+    const all = failed.r.faults.map((x) => describe(x.planned ?? x)).join(' ')
+    say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${failed.r.faults.length}` : 'not shrunk,'} fault(s) [${all}]`)
+    say(`replay: npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock === 'unsafe' ? ' --lock unsafe' : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
+    return 1
+  }
+  return harnessError ? 2 : 0
+}
+
+module.exports = { main, parse }
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then((code) => { process.exitCode = code; setTimeout(() => process.exit(code), 2000).unref() }, (err) => { console.error(err); process.exitCode = 2 })
+}

@@ -1,0 +1,110 @@
+'use strict'
+// Runs one schedule: relays and workers for it, the workload, the nemesis, then heals
+// everything, stops the workers (each actor ends its round and releases), waits out the
+// leases of killed holders, reads what is left in the store, and checks the history.
+
+const path = require('node:path')
+const { randomBytes } = require('node:crypto')
+const { Harness, WorkerHandle, now, sleep } = require('../torture/harness')
+const { Resource } = require('../torture/resource')
+const { faultyProxy } = require('./proxy')
+const { Nemesis } = require('./nemesis')
+const { check } = require('./checker')
+const WORKLOADS = require('./workloads')
+
+const SCRIPT = path.join(__dirname, 'worker.js')
+
+/** The register, logging the writing actor (several may share one process). */
+class ActorResource extends Resource {
+  offer(w, m) { return super.offer(m.a ?? w, m) }
+}
+
+/**
+ * Runs schedule `sched` on environment `env`. `o`: { workload, lock, actors, durationMs,
+ * params }. Resolves { violations, figures, history, faults, notes }.
+ */
+async function runSchedule(env, sched, o) {
+  const prefix = `jepsen:${randomBytes(4).toString('hex')}:`
+  const h = new Harness({ store: { name: o.storeName }, prefix })
+  h.resource = new ActorResource(now)
+  const model = WORKLOADS[o.workload].model
+  const params = { ...o.params, ttl: env.ttl ?? o.params.ttl }
+  const nWorkers = env.inProcess ? 1 : o.actors
+  const workers = []
+  let gen = 0
+  const cfgFor = (i, actors) => ({ url: env.url(workers[i].proxies.map((p) => p.port)), opts: env.opts, workload: o.workload, lock: o.lock, prefix, params, actors })
+  const spawn = async (i, actors) => {
+    const handle = new WorkerHandle(h, `w${i}${gen ? `.${gen}` : ''}`, SCRIPT)
+    h.workers.push(handle)
+    workers[i].handle = handle
+    await handle.ready
+    await handle.cmd('start', cfgFor(i, actors), { timeout: 30000 })
+  }
+  const started = now()
+  let runEnd = null
+  const faultsPlayed = []
+  try {
+    for (let i = 0; i < nWorkers; i++) workers.push({ proxies: await Promise.all(env.endpoints.map((p) => faultyProxy(p))) })
+    const actorsOf = (i, g) => (env.inProcess
+      ? sched.actorSeeds.slice(0, o.actors).map((seed, k) => ({ id: `a${k}`, seed }))
+      : [{ id: `a${i}${g ? `.${g}` : ''}`, seed: sched.actorSeeds[i] + g }])
+    await Promise.all(workers.map((_, i) => spawn(i, actorsOf(i, 0))))
+    const run = {
+      h, env, workers,
+      respawn: async (i) => { gen++; await spawn(i, actorsOf(i, gen)) },
+    }
+    const nemesis = new Nemesis(run)
+    const t0 = now()
+    nemesis.play(sched.faults)
+    await sleep(o.durationMs)
+    await nemesis.settled()
+    faultsPlayed.push(...h.faults)
+    // Heal whatever is left, then let every actor end its round.
+    for (const w of workers) { w.handle.signal('SIGCONT'); for (const p of w.proxies) p.heal() }
+    for (const s of env.servers) await s.ensure().catch(() => {})
+    const stopBound = (params.wait ?? 0) + 3 * ((env.opts.connectTimeout ?? 5000) + (env.opts.responseTimeout ?? 5000)) * (env.boundFactor ?? 1) + 5000
+    await Promise.all(workers.map((w) => w.handle.alive && w.handle.cmd('stop', {}, { timeout: stopBound })
+      .catch((err) => h.violate(`${w.handle.id} did not stop: ${err.message}`))))
+    runEnd = now()
+    h.figures.workloadMs = runEnd - t0
+  } finally {
+    await h.stopWorkers()
+    for (const w of workers) for (const p of w.proxies ?? []) await p.close()
+  }
+  // Leases of killed holders run out by the store's clock.
+  let leftover = null
+  const until = Date.now() + params.ttl * 2 + 3000
+  for (;;) {
+    try {
+      leftover = await env.leftover(prefix)
+      if (leftover.length === 0 || Date.now() > until) break
+    } catch (err) {
+      if (Date.now() > until) { h.note(`leftover: ${err.message}`); break }
+    }
+    await sleep(200)
+  }
+  const factor = env.boundFactor ?? 1
+  const base = ((env.opts.connectTimeout ?? 5000) + (env.opts.responseTimeout ?? 5000)) * factor
+  const bound = (f) => {
+    if (f === 'request' || f === 'elect') return null // a request waits for its callback
+    if (['acquire', 'read', 'write', 'acquireAll'].includes(f)) return params.wait + base
+    return base
+  }
+  const errors = h.events.filter((e) => e.ev === 'error')
+  const result = check({ events: h.events, resourceLog: h.resource.log, faults: faultsPlayed, model, params, bound, leftover, runEnd: runEnd ?? now() })
+  result.violations.unshift(...h.violations)
+  return {
+    seed: sched.seed,
+    violations: result.violations,
+    figures: { ...result.figures, ms: Math.round(now() - started) },
+    holds: result.holds,
+    events: h.events,
+    register: h.resource.log,
+    faults: faultsPlayed,
+    notes: [...h.notes, ...errors.slice(0, 3).map((e) => `worker error: ${e.msg}`)],
+    harnessErrors: errors.length,
+    start: started,
+  }
+}
+
+module.exports = { runSchedule }

@@ -1,0 +1,227 @@
+'use strict'
+// The store configurations the harness can run on, by registry name, each started privately
+// on free loopback ports (never the developer's shared servers) and stopped afterwards. An
+// environment says how workers reach it (its endpoints, which the harness puts behind a
+// relay per worker, and the URL made from the relays' ports), which servers the nemesis may
+// pause, kill and restart, how to kill deadbolt's connections, and what fault kinds apply.
+// The servers themselves come from the torture suite and the test fixtures.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { randomBytes } = require('node:crypto')
+const { ThrowawayRedis, ThrowawayMysql, stopProcess } = require('../torture/servers')
+const { STORES: TORTURE_STORES } = require('../torture/stores')
+const { ThrowawayPostgres } = require('../__test__/fixtures/postgres')
+const { startEtcd, etcdInstalled } = require('../__test__/fixtures/etcd')
+const { startDynalite, dynaliteInstalled, TEST_CREDENTIALS } = require('../__test__/fixtures/dynalite')
+
+const rawOf = (name) => TORTURE_STORES.find((s) => s.name === name).raw
+const PROCESS = ['pause-holder', 'kill-holder', 'stall']
+const NETWORK = ['net-latency', 'net-hold', 'net-drop', 'net-blackhole', 'net-reset', 'net-cut-one']
+/** Connect options every worker's client gets: short bounds, so a schedule sees them. */
+const OPTS = { connectTimeout: 1000, responseTimeout: 1000 }
+
+/** Every process of a server: `pid` and its descendants (PostgreSQL runs one per session). */
+function processTree(pid) {
+  const out = [pid]
+  for (let i = 0; i < out.length; i++) {
+    try {
+      for (const t of fs.readdirSync(`/proc/${out[i]}/task`)) {
+        const kids = fs.readFileSync(`/proc/${out[i]}/task/${t}/children`, 'utf8').trim()
+        if (kids) out.push(...kids.split(/\s+/).map(Number))
+      }
+    } catch { /* gone */ }
+  }
+  return out
+}
+
+/** A server the nemesis may pause (SIGSTOP), resume, kill -9 and start again. */
+function redisServer(r, name) {
+  return {
+    name,
+    pause: () => r.pause(),
+    resume: () => r.resume(),
+    kill: () => r.stop('SIGKILL'),
+    start: () => r.start(),
+    ensure: () => r.ensureRunning(),
+  }
+}
+
+/** Live keys under `prefix` in the store, read through a deadbolt client of the harness. */
+async function listed(url, opts, prefix) {
+  const c = await require('..').connect(url, opts)
+  try {
+    return (await c.list(prefix, { limit: 1000 })).map((l) => l.key)
+  } finally {
+    await c.close()
+  }
+}
+
+const STORES = {
+  memory: {
+    available: () => true,
+    async start() {
+      const url = `memory://jepsen-${randomBytes(4).toString('hex')}`
+      // One process holds every actor: memory:// is shared within a process only.
+      return { url: () => url, endpoints: [], opts: {}, inProcess: true, faults: ['stall'], servers: [], leftover: async () => [], stop: async () => {} }
+    },
+  },
+  sqlite: {
+    available: () => true,
+    async start() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-jepsen-sqlite-'))
+      const url = `sqlite://${path.join(dir, 'locks.db')}`
+      return {
+        url: () => url, endpoints: [], opts: OPTS, faults: PROCESS, servers: [],
+        leftover: (prefix) => listed(url, OPTS, prefix),
+        stop: async () => fs.rmSync(dir, { recursive: true, force: true }),
+      }
+    },
+  },
+  redis: {
+    available: () => ThrowawayRedis.available(),
+    async start() {
+      // With AOF (fsync always): tokens survive a kill -9 (without it a restart starts a new
+      // token epoch, as documented).
+      const r = await ThrowawayRedis.create({ aof: true })
+      const raw = rawOf('redis')(r.url)
+      return {
+        url: ([p]) => `redis://127.0.0.1:${p}`,
+        endpoints: [r.port], opts: OPTS,
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
+        servers: [redisServer(r, 'redis')],
+        killConnections: () => raw.killConnections(),
+        leftover: async (prefix) => (await raw.leftover(prefix)).extra,
+        stop: async () => { await raw.close(); await r.destroy() },
+      }
+    },
+  },
+  redlock: {
+    available: () => ThrowawayRedis.available(),
+    async start() {
+      const rs = []
+      for (let i = 0; i < 3; i++) rs.push(await ThrowawayRedis.create({ aof: true }))
+      const raws = rs.map((r) => rawOf('redis')(r.url))
+      return {
+        url: (ports) => ports.map((p) => `redis://127.0.0.1:${p}`),
+        endpoints: rs.map((r) => r.port), opts: OPTS,
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
+        servers: rs.map((r, i) => redisServer(r, `redis${i}`)),
+        killConnections: async () => (await Promise.all(raws.map((x) => x.killConnections()))).reduce((a, b) => a + b, 0),
+        leftover: async (prefix) => (await Promise.all(raws.map((x) => x.leftover(prefix)))).flatMap((x) => x.extra),
+        stop: async () => { for (const x of raws) await x.close(); for (const r of rs) await r.destroy() },
+      }
+    },
+  },
+  mysql: {
+    available: () => ThrowawayMysql.available(),
+    async start() {
+      const m = await ThrowawayMysql.create()
+      const raw = rawOf('mysql')(m.url)
+      const u = new URL(m.url)
+      return {
+        url: ([p]) => { u.port = String(p); return u.toString() },
+        endpoints: [m.port], opts: OPTS,
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
+        servers: [{ name: 'mariadb', pause: () => m.pause(), resume: () => m.resume(), kill: () => m.stop('SIGKILL'), start: () => m.db.start({ timeout: 60000 }), ensure: () => m.ensureRunning() }],
+        killConnections: () => raw.killConnections(),
+        leftover: async (prefix) => (await raw.leftover(prefix)).extra,
+        stop: async () => { await raw.close(); await m.destroy() },
+      }
+    },
+  },
+  postgres: {
+    available: () => { try { return require('../__test__/fixtures/postgres').binDir() !== null } catch { return false } },
+    async start() {
+      const pg = await ThrowawayPostgres.create({ port: 5600 + Math.floor(Math.random() * 300) })
+      await pg.start()
+      const pid = () => { try { return Number(fs.readFileSync(path.join(pg.datadir, 'postmaster.pid'), 'utf8').split('\n')[0]) } catch { return null } }
+      let paused = []
+      const url = (p) => `postgres://postgres@127.0.0.1:${p}/postgres`
+      const { Client } = require('pg')
+      return {
+        url: ([p]) => url(p),
+        endpoints: [pg.port], opts: OPTS,
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
+        servers: [{
+          name: 'postgres',
+          async pause() { const p = pid(); if (p) { paused = processTree(p); for (const q of paused) await stopProcess(q).catch(() => {}) } },
+          resume() { for (const q of paused) { try { process.kill(q, 'SIGCONT') } catch {} } paused = [] },
+          async kill() { this.resume(); await pg.stop('immediate') },
+          start: () => pg.start(),
+          async ensure() { this.resume(); await pg.start().catch(() => {}) },
+        }],
+        async killConnections() {
+          const c = new Client({ connectionString: url(pg.port) })
+          await c.connect()
+          try {
+            const r = await c.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'")
+            return r.rowCount
+          } finally { await c.end() }
+        },
+        leftover: (prefix) => listed(url(pg.port), OPTS, prefix),
+        stop: () => pg.destroy(),
+      }
+    },
+  },
+  etcd: etcdStore(1),
+  etcd3: etcdStore(3),
+  dynamodb: {
+    available: () => dynaliteInstalled(),
+    async start() {
+      const d = await startDynalite()
+      const table = `jepsen_${randomBytes(3).toString('hex')}`
+      const opts = { ...OPTS, createTable: true, credentials: TEST_CREDENTIALS }
+      const url = (p) => `dynamodb://${table}?region=us-east-1&endpoint=http://127.0.0.1:${p}`
+      return {
+        url: ([p]) => url(p),
+        endpoints: [d.port], opts,
+        // dynalite keeps its tables in memory: a kill is a new, empty store, not a restart.
+        faults: [...PROCESS, ...NETWORK, 'store-pause'],
+        servers: [{ name: 'dynalite', pause: () => stopProcess(d.pid), resume: () => { try { process.kill(d.pid, 'SIGCONT') } catch {} }, kill: async () => {}, start: async () => {}, ensure: async () => { try { process.kill(d.pid, 'SIGCONT') } catch {} } }],
+        leftover: (prefix) => listed(url(d.port), opts, prefix),
+        stop: () => d.stop(),
+      }
+    },
+  },
+}
+
+function etcdStore(members) {
+  return {
+    available: () => etcdInstalled(),
+    async start() {
+      const c = await startEtcd({ members })
+      const servers = c.members.map((m) => ({
+        name: m.name,
+        member: m,
+        pause: () => stopProcess(m.pid),
+        resume: () => m.resume(),
+        kill: () => m.kill(),
+        start: async () => { m.restart(); await c.leader() },
+        async ensure() { try { m.resume() } catch {} },
+      }))
+      const faults = [...PROCESS, ...NETWORK, 'store-pause', 'store-kill']
+      if (members >= 3) faults.push('leader-pause', 'leader-kill', 'minority-pause')
+      return {
+        url: (ports) => `etcd://${ports.map((p) => `127.0.0.1:${p}`).join(',')}`,
+        endpoints: c.members.map((m) => m.clientPort),
+        opts: { ...OPTS, ttl: 2000 },
+        faults,
+        servers,
+        /** The member serving as leader now (null when none answers). */
+        async leader() {
+          for (const s of servers) if (await s.member.isLeader().catch(() => false)) return s
+          return null
+        },
+        leftover: (prefix) => listed(c.url(), OPTS, prefix),
+        stop: () => c.stop(),
+        ttl: 2000,
+        // "each member in turn, within the bound"
+        boundFactor: members,
+      }
+    },
+  }
+}
+
+module.exports = { STORES, OPTS, processTree }

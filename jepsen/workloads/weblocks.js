@@ -1,0 +1,21 @@
+'use strict'
+// Web Locks `request`: exclusive and shared requests on one name; the callback holds the lock
+// until its promise settles, writing (exclusive) with the lock's token while its signal is not
+// aborted. A WebLock has no `held` or local deadline: belief is "the signal is not aborted".
+// Checked as the read-write lock.
+
+async function round(ctx) {
+  const name = ctx.key('web')
+  const exclusive = ctx.rnd.chance(0.5)
+  const holdMs = ctx.rnd.int(30, ctx.cfg.params.ttl)
+  await ctx.call('request', name, () => ctx.client.request(name, { mode: exclusive ? 'exclusive' : 'shared' }, async (lock) => {
+    const g = ctx.granted(name, { fencingToken: lock.fencingToken, owner: null, held: !lock.signal.aborted, validUntil: null }, { mode: exclusive ? 'x' : 's' })
+    lock.signal.addEventListener('abort', () => ctx.lost(g, name)(lock.signal.reason), { once: true })
+    const view = { get held() { return !lock.signal.aborted }, validUntil: null }
+    if (await ctx.hold(g, name, view, holdMs, { token: exclusive ? lock.fencingToken : null })) ctx.end(g, name, 'release')
+    return true
+  }))
+  await ctx.sleep(ctx.rnd.int(0, 30))
+}
+
+module.exports = { round, model: { kind: 'rw', register: true } }
