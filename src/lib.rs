@@ -6,6 +6,8 @@ mod binding;
 pub mod core;
 pub mod limits;
 pub mod runtime;
+#[cfg(test)]
+mod sim;
 pub mod store;
 
 pub use binding::{limits, protocol, release_on_exit, stores, NativeClient};

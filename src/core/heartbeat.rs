@@ -42,13 +42,19 @@ const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 /// one process-wide origin, so locks acquired at scattered moments fall due together and go
 /// out in one batch. Extending up to an eighth of a period early is harmless.
 fn align(at: Instant, every: Duration) -> Instant {
-    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let origin = *ORIGIN.get_or_init(Instant::now);
+    let origin = grid_origin();
     let grid = (every / 8).clamp(Duration::from_millis(1), Duration::from_millis(250));
     let since = at.saturating_duration_since(origin).as_nanos();
     let grid_ns = grid.as_nanos();
     let aligned = u64::try_from((since / grid_ns) * grid_ns).unwrap_or(u64::MAX);
     clock::after(origin, Duration::from_nanos(aligned))
+}
+
+/// The instant every heartbeat grid counts from: one per process, taken at its first use (a
+/// simulation lines its paused clock up with it, so that a seed replays the same beats).
+pub(crate) fn grid_origin() -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
 }
 
 /// When the scheduler should next look at `held` (from `now`), or None if it needs no
