@@ -227,9 +227,9 @@ test('a strict TypeScript program (module nodenext) in the app compiles with tsc
   assert.equal(sh(process.execPath, ['-e', "console.log(require('./out/program.cjs').shapes.connect)"], dir).output.trim(), 'function')
 })
 
-/** The README's samples that name their file in a first comment line (`// app.mjs`). */
+/** The samples of the README and the install guide that name their file in a first comment line (`// app.mjs`). */
 function readmeSamples() {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  const readme = ['README.md', 'docs/install.md'].map((f) => fs.readFileSync(path.join(ROOT, f), 'utf8')).join('\n')
   const samples = []
   for (const m of readme.matchAll(/```(\w+)\n\/\/ ([\w.-]+\.(?:cjs|mjs|mts|json))\b[^\n]*\n([\s\S]*?)```/g)) {
     samples.push({ file: m[2], text: m[3] })
@@ -243,7 +243,7 @@ test("the README's samples run as written in the app", async (t) => {
   const files = samples.map((s) => s.file)
   // The README's first sample, and the install section's CommonJS, ESM and TypeScript ones.
   assert.deepEqual(files.slice(0, 1), ['example.mjs'])
-  for (const f of ['app.cjs', 'app.mjs', 'main.mts', 'tsconfig.json']) assert.ok(files.includes(f), `README has no sample named ${f}`)
+  for (const f of ['app.cjs', 'app.mjs', 'main.mts', 'tsconfig.json']) assert.ok(files.includes(f), `docs/install.md has no sample named ${f}`)
   const dir = path.join(fixture.app, 'readme')
   fs.mkdirSync(dir, { recursive: true })
   for (const { file, text } of samples) fs.writeFileSync(path.join(dir, file), text)

@@ -52,10 +52,15 @@ test("the CLI's help shows every store of the registry", async () => {
   for (const e of STORES) assert.ok(help.includes(e.example), e.example)
 })
 
-test("the README's Backends table has a row for every scheme of the registry", () => {
-  const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')
-  const table = readme.slice(readme.indexOf('## Backends'), readme.indexOf('\n## ', readme.indexOf('## Backends') + 3))
-  for (const s of STORES.flatMap((e) => e.schemes).filter((s) => s !== 'unix')) {
-    assert.ok(table.includes(`\`${s}://`), `${s}:// in the Backends table`)
-  }
-})
+for (const [file, heading] of [['README.md', '## Stores'], ['docs/stores/README.md', '## Backends']]) {
+  test(`the stores table of ${file} has a row for every scheme of the registry`, () => {
+    const text = fs.readFileSync(path.join(__dirname, '..', file), 'utf8')
+    const start = text.indexOf(heading)
+    assert.ok(start >= 0, `${file} has a ${heading} section`)
+    const end = text.indexOf('\n## ', start + 3)
+    const table = text.slice(start, end < 0 ? undefined : end)
+    for (const s of STORES.flatMap((e) => e.schemes).filter((s) => s !== 'unix')) {
+      assert.ok(table.includes(`\`${s}://`), `${s}:// in the stores table of ${file}`)
+    }
+  })
+}
