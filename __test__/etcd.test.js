@@ -71,7 +71,7 @@ test('etcds:// trusts a member whose certificate options.tls.ca signed, and no o
   assert.equal(await plain.tryAcquire(k).then((l) => l.release()), true)
   await plain.close()
   // A member whose certificate another CA signed is not trusted.
-  const untrusted = await connect(url, { tls: { ca: pki.otherCa, cert: pki.clientCert, key: pki.clientKey }, connectTimeout: 1000, responseTimeout: 1000 }).then(() => null, (e) => e)
+  const untrusted = await connect(url, { tls: { ca: pki.otherCa, cert: pki.clientCert, key: pki.clientKey }, connectTimeout: 5000, responseTimeout: 5000 }).then(() => null, (e) => e)
   assert.equal(untrusted?.code, 'ERR_LOCK_BACKEND')
   assert.equal(untrusted.cause.code, 'ERR_LOCK_STORE_UNREACHABLE')
   // TLS options need an etcds:// URL.
