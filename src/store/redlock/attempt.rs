@@ -62,6 +62,16 @@ impl Latest {
         }
     }
 
+    /// `attempt` was refused and undone, and its caller told so: when it is still the owner's
+    /// last attempt of `key`, a release by the owner is an ordinary one again.
+    pub(super) fn forget(&self, key: &str, owner: &str, attempt: u64) {
+        let mut map = self.map();
+        let id = (key.to_owned(), owner.to_owned());
+        if map.get(&id).is_some_and(|&(a, _)| a == attempt) {
+            map.remove(&id);
+        }
+    }
+
     /// The attempt a release by `owner` of `key` gives back, if its last one was not granted
     /// and its grants may still be on a server.
     pub(super) fn ungranted(&self, key: &str, owner: &str) -> Option<u64> {

@@ -320,6 +320,12 @@ impl RedlockStore {
         if tally.failed > self.servers.len() - q {
             return Err(no_quorum(&answers, "acquire"));
         }
+        // A refusal the caller hears: no clean-up will follow for this attempt (its undo has
+        // run), so it must not make a release by the owner give back this attempt alone; the
+        // owner may hold the lock by an earlier grant (a handoff that raced this attempt).
+        if let Some(attempt) = tag {
+            self.latest.forget(key, owner, attempt);
+        }
         Ok(None)
     }
 
