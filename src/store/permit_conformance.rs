@@ -123,16 +123,20 @@ impl LeftForPurge {
     }
 }
 
-/// Grants semaphore `n` one permit of two for 50 ms and queues a request for both for 50 ms:
-/// a holder and a place that lapse together.
+/// How long the holder and the place of [`a_holder_and_a_place_that_lapse`] last: long
+/// enough that a loaded machine still queues the place before the holder lapses.
+pub const LAPSE_MS: u64 = 300;
+
+/// Grants semaphore `n` one permit of two for [`LAPSE_MS`] and queues a request for both for
+/// as long: a holder and a place that lapse together.
 pub async fn a_holder_and_a_place_that_lapse<S: LockStore + ?Sized>(s: &S, n: &str) {
     s.grant(&PermitRequest {
-        ttl_ms: 50,
+        ttl_ms: LAPSE_MS,
         ..req(n, &owner(), 1, 2)
     })
     .await;
     s.refuse(&PermitRequest {
-        queue_ttl_ms: 50,
+        queue_ttl_ms: LAPSE_MS,
         ..req(n, &owner(), 2, 2)
     })
     .await;

@@ -9,7 +9,7 @@ use crate::store::mysql::tests::{
 };
 use crate::store::mysql::MAX_KEY_BYTES;
 use crate::store::permit_conformance::{
-    a_holder_and_a_place_that_lapse, acquire_and_release_latency,
+    a_holder_and_a_place_that_lapse, LAPSE_MS, acquire_and_release_latency,
     assert_requests_beyond_the_limit_are_invalid, queued, req, Ask, LeftForPurge,
 };
 use crate::store::{ErrorKind, LockStore};
@@ -144,7 +144,7 @@ async fn lapsed_holders_and_places_leave_no_row_once_their_semaphore_is_touched(
     let (s, n) = (store(), name());
     a_holder_and_a_place_that_lapse(&s, &n).await;
     assert_eq!(rows_of(&s, &n).await, (1, 2));
-    sleep_ms(150).await;
+    sleep_ms(LAPSE_MS + 100).await;
     s.grant(&req(&n, &owner(), 1, 2)).await;
     assert_eq!(rows_of(&s, &n).await, (1, 1));
 }

@@ -10,7 +10,7 @@ use super::*;
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permit_conformance::{
-    a_holder_and_a_place_that_lapse, acquire_and_release_latency,
+    a_holder_and_a_place_that_lapse, LAPSE_MS, acquire_and_release_latency,
     assert_requests_beyond_the_limit_are_invalid, queued, req, Ask,
 };
 use crate::store::{ErrorKind, LockStore, ValueFormat};
@@ -83,7 +83,7 @@ async fn lapsed_holders_and_places_are_deleted_at_the_semaphores_next_grant() {
     let (_dir, url, s) = alone();
     let (n, b) = (name(), owner());
     a_holder_and_a_place_that_lapse(&s, &n).await;
-    sleep_ms(150).await;
+    sleep_ms(LAPSE_MS + 100).await;
     s.grant(&req(&n, &b, 2, 2)).await;
     assert_eq!(rows(&url, TABLE).await, 1, "only b's row is left");
 }
