@@ -6,7 +6,10 @@
 //  - gives every npm/<platform>/package.json the main package's version;
 //  - writes the main package's `optionalDependencies`: `deadbolt-<platform>` at that same
 //    version for every target in package.json's `napi.targets`, so that npm installs the one
-//    that fits (the others are skipped by their `os`/`cpu`/`libc`).
+//    that fits (the others are skipped by their `os`/`cpu`/`libc`);
+//  - drops the main package's `scripts`: they build, test and release a clone, and an app
+//    installing the tarball needs none of them (npm 11 warns about a dependency's lifecycle
+//    scripts, `prepare` included, and asks the app to allow them).
 // Then `npm publish` each npm/<platform>/ that has its binary, and the main package.
 // It edits package.json in place, as `napi pre-publish` does: run it in a release checkout.
 // The repository's package.json has no optionalDependencies: `npm ci` refuses a lockfile that
@@ -67,6 +70,7 @@ function main(argv) {
     if (fs.existsSync(path.join(dir, fileName))) ready.push(platform)
   }
   pkg.optionalDependencies = Object.fromEntries(platforms.map((p) => [`${pkg.name}-${p}`, pkg.version]).sort())
+  delete pkg.scripts
   writeJson(pkgFile, pkg)
   console.log(`deadbolt: ${pkg.name}@${pkg.version} depends optionally on ${platforms.length} platform packages`)
   console.log(`deadbolt: with a binary: ${ready.join(', ') || 'none'}`)
