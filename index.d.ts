@@ -2,6 +2,14 @@
 // Three faces: the modern API (connect → LockClient), the redislock 1.3 face and the
 // sql-lock face. Every error carries a stable `code`.
 
+/**
+ * The main entry point: `connect()` and the `LockClient` it returns, the errors, and the
+ * redislock and sql-lock faces' functions (also exported from their own entry points).
+ *
+ * @packageDocumentation
+ * @module deadbolt
+ */
+
 /// <reference types="node" />
 
 // ───────────────────────────── errors ─────────────────────────────

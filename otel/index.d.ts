@@ -1,6 +1,13 @@
 // Types of `deadbolt/otel` (require). Structural types: @opentelemetry/api need not be
 // installed for these to compile; its TracerProvider and MeterProvider fit them.
 
+/**
+ * OpenTelemetry spans and metrics from deadbolt's diagnostics channels.
+ *
+ * @packageDocumentation
+ * @module deadbolt/otel
+ */
+
 /** Anything with `getTracer(name, version)`: an OpenTelemetry TracerProvider. */
 export interface TracerProviderLike {
   getTracer(name: string, version?: string): unknown

@@ -1,4 +1,11 @@
 // Types of `deadbolt/redislock` (require): redislock 1.3's exports.
+
+/**
+ * redislock 1.3's exports, wire compatible: change only the `require` line.
+ *
+ * @packageDocumentation
+ * @module deadbolt/redislock
+ */
 export {
   createLock,
   setDefaults,
