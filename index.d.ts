@@ -863,11 +863,11 @@ export interface RedisSentinelTarget {
 }
 
 /**
- * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://`, `postgres://`,
- * `postgresql://`, `sqlite:///absolute/path`, `sqlite://relative/path` (to the working
- * directory), `dynamodb://<table>`, `etcd://host:2379[,host:2379…]` (`etcds://` for TLS) or
- * `memory://[name]`; with an array of Redis URLs, to
- * Redlock over those independent servers; with `{ cluster }`, to a Redis Cluster; with
+ * Connects to `redis://`, `rediss://`, `redis+unix:///path`, `mysql://`, `mariadb://`,
+ * `postgres://`, `postgresql://`, `sqlite:///absolute/path`, `sqlite://relative/path` (to the
+ * working directory), `dynamodb://<table>`, `etcd://host:2379[,host:2379…]` (`etcds://` for
+ * TLS) or `memory://[name]`; with an array of Redis URLs, to Redlock over those independent
+ * servers; with `{ cluster }`, to a Redis Cluster; with
  * `{ sentinels, name }`, to the primary Redis Sentinel names. Resolves once the store answers
  * (unless `lazy`; Redlock: once a quorum answers).
  */

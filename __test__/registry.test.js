@@ -102,6 +102,12 @@ test("StoreName in index.d.ts is the registry's store names and redlock", () => 
   assert.deepEqual(unionOf('StoreName').sort(), [...STORES.map((e) => e.name), 'redlock'].sort())
 })
 
+test("connect()'s documentation in index.d.ts names every scheme of the registry", () => {
+  const types = read('index.d.ts')
+  const doc = types.slice(types.lastIndexOf('/**', types.indexOf('export declare function connect(')), types.indexOf('export declare function connect('))
+  for (const s of STORES.flatMap((e) => e.schemes).filter((s) => s !== 'unix')) assert.ok(doc.includes(`\`${s}://`), `${s}:// in connect()'s docs`)
+})
+
 test("the tls option's documentation in index.d.ts and docs/api.md names every scheme the registry marks as TLS", () => {
   const types = read('index.d.ts')
   const api = read('docs/api.md')
