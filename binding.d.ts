@@ -157,11 +157,14 @@ export interface NativeConnectOptions {
   connectTimeout?: number
   /** Bound on one command's reply, in ms (Redis). Default 5 000. */
   responseTimeout?: number
-  /** Lease table (MySQL, PostgreSQL, SQLite). Default `deadbolt_locks`. */
+  /**
+   * Lease table, for the stores whose registry entry lists `table`. Default
+   * `deadbolt_locks`.
+   */
   table?: string
-  /** Connection pool size (MySQL, PostgreSQL). Default 10. */
+  /** Connection pool size, for the stores whose registry entry lists `poolSize`. Default 10. */
   poolSize?: number
-  /** TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`. */
+  /** TLS settings, for the schemes the registry marks as TLS; normalized by `lib/tls.js`. */
   tls?: NativeTlsOptions
   /**
    * The servers of a multi-server Redis form (`lib/topology.js`); the URL names the store

@@ -123,9 +123,9 @@ export interface ConnectOptions {
    */
   identity?: boolean
   /**
-   * TLS for `rediss://`, `mysql://`/`mariadb://` and `postgres://` (a TypeError for other URLs): trust a
-   * private CA, present a client certificate. Checked before any I/O; the material is never
-   * printed in errors, `util.inspect` or JSON.
+   * TLS for `rediss://`, `mysql://`/`mariadb://`, `postgres://`/`postgresql://` and `etcds://`
+   * (a TypeError for other URLs): trust a private CA, present a client certificate. Checked
+   * before any I/O; the material is never printed in errors, `util.inspect` or JSON.
    */
   tls?: TlsOptions
   /**
@@ -726,8 +726,12 @@ export declare class LockClient implements AsyncDisposable {
 /** What a lock is, as the diagnostics channels say: a semaphore's permits, a read-write lock's holds, an election's term. */
 export type LockKind = 'lock' | 'semaphore' | 'read' | 'write' | 'election'
 
-/** The store behind a client: its URL scheme (`rediss` is `redis`, `mariadb` `mysql`, `postgresql` `postgres`), or `redlock`. */
-export type StoreName = 'redis' | 'redlock' | 'mysql' | 'postgres' | 'sqlite' | 'dynamodb' | 'memory' | (string & {})
+/**
+ * The store behind a client: its name in the registry of stores, whichever of its schemes the
+ * URL used (`rediss` and `redis+unix` are `redis`, `mariadb` `mysql`, `postgresql` `postgres`,
+ * `etcds` `etcd`); Redis Cluster and Sentinel are `redis`, an array of Redis URLs `redlock`.
+ */
+export type StoreName = 'redis' | 'redlock' | 'mysql' | 'postgres' | 'sqlite' | 'dynamodb' | 'etcd' | 'memory' | (string & {})
 
 /** How an acquisition ended. */
 export type AcquireResult =
@@ -867,11 +871,11 @@ export interface RedisSentinelTarget {
 }
 
 /**
- * Connects to `redis://`, `rediss://`, `mysql://`, `mariadb://`, `postgres://`,
- * `postgresql://`, `sqlite:///absolute/path`, `sqlite://relative/path` (to the working
- * directory), `dynamodb://<table>`, `etcd://host:2379[,host:2379…]` (`etcds://` for TLS) or
- * `memory://[name]`; with an array of Redis URLs, to
- * Redlock over those independent servers; with `{ cluster }`, to a Redis Cluster; with
+ * Connects to `redis://`, `rediss://`, `redis+unix:///path`, `mysql://`, `mariadb://`,
+ * `postgres://`, `postgresql://`, `sqlite:///absolute/path`, `sqlite://relative/path` (to the
+ * working directory), `dynamodb://<table>`, `etcd://host:2379[,host:2379…]` (`etcds://` for
+ * TLS) or `memory://[name]`; with an array of Redis URLs, to Redlock over those independent
+ * servers; with `{ cluster }`, to a Redis Cluster; with
  * `{ sentinels, name }`, to the primary Redis Sentinel names. Resolves once the store answers
  * (unless `lazy`; Redlock: once a quorum answers).
  */

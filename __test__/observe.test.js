@@ -248,6 +248,18 @@ test('the store is named by what it is, not by the spelling of its scheme', asyn
   assert.equal(seen[0][1].store, 'mysql')
 })
 
+test("every spelling of a store's scheme is reported as the store's registry name", async (t) => {
+  const seen = record(t, 'acquire')
+  const port = await freePort()
+  const urls = { etcds: `etcds://127.0.0.1:${port}`, 'redis+unix': `redis+unix:///nonexistent/${prefix('s')}.sock`, unix: `unix:///nonexistent/${prefix('s')}.sock` }
+  for (const url of Object.values(urls)) {
+    const locks = await connect(url, { lazy: true, connectTimeout: 500 })
+    t.after(() => locks.close())
+    await assert.rejects(locks.acquire(prefix('obs') + 'down', { wait: 0 }))
+  }
+  assert.deepEqual(seen.filter(([e]) => e === 'start').map(([, c]) => c.store), ['etcd', 'redis', 'redis'])
+})
+
 test('an acquisition the store fails is reported error, on the error event too', async (t) => {
   const seen = record(t, 'acquire')
   const locks = await unreachable(t, 'mysql')

@@ -9,7 +9,7 @@ const { MeterProvider, MetricReader, AggregationTemporality } = require('@opente
 const { SpanStatusCode } = require('@opentelemetry/api')
 const { connect } = require('..')
 const { instrument, defaultLockName } = require('deadbolt/otel')
-const { prefix, eventually } = require('./helpers')
+const { prefix, eventually, freePort } = require('./helpers')
 
 /** A reader that hands over what it collects when asked. */
 class TestReader extends MetricReader {
@@ -63,6 +63,15 @@ test('an acquisition is a lock.acquire span with its result and the lock attribu
   assert.equal(span.attributes['deadbolt.lock.name'], defaultLockName(key))
   assert.equal(span.status.code, SpanStatusCode.UNSET)
   await lock.release()
+})
+
+test("deadbolt.store is the store's registry name, not the spelling of its scheme", async (t) => {
+  const { spans } = await setup(t)
+  const locks = await connect(`etcds://127.0.0.1:${await freePort()}`, { lazy: true, connectTimeout: 500 })
+  t.after(() => locks.close())
+  await assert.rejects(locks.acquire(prefix('otel') + 'down', { wait: 0 }))
+  const span = spans().find((s) => s.name === 'lock.acquire')
+  assert.equal(span.attributes['deadbolt.store'], 'etcd')
 })
 
 test('a timed-out acquisition is a lock.acquire span with an error status', async (t) => {

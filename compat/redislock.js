@@ -11,6 +11,7 @@
 
 const { randomUUID } = require('crypto')
 const { LockClient } = require('../lib/client')
+const { parseTarget } = require('../lib/topology')
 const { toRedisTarget } = require('../lib/redis-url')
 const { tlsFingerprint } = require('../lib/tls')
 const { compat } = require('../lib/compat-promise')
@@ -37,7 +38,7 @@ function clientFor({ url, tls }) {
   const id = tls === undefined ? where : `${where}\0${tlsFingerprint(tls)}`
   let client = clients.get(id)
   if (client === undefined) {
-    client = new LockClient(url, tls === undefined ? {} : { tls })
+    client = new LockClient(parseTarget(url), tls === undefined ? {} : { tls })
     clients.set(id, client)
   }
   return client

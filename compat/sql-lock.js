@@ -14,6 +14,10 @@ const { connect, checkConnectOptions } = require('../lib/client')
 const { LockClosedError } = require('../lib/errors')
 const v = require('../lib/validate')
 const { tokenJSON } = require('../lib/json')
+const registry = require('../lib/registry')
+
+/** The MySQL store's entry in the registry: which schemes a URI may have. */
+const MYSQL = registry.byName('mysql')
 
 /** sql-lock's `DLMErrorTypes`, typo included (`INVALID_PARAMTERS`), plus the right spelling. */
 const DLMErrorTypes = Object.freeze({
@@ -158,8 +162,8 @@ async function initialize(mysqlUri, options) {
   }
   if (typeof mysqlUri !== 'string') throw invalid(INVALID_URI, v.typeError('mysqlUri', 'of type string', mysqlUri))
   // The URI is never echoed: it may carry a password.
-  if (!/^(mysql|mariadb):\/\/./i.test(mysqlUri)) {
-    const err = new TypeError("The argument 'mysqlUri' must be a mysql:// or mariadb:// URI")
+  if (registry.byScheme(registry.schemeOf(mysqlUri)) !== MYSQL || mysqlUri.length === mysqlUri.indexOf('://') + 3) {
+    const err = new TypeError(`The argument 'mysqlUri' must be a ${registry.listed(MYSQL.schemes)} URI`)
     err.code = 'ERR_INVALID_ARG_VALUE'
     throw invalid(INVALID_URI, err)
   }

@@ -30,7 +30,7 @@ Commands:
   dashboard <url>                the same live view as a web page
 
 <url> is a store URL (${STORES.map((e) => e.example).join(', ')}; dynamodb:// with AWS
-credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --table NAME (MySQL, PostgreSQL, SQLite: the lock table, default deadbolt_locks), --help (help for a command).
+credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --table NAME (${STORES.filter((e) => e.options.includes('table')).map((e) => e.name).join(', ')}: the lock table, default deadbolt_locks), --help (help for a command).
 On MySQL and PostgreSQL, commands that only look (all but release) never create a table, and on SQLite no file: one that does not exist holds no lock.
 deadbolt help <command> prints a command's help; deadbolt --version (-v) prints the version.
 Exit codes: 0 done, 1 nothing there, 2 usage error, 3 the store failed.`,

@@ -4,16 +4,16 @@
 
 const { inspect } = require('util')
 const { Native, FLAGS } = require('./native')
-const { stores } = require('./addon')
 const { debug } = require('./debug')
 const { LockClosedError } = require('./errors')
 const v = require('./validate')
 const { normalizeTls } = require('./tls')
-const { DYNAMODB_OPTIONS, dynamoOptions } = require('./dynamodb')
+const { dynamoOptions } = require('./dynamodb')
 const { RELEASED } = require('./lock')
 const { PendingAcquire, abortReason } = require('./pending')
 const { Election } = require('./election')
-const { multiServer, targetOf } = require('./topology')
+const { parseTarget } = require('./topology')
+const { STORE_OPTIONS } = require('./registry')
 const { acquireReentrant } = require('./reentrant')
 const { acquireAll } = require('./multilock')
 const { Semaphore, checkSemaphore } = require('./semaphore')
@@ -30,8 +30,8 @@ const { LIMITS } = v
 /** The options `list` takes. */
 const LIST_OPTIONS = new Set(['limit'])
 
-/** The options `connect` takes. */
-const CONNECT_OPTIONS = new Set(['name', 'identity', 'ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'table', 'poolSize', 'lazy', 'tls', ...DYNAMODB_OPTIONS])
+/** The options `connect` takes: the client's own and every store's (lib/registry.js). */
+const CONNECT_OPTIONS = new Set(['name', 'identity', 'ttl', 'retryDelay', 'jitter', 'connectTimeout', 'responseTimeout', 'lazy', ...STORE_OPTIONS])
 const TABLE_NAME = new RegExp(`^[A-Za-z0-9_]{1,${LIMITS.maxTableNameBytes}}$`)
 
 /** Decodes a native lock info into the public shape (its JSON: the token as a string). */
@@ -52,17 +52,19 @@ function toInfo(key, raw) {
 
 /** A connection to one lock store. Create with `connect(url)`. */
 class LockClient {
-  /** @internal */
-  constructor(url, options = {}) {
+  /**
+   * @internal `target`: connect()'s first argument as `parseTarget` (lib/topology.js) returned
+   * it, read here and handed on, never parsed again.
+   */
+  constructor(target, options = {}) {
     // Own properties only (connect() has checked them; the drop-in faces pass their own).
     // `dynamodb`: the checked DynamoDB options (see lib/dynamodb.js), credentials included.
     const { name, identity, ttl, retryDelay, jitter, connectTimeout, responseTimeout, table, poolSize, tls, dynamodb, secrets } = stripUndefined(options)
     this._defaults = { ...DEFAULTS, ...stripUndefined({ ttl, retryDelay, jitter }) }
     // Shown by util.inspect with any password masked; the URL itself is not kept.
-    const target = targetOf(url)
     this._where = target.where
-    // The store's name as the diagnostics channels report it (lib/observe.js).
-    this._store = observe.storeOf(target.url, target.topology)
+    // The store's registry name, as the diagnostics channels report it (lib/observe.js).
+    this._store = target.store
     this._resolvedDefaults = new Map()
     // Owner tokens: a random prefix per client, which also names the holder (host, pid,
     // `name`; lib/identity.js), and a counter (unique, and cheaper than a UUID per acquisition).
@@ -70,7 +72,7 @@ class LockClient {
     this._owners = 0
     // The TLS material and credentials go to the native side and are kept nowhere here (nor
     // printed by util.inspect or JSON.stringify of the client).
-    this._native_ = new Native(target.url, stripUndefined({ connectTimeout, responseTimeout, table, poolSize, tls, dynamodb, topology: target.topology }), secrets)
+    this._native_ = new Native(target, stripUndefined({ connectTimeout, responseTimeout, table, poolSize, tls, dynamodb }), secrets)
     // The native side makes each owner from this prefix and the acquisition's sequence number.
     this._native_.addon.setOwnerPrefix(this._ownerPrefix)
     this._closed = false
@@ -435,48 +437,19 @@ class LockClient {
   }
 }
 
-// The URL schemes of the stores this build has, from the addon's registry
-// (src/store/registry.rs): the one list of stores.
-const SCHEMES_LIST = stores().flatMap((e) => e.schemes)
-const SCHEMES = new Set(SCHEMES_LIST)
-/** Whether `url` starts with `scheme://` for a scheme of the registry (any case). */
-function knownScheme(url) {
-  const at = url.indexOf('://')
-  return at > 0 && SCHEMES.has(url.slice(0, at).toLowerCase())
-}
-/** `a://, b:// or c://`. */
-const SCHEMES_TEXT = `${SCHEMES_LIST.slice(0, -1).map((s) => `${s}://`).join(', ')} or ${SCHEMES_LIST.at(-1)}://`
-
 /**
- * Connects to a lock store, one of the native registry's schemes (`stores()`, listed in
- * SCHEMES_TEXT and the README's Backends table). Resolves once the store answers.
- * `options.tls` ({ ca, cert, key, servername, rejectUnauthorized }) applies to the schemes the
- * registry marks as TLS;
- * `createTable`, `partitionKey`, `sortKey`, `deleteOnRelease` and `credentials` to
- * `dynamodb://` (lib/dynamodb.js).
+ * Connects to a lock store: a URL of a scheme the registry knows (lib/registry.js), or a
+ * multi-server Redis form (lib/topology.js). Resolves once the store answers (unless `lazy`).
+ * The registry says which stores take `options.tls` and the other store options; the DynamoDB
+ * options are checked by lib/dynamodb.js. Everything is checked before any I/O.
  */
 async function connect(url, options = {}) {
-  // An array of URLs is Redlock over independent Redis servers, { cluster } a Redis Cluster,
-  // { sentinels, name } a Sentinel-managed primary (lib/topology.js).
-  const multi = multiServer(url)
-  if (multi === null && typeof url !== 'string') throw v.typeError('url', 'a URL, an array of Redis URLs (Redlock), { cluster: [...] } or { sentinels: [...], name }', url)
-  if (multi === null && !knownScheme(url)) {
-    // Named by its scheme only: the rest of a URL may hold a password.
-    const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]
-    const err = new TypeError(`The argument 'url' must start with ${SCHEMES_TEXT}. Received ${scheme ? `a URL with scheme "${scheme}:"` : 'a string that is not a URL'}`)
-    err.code = 'ERR_INVALID_ARG_VALUE'
-    throw err
-  }
-  if (multi === null && !url.isWellFormed()) {
-    // Not echoed: it may carry a password.
-    const err = new TypeError("The argument 'url' must not contain lone surrogates (they have no UTF-8 encoding)")
-    err.code = 'ERR_INVALID_ARG_VALUE'
-    throw err
-  }
+  // Parsed here once; the client, its native bridge and the diagnostics read this object.
+  const target = parseTarget(url)
   const o = checkConnectOptions(options)
-  const dynamo = dynamoOptions(url, o)
+  const dynamo = dynamoOptions(target, o)
   if (o.tls !== undefined) o.tls = normalizeTls(o.tls, 'options.tls')
-  const client = new LockClient(url, { ...o, dynamodb: dynamo.native, secrets: dynamo.secrets })
+  const client = new LockClient(target, { ...o, dynamodb: dynamo.native, secrets: dynamo.secrets })
   if (o.lazy !== true) {
     try {
       await client.ping()

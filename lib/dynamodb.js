@@ -1,14 +1,22 @@
 'use strict'
-// The DynamoDB connect options: `createTable`, `partitionKey`, `sortKey`, `deleteOnRelease`
-// and `credentials`, checked before any I/O and turned into what the native side takes.
-// Messages name the option and say what is wrong, but never show a credential.
+// The DynamoDB connect options (which ones: the registry's `dynamodb` entry), checked before
+// any I/O and turned into what the native side takes. Messages name the option and say what
+// is wrong, but never show a credential.
 
 const v = require('./validate')
+const registry = require('./registry')
 
+const DYNAMODB = registry.byName('dynamodb')
 /** Connect options that only `dynamodb://` URLs take. */
-const DYNAMODB_OPTIONS = ['createTable', 'partitionKey', 'sortKey', 'deleteOnRelease', 'credentials']
+const DYNAMODB_OPTIONS = DYNAMODB.options
 /** Connect options of other stores, refused with `dynamodb://`. */
-const NOT_DYNAMODB = { table: 'the URL names the table (dynamodb://<table>)', poolSize: 'it uses one pool of HTTP connections', tls: 'an https:// endpoint is verified against the public roots' }
+const NOT_DYNAMODB = registry.STORE_OPTIONS.filter((k) => !DYNAMODB_OPTIONS.includes(k))
+/** Why some of those do not apply, for the message. */
+const WHY_NOT = {
+  table: 'the URL names the table (dynamodb://<table>)',
+  poolSize: 'it uses one pool of HTTP connections',
+  tls: 'an https:// endpoint is verified against the public roots',
+}
 const CREDENTIAL_KEYS = new Set(['accessKeyId', 'secretAccessKey', 'sessionToken'])
 const SORT_KEY_KEYS = new Set(['name', 'value'])
 // The lock item's own attributes (src/store/dynamodb/item.rs): no key may be named after one.
@@ -61,20 +69,21 @@ function checkAttribute(value, name) {
 }
 
 /**
- * Checks the options of a connect to `dynamodb://` (or refuses them for another URL) and
+ * Checks the options of a connect to `dynamodb://` (or refuses them for another store) and
  * returns `{ native, secrets }`: the native side's `dynamodb` options (undefined for another
- * URL) and the credential strings to scrub from every message.
+ * store) and the credential strings to scrub from every message. `target`: connect()'s parsed
+ * first argument (lib/topology.js).
  */
-function dynamoOptions(url, o) {
-  const isDynamo = /^dynamodb:\/\//i.test(url)
-  if (!isDynamo) {
+function dynamoOptions(target, o) {
+  if (target.store !== DYNAMODB.name) {
     for (const k of DYNAMODB_OPTIONS) {
       if (o[k] !== undefined) throw shapeError(`options.${k}`, 'applies to dynamodb:// URLs only', o[k], 'ERR_INVALID_ARG_VALUE')
     }
     return { native: undefined, secrets: [] }
   }
-  for (const [k, why] of Object.entries(NOT_DYNAMODB)) {
-    if (o[k] !== undefined) throw shapeError(`options.${k}`, `does not apply to dynamodb:// URLs: ${why}`, o[k], 'ERR_INVALID_ARG_VALUE')
+  for (const k of NOT_DYNAMODB) {
+    const why = WHY_NOT[k] === undefined ? '' : `: ${WHY_NOT[k]}`
+    if (o[k] !== undefined) throw shapeError(`options.${k}`, `does not apply to dynamodb:// URLs${why}`, o[k], 'ERR_INVALID_ARG_VALUE')
   }
   const native = {}
   if (o.createTable !== undefined) native.createTable = v.checkBoolean(o.createTable, 'options.createTable')
@@ -100,4 +109,4 @@ function dynamoOptions(url, o) {
   return { native, secrets }
 }
 
-module.exports = { DYNAMODB_OPTIONS, dynamoOptions }
+module.exports = { dynamoOptions }

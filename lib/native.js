@@ -1,9 +1,11 @@
 // @ts-check
 'use strict'
-// The bridge to the addon. Each operation is one synchronous native call carrying a request
-// id; completions come back in batches through one wake-up per batch (see src/binding), and
-// are settled here. The event loop is held open only while requests are pending, so idle
-// clients and background heartbeats never keep a process alive.
+// The bridge to the addon. Every operation carries a request id made here: acquisitions,
+// releases and extensions queued during one tick cross to the addon in one `submit` call, the
+// other operations (inspect, list, ping, …) in one call each; completions come back in batches
+// through one wake-up per batch (see src/binding), and are settled here. The event loop is
+// held open only while requests are pending, so idle clients and background heartbeats never
+// keep a process alive.
 
 const { NativeClient, protocol, releaseOnExit } = require('./addon')
 const { fromNative, LockClosedError } = require('./errors')
@@ -82,11 +84,12 @@ const NO_EXTRAS = Object.freeze({ errors: [], infos: [], bigTokens: [], lists: [
 
 class Native {
   /**
-   * @param {string} url
+   * @param {{ url: string, topology?: import('../binding').NativeTopology }} target connect()'s first argument as
+   *   `parseTarget` (lib/topology.js) returned it
    * @param {object} [options] connectTimeout, responseTimeout, table, poolSize, tls, dynamodb
    * @param {string[]} [secrets] more strings never to show (credentials from the options)
    */
-  constructor(url, options, secrets = []) {
+  constructor(target, options, secrets = []) {
     /** request id → { resolve, reject } (the ids are made here) */
     this.pending = new Requests()
     /** lock handle → object with `_lost(reason)` */
@@ -119,9 +122,10 @@ class Native {
     }
     // What must never appear in an error (a password in the URL): messages from the native
     // side are scrubbed of it, whatever the driver put in them.
-    this.secrets = [...new Set([...secretsOfTarget(url, options?.topology), ...secrets])].sort((a, b) => b.length - a.length)
+    this.secrets = [...new Set([...secretsOfTarget(target), ...secrets])].sort((a, b) => b.length - a.length)
+    const topology = target.topology
     try {
-      this.addon = new NativeClient(url, options, () => this.drain())
+      this.addon = new NativeClient(target.url, topology === undefined ? options : { ...options, topology }, () => this.drain())
       releaseAtExit()
     } catch (err) {
       // A bad URL or an unknown scheme: the constructor's error carries deadbolt's code as

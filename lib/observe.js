@@ -35,16 +35,6 @@ function active(tc) {
  */
 const granted = new WeakMap()
 
-/** The store name of connect()'s first argument: its URL scheme, or the multi-server form's. */
-function storeOf(url, topology) {
-  if (topology !== undefined) return topology.kind === 'redlock' ? 'redlock' : 'redis'
-  const scheme = String(url).slice(0, Math.max(0, String(url).indexOf('://'))).toLowerCase()
-  return STORE_NAMES[scheme] ?? scheme
-}
-
-/** Schemes that are another spelling of one store. */
-const STORE_NAMES = { rediss: 'redis', mariadb: 'mysql', postgresql: 'postgres' }
-
 /** The kind of a Lock or one of its subclasses (an election's lock is a plain Lock: see `granted`). */
 function kindOf(lock) {
   const known = granted.get(lock)
@@ -254,6 +244,5 @@ module.exports = {
   heartbeat,
   lost,
   leadership,
-  storeOf,
   channels: { acquire: acquireChannel, release: releaseChannel, extend: extendChannel, lost: lostChannel, leader: leaderChannel },
 }

@@ -8,6 +8,10 @@
 const { typeError } = require('./validate')
 const { redactUrl } = require('./redact')
 const { normalizeTls } = require('./tls')
+const registry = require('./registry')
+
+/** The Redis store's entry in the registry: which schemes a URL string may have. */
+const REDIS = registry.byName('redis')
 
 /**
  * The TLS material among a client's TLS options (`tls.connect` options: ca, cert, key,
@@ -209,7 +213,7 @@ const OPTION_KEYS = ['url', 'host', 'port', 'path', 'socket', 'db', 'database', 
 
 function targetOf(client, name) {
   if (typeof client === 'string') {
-    if (!/^(redis|rediss|redis\+unix|unix):\/\//i.test(client)) {
+    if (registry.byScheme(registry.schemeOf(client)) !== REDIS) {
       // Shown with any password masked: the string may be a URL with credentials.
       throw typeError(name, 'a redis client, a redis:// or rediss:// URL, or an options object', redactUrl(client))
     }

@@ -27,11 +27,11 @@ pub const DEFAULT_ELECTION_TTL_MS: u64 = 5_000;
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 5_000;
 /// Default bound on one reply, in ms.
 pub const DEFAULT_RESPONSE_TIMEOUT_MS: u64 = 5_000;
-/// Default connection pool size (MySQL, PostgreSQL).
+/// Default connection pool size (the stores whose registry entry lists `poolSize`).
 pub const DEFAULT_POOL_SIZE: u32 = 10;
-/// Largest connection pool (MySQL, PostgreSQL).
+/// Largest connection pool (likewise).
 pub const MAX_POOL_SIZE: u32 = 1_000;
-/// Default lease table (MySQL, PostgreSQL, SQLite).
+/// Default lease table (the stores whose registry entry lists `table`).
 pub const DEFAULT_TABLE: &str = "deadbolt_locks";
 /// Longest lease table name: 1 to this many ASCII letters, digits or underscores.
 pub const MAX_TABLE_NAME_BYTES: usize = 64;

@@ -15,11 +15,12 @@ pub struct NativeConnectOptions {
     pub connect_timeout: Option<u32>,
     /// Bound on one command's reply, in ms (Redis). Default 5 000.
     pub response_timeout: Option<u32>,
-    /// Lease table (MySQL, PostgreSQL, SQLite). Default `deadbolt_locks`.
+    /// Lease table, for the stores whose registry entry lists `table`. Default
+    /// `deadbolt_locks`.
     pub table: Option<String>,
-    /// Connection pool size (MySQL, PostgreSQL). Default 10.
+    /// Connection pool size, for the stores whose registry entry lists `poolSize`. Default 10.
     pub pool_size: Option<u32>,
-    /// TLS settings (`rediss://`, `mysql://`), normalized by `lib/tls.js`.
+    /// TLS settings, for the schemes the registry marks as TLS; normalized by `lib/tls.js`.
     #[napi(ts_type = "NativeTlsOptions")]
     pub tls: Option<NativeTlsOptions>,
     /// The servers of a multi-server Redis form (`lib/topology.js`); the URL names the store

@@ -1,9 +1,12 @@
-//! The only napi layer. Every lock operation is one synchronous call that starts a task on
-//! the tokio runtime and returns at once; results come back through one long-lived, weak
-//! threadsafe function per client that wakes the JS thread once per batch of completions
-//! (a `#[napi] async fn` costs a threadsafe function, a cleanup hook and two
-//! spawns per call). JavaScript then takes the whole batch with one call and settles its
-//! promises, building every error itself so that classes and `code`s are its own.
+//! The only napi layer. Calls return at once and never wait on a store: acquisitions,
+//! releases and extensions queued during one JavaScript tick cross in one `submit` call (a
+//! batch of numeric records, laid out in `protocol.rs`), the rarer operations (inspect, list,
+//! ping, …) in one call each; every one starts a task on the tokio runtime under a request id.
+//! Results come back through one long-lived, weak threadsafe function per client that wakes the
+//! JS thread once per batch of completions (a `#[napi] async fn` costs a threadsafe function, a
+//! cleanup hook and two spawns per call). JavaScript then takes the whole batch with one call
+//! and settles its promises, building every error itself so that classes and `code`s are its
+//! own.
 
 mod adopt;
 mod client;

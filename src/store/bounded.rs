@@ -1,8 +1,8 @@
-//! The call bound and the closed store, written once for every store that bounds whole calls
-//! (MySQL, PostgreSQL, SQLite, DynamoDB), as opendal's `TimeoutLayer` wraps every service:
-//! [`Bounded`] wraps a store where the registry opens it, so the store itself writes only
-//! its operations. Redis bounds each reply instead (its pipelines carry many calls), and
-//! Redlock bounds a quorum round; neither is wrapped.
+//! The call bound and the closed store, written once for every store that bounds whole calls,
+//! as opendal's `TimeoutLayer` wraps every service: [`Bounded`] wraps a store where the
+//! registry opens it (which stores: the `bounded(…)` calls in `registry.rs`), so the store
+//! itself writes only its operations. A store that bounds each reply instead (Redis: its
+//! pipelines carry many calls) or a round (Redlock: a quorum) is not wrapped.
 
 use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
 use std::future::Future;

@@ -15,13 +15,16 @@ pub struct ConnectOptions {
     pub connect_timeout_ms: u64,
     /// Bound on one command's reply, in ms.
     pub response_timeout_ms: u64,
-    /// Lease table name (MySQL, PostgreSQL, SQLite).
+    /// Lease table name, for the stores whose registry entry lists `table`
+    /// ([`super::registry::StoreEntry::options`]).
     pub table: String,
-    /// Connection pool size (MySQL, PostgreSQL).
+    /// Connection pool size, for the stores whose registry entry lists `poolSize`.
     pub pool_size: u32,
-    /// TLS settings (`rediss://`, `mysql://`, `postgres://`); refused for other URLs.
+    /// TLS settings, for the schemes the registry marks ([`super::registry::StoreEntry::tls`]:
+    /// `etcds://` among them); refused for other URLs.
     pub tls: Option<TlsOptions>,
-    /// The servers of a multi-server Redis form (Redlock); [`Topology::Url`] otherwise.
+    /// The servers of a multi-server Redis form (Redlock, Cluster, Sentinel);
+    /// [`Topology::Url`] otherwise.
     pub topology: Topology,
     /// DynamoDB settings (`dynamodb://`); refused for other URLs.
     pub dynamodb: Option<DynamoOptions>,

@@ -1,14 +1,17 @@
 //! Turning a connection URL into a store, through the registry of stores (`registry.rs`).
+//!
+//! JavaScript has parsed the target once already (`lib/topology.js`: scheme, store, topology)
+//! and hands over the URL and the topology; the scheme is read again here, a split at `://`,
+//! because this is also the entry for Rust's own callers (tests, the simulator), which must get
+//! the same checks without JavaScript in front.
 
 pub use super::connect::ConnectOptions;
 use super::registry;
 use super::topology;
 use super::{SharedStore, StoreError};
 
-/// Builds the store a URL names (see [`registry::STORES`]): `redis://`, `rediss://`,
-/// `redis+unix://`, `unix://`, `mysql://`, `mariadb://`, `postgres://`, `postgresql://`,
-/// `sqlite://path`, `dynamodb://<table>` or `memory://[name]`, or a multi-server Redis form.
-/// Must run inside a tokio runtime; no I/O. A URL or option the store cannot use is an
+/// Builds the store a URL names by its scheme (the schemes: [`registry::STORES`]), or the
+/// multi-server Redis form of `opts.topology`. Must run inside a tokio runtime; no I/O. A URL or option the store cannot use is an
 /// [`super::ErrorKind::Invalid`] error, whose message never repeats the URL (it may hold a
 /// password).
 pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, StoreError> {
@@ -26,7 +29,7 @@ pub fn open_store(url: &str, opts: &ConnectOptions) -> Result<SharedStore, Store
             registry::listed(|e| e.schemes)
         )));
     };
-    if opts.dynamodb.is_some() && !entry.options.contains(&"dynamodb") {
+    if opts.dynamodb.is_some() && entry.name != "dynamodb" {
         return Err(StoreError::invalid(
             "the DynamoDB options apply to dynamodb:// URLs only",
         ));

@@ -1,8 +1,10 @@
 //! The one table of stores: which URL schemes name each, how to open it from a client's
 //! connect options, whether it takes TLS options and which connect options it reads.
-//! [`super::open::open_store`], the JavaScript client's URL check, its error messages and the
-//! CLI's help all read it (JavaScript through the binding's `stores()`). Adding a store is its
-//! folder, its entry and constructor here, and its test suites (see docs/design.md).
+//! [`super::open::open_store`] reads it, and so does JavaScript through the binding's
+//! `stores()` (`lib/registry.js`: the URL check, the options, the diagnostics' store names,
+//! the CLI's help); what cannot read it is checked against it by `__test__/registry.test.js`.
+//! Adding a store is its folder, its entry and constructor here, and its test suites (see
+//! docs/design.md).
 //!
 //! The constructors live here, not in the stores' folders: they turn [`ConnectOptions`]
 //! (which names every store's options) into each store's own, so a store never imports the
@@ -75,7 +77,13 @@ pub const STORES: &[StoreEntry] = &[
         schemes: &["dynamodb"],
         example: "dynamodb://<table>?region=…",
         tls: &[],
-        options: &["dynamodb"],
+        options: &[
+            "createTable",
+            "partitionKey",
+            "sortKey",
+            "deleteOnRelease",
+            "credentials",
+        ],
         open: open_dynamodb,
     },
     StoreEntry {

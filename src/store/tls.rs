@@ -1,5 +1,6 @@
-//! TLS settings shared by the Redis and MySQL stores: a private CA, a client certificate and
-//! key for mutual TLS, the name to verify, and whether to verify at all.
+//! TLS settings shared by every store that takes `options.tls` (which schemes do: the
+//! registry, [`super::registry::StoreEntry::tls`]): a private CA, a client certificate and key
+//! for mutual TLS, the name to verify, and whether to verify at all.
 //!
 //! The material is held as PEM bytes and is never printed: `Debug` shows which parts are set
 //! and a per-process fingerprint of them (so that two clients with different CAs never share

@@ -1,6 +1,7 @@
 //! The Redis deployments that take more than one URL: Redlock over independent servers, a
-//! Redis Cluster named by seed nodes, and a primary that Redis Sentinel names. `connect()` names them by the shape of its first argument; they reach the
-//! native side as [`Topology`] in the connection options, and [`open`] builds their store.
+//! Redis Cluster named by seed nodes, and a primary that Redis Sentinel names. `connect()`
+//! names them by the shape of its first argument (`lib/topology.js` checks them); they reach
+//! the native side as [`Topology`] in the connection options, and [`open`] builds their store.
 
 use super::redis::{Acks, RedisOptions, RedisStore};
 use super::redlock::RedlockStore;
@@ -80,13 +81,14 @@ impl fmt::Debug for Topology {
     }
 }
 
-/// Checks that every URL of a multi-server form is a Redis URL over TCP, naming it by its
-/// position only (a URL may hold a password).
 /// The scheme part of `url`, lower-cased, if it has one.
 pub fn scheme(url: &str) -> Option<String> {
     url.split_once("://").map(|(s, _)| s.to_ascii_lowercase())
 }
 
+/// Checks that every URL of a multi-server form is a Redis URL over TCP, naming it by its
+/// position only (a URL may hold a password). `lib/topology.js` checks the same before any
+/// call reaches here; this keeps the native side safe on its own (its tests, the simulator).
 fn check_urls(form: &str, urls: &[String]) -> Result<(), StoreError> {
     for (i, url) in urls.iter().enumerate() {
         let scheme = scheme(url).unwrap_or_default();

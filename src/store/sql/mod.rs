@@ -1,4 +1,4 @@
-//! The lease-table core shared by the SQL stores (MySQL, PostgreSQL, SQLite): what every
+//! The lease-table core shared by the SQL stores (each implements [`Dialect`]): what every
 //! dialect would otherwise write again around its own SQL text. A dialect implements
 //! [`Dialect`] (its name and how its server's error codes read) and gets from it the error
 //! model (sqlx's classification, [`errors`]), the retry of conflicts and broken connections,
@@ -21,8 +21,8 @@ use crate::store::ErrorKind;
 use sqlx::error::DatabaseError;
 
 /// What a SQL dialect tells the core: its name and how its server's errors read. The core's
-/// provided functions ([`errors`], [`checks`]) are reached through it, so a dialect's code
-/// writes `Mysql::db_error(…)` and never repeats the plumbing.
+/// functions ([`errors`], [`checks`]) are generic over it, so a dialect's code writes
+/// `db_error::<Mysql>(…)` and never repeats the plumbing.
 pub trait Dialect {
     /// The store's name, first word of its messages (`mysql`, …).
     const NAME: &'static str;
