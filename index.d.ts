@@ -774,8 +774,8 @@ export interface JobRun {
   /** The tick (ms since the epoch), or null. */
   tick: number | null
   outcome: JobOutcome
-  /** Why a tick was skipped ('busy', 'done', 'running') or erred ('acquire', 'record'); on runs `lastRun` and the channel show. */
-  reason?: 'busy' | 'done' | 'running' | 'acquire' | 'record' | null
+  /** Why a tick was skipped ('busy', 'done', 'running'), erred ('acquire', 'record') or was lost before fn ran ('claim'); on runs `lastRun` and the channel show. */
+  reason?: 'busy' | 'done' | 'running' | 'acquire' | 'record' | 'claim' | null
   /** ms since the epoch, by the runner's clock. */
   startedAt: number | null
   endedAt: number | null

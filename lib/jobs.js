@@ -289,6 +289,12 @@ async function runTick(client, name, fn, o, tick, job) {
     await lock.release().catch(noop)
     return settle('error', 'record', err)
   }
+  // The lease may have run out meanwhile (a slow store): fn never starts without the lock.
+  if (!lock.held) {
+    const lost = lock._checkLost()
+    await lock.release().catch(noop)
+    return settle('lost', 'claim', lost)
+  }
   const ac = newAbortController()
   const onLockLost = () => ac.abort(lock._lostError ?? lock.signal.reason)
   lock.signal.addEventListener('abort', onLockLost, { once: true })
