@@ -38,3 +38,21 @@ test('deadbolt jobs prints the last run of each job, and --json gives it to scri
   assert.equal(json[0].fencingToken, String(run.fencingToken))
   assert.deepEqual(json[0].holder, { host: os.hostname(), pid: process.pid, name: 'cli-runner' })
 })
+
+test('deadbolt jobs only looks: on a SQLite path with no file it finds nothing and creates none', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-jobs-cli-'))
+  try {
+    const r = cli('jobs', `sqlite://${path.join(dir, 'locks.db')}`, '--json')
+    assert.deepEqual([r.code, JSON.parse(r.out)], [1, []])
+    assert.deepEqual(fs.readdirSync(dir), [])
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('help jobs prints the command\'s help, the same as jobs --help', () => {
+  const r = cli('help', 'jobs')
+  assert.equal(r.code, 0, r.err)
+  assert.match(r.out, /^Usage: deadbolt jobs <url> \[prefix\]/)
+  assert.equal(r.out, cli('jobs', '--help').out)
+})
