@@ -298,6 +298,7 @@ async function runTick(client, name, fn, o, tick, job) {
   const ac = newAbortController()
   const onLockLost = () => ac.abort(lock._lostError ?? lock.signal.reason)
   lock.signal.addEventListener('abort', onLockLost, { once: true })
+  if (lock.signal.aborted) onLockLost()
   const stopping = job?._stopSignal
   const onStop = () => ac.abort(stopping.reason)
   if (stopping !== undefined) stopping.addEventListener('abort', onStop, { once: true })
