@@ -306,6 +306,14 @@ test('schedule and runOnce refuse bad arguments with coded errors', async (t) =>
   await assert.rejects(a.runOnce('j', fn, { timezone: 'UTC' }), { code: 'ERR_INVALID_ARG_VALUE' })
   await assert.rejects(a.runOnce('j', null), { code: 'ERR_INVALID_ARG_TYPE', message: /"fn"/ })
   await assert.rejects(a.jobs({ limit: 0 }), { code: 'ERR_OUT_OF_RANGE' })
+  await assert.rejects(a.jobs({ prefix: 1 }), { code: 'ERR_INVALID_ARG_TYPE', message: /"options.prefix"/ })
+})
+
+test('a closed client refuses to schedule or run a job', async (t) => {
+  const [a] = await clients(t, 1)
+  await a.close()
+  assert.throws(() => a.schedule('j', 1000, () => {}), { code: 'ERR_LOCK_CLOSED' })
+  await assert.rejects(a.runOnce('j', () => {}), { code: 'ERR_LOCK_CLOSED' })
 })
 
 test('a cron job honours its time zone', async (t) => {
