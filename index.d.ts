@@ -81,6 +81,10 @@ export declare class LockClosedError extends LockError {
 export declare class LockAbortedError extends LockError {
   readonly code: 'ERR_LOCK_ABORTED'
 }
+/** `assertLocked()` found no job lock held: outside a job, or its lock was lost (`cause`). */
+export declare class LockNotHeldError extends LockError {
+  readonly code: 'ERR_LOCK_NOT_HELD'
+}
 
 // ───────────────────────────── modern API ─────────────────────────────
 
@@ -715,6 +719,121 @@ export declare class LockClient implements AsyncDisposable {
    */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
+  /**
+   * Runs `fn` at each tick of `when` on one of the processes that schedule `name`: a cron
+   * expression (croner's: 5 fields, or 6 with seconds first; `options.timezone`), or an interval in
+   * ms (a number or `{ every }`, ticks at its multiples since the epoch). A tick whose lock is
+   * held elsewhere, or that the run record shows as run, is skipped, never queued.
+   */
+  schedule(name: string, when: string | number | { every: number }, fn: (context: JobContext) => unknown, options?: ScheduleOptions): Job
+  /**
+   * Runs `fn` once if job `name`'s lock is free (and, with `tick`, if that tick is not
+   * recorded as run). Rejects with fn's error, or the LockLostError if the lock was lost.
+   */
+  runOnce<T>(name: string, fn: (context: JobContext) => T | PromiseLike<T>, options?: RunOnceOptions): Promise<RunOnceResult<Awaited<T>>>
+  /** The last run of every job (names starting with `prefix`), as recorded in the store, by name. */
+  jobs(options?: { prefix?: string, limit?: number }): Promise<JobRun[]>
+}
+
+// ───────────────────────────── jobs ─────────────────────────────
+
+/** What `runOnce` takes (see docs/jobs.md). */
+export interface RunOnceOptions {
+  /** The lease in ms (default 60 000): a crashed runner frees the job after it. */
+  atMostFor?: number
+  /** Keep the lock at least this long after the run's start (default 0, at most `atMostFor`). */
+  atLeastFor?: number
+  /** Extend the lease while `fn` runs (default false). */
+  keepAlive?: boolean
+  /** The tick this call is for: skipped if the record shows it (or a later one) run. */
+  tick?: Date | number
+}
+
+/** What `schedule` takes (see docs/jobs.md). */
+export interface ScheduleOptions extends Omit<RunOnceOptions, 'tick'> {
+  /** Called with what `fn` threw (or the loss, or the store's error) and the run; default: a process warning. */
+  onError?: (error: unknown, run: JobRun | null) => void
+  /** An IANA time zone for a cron expression (default: the process's). */
+  timezone?: string
+  /** How long `stop()` and `close()` let a running `fn` finish before aborting its signal, in ms (default 10 000). */
+  stopTimeout?: number
+}
+
+/** What `fn` receives. */
+export interface JobContext {
+  readonly name: string
+  /** The tick this run is for (ms since the epoch), or null for a runOnce call without one. */
+  readonly tick: number | null
+  /** Aborted when the lock is lost (a LockLostError) or the job is stopped past its bound (a LockAbortedError). */
+  readonly signal: AbortSignal
+  readonly fencingToken: bigint
+  /** The job's lock. */
+  readonly lock: Lock
+  /** Throws a LockNotHeldError unless the lock is still held. */
+  assertLocked(): void
+}
+
+/** How a run ended. */
+export type JobOutcome = 'running' | 'ran' | 'failed' | 'lost' | 'skipped' | 'error'
+
+/** A run of a job: `jobs()` reads them from the store; `lastRun` and the channel carry them too. */
+export interface JobRun {
+  name: string
+  /** The tick (ms since the epoch), or null. */
+  tick: number | null
+  outcome: JobOutcome
+  /** Why a tick was skipped ('busy', 'done', 'running'), erred ('acquire', 'record') or was lost before fn ran ('claim'); on runs `lastRun` and the channel show. */
+  reason?: 'busy' | 'done' | 'running' | 'acquire' | 'record' | 'claim' | null
+  /** ms since the epoch, by the runner's clock. */
+  startedAt: number | null
+  endedAt: number | null
+  durationMs: number | null
+  /** Who ran it. */
+  holder: Holder | null
+  owner: string | null
+  fencingToken: bigint | null
+  /** When the runner's schedule was next due (ms since the epoch), or null. */
+  nextDue: number | null
+  /** What fn threw (its name and code only: a message may hold anything). */
+  error: { name: string, code: string | null } | null
+  toJSON(): JobRunJSON
+}
+
+/** A JobRun as JSON shows it: the token as a string. */
+export type JobRunJSON = Omit<JobRun, 'fencingToken' | 'toJSON'> & { fencingToken: string | null }
+
+/** What `runOnce` resolves with. */
+export interface RunOnceResult<T> {
+  /** False when skipped. */
+  ran: boolean
+  result: T | undefined
+  run: JobRun
+}
+
+/** A scheduled job: `LockClient#schedule`. */
+export declare class Job {
+  readonly name: string
+  /** When the next tick is due; null once stopped. */
+  readonly nextRun: Date | null
+  /** This process's last tick (skipped ones too), or null. */
+  readonly lastRun: JobRun | null
+  /** Whether fn runs in this process now. */
+  readonly running: boolean
+  /**
+   * Stops scheduling; a running fn gets `stopTimeout` ms to finish, then its signal aborts
+   * and it gets as long again. Its lock is kept per `atLeastFor` or released.
+   */
+  stop(): Promise<void>
+}
+
+/** Throws a LockNotHeldError unless called from a job's (or runOnce's) fn whose lock is held. */
+export declare function assertLocked(): void
+
+/** The message of `deadbolt:job`: a run as it settled, with the store and the error. */
+export interface JobMessage extends Omit<JobRun, 'toJSON' | 'error'> {
+  store: StoreName
+  /** What fn threw, the LockLostError, or the store's error; null for a run that ran. */
+  error: unknown
 }
 
 // ───── Diagnostics channels (node:diagnostics_channel) ─────

@@ -13,6 +13,7 @@ const { MultiLock } = require('./lib/multilock')
 const { Semaphore, Permit } = require('./lib/semaphore')
 const { ReadWriteLock, RwHold } = require('./lib/rwlock')
 const { WebLock } = require('./lib/weblocks')
+const jobs = require('./lib/jobs')
 const redislock = require('./compat/redislock')
 const sqlLock = require('./compat/sql-lock')
 
@@ -35,6 +36,9 @@ module.exports = {
   LockBackendError: errors.LockBackendError,
   LockClosedError: errors.LockClosedError,
   LockAbortedError: errors.LockAbortedError,
+  LockNotHeldError: errors.LockNotHeldError,
+  assertLocked: jobs.assertLocked,
+  Job: jobs.Job,
   createLock: redislock.createLock,
   setDefaults: redislock.setDefaults,
   getAcquiredLocks: redislock.getAcquiredLocks,

@@ -102,6 +102,23 @@ test('in a browser, the dashboard shows the locks another process holds, with a 
   await screenshot(page, 'locks')
 })
 
+test('in a browser, the dashboard shows the last run of each scheduled job', async (t) => {
+  const exe = chromiumPath(t)
+  if (exe === null) return
+  const p = prefix('dash')
+  const locks = await connect(URL_, { name: 'dash-jobs' })
+  t.after(() => locks.close())
+  await locks.runOnce(`${p}report`, () => {})
+  const d = await dashboard(t, ['--prefix', p])
+  const page = await browser(t, exe)
+  await page.goto(d.url)
+  const job = page.locator(`#jobs tr[data-job="${p}report"]`)
+  await job.waitFor({ timeout: 15_000 })
+  assert.equal(await job.locator('td.outcome').innerText(), 'ran')
+  assert.equal(await job.locator('td.holder').innerText(), `dash-jobs@${os.hostname()}/${process.pid}`)
+  await screenshot(page, 'jobs')
+})
+
 test('in a browser, the filter box hides the locks whose keys do not match', async (t) => {
   const exe = chromiumPath(t)
   if (exe === null) return

@@ -36,6 +36,21 @@ test('the checker reports two believed holds of one key that overlap, and not tw
   assert.deepEqual(run(history(101)).violations, [])
 })
 
+test('the checker reports a job tick run twice, and counts the ticks missed while nothing explains it', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
+  const tick = (a, t, id) => ev(a, 'tick', t, { tick: id, g: `${a}#${id}`, real: t + 1_000_000 })
+  const scheduled = ['A', 'B'].map((a) => ev(a, 'invoke', 0, { f: 'schedule', id: `${a}:1` }))
+  const model = { kind: 'exclusive', register: false, ticks: { period: 250, atLeastFor: 150, skew: 75 } }
+  const run = (events) => check({ events, resourceLog: [], faults: [], model, params: { ttl: 1000 }, bound: () => null, leftover: [], runEnd: 3000 })
+  // Missed: 500 to 1750. Explained: 500 (the run of 250 holds the job until then, with
+  // atLeastFor and a period), 1750 (the run of 2000 took the lock up to 75 ms early).
+  const once = run([...scheduled, tick('A', 0, 1_000_000), tick('B', 250, 1_000_250), tick('A', 2000, 1_002_000)])
+  assert.deepEqual(once.violations, [])
+  assert.deepEqual([once.figures.ticks, once.figures.missed, once.figures.unexplained], [3, 6, 4])
+  const twice = run([...scheduled, tick('A', 0, 1_000_000), tick('B', 75, 1_000_000)])
+  assert.match(twice.violations.join(' '), /1 tick\(s\) ran twice/)
+})
+
 test('the unsafe control lock (read-then-write, no fencing) is reported as a violation within 20 schedules', { timeout: 120_000 }, async (t) => {
   const json = tmp('unsafe.json')
   const code = await main(['--store', 'memory', '--workload', 'mutex', '--lock', 'unsafe', '--schedules', '20', '--seed', '1000', '--duration', '1500', '--no-shrink', '--quiet', '--json', json])
@@ -51,7 +66,7 @@ test('the unsafe control lock (read-then-write, no fencing) is reported as a vio
 // [store, workload, schedules, ms of workload each]; every workload on memory.
 const SMOKE = [
   ['memory', 'mutex', 1, 1000], ['memory', 'semaphore', 1, 1000], ['memory', 'rwlock', 1, 1000], ['memory', 'election', 1, 1000],
-  ['memory', 'handover', 1, 1000], ['memory', 'weblocks', 1, 1000], ['memory', 'acquireall', 1, 1000],
+  ['memory', 'handover', 1, 1000], ['memory', 'weblocks', 1, 1000], ['memory', 'acquireall', 1, 1000], ['memory', 'jobs', 1, 1500],
   ['sqlite', 'mutex', 1, 1500], ['redis', 'mutex', 2, 1500], ['postgres', 'mutex', 2, 1500],
 ]
 // Open defects the harness found (docs/guarantees.md, "Violations found (open)"), recognised by

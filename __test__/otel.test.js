@@ -275,3 +275,23 @@ test('a lockName that throws falls back to the default name and warns once, with
   await eventually(() => warnings.length > 0, 5000, 'the warning')
   assert.equal(warnings.length, 1)
 })
+
+test('job runs are counted by result and timed', async (t) => {
+  const { locks, metric } = await setup(t)
+  const name = prefix('otel') + 'job'
+  let enter
+  const entered = new Promise((r) => { enter = r })
+  let leave
+  const left = new Promise((r) => { leave = r })
+  const first = locks.runOnce(name, () => { enter(); return left })
+  await entered
+  await locks.runOnce(name, () => {})
+  leave()
+  await first
+  await locks.runOnce(name, () => { throw new Error('boom') }).catch(() => {})
+  const runs = await metric('deadbolt.job.runs')
+  assert.equal(sum(runs, { 'deadbolt.result': 'ran', 'deadbolt.store': 'memory' }), 1)
+  assert.equal(sum(runs, { 'deadbolt.result': 'skipped' }), 1)
+  assert.equal(sum(runs, { 'deadbolt.result': 'failed' }), 1)
+  assert.equal(sum(await metric('deadbolt.job.duration')), 2)
+})

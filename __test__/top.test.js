@@ -213,3 +213,18 @@ test('a live top says when the store fails and shows the locks again once it ans
   await new Promise((resolve) => top.once('exit', resolve))
   assert.equal(top.exitCode, 0)
 })
+
+test('top --once shows the last run of each scheduled job under the prefix', async (t) => {
+  const locks = await client(t, { name: 'top-jobs' })
+  const p = prefix('top')
+  await locks.runOnce(`${p}nightly`, () => {})
+  const r = cli('top', URL_, '--once', '--prefix', p)
+  assert.equal(r.code, 0, r.err)
+  assert.match(r.out, /JOBS \(1\)/)
+  const [name, outcome, started, took, by, next] = columnsOf(r.out, `${p}nightly`)
+  assert.deepEqual([name, outcome, by, next], [`${p}nightly`, 'ran', `top-jobs@${os.hostname()}/${process.pid}`, '–'])
+  assert.match(started, /^[0-9.]+s ago$/)
+  assert.match(took, /^[0-9.]+s$/)
+  const frame = JSON.parse(cli('top', URL_, '--once', '--json', '--prefix', p).out)
+  assert.deepEqual(frame.jobs.map((j) => [j.name, j.outcome, j.holder.name]), [[`${p}nightly`, 'ran', 'top-jobs']])
+})

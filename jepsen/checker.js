@@ -116,6 +116,10 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
     if (st.stale) violations.push(`${st.stale} stale write(s) accepted: ${st.examples.join('; ')}`)
   }
 
+  // 2b. scheduled jobs: no tick runs twice; ticks missed, and those no fault, run or
+  // stopped schedule explains
+  const tickFigures = model.ticks ? checkTicks(events, faults, hs, model.ticks, params, runEnd, violations) : {}
+
   // 3. tokens
   let tokenViol = 0
   const tex = []
@@ -167,7 +171,8 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
   const doa = hs.filter((h) => h.heldAtGrant === false)
   if (doa.length) violations.push(`${doa.length} grant(s) arrived already lost: ${doa.slice(0, 3).map((h) => h.g).join(', ')}`)
 
-  // 6. bounded state
+  // 6. bounded state (what the workload keeps by design, such as a job's run record, aside)
+  if (leftover !== null && model.keeps) leftover = leftover.filter((k) => !model.keeps(k))
   if (leftover === null) violations.push('leftover state could not be read')
   else if (leftover.length) violations.push(`${leftover.length} key(s) of the run left in the store: ${leftover.slice(0, 3).join(', ')}`)
 
@@ -180,8 +185,63 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
     losses: hs.filter((h) => h.lostT !== null).length,
     faults: faults.length,
     overlaps,
+    ...tickFigures,
   }
   return { violations, figures, holds: hs }
+}
+
+/**
+ * The jobs workload's ticks (`tick` events: {key, tick, real}, tick and real on the wall
+ * clock, real unskewed): a tick run twice is a violation. A tick between the first and the
+ * last one run that nobody ran is a miss; it is explained when a fault was in play then (or
+ * until a lease of `ttl` after it), a run held the job then (from its own tick, less the
+ * skew, to its end and `atLeastFor`: skipped, not queued), or fewer than two actors had the
+ * job scheduled.
+ */
+function checkTicks(events, faults, hs, { period, atLeastFor, skew }, params, runEnd, violations) {
+  const ticks = events.filter((e) => e.ev === 'tick')
+  const seen = new Map()
+  let twice = 0
+  const tex = []
+  for (const e of ticks) {
+    const id = `${e.key} ${e.tick}`
+    const prev = seen.get(id)
+    if (prev) { twice++; if (tex.length < 3) tex.push(`${short(e.key)} tick ${e.tick} ran by ${prev.g} and ${e.g}`) } else seen.set(id, e)
+  }
+  if (twice) violations.push(`${twice} tick(s) ran twice: ${tex.join('; ')}`)
+  if (ticks.length === 0) return { ticks: 0, missed: 0, unexplained: 0 }
+  // Wall clock to monotonic, from the unskewed wall time each tick line carries.
+  const off = ticks.reduce((s, e) => s + (e.real - e.t), 0) / ticks.length
+  const mono = (wall) => wall - off
+  const ran = new Set(ticks.map((e) => e.tick))
+  const first = Math.min(...ran)
+  const last = Math.max(...ran)
+  // Actors with the job scheduled, over time: from a schedule call's invoke to its stop's answer.
+  const spans = []
+  const open = new Map()
+  for (const e of events) {
+    if (e.ev === 'invoke' && e.f === 'schedule') open.set(e.a, e.t)
+    else if ((e.ev === 'ok' || e.ev === 'fail') && e.f === 'stop' && open.has(e.a)) { spans.push([open.get(e.a), e.t]); open.delete(e.a) }
+  }
+  for (const t of open.values()) spans.push([t, runEnd])
+  const killedAt = faults.filter((f) => f.kind === 'kill-holder')
+  // A run holds the job from its tick (its lock taken then, by a clock up to `skew` ahead) to
+  // the end of its hold.
+  const holdEnd = new Map(hs.map((h) => [h.g, h.end]))
+  const runs = ticks.map((e) => [mono(e.tick) - skew, holdEnd.get(e.g) ?? e.t])
+  let missed = 0
+  let unexplained = 0
+  for (let tick = first; tick <= last; tick += period) {
+    if (ran.has(tick)) continue
+    missed++
+    const m = mono(tick)
+    const fault = faults.some((f) => m >= f.t - period && m <= (f.end ?? f.t) + params.ttl + period)
+    const held = runs.some(([from, to]) => m >= from - period && m <= to + atLeastFor + period)
+    const scheduled = spans.filter(([from, to]) => from <= m && m <= to).length
+    const killed = killedAt.some((f) => m >= f.t && m <= f.t + params.ttl + 2 * period)
+    if (!fault && !held && !killed && scheduled >= 2) unexplained++
+  }
+  return { ticks: ran.size, missed, unexplained }
 }
 
 module.exports = { check, holds, SLACK_MS, LOSS_MS, CALL_SLACK_MS }

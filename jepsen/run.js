@@ -19,7 +19,7 @@ const { runSchedule } = require('./runner')
 const { timeline } = require('./timeline')
 const WORKLOADS = require('./workloads')
 
-const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
+const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall|jobs> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
 
 function parse(argv) {
   const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, faults: null, lock: 'real', json: null, append: null, shrink: true, quiet: false, keepGoing: false }
@@ -133,7 +133,7 @@ async function main(argv) {
       const r = await one(env, o, seed, o.faults)
       results.push(r)
       const f = r.figures
-      say(`schedule ${i + 1}/${o.schedules} seed ${seed}: ${r.violations.length ? 'FAIL' : 'ok'} ops=${f.ops} grants=${f.grants} writes=${f.writes} refused=${f.refused} losses=${f.losses} ms=${f.ms} faults=[${r.faults.map((x) => describe(x.planned ?? x)).join(' ')}]`)
+      say(`schedule ${i + 1}/${o.schedules} seed ${seed}: ${r.violations.length ? 'FAIL' : 'ok'} ops=${f.ops} grants=${f.grants} writes=${f.writes} refused=${f.refused} losses=${f.losses}${f.ticks === undefined ? '' : ` ticks=${f.ticks} missed=${f.missed} unexplained=${f.unexplained}`} ms=${f.ms} faults=[${r.faults.map((x) => describe(x.planned ?? x)).join(' ')}]`)
       for (const v of r.violations) say(`    ✗ ${v}`)
       for (const n of r.notes) say(`    · ${n}`)
       if (r.harnessErrors) harnessError = true

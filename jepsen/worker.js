@@ -20,6 +20,8 @@ const WORKLOADS = require('./workloads')
 
 const W = process.env.TORTURE_WORKER || String(process.pid)
 const now = () => Number(process.hrtime.bigint()) / 1e6
+// The wall clock as it was at start: the jobs workload skews Date.now() per process.
+const realNow = Date.now
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const log = (e) => process.stdout.write(JSON.stringify({ w: W, t: now(), ...e }) + '\n')
 
@@ -53,7 +55,10 @@ function context(a, client, seed, cfg) {
     cfg,
     rnd: prng(seed),
     now,
+    realNow: () => realNow(),
     sleep,
+    /** Logs an event of the workload's own (`ev` and its fields) with this actor's id. */
+    log: (e) => log({ a, ...e }),
     stopped: () => stopped,
     key: (name) => `${cfg.prefix}${name}`,
     connect: () => connect(cfg),

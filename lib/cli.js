@@ -10,6 +10,7 @@ const { MAX_PERMITS } = require('./semaphore')
 const { holderText, holderFields } = require('./identity')
 const { Sightings, readFrame, renderFrame, parseSemaphore } = require('./view')
 const { serveDashboard } = require('./dashboard')
+const jobsCli = require('./cli-jobs')
 
 // The stores this build has (src/store/registry.rs).
 const STORES = stores()
@@ -28,6 +29,7 @@ Commands:
   permits <url> <name>           who holds permits of a semaphore (or a read-write lock)
   top <url>                      a live view of held locks, semaphores and leaders
   dashboard <url>                the same live view as a web page
+  jobs <url> [prefix]            the last run of each scheduled job: outcome, who ran it, next due
 
 <url> is a store URL (${STORES.map((e) => e.example).join(', ')}; dynamodb:// with AWS
 credentials from the environment); DEADBOLT_URL is used when it is "-". Options: --json (machine-readable output), --table NAME (${STORES.filter((e) => e.options.includes('table')).map((e) => e.name).join(', ')}: the lock table, default deadbolt_locks), --help (help for a command).
@@ -51,6 +53,7 @@ Serves the live view of \`top\` as a web page (Server-Sent Events, a frame every
 lock and a chart of holds, grants and expiries this process saw. Read-only unless --allow-release,
 which adds force-release buttons (with a confirmation) and prints an audit line per release.
 Bound to loopback; with --host another address it asks for the token it prints at start.`,
+  jobs: jobsCli.HELP,
 }
 
 class UsageError extends Error {}
@@ -135,6 +138,7 @@ async function confirm(io, question) {
 }
 
 const COMMANDS = {
+  jobs: jobsCli.command,
   async inspect(locks, [key], flags, io) {
     if (key === undefined) throw new UsageError('inspect needs a <key>')
     const info = await locks.inspect(key)

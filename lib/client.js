@@ -24,6 +24,7 @@ const { checkName, ownerPrefix, holderOf } = require('./identity')
 const observe = require('./observe')
 const { adoptLock } = require('./adopt')
 const webLocks = require('./weblocks')
+const jobs = require('./jobs')
 
 const { own } = v
 const { LIMITS } = v
@@ -78,6 +79,10 @@ class LockClient {
     this._closed = false
     // Reentrant locks by key (lib/reentrant.js).
     this._reentries = new Map()
+    // Scheduled jobs, and the run record this client last wrote per job name (lib/jobs.js).
+    this._jobs = new Set()
+    this._jobRecords = new Map()
+    this._stoppingJobs = null
   }
 
   /** The resolved options of a call that passed none (cached: they never change). */
@@ -321,6 +326,28 @@ class LockClient {
     return webLocks.query(this)
   }
 
+  /**
+   * Runs `fn` at each tick of `when` (a cron expression, or an interval in ms: a number or
+   * `{ every }`) on one of the processes that schedule `name`; a tick whose lock is held
+   * elsewhere is skipped, never queued (lib/jobs.js, docs/jobs.md). Returns the Job.
+   */
+  schedule(name, when, fn, options) {
+    return jobs.schedule(this, name, when, fn, options)
+  }
+
+  /**
+   * Runs `fn` once if job `name`'s lock is free: resolves `{ ran, result, run }` (`ran` false
+   * when skipped); rejects with fn's error or the LockLostError (lib/jobs.js).
+   */
+  runOnce(name, fn, options) {
+    return jobs.runOnce(this, name, fn, options)
+  }
+
+  /** The last run of every job, as recorded in the store (lib/jobs.js). */
+  jobs(options) {
+    return jobs.listJobs(this, options)
+  }
+
   /** Identifies this client in `query()`'s answers (the `clientId` of its locks). */
   get clientId() {
     // The prefix's random part: what every owner of this client starts with, up to its first
@@ -404,6 +431,14 @@ class LockClient {
   async close() {
     if (this._closed) return
     debug(() => `client for ${this._where} closing`)
+    // Jobs stop first: a running fn gets its bound to finish, and its lock and record are
+    // settled while the client still works.
+    if (this._jobs.size !== 0 || this._stoppingJobs !== null) {
+      // One stop for concurrent close() calls: each waits for the runs to settle.
+      this._stoppingJobs ??= jobs.stopJobs(this)
+      await this._stoppingJobs
+      if (this._closed) return
+    }
     const native = this._native_
     native.flushOps()
     const closing = native.request((req) => native.addon.close(req))

@@ -44,6 +44,8 @@ class LockBackendError extends LockError {}
 class LockClosedError extends LockError {}
 /** The caller's AbortSignal fired (only when the signal carried no reason of its own). */
 class LockAbortedError extends LockError {}
+/** `assertLocked()` found no job lock held (outside a job, or its lock was lost; `cause` says how). */
+class LockNotHeldError extends LockError {}
 
 defineCode(LockAcquisitionError, 'ERR_LOCK_ACQUISITION')
 defineCode(LockReleaseError, 'ERR_LOCK_RELEASE')
@@ -52,6 +54,7 @@ defineCode(LockLostError, 'ERR_LOCK_LOST')
 defineCode(LockBackendError, 'ERR_LOCK_BACKEND')
 defineCode(LockClosedError, 'ERR_LOCK_CLOSED')
 defineCode(LockAbortedError, 'ERR_LOCK_ABORTED')
+defineCode(LockNotHeldError, 'ERR_LOCK_NOT_HELD')
 
 /**
  * Builds the error for a `[code, message]` record coming from the native layer; `secrets`
@@ -88,5 +91,6 @@ module.exports = {
   LockBackendError,
   LockClosedError,
   LockAbortedError,
+  LockNotHeldError,
   fromNative,
 }

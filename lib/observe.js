@@ -9,6 +9,8 @@
 //                     deadbolt:extend   extend() calls
 //   plain channels    deadbolt:lost     a held lock was lost
 //                     deadbolt:leader   an election candidate gained or lost leadership
+//                     deadbolt:job      a scheduled job's tick or a runOnce call settled
+//                                       (ran, failed, lost, skipped or error; lib/jobs.js)
 //
 // A tracing channel's events carry one context object from `start` to `asyncEnd`; its
 // `result` is a word (`granted`, `refused`, …), not the call's return value, and `lock` is the
@@ -22,6 +24,7 @@ const releaseChannel = dc.tracingChannel('deadbolt:release')
 const extendChannel = dc.tracingChannel('deadbolt:extend')
 const lostChannel = dc.channel('deadbolt:lost')
 const leaderChannel = dc.channel('deadbolt:leader')
+const jobChannel = dc.channel('deadbolt:job')
 
 /** Whether anyone listens to any event of tracing channel `tc` (Node 20.0 lacks tc.hasSubscribers). */
 function active(tc) {
@@ -231,7 +234,17 @@ function leadership(lock, elected, reason) {
   })
 }
 
+/**
+ * A job's tick (or a runOnce call) settled: publishes `run` (lib/jobs.js's record of it, with
+ * the store's name and `error`, the error fn threw or the store's, if any).
+ */
+function jobRun(client, run, error) {
+  if (!jobChannel.hasSubscribers) return
+  jobChannel.publish({ ...run, store: client._store, error: error ?? null })
+}
+
 module.exports = {
+  jobRun,
   acquireStart,
   acquireEnd,
   acquireSettled,
@@ -244,5 +257,5 @@ module.exports = {
   heartbeat,
   lost,
   leadership,
-  channels: { acquire: acquireChannel, release: releaseChannel, extend: extendChannel, lost: lostChannel, leader: leaderChannel },
+  channels: { acquire: acquireChannel, release: releaseChannel, extend: extendChannel, lost: lostChannel, leader: leaderChannel, job: jobChannel },
 }

@@ -10,6 +10,9 @@
 //            deadbolt.lock.held / .pending   up-down counters: held by, waiting in, this process
 //            deadbolt.lock.lost              counter (error.type: the cause)
 //            deadbolt.lock.extensions        counter (deadbolt.result)
+//            deadbolt.job.runs               counter (store, name, deadbolt.result: ran,
+//                                            skipped, failed; failed counts lost and error too)
+//            deadbolt.job.duration           histogram, s (runs that called fn)
 
 const dc = require('diagnostics_channel')
 // perf_hooks, not the global: jest 25/26 environments lack `performance`.
@@ -67,6 +70,9 @@ function instrument(options = {}) {
   const pendingCount = meter.createObservableUpDownCounter('deadbolt.lock.pending', { unit: '{acquisition}', description: 'Acquisitions waiting in this process' })
   const lostCount = meter.createCounter('deadbolt.lock.lost', { unit: '{lock}', description: 'Held locks lost, by cause (error.type)' })
   const extensions = meter.createCounter('deadbolt.lock.extensions', { unit: '{extension}', description: 'Lease extensions (extend() and heartbeats), by result' })
+
+  const jobRuns = meter.createCounter('deadbolt.job.runs', { unit: '{run}', description: 'Ticks of scheduled jobs and runOnce calls, by result (ran, skipped, failed)' })
+  const jobDuration = meter.createHistogram('deadbolt.job.duration', { unit: 's', description: 'How long job runs took, from taking the lock to their end' })
 
   /** Acquisitions under way: context → { span, attrs }. */
   const acquiring = new Map()
@@ -188,6 +194,13 @@ function instrument(options = {}) {
     endHold(msg.lock, msg.cause)
   }
 
+  const onJob = (msg) => {
+    const result = msg.outcome === 'ran' || msg.outcome === 'skipped' ? msg.outcome : 'failed'
+    const attrs = { 'deadbolt.store': msg.store, 'deadbolt.lock.name': nameOf(msg.name), 'deadbolt.result': result }
+    jobRuns.add(1, attrs)
+    if (msg.outcome !== 'skipped' && msg.outcome !== 'error' && msg.durationMs !== null) jobDuration.record(msg.durationMs / 1000, attrs)
+  }
+
   const acquireChannel = dc.tracingChannel('deadbolt:acquire')
   const releaseChannel = dc.tracingChannel('deadbolt:release')
   const extendChannel = dc.tracingChannel('deadbolt:extend')
@@ -195,6 +208,7 @@ function instrument(options = {}) {
   releaseChannel.subscribe(releaseHandlers)
   extendChannel.subscribe(extendHandlers)
   dc.subscribe('deadbolt:lost', onLost)
+  dc.subscribe('deadbolt:job', onJob)
 
   let undone = false
   return function uninstrument() {
@@ -204,6 +218,7 @@ function instrument(options = {}) {
     releaseChannel.unsubscribe(releaseHandlers)
     extendChannel.unsubscribe(extendHandlers)
     dc.unsubscribe('deadbolt:lost', onLost)
+    dc.unsubscribe('deadbolt:job', onJob)
     // What is still open is no longer watched: end it now rather than never.
     for (const [, { span, s }] of acquiring) {
       span.end()

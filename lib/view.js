@@ -58,12 +58,13 @@ function parseSemaphore(spec) {
 }
 
 /**
- * Reads one frame: `{ at, prefix, locks, semaphores, leaders }`, locks sorted by key.
+ * Reads one frame: `{ at, prefix, locks, semaphores, leaders, jobs }`, locks sorted by key,
+ * jobs (their last run, lib/jobs.js) by name.
  * `what`: { prefix, limit, semaphores: [{ name, limit }], elections: [name] }.
  */
 async function readFrame(client, what) {
   const at = Date.now()
-  const [held, semaphores, leaders] = await Promise.all([
+  const [held, semaphores, leaders, runs] = await Promise.all([
     client.list(what.prefix ?? '', { limit: what.limit ?? 1000 }),
     Promise.all((what.semaphores ?? []).map(async ({ name, limit }) => {
       const holders = await client.semaphore(name, { limit: MAX_PERMITS }).holders()
@@ -81,6 +82,8 @@ async function readFrame(client, what) {
         ? { name, owner: null, holder: null, term: null, leaseMs: null }
         : { name, owner: info.owner, holder: info.holder, term: info.fencingToken === null ? null : String(info.fencingToken), leaseMs: info.remainingMs }
     })),
+    // The last run of each scheduled job under the prefix (lib/jobs.js).
+    client.jobs({ prefix: what.prefix ?? '', limit: what.limit ?? 1000 }),
   ])
   held.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
   return {
@@ -98,6 +101,17 @@ async function readFrame(client, what) {
     })),
     semaphores,
     leaders,
+    jobs: runs.map((r) => ({
+      name: r.name,
+      outcome: r.outcome,
+      error: r.error,
+      startedAt: r.startedAt,
+      durationMs: r.durationMs,
+      holder: r.holder,
+      owner: r.owner,
+      fencingToken: r.fencingToken === null ? null : String(r.fencingToken),
+      nextDue: r.nextDue,
+    })),
   }
 }
 
@@ -130,6 +144,20 @@ const LEADER_COLUMNS = [
   ['LEASE LEFT', (r) => seconds(r.leaseMs)],
 ]
 
+/** A past time as top shows it: how long ago, from the frame's time. */
+const ago = (at, ms) => (ms === null ? UNKNOWN : `${seconds(Math.max(0, at - ms))} ago`)
+/** A coming time: in how long (or how long overdue). */
+const until = (at, ms) => (ms === null ? UNKNOWN : ms >= at ? `in ${seconds(ms - at)}` : `${seconds(at - ms)} overdue`)
+/** Columns of the jobs table, as [header, (row, frame time) → text]. */
+const JOB_COLUMNS = [
+  ['JOB', (r) => r.name],
+  ['LAST RUN', (r) => r.outcome + (r.error === null ? '' : ` (${r.error.code ?? r.error.name})`)],
+  ['STARTED', (r, at) => ago(at, r.startedAt)],
+  ['TOOK', (r) => (r.durationMs === null ? UNKNOWN : seconds(r.durationMs))],
+  ['RAN BY', (r) => holderText(r.holder) ?? r.owner ?? UNKNOWN],
+  ['NEXT DUE', (r, at) => until(at, r.nextDue)],
+]
+
 function table(columns, rows, width) {
   const cells = rows.map((r) => columns.map(([, f]) => f(r)))
   const widths = columns.map(([h], c) => Math.max(h.length, ...cells.map((r) => r[c].length)))
@@ -148,6 +176,10 @@ function renderFrame(frame, where, width = 0) {
   out.push(frame.locks.length === 0 ? '  no held locks' : table(LOCK_COLUMNS, frame.locks, width))
   if (frame.semaphores.length > 0) out.push('', `SEMAPHORES (${frame.semaphores.length})`, table(SEMAPHORE_COLUMNS, frame.semaphores, width))
   if (frame.leaders.length > 0) out.push('', `LEADERS (${frame.leaders.length})`, table(LEADER_COLUMNS, frame.leaders, width))
+  if (frame.jobs.length > 0) {
+    const columns = JOB_COLUMNS.map(([h, f]) => [h, (r) => f(r, frame.at)])
+    out.push('', `JOBS (${frame.jobs.length})`, table(columns, frame.jobs, width))
+  }
   return out.join('\n')
 }
 

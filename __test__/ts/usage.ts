@@ -169,6 +169,29 @@ async function main(): Promise<void> {
   // @ts-expect-error rejectUnauthorized is a boolean
   await connect('memory://types-tls', { tls: { rejectUnauthorized: 'no' } }).catch(() => {})
 
+  // Scheduled jobs: the context, the run record, the job.
+  const once = await locks.runOnce(`${key}:job`, async (ctx: deadbolt.JobContext) => {
+    ctx.assertLocked()
+    deadbolt.assertLocked()
+    const t: bigint = ctx.fencingToken
+    return ctx.signal.aborted ? 0 : Number(t > 0n)
+  }, { atMostFor: 5_000, atLeastFor: 0, tick: new Date(0) })
+  const ran: boolean = once.ran
+  const one: number | undefined = once.result
+  assert.deepEqual([ran, one], [true, 1])
+  const runs: deadbolt.JobRun[] = await locks.jobs({ prefix: key })
+  const outcome: deadbolt.JobOutcome = runs[0].outcome
+  assert.equal(outcome, 'ran')
+  const job: deadbolt.Job = locks.schedule(`${key}:every`, { every: 60_000 }, () => {}, { timezone: undefined, onError: (err) => console.error(err) })
+  const next: Date | null = job.nextRun
+  assert.ok(next instanceof Date)
+  await job.stop()
+  // @ts-expect-error when is a cron string, a number or { every }
+  assert.throws(() => locks.schedule('j', { cron: '* * * * *' }, () => {}))
+  // @ts-expect-error atLeastFor is a number
+  assert.throws(() => locks.schedule('j', '* * * * *', () => {}, { atLeastFor: '1s' }))
+  await locks.forceRelease(`__deadbolt.jobs/${key}:job`)
+
   await locks.close()
   console.log('ok')
 }

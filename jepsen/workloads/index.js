@@ -11,4 +11,5 @@ module.exports = {
   handover: require('./handover'),
   weblocks: require('./weblocks'),
   acquireall: require('./acquireall'),
+  jobs: require('./jobs'),
 }
