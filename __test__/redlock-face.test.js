@@ -168,7 +168,7 @@ test('a refused acquisition reports each server\'s vote against as a ResourceLoc
   await held.release()
 })
 
-test('a duration that is not an integer is refused with ERR_OUT_OF_RANGE before any I/O', async (t) => {
+test('a duration that is not an integer is refused with ERR_OUT_OF_RANGE before any I/O', async () => {
   const redlock = new Redlock(['redis://127.0.0.1:1'])
   await assert.rejects(redlock.acquire(['k'], 1.5), { code: 'ERR_OUT_OF_RANGE', message: 'Duration must be an integer value in milliseconds.' })
   await redlock.quit().catch(() => {})
@@ -240,4 +240,11 @@ test('v4: extending a lock that was taken over rejects after one attempt, leavin
   })
   assert.equal(await redisRaw().get(key), 'someone else')
   await redisRaw().del(key)
+})
+
+test('a retryCount below -1 or a negative retryDelay is refused with ERR_OUT_OF_RANGE', async () => {
+  const c = new Redis({ lazyConnect: true })
+  assert.throws(() => new Redlock([c], { retryCount: -2 }), { code: 'ERR_OUT_OF_RANGE' })
+  assert.throws(() => new Redlock([c], { retryDelay: -1 }), { code: 'ERR_OUT_OF_RANGE' })
+  await assert.rejects(new Redlock([c]).acquire(['k'], 1000, { retryCount: 1.5 }), { code: 'ERR_OUT_OF_RANGE' })
 })

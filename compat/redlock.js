@@ -63,6 +63,25 @@ function checkDuration(duration) {
   }
 }
 
+/**
+ * Settings as node-redlock reads them (a non-number keeps the default), checked: a retryCount
+ * that is not an integer ≥ -1, or a negative or non-finite delay, jitter, drift or threshold,
+ * would make the retry loop misbehave rather than fail.
+ */
+function checkSettings(s) {
+  if (!Number.isSafeInteger(s.retryCount) || s.retryCount < -1) throw outOfRange('retryCount', 'an integer >= -1 (-1 retries forever)', s.retryCount)
+  for (const k of ['driftFactor', 'retryDelay', 'retryJitter', 'automaticExtensionThreshold']) {
+    if (!Number.isFinite(s[k]) || s[k] < 0) throw outOfRange(k, 'a finite number >= 0', s[k])
+  }
+  return s
+}
+
+function outOfRange(name, expected, value) {
+  const err = new RangeError(`The value of "${name}" is out of range. It must be ${expected}. Received ${String(value)}`)
+  err.code = 'ERR_OUT_OF_RANGE'
+  return err
+}
+
 function checkResources(resources) {
   if (!Array.isArray(resources) || resources.length === 0 || !resources.every((r) => typeof r === 'string')) {
     const err = new TypeError('The "resources" argument must be a non-empty array of strings')
@@ -117,13 +136,13 @@ class Redlock extends EventEmitter {
     Object.defineProperty(this, '_list', { value: [...unique.keys()], enumerable: false })
     settings = settings ?? {}
     const pick = (k) => (typeof settings[k] === 'number' ? settings[k] : defaultSettings[k])
-    this.settings = {
+    this.settings = checkSettings({
       driftFactor: pick('driftFactor'),
       retryCount: pick('retryCount'),
       retryDelay: pick('retryDelay'),
       retryJitter: pick('retryJitter'),
       automaticExtensionThreshold: pick('automaticExtensionThreshold'),
-    }
+    })
     scripts = scripts ?? {}
     const text = (base, s) => (typeof s === 'string' ? s : wire.customScript(base, s))
     this.scripts = {
@@ -190,12 +209,15 @@ class Redlock extends EventEmitter {
   }
 
   _settings(settings) {
-    return settings ? { ...this.settings, ...settings } : this.settings
+    return settings ? checkSettings({ ...this.settings, ...settings }) : this.settings
   }
 
-  /** Gives back whatever a failed grant left on any server (one round, errors ignored). */
+  /**
+   * Gives back whatever a failed grant left on any server: one round, errors ignored, waited
+   * for until a quorum answered (a hung server does not hold up the next attempt).
+   */
   async _giveBack(resources, value) {
-    await wire.round(this._list, this.scripts.releaseScript, resources, [value], () => null, () => {}).then((r) => r.stats)
+    await wire.round(this._list, this.scripts.releaseScript, resources, [value], () => null, () => {})
   }
 
   /**
@@ -233,7 +255,7 @@ class Redlock extends EventEmitter {
   async using(resources, duration, settingsOrRoutine, optionalRoutine) {
     checkDuration(duration)
     const settings = settingsOrRoutine && typeof settingsOrRoutine !== 'function'
-      ? { ...this.settings, ...settingsOrRoutine }
+      ? this._settings(settingsOrRoutine)
       : this.settings
     const routine = optionalRoutine ?? settingsOrRoutine
     if (typeof routine !== 'function') {
