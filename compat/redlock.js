@@ -236,7 +236,7 @@ class Redlock extends EventEmitter {
       if (r.vote === 'for' && (validUntil === undefined || validUntil(r.start) > Date.now())) {
         return { attempts, start: r.start }
       }
-      if (giveBack !== undefined) await giveBack()
+      if (giveBack !== undefined) await giveBackIfGranted(r, giveBack)
       const hopeless = final && r.refused > this._list.length - wire.quorumOf(this._list.length)
       if (hopeless || attempts.length >= maxAttempts) {
         const err = new ExecutionError('The operation was unable to achieve a quorum during its retry window.', attempts, code)
@@ -313,6 +313,18 @@ class Redlock extends EventEmitter {
   [inspect.custom]() {
     return `Redlock { servers: ${this._list.length}, settings: ${inspect(this.settings)} }`
   }
+}
+
+/**
+ * Gives back a failed round's partial grant before the next attempt, unless every server
+ * refused (the common case under contention: no extra round trip). It is sent before the next
+ * attempt's commands, on the same connections, so a server runs it first: a give-back sent
+ * after a late vote could delete the next attempt's grant (the value is the same).
+ */
+async function giveBackIfGranted(r, giveBack) {
+  const { votesFor, votesAgainst, membershipSize } = r.live
+  if (votesFor.size === 0 && votesAgainst.size === membershipSize) return undefined
+  return giveBack()
 }
 
 /**

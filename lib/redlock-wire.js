@@ -179,9 +179,10 @@ function quorumOf(n) {
 
 /**
  * One round of `s` on every client. Resolves as soon as the outcome is decided, with
- * `{ vote: 'for' | 'against', start, stats }`: `start` is when this round was sent (the
- * validity of a grant is reckoned from it), and `stats` a promise of the round's
- * ExecutionStats, resolved once every client answered. A client's vote is for when the
+ * `{ vote: 'for' | 'against', start, stats, live, refused }`: `start` is when this round was
+ * sent (the validity of a grant is reckoned from it), `stats` a promise of the round's
+ * ExecutionStats, resolved once every client answered, `live` those stats as they fill in, and
+ * `refused` how many refusals were in at the decision. A client's vote is for when the
  * script reports every key (`expect` = the number of keys). Against otherwise, with that
  * client's error, or `refusal(reply)` when the script answered fewer; `onError(err, refused)`
  * sees every such error. Unlike node-redlock, a round whose votes are all in without a quorum either way
@@ -203,7 +204,7 @@ function round(clients, s, keys, args, refusal, onError) {
     const decide = (vote) => {
       if (decided) return
       decided = true
-      resolve({ vote, start, stats: statsP, refused })
+      resolve({ vote, start, stats: statsP, live: stats, refused })
     }
     const tally = () => {
       if (stats.votesFor.size >= stats.quorumSize) decide('for')
