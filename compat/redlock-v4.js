@@ -12,8 +12,8 @@
 //   between its attempts, so no retry could succeed), and not at all once a quorum refused it
 //   (the lock is gone).
 
-const { EventEmitter } = require('node:events')
-const { inspect } = require('node:util')
+const { EventEmitter } = require('events')
+const { inspect } = require('util')
 const { CompatPromise } = require('../lib/compat-promise')
 const wire = require('../lib/redlock-wire')
 

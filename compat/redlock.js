@@ -16,8 +16,8 @@
 // - partial grants of a failed attempt are given back before the next attempt;
 // - a round split evenly between two halves of the clients is a refusal, not a hang.
 
-const { EventEmitter } = require('node:events')
-const { inspect } = require('node:util')
+const { EventEmitter } = require('events')
+const { inspect } = require('util')
 const wire = require('../lib/redlock-wire')
 
 /** Marks an ExecutionError whose quorum found the lock gone (not retryable). */

@@ -15,7 +15,7 @@
 // deadbolt's own (the script hashes differ from the original's; that changes nothing on the
 // keys).
 
-const { randomBytes, createHash } = require('node:crypto')
+const { randomBytes, createHash } = require('crypto')
 
 /** Grant: all keys absent → each set to ARGV[1] for ARGV[2] ms; the number of keys, else 0. */
 const ACQUIRE = `-- deadbolt/redlock grant

@@ -1,5 +1,5 @@
 // Types of `deadbolt/redlock` (require and import): node-redlock 5's exports.
-import { EventEmitter } from 'node:events'
+import { EventEmitter } from 'events'
 
 /**
  * A Redis connection of the caller's: an ioredis client or Cluster, a node-redis 4/5 client

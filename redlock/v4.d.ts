@@ -1,5 +1,5 @@
 // Types of `deadbolt/redlock/v4` (require): node-redlock 4's export.
-import { EventEmitter } from 'node:events'
+import { EventEmitter } from 'events'
 
 declare namespace Redlock {
   /** An ioredis, node-redis or node_redis 3 client or cluster, or a redis:// URL. */
