@@ -11,6 +11,7 @@ const Redis = require('ioredis')
 const { default: Redlock, ExecutionError, ResourceLockedError } = require('../redlock')
 const RedlockV4 = require('../redlock/v4')
 const { REDIS_URL, needRedis, prefix, redisRaw, closeRaw } = require('./helpers')
+const { startRedisCluster } = require('./fixtures/redis-server')
 
 after(closeRaw)
 
@@ -202,6 +203,48 @@ test('Redlock takes a node-redis 5 client', async (t) => {
   await extended.release()
   assert.equal(await redisRaw().exists(key), 0)
   await redlock.quit()
+})
+
+test('Redlock takes a node-redis 4 client', async (t) => {
+  if (!(await needRedis(t))) return
+  const { createClient } = require('redis4')
+  const c = createClient({ url: REDIS_URL })
+  await c.connect()
+  const redlock = new Redlock([c])
+  const key = prefix('redlock') + 'nr4'
+  const lock = await redlock.acquire([key], 10_000)
+  assert.equal(await redisRaw().get(key), lock.value)
+  await lock.release()
+  assert.equal(await redisRaw().exists(key), 0)
+  await redlock.quit()
+})
+
+test('Redlock takes a node_redis 3 client, callbacks and all', async (t) => {
+  if (!(await needRedis(t))) return
+  const c = require('redis3').createClient(REDIS_URL)
+  const redlock = new Redlock([c])
+  const key = prefix('redlock') + 'nr3'
+  const lock = await redlock.acquire([key], 10_000)
+  assert.equal(await redisRaw().get(key), lock.value)
+  await lock.release()
+  assert.equal(await redisRaw().exists(key), 0)
+  await redlock.quit()
+})
+
+test('Redlock takes a node-redis 5 cluster client, each lock on its key\'s node', async (t) => {
+  const cluster = await startRedisCluster(t, 3)
+  if (!cluster) return
+  t.after(() => cluster.stop())
+  const { createCluster } = require('redis')
+  const c = createCluster({ rootNodes: [{ url: cluster.urls[0] }] })
+  await c.connect()
+  const redlock = new Redlock([c])
+  const keys = ['{a}x', '{b}x', '{c}x'].map((k) => prefix('redlock') + k)
+  const locks = await Promise.all(keys.map((k) => redlock.acquire([k], 10_000)))
+  for (const [i, k] of keys.entries()) assert.equal(await c.get(k), locks[i].value)
+  await Promise.all(locks.map((l) => l.release()))
+  for (const k of keys) assert.equal(await c.exists(k), 0)
+  await c.close()
 })
 
 test('util.inspect of a Redlock shows no client options, so no password', () => {
