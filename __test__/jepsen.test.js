@@ -96,3 +96,20 @@ for (const [store, workload, n, ms] of SMOKE) {
     assert.ok(code === 0 || open.length > 0, `exit code ${code}`)
   })
 }
+
+test('the node-redlock face (--lock redlock) passes 2 short fault schedules of the mutex workload on redlock', { timeout: 120_000 }, async (t) => {
+  if (!STORES.redlock.available()) {
+    if (process.env.CI) throw new Error('redis-server is not installed')
+    return t.skip('redis-server is not installed')
+  }
+  const json = tmp('redlock-face.json')
+  const code = await main(['--store', 'redlock', '--workload', 'mutex', '--lock', 'redlock', '--schedules', '2', '--seed', '7000', '--duration', '1500', '--no-shrink', '--keep-going', '--quiet', '--json', json])
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'))
+  for (const s of doc.schedules) t.diagnostic(`seed ${s.seed}: ops=${s.figures.ops} grants=${s.figures.grants} faults=${s.faults.map((f) => f.kind).join(',')} ${s.violations.join(' | ')}`)
+  assert.equal(doc.schedules.length, 2, 'every schedule ran')
+  const violations = doc.schedules.flatMap((s) => s.violations)
+  const open = violations.filter((v) => OPEN_DEFECTS.some((d) => d.test(v)))
+  if (open.length) t.diagnostic(`OPEN DEFECT seen: ${open.join(' | ')}`)
+  assert.deepEqual(violations.filter((v) => !open.includes(v)), [], `violations (replay: ${doc.replay})`)
+  assert.ok(code === 0 || open.length > 0, `exit code ${code}`)
+})

@@ -80,7 +80,7 @@ after(() => {
 
 test('npm pack ships the JavaScript, the typings, README and LICENSE, and no Rust sources, build output or binary', () => {
   const files = listTarball(fixture.main)
-  for (const f of ['package.json', 'LICENSE', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'index.d.mts', 'binding.js', 'binding.d.ts', 'lib/addon.js', 'redislock/index.js', 'sql-lock/index.mjs']) {
+  for (const f of ['package.json', 'LICENSE', 'README.md', 'index.js', 'index.mjs', 'index.d.ts', 'index.d.mts', 'binding.js', 'binding.d.ts', 'lib/addon.js', 'redislock/index.js', 'redlock/index.js', 'redlock/v4.d.mts', 'sql-lock/index.mjs']) {
     assert.ok(files.includes(f), `${f} is not in the tarball`)
   }
   const unwanted = files.filter((f) => /^(src|target|npm|__test__|bench|torture|scripts)\/|\.rs$|^Cargo\.|\.node$/.test(f))

@@ -350,6 +350,49 @@ function redisSemaphore(url) {
   }
 }
 
+// ──────────── node-redlock 5 and deadbolt's faces of it (deadbolt/redlock, /v4) ────────────
+
+/**
+ * A node-redlock-shaped library on one ioredis client: `make(clients, settings)` builds the
+ * Redlock; `v4` says whether it has v4's lock/unlock (else v5's acquire/release).
+ */
+function redlockLike(url, make, v4) {
+  const Redis = require('ioredis')
+  let client
+  let rl
+  return {
+    async open() {
+      client = new Redis(url)
+      await client.ping()
+      rl = make([client], { retryCount: -1, retryDelay: SETTINGS.retryDelay, retryJitter: SETTINGS.redlockJitter, driftFactor: 0.01 })
+      rl.on(v4 ? 'clientError' : 'error', () => {})
+    },
+    newLocker() {
+      let lock = null
+      return {
+        async acquire(key) {
+          lock = v4 ? await rl.lock(key, SETTINGS.ttl) : await rl.acquire([key], SETTINGS.ttl)
+        },
+        release() {
+          const l = lock
+          lock = null
+          return v4 ? l.unlock() : l.release()
+        },
+        held: () => lock !== null && lock.expiration > Date.now(),
+        get serverKey() { return lock && (v4 ? lock.resource : lock.resources[0]) },
+        get serverValue() { return lock && lock.value },
+      }
+    },
+    async close() {
+      client.disconnect()
+    },
+  }
+}
+
+const redlock5 = (url) => redlockLike(url, (cs, o) => new (require('redlock5').default)(cs, o), false)
+const deadboltRedlock = (url) => redlockLike(url, (cs, o) => new (require('../redlock').default)(cs, o), false)
+const deadboltRedlockV4 = (url) => redlockLike(url, (cs, o) => new (require('../redlock/v4'))(cs, o), true)
+
 // ───────────── several servers: Redlock (N independent servers) and Redis Cluster ─────────────
 // Used by bench/multi.js (not by run.js's table of single-server peers).
 
@@ -699,6 +742,10 @@ const LIBS = {
   'deadbolt-otel': { label: 'deadbolt, deadbolt/otel on', backend: 'redis', make: (u) => observed(deadbolt(u.redis), 'otel'), scenarios: [1, 2], compareTo: 'deadbolt', deadbolt: true },
   redislock: { label: 'redislock 1.3 (redis@3)', backend: 'redis', make: (u) => redislock(u.redis), scenarios: [1, 2, 3, 4] },
   redlock: { label: 'redlock 4 (ioredis)', backend: 'redis', make: (u) => redlock(u.redis), scenarios: [1, 2, 3, 4] },
+  redlock5: { label: 'redlock 5.0.0-beta.2 (ioredis)', backend: 'redis', make: (u) => redlock5(u.redis), scenarios: [1, 2, 3, 4] },
+  // The node-redlock faces, on the same ioredis client as the originals, each against its own.
+  'deadbolt-redlock-v5': { label: 'deadbolt/redlock (ioredis)', backend: 'redis', make: (u) => deadboltRedlock(u.redis), scenarios: [1, 2, 3, 4], compareTo: 'redlock5', deadbolt: true },
+  'deadbolt-redlock-v4': { label: 'deadbolt/redlock/v4 (ioredis)', backend: 'redis', make: (u) => deadboltRedlockV4(u.redis), scenarios: [1, 2, 3, 4], compareTo: 'redlock', deadbolt: true },
   'redis-semaphore': { label: 'redis-semaphore 5 (ioredis)', backend: 'redis', make: (u) => redisSemaphore(u.redis), scenarios: [1, 2, 3, 4, 5] },
   'raw-ioredis': { label: 'raw ioredis SET NX + EVALSHA', backend: 'redis', make: (u) => rawIoredis(u.redis), scenarios: [1, 2, 3, 4] },
   'deadbolt-mysql': { label: 'deadbolt (mysql)', backend: 'mysql', make: (u) => deadbolt(u.mysql), scenarios: [1, 2, 3, 4, 5], deadbolt: true },

@@ -16,6 +16,7 @@
 const deadbolt = require('..')
 const { prng } = require('./prng')
 const { unsafeClient } = require('./unsafe')
+const { redlockFaceClient } = require('./redlock-face')
 const WORKLOADS = require('./workloads')
 
 const W = process.env.TORTURE_WORKER || String(process.pid)
@@ -116,6 +117,7 @@ function context(a, client, seed, cfg) {
 
 function connect(cfg) {
   if (cfg.lock === 'unsafe') return unsafeClient(cfg.url)
+  if (cfg.lock === 'redlock') return redlockFaceClient(cfg.url)
   return deadbolt.connect(cfg.url, cfg.opts)
 }
 
