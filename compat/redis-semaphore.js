@@ -177,6 +177,14 @@ class Lock {
     return this._acquired
   }
 
+  /**
+   * deadbolt's own: the time (epoch ms) until which the lock is surely held, the start of the
+   * last confirmed acquire or refresh plus lockTimeout; null when not held.
+   */
+  get validUntil() {
+    return this._acquired ? this._confirmedAt + this._acquireOptions.lockTimeout : null
+  }
+
   /** Acquires the lock or rejects with TimeoutError (or the signal's reason when aborted). */
   async acquire(abortSignal) {
     if (!(await this.tryAcquire(abortSignal))) {

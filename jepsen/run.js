@@ -2,7 +2,7 @@
 // `npm run jepsen`: seeded fault schedules against one store configuration and workload.
 //
 //   npm run jepsen -- --store <name|URL> --workload <w> --schedules N --seed S
-//                     [--duration ms] [--actors n] [--faults k] [--lock unsafe]
+//                     [--duration ms] [--actors n] [--faults k] [--lock unsafe|redis-semaphore]
 //                     [--json FILE] [--append docs/guarantees.md] [--no-shrink] [--keep-going]
 //
 // Schedule i of a run with seed S has seed S + i: `--seed <S+i> --schedules 1` replays it, and
@@ -19,7 +19,10 @@ const { runSchedule } = require('./runner')
 const { timeline } = require('./timeline')
 const WORKLOADS = require('./workloads')
 
-const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
+/** How a batch row names a lock other than deadbolt's own. */
+const LOCK_LABEL = { unsafe: ' (unsafe control)', 'redis-semaphore': ' (redis-semaphore face)' }
+
+const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe|redis-semaphore] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
 
 function parse(argv) {
   const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, faults: null, lock: 'real', json: null, append: null, shrink: true, quiet: false, keepGoing: false }
@@ -42,8 +45,9 @@ function parse(argv) {
     else throw new TypeError(`unknown argument ${a}`)
   }
   if (!WORKLOADS[o.workload]) throw new TypeError(`unknown workload ${o.workload}`)
-  if (!['real', 'unsafe'].includes(o.lock)) throw new TypeError('--lock is real or unsafe')
+  if (!['real', 'unsafe', 'redis-semaphore'].includes(o.lock)) throw new TypeError('--lock is real, unsafe or redis-semaphore')
   if (o.lock === 'unsafe' && o.workload !== 'mutex') throw new TypeError('--lock unsafe runs the mutex workload only')
+  if (o.lock === 'redis-semaphore' && !['mutex', 'semaphore'].includes(o.workload)) throw new TypeError('--lock redis-semaphore runs the mutex and semaphore workloads only')
   for (const k of ['schedules', 'duration', 'actors']) if (!Number.isInteger(o[k]) || o[k] < 1) throw new TypeError(`--${k} must be a positive integer`)
   o.seed ??= Math.floor(Math.random() * 1e9)
   if (!Number.isSafeInteger(o.seed)) throw new TypeError('--seed must be an integer')
@@ -53,6 +57,7 @@ function parse(argv) {
 /** The environment of a registry name, or of a URL (no private server: no store faults). */
 async function environment(store, lock) {
   if (lock === 'unsafe' && !['memory', 'redis'].includes(store)) throw new TypeError('--lock unsafe runs on memory or redis')
+  if (lock === 'redis-semaphore' && !['redis', 'redlock'].includes(store)) throw new TypeError('--lock redis-semaphore runs on redis or redlock')
   const s = STORES[store]
   if (s) {
     if (!s.available()) throw new Error(`${store}: its server is not installed`)
@@ -100,7 +105,7 @@ function appendRows(file, o, results) {
   }
   const date = new Date().toISOString().slice(0, 10)
   const c = commit()
-  const lines = [...kinds].sort().map(([k, r]) => `| ${o.store} | ${o.workload}${o.lock === 'unsafe' ? ' (unsafe control)' : ''} | ${k} | ${r.schedules} | ${r.ops} | ${r.violations} | ${date} | ${c} | ${o.seed} |`)
+  const lines = [...kinds].sort().map(([k, r]) => `| ${o.store} | ${o.workload}${LOCK_LABEL[o.lock] ?? ''} | ${k} | ${r.schedules} | ${r.ops} | ${r.violations} | ${date} | ${c} | ${o.seed} |`)
   fs.appendFileSync(file, lines.join('\n') + '\n')
 }
 
@@ -160,7 +165,7 @@ async function main(argv) {
   const json = o.json ?? (failed ? path.join(os.tmpdir(), `deadbolt-jepsen-${o.store.replace(/[^a-z0-9]/gi, '_')}-${o.workload}-${failed.seed}.json`) : null)
   if (json) {
     const pick = failed ? failed.r : results[results.length - 1]
-    const doc = { store: o.store, workload: o.workload, lock: o.lock, seed: o.seed, failingSeed: failed?.seed ?? null, shrunkToFaults: failed?.keep ?? null, replay: failed ? `npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock === 'unsafe' ? ' --lock unsafe' : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}` : null, schedules: results.map((r) => ({ seed: r.seed, violations: r.violations, figures: r.figures, faults: r.faults })), history: pick ? { seed: pick.seed, violations: pick.violations, faults: pick.faults, operations: operations(pick.events), events: pick.events, register: pick.register } : null }
+    const doc = { store: o.store, workload: o.workload, lock: o.lock, seed: o.seed, failingSeed: failed?.seed ?? null, shrunkToFaults: failed?.keep ?? null, replay: failed ? `npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock !== 'real' ? ` --lock ${o.lock}` : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}` : null, schedules: results.map((r) => ({ seed: r.seed, violations: r.violations, figures: r.figures, faults: r.faults })), history: pick ? { seed: pick.seed, violations: pick.violations, faults: pick.faults, operations: operations(pick.events), events: pick.events, register: pick.register } : null }
     fs.writeFileSync(json, JSON.stringify(doc, JSONBIG, 1))
     if (pick) {
       const svg = json.replace(/\.json$/, '') + '.svg'
@@ -172,7 +177,7 @@ async function main(argv) {
   if (failed) {
     const all = failed.r.faults.map((x) => describe(x.planned ?? x)).join(' ')
     say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${failed.r.faults.length}` : 'not shrunk,'} fault(s) [${all}]`)
-    say(`replay: npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock === 'unsafe' ? ' --lock unsafe' : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
+    say(`replay: npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock !== 'real' ? ` --lock ${o.lock}` : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
     return 1
   }
   return harnessError ? 2 : 0

@@ -65,6 +65,8 @@ export declare abstract class Lock {
   get identifier(): string
   /** Whether this instance holds the lock. */
   get isAcquired(): boolean
+  /** deadbolt's own: until when (epoch ms) the lock is surely held (last confirmation + lockTimeout); null when not held. */
+  get validUntil(): number | null
   /** Acquires or rejects with TimeoutError (or the signal's reason). */
   acquire(abortSignal?: AbortSignal): Promise<void>
   /** Acquires: false when acquireTimeout or acquireAttemptsLimit runs out. */
