@@ -282,3 +282,16 @@ test('bad arguments are refused with a code before any I/O', () => {
   assert.equal(code(() => new face.RedlockMutex([], 'k')), 'ERR_INVALID_ARG_TYPE')
   assert.equal(code(() => new face.Mutex(client, 'k', { onLockLost: 'no' })), 'ERR_INVALID_ARG_TYPE')
 })
+
+test('validUntil is the last confirmation plus lockTimeout while held, and null otherwise', async (t) => {
+  if (!(await needRedis(t))) return
+  const client = ioredis(t)
+  const lock = new face.Mutex(client, prefix('rs-valid'), { lockTimeout: 5000, refreshInterval: 0 })
+  assert.equal(lock.validUntil, null)
+  const before = Date.now()
+  await lock.acquire()
+  const after = Date.now()
+  assert.ok(lock.validUntil >= before + 5000 && lock.validUntil <= after + 5000)
+  await lock.release()
+  assert.equal(lock.validUntil, null)
+})
