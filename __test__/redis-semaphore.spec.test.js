@@ -143,7 +143,10 @@ function servers(t, env) {
 /** Runs the suite's mocha on `files` in `dir` with its JSON reporter: the parsed report. */
 function mocha(dir, env) {
   const bin = path.join(MODULES, 'mocha11', 'bin', 'mocha.js')
-  const args = [bin, '--no-config', '--no-package', '--extension', 'ts', '--timeout', '5s',
+  // --retries 2: the suite's tests wait fixed delays (80 ms to 1 s) for refreshes and
+  // reconnections, which a loaded machine overruns now and then; a test that fails three
+  // times fails.
+  const args = [bin, '--no-config', '--no-package', '--extension', 'ts', '--timeout', '5s', '--retries', '2',
     '--require', path.join(__dirname, 'fixtures', 'ts-register.js'), '--require', 'test/setup.ts',
     '--reporter', 'json', ...FILES]
   return new Promise((resolve, reject) => {
@@ -222,6 +225,5 @@ test('redis-semaphore\'s own suite passes against the face, but for its tests of
   const failed = report.failures.map((f) => f.fullTitle).filter((title) => !EXPECTED_FAILURES.includes(title))
   assert.deepEqual(failed, [])
   assert.deepEqual(report.failures.map((f) => f.fullTitle).sort(), [...EXPECTED_FAILURES].sort())
-  assert.equal(report.stats.pending, 0)
-  assert.ok(report.stats.passes > 50, `only ${report.stats.passes} tests passed`)
+  assert.deepEqual([report.stats.tests, report.stats.passes, report.stats.pending], [104, 97, 0])
 })

@@ -10,9 +10,11 @@
 // - release and refresh never race (#205): release() waits for a refresh in flight, and a
 //   refresh that completes after release() began is ignored, so it neither reports a loss
 //   nor leaves a key behind (a Redlock refresh re-takes the lock on servers that lost it);
-// - a lock whose refreshes fail (Redis unreachable) for a whole lockTimeout is reported lost
-//   through onLockLost (#175's intent: never hold a lock that may have expired without
-//   saying so); the original threw each failure as an unhandled rejection;
+// - a lock whose refreshes fail (Redis unreachable) for a whole lockTimeout, or get no answer
+//   by a lockTimeout after the lease's end, is reported lost through onLockLost (#175's
+//   intent: never hold a lock that may have expired without saying so); the original threw
+//   each failure as an unhandled rejection, and one refresh without an answer stopped every
+//   later refresh without a word;
 // - the default onLockLost does not throw into an unhandled rejection (which ends the
 //   process): it emits the LostLockError as a process warning (loud, not a crash);
 // - a Redlock multi-semaphore whose acquisition misses the quorum removes all of its permits
@@ -261,12 +263,14 @@ class Lock {
     this._refreshing = new Promise((resolve) => { done = resolve })
     let timer
     try {
-      // Waits until the lease ends; a refresh that starts after that (a timer delayed past
-      // it) gets one more lockTimeout to answer.
+      // A refresh that answers "still ours" late proves the lock never expired (the server
+      // compares the value before extending it), so it is given until a whole lockTimeout
+      // after the lease's end (or after its own start, when that is later) to answer. A
+      // server that never answers then no longer holds the lock anyone's belief up.
       const { lockTimeout } = this._acquireOptions
-      const left = this._confirmedAt + lockTimeout - started
+      const left = Math.max(0, this._confirmedAt + lockTimeout - started)
       const leaseEnd = new Promise((resolve) => {
-        timer = setTimeout(resolve, left > 0 ? left : lockTimeout, { expired: true })
+        timer = setTimeout(resolve, left + lockTimeout, { expired: true })
       })
       const outcome = await Promise.race([
         this._refresh().then((refreshed) => ({ refreshed }), (cause) => ({ cause })),
@@ -280,9 +284,11 @@ class Lock {
         this._confirmedAt = started
         return
       }
-      if (outcome.cause !== undefined || outcome.expired) {
-        // Not confirmed, not refused: held as far as anyone can tell until the lease ends.
+      if (outcome.cause !== undefined) {
+        // Failed (not refused): held as far as anyone can tell until the lease ends.
         if (Date.now() < this._confirmedAt + lockTimeout) return
+        reason = 'expired'
+      } else if (outcome.expired) {
         reason = 'expired'
       }
       this._acquired = false
