@@ -303,8 +303,9 @@ function redlock(url) {
 
 // ───────────────────────────── redis-semaphore 5 (ioredis) ─────────────────────────────
 
-function redisSemaphore(url) {
-  const { Mutex } = require('redis-semaphore')
+/** `from`: the module (redis-semaphore, or deadbolt's face of it: the same code drives both). */
+function redisSemaphore(url, from = 'redis-semaphore') {
+  const { Mutex } = require(from)
   const Redis = require('ioredis')
   let client
   let lostCount = 0
@@ -699,6 +700,8 @@ const LIBS = {
   'deadbolt-otel': { label: 'deadbolt, deadbolt/otel on', backend: 'redis', make: (u) => observed(deadbolt(u.redis), 'otel'), scenarios: [1, 2], compareTo: 'deadbolt', deadbolt: true },
   redislock: { label: 'redislock 1.3 (redis@3)', backend: 'redis', make: (u) => redislock(u.redis), scenarios: [1, 2, 3, 4] },
   redlock: { label: 'redlock 4 (ioredis)', backend: 'redis', make: (u) => redlock(u.redis), scenarios: [1, 2, 3, 4] },
+  // The redis-semaphore face as a migrating user gets it: the same calls, the same ioredis client.
+  'deadbolt-redis-semaphore': { label: 'deadbolt (redis-semaphore face)', backend: 'redis', make: (u) => redisSemaphore(u.redis, path.join(ROOT, 'redis-semaphore')), scenarios: [1, 2, 3, 4, 5], compareTo: 'redis-semaphore', deadbolt: true },
   'redis-semaphore': { label: 'redis-semaphore 5 (ioredis)', backend: 'redis', make: (u) => redisSemaphore(u.redis), scenarios: [1, 2, 3, 4, 5] },
   'raw-ioredis': { label: 'raw ioredis SET NX + EVALSHA', backend: 'redis', make: (u) => rawIoredis(u.redis), scenarios: [1, 2, 3, 4] },
   'deadbolt-mysql': { label: 'deadbolt (mysql)', backend: 'mysql', make: (u) => deadbolt(u.mysql), scenarios: [1, 2, 3, 4, 5], deadbolt: true },
