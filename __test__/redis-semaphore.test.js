@@ -116,23 +116,25 @@ test('a MultiSemaphore of the face counts the original\'s permits and takes <ide
   await Promise.all([ours.release(), two.release()])
 })
 
-test('a node-redis client works, and excludes the original on an ioredis client', async (t) => {
-  if (!(await needRedis(t))) return
-  const nodeRedis = createClient({ url: REDIS_URL })
-  await nodeRedis.connect()
-  t.after(() => nodeRedis.destroy())
-  const client = ioredis(t)
-  const key = prefix('rs-node-redis')
-  const ours = new face.Mutex(nodeRedis, key, { lockTimeout: 1000, refreshInterval: 0 })
-  await ours.acquire()
-  assert.equal(await new original.Mutex(client, key, once).tryAcquire(), false)
-  await ours.release()
-  const sem = new face.MultiSemaphore(nodeRedis, key, 2, 2)
-  await sem.acquire()
-  assert.equal(await new original.Semaphore(client, key, 2, once).tryAcquire(), false)
-  await sem.release()
-  assert.equal(await client.exists(`mutex:${key}`, `semaphore:${key}`), 0)
-})
+for (const [version, create] of [['5', createClient], ['4', require('redis4').createClient]]) {
+  test(`a node-redis ${version} client works, and excludes the original on an ioredis client`, async (t) => {
+    if (!(await needRedis(t))) return
+    const nodeRedis = create({ url: REDIS_URL })
+    await nodeRedis.connect()
+    t.after(() => nodeRedis.disconnect())
+    const client = ioredis(t)
+    const key = prefix(`rs-node-redis${version}`)
+    const ours = new face.Mutex(nodeRedis, key, { lockTimeout: 1000, refreshInterval: 0 })
+    await ours.acquire()
+    assert.equal(await new original.Mutex(client, key, once).tryAcquire(), false)
+    await ours.release()
+    const sem = new face.MultiSemaphore(nodeRedis, key, 2, 2)
+    await sem.acquire()
+    assert.equal(await new original.Semaphore(client, key, 2, once).tryAcquire(), false)
+    await sem.release()
+    assert.equal(await client.exists(`mutex:${key}`, `semaphore:${key}`), 0)
+  })
+}
 
 test('Redlock variants of the face and the original exclude each other over three servers', async (t) => {
   const servers = await startRedisServers(t, 3)
