@@ -3,8 +3,8 @@ import { LockAcquisitionError, LockLostError } from '../index.js'
 
 /**
  * A client the face drives: an ioredis client or Cluster (or ioredis-mock), whose
- * `set`/`eval`/`evalsha` it calls as redis-semaphore did, or a node-redis 4/5 client or
- * cluster, through `sendCommand`.
+ * `set`/`eval`/`evalsha` it calls as redis-semaphore did, or a node-redis 4 or 5 client (or 5
+ * cluster), through `sendCommand`.
  */
 export type RedisClient =
   | { set(...args: any[]): unknown; eval(...args: any[]): unknown; evalsha(...args: any[]): unknown }
