@@ -10,7 +10,7 @@ const { createClient } = require('redis')
 const original = require('redis-semaphore')
 const face = require('../redis-semaphore')
 const { LockLostError } = require('..')
-const { needRedis, prefix, REDIS_URL } = require('./helpers')
+const { needRedis, prefix, REDIS_URL, eventually } = require('./helpers')
 const { startRedisServers } = require('./fixtures/redis-server')
 
 /** A fresh ioredis client, closed after the test. */
@@ -186,6 +186,43 @@ test('a lock whose refresh gets no answer for a whole lockTimeout is reported lo
   const err = await lost.promise
   assert.equal(err.reason, 'expired')
   assert.equal(ours.isAcquired, false)
+})
+
+test('a refresh whose "still ours" answer arrives after the lease\'s end keeps the lock', async (t) => {
+  if (!(await needRedis(t))) return
+  const raw = ioredis(t)
+  // The server runs each refresh at once; the next answer is held back until the gate opens.
+  const entered = signal()
+  const opened = signal()
+  let armed = false
+  const client = new Proxy(raw, {
+    get(target, prop) {
+      const value = target[prop]
+      if (prop === 'evalsha' && armed) {
+        return (...args) => {
+          armed = false
+          entered.resolve()
+          return value.apply(target, args).then((reply) => opened.promise.then(() => reply))
+        }
+      }
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+  const key = prefix('rs-late')
+  const lost = []
+  // The refresh that is held back runs 400 ms in, so the key lives on the server until 1 400 ms.
+  const lock = new face.Mutex(client, key, { lockTimeout: 1000, refreshInterval: 400, onLockLost: (err) => lost.push(err) })
+  await lock.acquire()
+  armed = true
+  await entered.promise
+  const leaseEnd = lock.validUntil
+  await eventually(() => Date.now() > leaseEnd + 50, 5000, 'the lease to end')
+  opened.resolve()
+  await eventually(() => lock.validUntil > leaseEnd, 5000, 'the late answer to count')
+  assert.equal(lock.isAcquired, true)
+  assert.deepEqual(lost, [])
+  assert.equal(await raw.get(`mutex:${key}`), lock.identifier)
+  await lock.release()
 })
 
 test('a release during a refresh waits for it and leaves no key behind on any server (#205)', async (t) => {
