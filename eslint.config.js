@@ -24,7 +24,7 @@ module.exports = [
     ignores: ['binding.js', '__test__/jest/*/node_modules/', '__test__/ts/*.js', 'target/', 'npm/'],
   },
   {
-    files: ['lib/**/*.js', 'compat/**/*.js', 'bin/**/*.js', 'scripts/**/*.js', '__test__/**/*.js', 'index.js', 'redislock/index.js', 'redlock/*.js', 'sql-lock/index.js', 'eslint.config.js'],
+    files: ['lib/**/*.js', 'compat/**/*.js', 'bin/**/*.js', 'scripts/**/*.js', '__test__/**/*.js', 'index.js', 'redislock/index.js', 'redlock/*.js', 'redis-semaphore/index.js', 'sql-lock/index.js', 'eslint.config.js'],
     ...js.configs.recommended,
     languageOptions: { ecmaVersion: 2023, sourceType: 'commonjs', globals: { ...globals.node } },
     rules: { ...js.configs.recommended.rules, ...rules },

@@ -308,3 +308,49 @@ test('a strict TypeScript program compiles and runs under module commonjs, subpa
   tsc(path.join(dir, 'tsconfig.json'))
   assert.equal(run('usage.js', dir).trim(), 'ok')
 })
+
+test("deadbolt/redis-semaphore exports exactly redis-semaphore 5.8's names and is typed for ESM and CommonJS", async (t) => {
+  const original = Object.keys(require('redis-semaphore')).sort()
+  const dir = consumer(t, {
+    'package.json': JSON.stringify({ private: true }),
+    'probe.mjs': "export * as face from 'deadbolt/redis-semaphore'",
+    'tsconfig.json': JSON.stringify({
+      compilerOptions: { target: 'ES2022', module: 'nodenext', moduleResolution: 'nodenext', lib: TS_LIB, types: ['node'], strict: true, noEmitOnError: true, skipLibCheck: false },
+      files: ['esm.mts', 'cjs.cts'],
+    }),
+    'esm.mts': `
+      import assert from 'node:assert/strict'
+      import redisSemaphore, { Mutex, MultiSemaphore, LostLockError, type LockOptions } from 'deadbolt/redis-semaphore'
+      const client = { set: async () => 'OK', eval: async () => 1, evalsha: async () => 1 }
+      const options: LockOptions = { lockTimeout: 1_000, onLockLost(err: LostLockError) { assert.equal(err.code, 'ERR_LOCK_LOST') } }
+      const mutex = new Mutex(client, 'k', options)
+      const taken: boolean = await mutex.tryAcquire()
+      assert.equal(taken, true)
+      await mutex.release()
+      assert.equal(redisSemaphore.Mutex, Mutex)
+      // @ts-expect-error permits is a number
+      assert.throws(() => new MultiSemaphore(client, 'k', 3, '2'))
+      console.log('ok')
+    `,
+    'cjs.cts': `
+      import assert = require('node:assert/strict')
+      import redisSemaphore = require('deadbolt/redis-semaphore')
+      const sem = new redisSemaphore.Semaphore({ sendCommand: async () => 1 }, 'k', 2)
+      const id: string = sem.identifier
+      assert.equal(typeof id, 'string')
+      // @ts-expect-error the clients of a Redlock lock are an array
+      assert.throws(() => new redisSemaphore.RedlockMutex({ sendCommand: async () => 1 }, 'k'))
+      console.log('ok')
+    `,
+  })
+  const req = createRequire(path.join(dir, 'index.js'))
+  const cjs = req('deadbolt/redis-semaphore')
+  const esm = (await import(pathToFileURL(path.join(dir, 'probe.mjs')).href)).face
+  assert.deepEqual(Object.keys(cjs).sort(), original)
+  assert.deepEqual(named(esm), original)
+  assert.equal(esm.default, cjs)
+  for (const name of original) assert.equal(esm[name], cjs[name], name)
+  tsc(path.join(dir, 'tsconfig.json'))
+  assert.equal(run('esm.mjs', dir).trim(), 'ok')
+  assert.equal(run('cjs.cjs', dir).trim(), 'ok')
+})

@@ -113,3 +113,19 @@ test('the node-redlock face (--lock redlock) passes 2 short fault schedules of t
   assert.deepEqual(violations.filter((v) => !open.includes(v)), [], `violations (replay: ${doc.replay})`)
   assert.ok(code === 0 || open.length > 0, `exit code ${code}`)
 })
+
+test('the redis-semaphore face passes a short fault schedule of the mutex workload on redis', { timeout: 120_000 }, async (t) => {
+  if (!STORES.redis.available()) {
+    if (process.env.CI) throw new Error('redis is not installed')
+    return t.skip('redis is not installed')
+  }
+  const json = tmp('redis-semaphore.json')
+  const code = await main(['--store', 'redis', '--workload', 'mutex', '--lock', 'redis-semaphore', '--schedules', '1', '--seed', '7000', '--duration', '1500', '--no-shrink', '--keep-going', '--quiet', '--json', json])
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'))
+  const [s] = doc.schedules
+  t.diagnostic(`seed ${s.seed}: ops=${s.figures.ops} grants=${s.figures.grants} faults=${s.faults.map((f) => f.kind).join(',')} ${s.violations.join(' | ')}`)
+  assert.equal(doc.lock, 'redis-semaphore')
+  assert.ok(s.figures.grants > 0)
+  assert.deepEqual(s.violations, [], `violations (replay: ${doc.replay})`)
+  assert.equal(code, 0)
+})

@@ -303,8 +303,9 @@ function redlock(url) {
 
 // ───────────────────────────── redis-semaphore 5 (ioredis) ─────────────────────────────
 
-function redisSemaphore(url) {
-  const { Mutex } = require('redis-semaphore')
+/** `from`: the module (redis-semaphore, or deadbolt's face of it: the same code drives both). */
+function redisSemaphore(url, from = 'redis-semaphore') {
+  const { Mutex } = require(from)
   const Redis = require('ioredis')
   let client
   let lostCount = 0
@@ -746,6 +747,8 @@ const LIBS = {
   // The node-redlock faces, on the same ioredis client as the originals, each against its own.
   'deadbolt-redlock-v5': { label: 'deadbolt/redlock (ioredis)', backend: 'redis', make: (u) => deadboltRedlock(u.redis), scenarios: [1, 2, 3, 4], compareTo: 'redlock5', deadbolt: true },
   'deadbolt-redlock-v4': { label: 'deadbolt/redlock/v4 (ioredis)', backend: 'redis', make: (u) => deadboltRedlockV4(u.redis), scenarios: [1, 2, 3, 4], compareTo: 'redlock', deadbolt: true },
+  // The redis-semaphore face as a migrating user gets it: the same calls, the same ioredis client.
+  'deadbolt-redis-semaphore': { label: 'deadbolt (redis-semaphore face)', backend: 'redis', make: (u) => redisSemaphore(u.redis, path.join(ROOT, 'redis-semaphore')), scenarios: [1, 2, 3, 4, 5], compareTo: 'redis-semaphore', deadbolt: true },
   'redis-semaphore': { label: 'redis-semaphore 5 (ioredis)', backend: 'redis', make: (u) => redisSemaphore(u.redis), scenarios: [1, 2, 3, 4, 5] },
   'raw-ioredis': { label: 'raw ioredis SET NX + EVALSHA', backend: 'redis', make: (u) => rawIoredis(u.redis), scenarios: [1, 2, 3, 4] },
   'deadbolt-mysql': { label: 'deadbolt (mysql)', backend: 'mysql', make: (u) => deadbolt(u.mysql), scenarios: [1, 2, 3, 4, 5], deadbolt: true },

@@ -2,7 +2,7 @@
 // `npm run jepsen`: seeded fault schedules against one store configuration and workload.
 //
 //   npm run jepsen -- --store <name|URL> --workload <w> --schedules N --seed S
-//                     [--duration ms] [--actors n] [--faults k] [--lock unsafe|redlock]
+//                     [--duration ms] [--actors n] [--faults k] [--lock unsafe|redlock|redis-semaphore]
 //                     [--json FILE] [--append docs/guarantees.md] [--no-shrink] [--keep-going]
 //
 // Schedule i of a run with seed S has seed S + i: `--seed <S+i> --schedules 1` replays it, and
@@ -19,7 +19,7 @@ const { runSchedule } = require('./runner')
 const { timeline } = require('./timeline')
 const WORKLOADS = require('./workloads')
 
-const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall|jobs> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe|redlock] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
+const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall|jobs> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe|redlock|redis-semaphore] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
 
 function parse(argv) {
   const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, faults: null, lock: 'real', json: null, append: null, shrink: true, quiet: false, keepGoing: false }
@@ -42,8 +42,9 @@ function parse(argv) {
     else throw new TypeError(`unknown argument ${a}`)
   }
   if (!WORKLOADS[o.workload]) throw new TypeError(`unknown workload ${o.workload}`)
-  if (!['real', 'unsafe', 'redlock'].includes(o.lock)) throw new TypeError('--lock is real, unsafe or redlock')
-  if (o.lock !== 'real' && o.workload !== 'mutex') throw new TypeError(`--lock ${o.lock} runs the mutex workload only`)
+  if (!['real', 'unsafe', 'redlock', 'redis-semaphore'].includes(o.lock)) throw new TypeError('--lock is real, unsafe, redlock or redis-semaphore')
+  if (['unsafe', 'redlock'].includes(o.lock) && o.workload !== 'mutex') throw new TypeError(`--lock ${o.lock} runs the mutex workload only`)
+  if (o.lock === 'redis-semaphore' && !['mutex', 'semaphore'].includes(o.workload)) throw new TypeError('--lock redis-semaphore runs the mutex and semaphore workloads only')
   for (const k of ['schedules', 'duration', 'actors']) if (!Number.isInteger(o[k]) || o[k] < 1) throw new TypeError(`--${k} must be a positive integer`)
   o.seed ??= Math.floor(Math.random() * 1e9)
   if (!Number.isSafeInteger(o.seed)) throw new TypeError('--seed must be an integer')
@@ -54,6 +55,7 @@ function parse(argv) {
 async function environment(store, lock) {
   if (lock === 'unsafe' && !['memory', 'redis'].includes(store)) throw new TypeError('--lock unsafe runs on memory or redis')
   if (lock === 'redlock' && !['redis', 'redlock'].includes(store)) throw new TypeError('--lock redlock runs on redis or redlock')
+  if (lock === 'redis-semaphore' && !['redis', 'redlock'].includes(store)) throw new TypeError('--lock redis-semaphore runs on redis or redlock')
   const s = STORES[store]
   if (s) {
     if (!s.available()) throw new Error(`${store}: its server is not installed`)
@@ -64,7 +66,7 @@ async function environment(store, lock) {
 }
 
 /** How a row of the guarantees table names the lock under test. */
-const LABEL = { real: '', unsafe: ' (unsafe control)', redlock: ' (deadbolt/redlock face)' }
+const LABEL = { real: '', unsafe: ' (unsafe control)', redlock: ' (deadbolt/redlock face)', 'redis-semaphore': ' (redis-semaphore face)' }
 
 const JSONBIG = (k, v) => (typeof v === 'bigint' ? String(v) : v)
 

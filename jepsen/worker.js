@@ -17,6 +17,7 @@ const deadbolt = require('..')
 const { prng } = require('./prng')
 const { unsafeClient } = require('./unsafe')
 const { redlockFaceClient } = require('./redlock-face')
+const { redisSemaphoreClient } = require('./redis-semaphore')
 const WORKLOADS = require('./workloads')
 
 const W = process.env.TORTURE_WORKER || String(process.pid)
@@ -118,6 +119,7 @@ function context(a, client, seed, cfg) {
 function connect(cfg) {
   if (cfg.lock === 'unsafe') return unsafeClient(cfg.url)
   if (cfg.lock === 'redlock') return redlockFaceClient(cfg.url)
+  if (cfg.lock === 'redis-semaphore') return redisSemaphoreClient(cfg.url)
   return deadbolt.connect(cfg.url, cfg.opts)
 }
 

@@ -25,6 +25,17 @@ else
   echo "node_modules matches package-lock.json"
 fi
 
+# redis-semaphore's npm tarball has no tests: __test__/redis-semaphore.spec.test.js runs the
+# suite from a checkout of its repository, at the commit of its newest tagged suite (5.7.0).
+suite=.cache/redis-semaphore
+if [ ! -f "$suite/test/src/RedisMutex.test.ts" ]; then
+  step "redis-semaphore's test suite: clone into $suite"
+  rm -rf "$suite"
+  timeout 120 git clone --quiet https://github.com/swarthy/redis-semaphore "$suite" \
+    && git -C "$suite" checkout --quiet 63c2d013a3182aa4deeb7c60fd1465687e11cb36 \
+    || echo "could not clone redis-semaphore: its suite is skipped"
+fi
+
 # The specs test the built addon: build it when there is none, or when a Rust source or the
 # lockfile is newer than it (a pull, a merge), so a stale binary is never what passes.
 addon=$(ls -t deadbolt.*.node 2>/dev/null | head -1 || true)

@@ -3,6 +3,7 @@
 import assert = require('node:assert/strict')
 import deadbolt = require('../..')
 import { connect, LockAcquisitionError, MultiLock, type Lock, type LockInfo } from '../..'
+import { Mutex as RsMutex, RedlockSemaphore, LostLockError, TimeoutError, type LockOptions } from '../../redis-semaphore'
 
 async function main(): Promise<void> {
   const locks = await connect('memory://types-test', { ttl: 2_000 })
@@ -155,6 +156,18 @@ async function main(): Promise<void> {
   assert.equal(fencing, false)
   // @ts-expect-error fencing is a boolean
   assert.throws(() => deadbolt.createLock('redis://127.0.0.1:6379', { fencing: 'no' }))
+
+  // The redis-semaphore face, typed too (over a stand-in client: no I/O to a server).
+  const rsClient = { set: async () => 'OK', eval: async () => 1, evalsha: async () => 1 }
+  const rsOptions: LockOptions = { lockTimeout: 1_000, acquireAttemptsLimit: 1, onLockLost(this: unknown, err: LostLockError) { assert.equal(err.code, 'ERR_LOCK_LOST') } }
+  const rsMutex = new RsMutex(rsClient, key, rsOptions)
+  await rsMutex.acquire()
+  const rsHeld: boolean = rsMutex.isAcquired
+  assert.equal(rsHeld, true)
+  await rsMutex.release()
+  assert.ok(new TimeoutError('x') instanceof LockAcquisitionError)
+  // @ts-expect-error a Redlock lock takes an array of clients
+  assert.throws(() => new RedlockSemaphore(rsClient, key, 2))
 
   // @ts-expect-error the key must be a string
   await locks.acquire(42).catch(() => {})
