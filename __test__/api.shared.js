@@ -665,6 +665,26 @@ function apiSuite(b) {
       }
     })
 
+    test('acquireAll without a heartbeat resolves with no lease ending before its last key\'s, however long that key took', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key('all-whole')
+      const [first, second] = [`${k}:a`, `${k}:b`]
+      const other = await connect(b.url)
+      try {
+        const busy = await other.acquire(second)
+        const outcome = locks.acquireAll([second, first], { ttl: 10_000, wait: 10_000, retryDelay: 10, autoExtend: false })
+        await eventually(async () => (await locks.inspect(first)) !== null, 5000, 'the first key taken')
+        await busy.release()
+        const set = await outcome
+        const [last, earlier] = set.locks
+        // (validUntil is read through the wall clock, to the ms.)
+        assert.ok(earlier.validUntil >= last.validUntil - 1, `${earlier.validUntil} < ${last.validUntil}`)
+        assert.equal(await set.release(), true)
+      } finally {
+        await other.close()
+      }
+    })
+
     test('acquireAll refuses a key set that is not an array, is empty or repeats a key', async (t) => {
       if (await skipUnlessReady(t)) return
       await assert.rejects(locks.acquireAll('k'), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"keys"/ })

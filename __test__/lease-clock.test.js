@@ -127,3 +127,24 @@ test('on the sql-lock face, a lock granted after a wait longer than its ttl is f
     await sqlLock.close()
   }
 })
+
+test('a grant this thread sees only after its lease ran out is given back, and acquire rejects with ERR_LOCK_ACQUISITION', async () => {
+  const locks = await connect(`memory://lease-clock-stalled-${process.pid}`)
+  try {
+    const key = prefix('stalled') + 'k'
+    const pending = locks.acquire(key, { ttl: 50, autoExtend: false })
+    // Lets the request go out (it is sent from a promise reaction), then the event loop
+    // stalls until the native side has granted the lock and then seen its
+    // lease run out: the grant reaches this thread already lost. (Bounded, so a mistake
+    // fails instead of hanging.)
+    for (let i = 0; i < 20; i++) await null
+    const giveUp = Date.now() + 10_000
+    let granted = false
+    while (!(granted && locks.stats().held === 0) && Date.now() < giveUp) granted ||= locks.stats().held > 0
+    assert.ok(granted, 'the native side granted it while the event loop stalled')
+    await assert.rejects(pending, { code: 'ERR_LOCK_ACQUISITION' })
+    assert.equal(locks.stats().held, 0)
+  } finally {
+    await locks.close()
+  }
+})

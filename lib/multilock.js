@@ -78,7 +78,9 @@ class MultiLock {
 /**
  * Acquires every key of `keys` with `options` (those of `acquire`; `wait` bounds the whole
  * set) and resolves with a MultiLock, or rejects, holding none, with the error that stopped
- * it (LockAcquisitionError for a key still busy at the deadline).
+ * it (LockAcquisitionError for a key still busy at the deadline, LockLostError for a key lost
+ * while it waited for the next). Without `autoExtend`, the keys taken first are extended to a
+ * whole lease once the set is complete.
  */
 async function acquireAll(client, keys, options) {
   if (!Array.isArray(keys)) throw v.typeError('keys', 'an array of strings', keys)
@@ -96,7 +98,8 @@ async function acquireAll(client, keys, options) {
   const onLost = own(opts, 'onLost')
   if (onLost !== undefined) v.checkFunction(onLost, 'options.onLost')
   // Validates the rest once, before any lock is taken.
-  const wait = client._resolve(opts).wait
+  const resolved = client._resolve(opts)
+  const wait = resolved.wait
   const set = new MultiLock(keys.slice())
   opts.onLost = (err) => set._lost(err)
   const deadline = wait === Infinity ? Infinity : now() + wait
@@ -110,6 +113,13 @@ async function acquireAll(client, keys, options) {
     // Lost while the later keys were awaited (a short lease without autoExtend): not all held.
     for (const lock of got.values()) lock._checkLost()
     if (set._lostError !== null) throw set._lostError
+    // Without a heartbeat, the keys taken first spent part of their lease waiting for the
+    // later ones: each is extended to a whole lease once the set is complete, so the set never
+    // resolves with a lease about to run out (one its caller could not act on).
+    if (!resolved.autoExtend) {
+      await Promise.all(order.slice(0, -1).map((key) => got.get(key).extend()))
+        .catch((err) => { throw set._lostError ?? err })
+    }
   } catch (err) {
     await Promise.all([...got.values()].map((l) => l.release().catch(() => {})))
     throw err

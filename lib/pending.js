@@ -70,6 +70,15 @@ class PendingAcquire {
       this.rej(err)
       return
     }
+    if (this.lostEarly !== null || !this.client._native_.isHeld(this.req)) {
+      // Past its lease's local deadline by the time this thread sees it (the event loop was
+      // stalled longer than the ttl): the caller could never act on it. Given back, and the
+      // acquisition ends as one that got nothing, as the engine ends one whose grant the
+      // store sent that late (docs/design.md, "Grants whose reply was lost").
+      this.client._native_.release(this.req).catch(() => {})
+      this.resolve(false)
+      return
+    }
     const lock = this.permit === undefined
       // `fencing: false`: no token, whatever the store had at hand (0 stands for none).
       ? new Lock(this.client, this.req, this.key, this.ownerSeq, this.o.fencing === false ? 0 : token, this.o.ttl, this.o.onLost)

@@ -20,6 +20,7 @@ use crate::core::held::Held;
 use crate::core::kind::Kind;
 use crate::core::options::{AcquireSpec, PermitSpec};
 use crate::runtime::clock;
+use crate::runtime::lease::lease_end;
 use crate::store::open::{open_store, ConnectOptions};
 use crate::store::permits::watch_key;
 use crate::store::{
@@ -234,11 +235,47 @@ impl Engine {
     /// lock to the head. Alone in the queue, a lock's waiter asks the store at once; a try
     /// (one attempt, or no wait) asks beside the queue, and only when nobody here waits.
     ///
+    /// A grant that reaches this point already past its lease's local deadline (the store
+    /// answered more than a ttl after the request was sent, or the grant waited in the
+    /// mailbox of a waiter busy with a slow request of its own) is never returned: its
+    /// holder could not act on it, and the store may give the key to another as soon as its
+    /// lease ends. It is given back in the background as a grant whose reply was lost
+    /// ([`Engine::clean_up`]: a new request of the same owner waits for that), and the call
+    /// reports that it got nothing, as when the wait ran out.
+    ///
     /// # Cancel Safety
     /// Cancel safe through `cancel`: when it fires, the call returns `Aborted` and leaves no
     /// lock behind (a grant that raced the cancellation is released first). Dropping the
     /// future instead is safe for the queue, but a grant in flight may stay until its ttl.
     pub async fn acquire(
+        self: &Arc<Self>,
+        spec: &AcquireSpec,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Grant>, LockError> {
+        match self.acquire_queued(spec, cancel).await? {
+            Some(grant) if Instant::now() >= lease_end(grant.sent, spec.ttl_ms) => {
+                crate::debug!(
+                    "acquire {:?}: granted past its lease's local deadline; given back",
+                    spec.key
+                );
+                let had_data = spec.data.is_some();
+                let kind = Kind::of(spec);
+                self.clean_up(
+                    kind,
+                    &spec.key,
+                    &spec.owner,
+                    had_data,
+                    grant.sent,
+                    spec.ttl_ms,
+                );
+                Ok(None)
+            }
+            granted => Ok(granted),
+        }
+    }
+
+    /// [`Engine::acquire`] up to the grant, whenever it arrives.
+    async fn acquire_queued(
         self: &Arc<Self>,
         spec: &AcquireSpec,
         cancel: &CancellationToken,
@@ -320,6 +357,13 @@ impl Engine {
                 // Subscribed only now: a release between the refusal and the subscription
                 // would go unheard, so look once more before sleeping.
                 try_now = true;
+            }
+            if try_now && attempts > 0 && deadline.is_some_and(|d| Instant::now() > d) {
+                // The wait ran out during the last request (a release heard meanwhile, or
+                // the subscription above, asks to look again): no request starts after it,
+                // so the call ends within its wait and one store call.
+                slot.leave_store_queue().await;
+                return Ok(None);
             }
             if try_now && head {
                 waiter.released.store(false, Ordering::Release);
@@ -419,9 +463,15 @@ impl Engine {
             None => crate::debug!("acquire {:?}: busy", spec.key),
         }
         if granted.is_some() && cancel.is_cancelled() {
-            let _ = self
-                .release_as(kind, &spec.key, &spec.owner, spec.data.is_some())
-                .await;
+            let has_data = spec.data.is_some();
+            if self
+                .release_as(kind, &spec.key, &spec.owner, has_data)
+                .await
+                .is_err()
+            {
+                // Given back in the background, as a grant whose reply was lost.
+                self.clean_up(kind, &spec.key, &spec.owner, has_data, sent, spec.ttl_ms);
+            }
             return Err(LockError::Aborted);
         }
         Ok(granted.map(|token| Grant { token, sent }))
@@ -553,8 +603,12 @@ impl Engine {
     ) -> StoreResult<bool> {
         let mut owner = owner.to_string();
         let mut had_data = had_data;
+        // Once the caller's lock was handed over, whatever follows is not the caller's.
+        let mut released: Option<bool> = None;
         // Loops only when a waiter left while its grant was on the way: the grant is then
-        // released (or handed on) in turn.
+        // released (or handed on) in turn. `inherited`: that grant's send time and lease, to
+        // give it back in the background if this fails without telling whether it was freed.
+        let mut inherited: Option<(Instant, u64)> = None;
         loop {
             let Some(waiter) = self.next_for_handoff(key) else {
                 let outcome = self.store.release_held(key, &owner, had_data).await;
@@ -566,7 +620,13 @@ impl Engine {
                     // Even a refused release may mean the lease lapsed: let the head look now.
                     self.wake(key, Kind::Lock, true);
                 }
-                return outcome.map(|o| o.released);
+                if let (Err(e), Some((sent, ttl_ms))) = (&outcome, inherited) {
+                    self.give_back_inherited(key, &owner, had_data, sent, ttl_ms, e);
+                }
+                return match released {
+                    Some(r) => Ok(r),
+                    None => outcome.map(|o| o.released),
+                };
             };
             let sent = Instant::now();
             let handed = self
@@ -592,14 +652,66 @@ impl Engine {
                 // instead): the head waiter asks the store as anyone would.
                 other => {
                     self.wake(key, Kind::Lock, true);
-                    return other.map(|o| matches!(o, HandoffOutcome::Released(r) if r.released));
+                    if let Err(e) = &other {
+                        if e.kind.outcome_unknown() {
+                            // The store may have handed it over all the same: the waiter
+                            // takes it with its next request, or gives it back if it left.
+                            self.maybe_handed(key, &waiter, sent);
+                        }
+                        if let Some((sent, ttl_ms)) = inherited {
+                            self.give_back_inherited(key, &owner, had_data, sent, ttl_ms, e);
+                        }
+                    }
+                    return match released {
+                        Some(r) => Ok(r),
+                        None => {
+                            other.map(|o| matches!(o, HandoffOutcome::Released(r) if r.released))
+                        }
+                    };
                 }
             };
+            released.get_or_insert(true);
             if waiter.deliver(token) {
                 return Ok(true);
             }
             owner = waiter.owner.clone();
             had_data = waiter.data.is_some();
+            inherited = Some((sent, waiter.ttl_ms));
+        }
+    }
+
+    /// A handoff to `waiter` sent at `sent` failed without telling whether the store made it:
+    /// if the waiter left already, what it may have been granted is given back in the
+    /// background; otherwise the waiter does that if it leaves without the lock
+    /// (`Slot`'s drop), and its own next request finds the lock its own if it was handed.
+    fn maybe_handed(self: &Arc<Self>, key: &str, waiter: &Waiter, sent: Instant) {
+        if waiter.maybe_handed(sent) {
+            let had_data = waiter.data.is_some();
+            self.clean_up(
+                Kind::Lock,
+                key,
+                &waiter.owner,
+                had_data,
+                sent,
+                waiter.ttl_ms,
+            );
+        }
+    }
+
+    /// The release or handoff of a grant that was handed to a waiter who had left failed
+    /// (`e`): unless the store says it will not act, that grant is given back in the
+    /// background, as one whose reply was lost.
+    fn give_back_inherited(
+        self: &Arc<Self>,
+        key: &str,
+        owner: &str,
+        had_data: bool,
+        sent: Instant,
+        ttl_ms: u64,
+        e: &StoreError,
+    ) {
+        if e.kind.outcome_unknown() {
+            self.clean_up(Kind::Lock, key, owner, had_data, sent, ttl_ms);
         }
     }
 

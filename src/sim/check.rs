@@ -85,16 +85,12 @@ pub(super) fn violations(events: &[Event]) -> Vec<String> {
 }
 
 /// Owners whose lease may outlive the run by design: a holder that heard of its loss (its
-/// lease may have been extended by a renewal whose reply was lost) or whose release failed,
-/// and an owner whose release the store refused (the clean-up of a grant whose reply was lost
-/// ends on a server error: docs/design.md, "Grants whose reply was lost").
-/// Any other live lock after the run is a grant nobody believes in, left behind.
+/// lease may have been extended by a renewal whose reply was lost) or whose release failed.
+/// Any other live lock after the run is a grant nobody believes in, left behind: the engine
+/// gives back every grant it does not return (docs/design.md, "Grants whose reply was
+/// lost"), a server error that refused one release included.
 pub(super) fn may_outlive(events: &[Event], owner: &str) -> bool {
-    events.iter().any(|e| {
-        e.owner == owner
-            && matches!(
-                e.what,
-                What::Lost(_) | What::ReleaseFailed | What::ReleaseRefused
-            )
-    })
+    events
+        .iter()
+        .any(|e| e.owner == owner && matches!(e.what, What::Lost(_) | What::ReleaseFailed))
 }

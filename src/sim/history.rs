@@ -21,8 +21,9 @@ pub(super) enum What {
     Lost(LostReason),
     /// A release failed (its outcome unknown): the lease may stay until its ttl.
     ReleaseFailed,
-    /// The store refused a release by this owner (a server error): an engine gives up on a
-    /// lease the store refuses to free, which then ends by its ttl.
+    /// The store refused a release by this owner (a server error). Only its holder's own
+    /// release failing lets a lease outlive the run (`ReleaseFailed`): a grant the engine
+    /// gives back is retried after a refusal.
     ReleaseRefused,
     /// (Traced replays only) a store call was sent, or a request was served, or a reply
     /// arrived: what it was and how it went.

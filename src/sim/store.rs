@@ -339,9 +339,15 @@ impl LockStore for SimConn {
             call.1,
             call.2,
             Box::new(move |w: &World, t: &mut Table, now| {
-                if let Some(e) = t.live(&key, now) {
-                    // As Redis: an owner asking again for the lock it holds gets its own token.
-                    return (e.owner == owner).then_some(e.token);
+                if let Some(e) = t.locks.get_mut(&key).filter(|e| e.expires > now) {
+                    // As Redis and PostgreSQL: an owner asking again for the lock it holds gets
+                    // its own token, with the lease set anew from this request (the engine
+                    // reckons it from this request's send).
+                    if e.owner != owner {
+                        return None;
+                    }
+                    e.expires = now + Duration::from_millis(ttl_ms);
+                    return Some(e.token);
                 }
                 let token = t.next_token(&key);
                 w.grant(t, &key, &owner, ttl_ms, token, now);

@@ -61,7 +61,7 @@ enum Ended {
     LeaseOver,
     /// The owner asked for the key again.
     Superseded,
-    /// A failure that says the store will not act (closed, refused, a server error).
+    /// A failure that says no release can succeed (a closed store, an invalid request).
     Failed(ErrorKind),
 }
 
@@ -119,7 +119,8 @@ impl Engine {
     /// - `sent + ttl_ms` passed without an answer (at least one release is sent): a store
     ///   silent that long may still grant the request it holds when it comes back, and that
     ///   grant then lasts one lease, as one of a client that died;
-    /// - a failure that says nothing will be done (a closed store, a server error).
+    /// - a failure that says no release can succeed (a closed store); a server error is
+    ///   retried as silence is.
     ///
     /// At most [`ORPHAN_MAX_CLEANUPS`] run at once per engine; beyond that a grant is left to
     /// its lease (with a debug line). The task keeps the engine (and its connections) until it
@@ -217,7 +218,10 @@ impl Engine {
                 Ok(true) => return Ended::Released,
                 Ok(false) if answered => return Ended::NothingHeld,
                 Ok(false) => answered = true,
-                Err(e) if e.kind.outcome_unknown() => {}
+                // A server error refused this release, not necessarily the next one (a
+                // script or statement that failed, a server loading or busy): retried as
+                // long as the lease may last, as silence is.
+                Err(e) if e.kind.outcome_unknown() || e.kind == ErrorKind::Server => {}
                 Err(e) => return Ended::Failed(e.kind),
             }
             if Instant::now() >= until {

@@ -72,6 +72,9 @@ pub(super) struct Mailbox {
     /// lock, as Redis does for a retried call). A handoff to it is that same lock, and giving
     /// it back would free a lock its holder believes it holds.
     pub(super) kept: bool,
+    /// A handoff to this waiter, sent then, failed without telling whether the store made
+    /// it: if the waiter leaves without the lock, what it may have been granted is given back.
+    pub(super) maybe: Option<Instant>,
 }
 
 impl Waiter {
@@ -98,6 +101,17 @@ impl Waiter {
             }
             notified.await;
         }
+    }
+
+    /// Notes that a handoff to this waiter sent at `sent` may have granted it the lock. True
+    /// when the waiter left without the lock already: the caller gives that grant back.
+    pub(super) fn maybe_handed(&self, sent: Instant) -> bool {
+        let mut mailbox = self.mailbox.lock().unwrap();
+        if mailbox.gone {
+            return !mailbox.kept;
+        }
+        mailbox.maybe.get_or_insert(sent);
+        false
     }
 
     /// Leaves a lock (or permits) handed to this waiter in its mailbox and wakes it. True when
@@ -234,17 +248,29 @@ impl Drop for Slot {
         // it was on its way) goes back: released, or handed to the next waiter. If we did
         // acquire, a grant still in the mailbox is the lock we hold (our own request found it
         // already handed to us): it stays.
-        let late_grant = {
+        let (late_grant, maybe) = {
             let mut mailbox = self.waiter.mailbox.lock().unwrap();
             mailbox.gone = true;
             mailbox.kept = self.acquired;
-            mailbox.grant.take()
+            (mailbox.grant.take(), mailbox.maybe.take())
         };
-        if (late_grant.is_some() || self.queued_in_store) && !self.acquired {
+        let had_data = self.waiter.data.is_some();
+        let owner = &self.waiter.owner;
+        // (Earliest first: the clean-up reckons the grant's lease from it.)
+        let handed = [late_grant.map(|g| g.sent), maybe]
+            .into_iter()
+            .flatten()
+            .min();
+        if let (Some(sent), false) = (handed, self.acquired) {
+            // Given back as a grant whose reply was lost: retried until the store settles
+            // it, and a new request of the same owner waits for it.
+            let ttl_ms = self.waiter.ttl_ms;
+            let (engine, kind) = (&self.engine, self.kind);
+            engine.clean_up(kind, &self.key, owner, had_data, sent, ttl_ms);
+        } else if self.queued_in_store && !self.acquired {
             let engine = self.engine.clone();
             let key = self.key.clone();
-            let owner = self.waiter.owner.clone();
-            let had_data = self.waiter.data.is_some();
+            let owner = owner.clone();
             let kind = self.kind;
             tokio::spawn(async move {
                 let _ = engine.release_as(kind, &key, &owner, had_data).await;

@@ -390,6 +390,43 @@ async fn a_waiter_whose_own_request_finds_the_lock_handed_to_it_keeps_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_lock_handed_to_a_waiter_busy_past_its_lease_is_given_back_not_returned() {
+    // The head waiter's poll is held on the wire while the holder hands it the lock, and
+    // comes back only after the handed lease's local deadline: the waiter could never act on
+    // that grant, so the acquisition returns none and the key is given back.
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    take(&e, "k", "c").await;
+    let b = {
+        let e = e.clone();
+        tokio::spawn(async move {
+            let s = spec("k", "b", 1_000, Some(Duration::from_secs(10)));
+            e.acquire(&s, &CancellationToken::new()).await
+        })
+    };
+    settle().await;
+    let (entered, go) = probe.hold("b");
+    // b's next poll (one retry delay later) reaches the gate.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    entered.notified().await;
+    assert!(e.release("k", "c", false).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    go.notify_one();
+    assert_eq!(
+        b.await.unwrap().unwrap(),
+        None,
+        "a grant past its lease was returned"
+    );
+    settle().await;
+    assert_eq!(
+        e.inspect("k").await.unwrap(),
+        None,
+        "the grant was not given back"
+    );
+    assert_eq!((e.waiting(), e.cleanups()), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
 async fn after_sixteen_handoffs_in_a_row_the_key_is_really_released() {
     let counting = Arc::new(Probe::default());
     let e = Engine::new(counting.clone());

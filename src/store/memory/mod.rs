@@ -209,7 +209,8 @@ impl MemoryStore {
     }
 
     /// [`MemoryStore::try_acquire`] as Redis answers it: an owner asking again for the lock it
-    /// holds gets its own token. For the engine's tests, whose stores wrap this one.
+    /// holds gets its own token, with the lease set anew from this request. For the engine's
+    /// tests, whose stores wrap this one.
     #[cfg(test)]
     pub(crate) fn try_acquire_or_own(
         &self,
@@ -220,7 +221,7 @@ impl MemoryStore {
     ) -> Option<u64> {
         self.try_acquire(key, owner, ttl_ms, data).or_else(|| {
             self.inspect(key)
-                .filter(|i| i.owner == owner)
+                .filter(|i| i.owner == owner && self.extend(key, owner, ttl_ms))
                 .map(|i| i.fencing_token)
         })
     }

@@ -30,6 +30,8 @@ struct Lossy {
     silent_acts: AtomicBool,
     release_delay: Mutex<Duration>,
     releases: AtomicU32,
+    /// The next releases refused with a server error (the store does nothing).
+    release_refused: AtomicU32,
 }
 
 impl Lossy {
@@ -75,6 +77,13 @@ impl LockStore for Lossy {
     fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
         Box::pin(async move {
             self.releases.fetch_add(1, Ordering::SeqCst);
+            if self
+                .release_refused
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(StoreError::new(ErrorKind::Server, "refused"));
+            }
             let delay = *self.release_delay.lock().unwrap();
             if self
                 .release_silent
@@ -193,6 +202,17 @@ async fn a_clean_up_keeps_releasing_while_the_store_is_silent_and_frees_the_gran
     until_clean(&e, 10_000).await;
     assert_eq!(store.holder("k"), None);
     assert_eq!(store.releases.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clean_up_refused_by_a_server_error_releases_again_and_frees_the_grant() {
+    let (e, store) = setup();
+    store.release_refused.store(2, Ordering::SeqCst);
+    fail_next_acquire(&store, ErrorKind::Timeout);
+    assert!(acquire(&e, "o", 60_000).await.is_err());
+    until_clean(&e, 10_000).await;
+    assert_eq!(store.holder("k"), None, "the grant was left to its lease");
+    assert_eq!(store.releases.load(Ordering::SeqCst), 3);
 }
 
 #[tokio::test(start_paused = true)]
