@@ -32,6 +32,8 @@ async function main(): Promise<void> {
   } catch (err) {
     assert.ok(err instanceof LockAcquisitionError)
     assert.equal(err.code, 'ERR_LOCK_ACQUISITION')
+    const json: deadbolt.LockErrorJSON = err.toJSON()
+    assert.equal(json.code, 'ERR_LOCK_ACQUISITION')
   }
 
   // The local deadline, and Redlock's form of connect (lazy: no servers needed to type-check).
