@@ -77,6 +77,7 @@ export type StoreErrorCode =
   | 'ERR_LOCK_STORE_INTERNAL'
   | 'ERR_LOCK_STORE_REPLACED'
   | 'ERR_LOCK_STORE_WRONG_TYPE'
+  | 'ERR_LOCK_STORE_PROTOCOL'
 /** The store failed or could not be reached; `cause.code` says how, `cause.message` what. */
 export declare class LockBackendError extends LockError {
   readonly code: 'ERR_LOCK_BACKEND'

@@ -99,7 +99,8 @@ function fromNative([code, causeCode, raw], secrets) {
   switch (code) {
     case 'ERR_LOCK_BACKEND': {
       // The cause says what kind of failure it was, as data: ERR_LOCK_STORE_UNREACHABLE,
-      // _TIMEOUT, _CLOSED, _SERVER, _AUTH, _NO_DATABASE, _UNSUPPORTED, _INVALID or _INTERNAL.
+      // _TIMEOUT, _CLOSED, _SERVER, _AUTH, _NO_DATABASE, _UNSUPPORTED, _PROTOCOL, _INVALID or
+      // _INTERNAL (and _REPLACED, _WRONG_TYPE).
       const cause = new Error(message)
       cause.code = causeCode || 'ERR_LOCK_STORE_INTERNAL'
       Object.defineProperty(cause, 'toJSON', { value: causeToJSON, writable: true, configurable: true })

@@ -35,6 +35,8 @@ async function main(): Promise<void> {
     const json: deadbolt.LockErrorJSON = err.toJSON()
     assert.equal(json.code, 'ERR_LOCK_ACQUISITION')
   }
+  const protocol: deadbolt.StoreErrorCode = 'ERR_LOCK_STORE_PROTOCOL'
+  assert.ok(protocol)
 
   // The local deadline, and Redlock's form of connect (lazy: no servers needed to type-check).
   const timed = await locks.acquire(key)

@@ -14,6 +14,8 @@ pub(super) fn kind_of(e: &RedisError) -> ErrorKind {
         ErrorKind::WrongType
     } else if socket::is_no_such_database(e) {
         ErrorKind::NoDatabase
+    } else if socket::is_not_redis(e) {
+        ErrorKind::Protocol
     } else if e.is_timeout() {
         ErrorKind::Timeout
     } else if e.is_connection_refusal() || e.is_connection_dropped() || e.is_io_error() {
@@ -29,9 +31,21 @@ pub(super) fn kind_of(e: &RedisError) -> ErrorKind {
     }
 }
 
-/// A redis-rs error as the store reports it.
+/// A redis-rs error as the store reports it, in words: redis-rs's own text of an error it
+/// made adds the name of its kind (`the server refused the login - AuthenticationFailed`),
+/// which is left out.
 pub(super) fn store_err(e: RedisError) -> StoreError {
-    StoreError::new(kind_of(&e), e)
+    StoreError::new(kind_of(&e), words(&e))
+}
+
+/// `e`'s text without redis-rs's name of its kind.
+fn words(e: &RedisError) -> String {
+    let text = e.to_string();
+    let name = format!(" - {:?}", e.kind());
+    match text.split_once(&name) {
+        Some((before, after)) => format!("{before}{after}"),
+        None => text,
+    }
 }
 
 /// The error of a call on a closed store.
