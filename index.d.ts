@@ -18,6 +18,21 @@
 export declare class LockError extends Error {
   constructor(message?: string, options?: { cause?: unknown })
   readonly code: string
+  /** What `JSON.stringify` shows: name, code, message, the error's own fields and its cause. */
+  toJSON(): LockErrorJSON
+}
+/**
+ * `JSON.stringify` of a deadbolt error, parsed back: never a stack or a secret. Fields of the
+ * error's own (a LockLostError's `reason`, a DLMError's `err_type`…) come along, a bigint as
+ * its decimal string; `cause` is the cause's the same way (a string, number or boolean cause
+ * as it is).
+ */
+export interface LockErrorJSON {
+  name: string
+  code: string | undefined
+  message: string
+  cause?: LockErrorJSON | string | number | boolean
+  [field: string]: unknown
 }
 /** The lock was held by someone else when the wait or the retries ran out. */
 export declare class LockAcquisitionError extends LockError {
@@ -46,7 +61,7 @@ export declare class LockLostError extends LockError {
   toJSON(): LockLostErrorJSON
 }
 /** `JSON.stringify` of a LockLostError, parsed back. */
-export interface LockLostErrorJSON {
+export interface LockLostErrorJSON extends LockErrorJSON {
   name: 'LockLostError'
   code: 'ERR_LOCK_LOST'
   message: string
@@ -54,6 +69,8 @@ export interface LockLostErrorJSON {
   key: string
   /** The lost lock's fencing token as a decimal string (null for a lock taken without one). */
   fencingToken: string | null
+  /** The cause's JSON, when the loss has a cause of its own. */
+  cause?: LockErrorJSON
 }
 /** What kind of store failure a LockBackendError's `cause` reports. */
 export type StoreErrorCode =
@@ -68,6 +85,7 @@ export type StoreErrorCode =
   | 'ERR_LOCK_STORE_INTERNAL'
   | 'ERR_LOCK_STORE_REPLACED'
   | 'ERR_LOCK_STORE_WRONG_TYPE'
+  | 'ERR_LOCK_STORE_PROTOCOL'
 /** The store failed or could not be reached; `cause.code` says how, `cause.message` what. */
 export declare class LockBackendError extends LockError {
   readonly code: 'ERR_LOCK_BACKEND'
@@ -1102,6 +1120,8 @@ export declare class DLMError extends Error {
    * 'ERR_INVALID_ARG_TYPE' | 'ERR_INVALID_ARG_VALUE' | 'ERR_OUT_OF_RANGE'.
    */
   code: string
+  /** What `JSON.stringify` shows: name, code, message, err_type, err_message and the cause. */
+  toJSON(): LockErrorJSON
 }
 
 export interface InitializationOptions {

@@ -6,7 +6,7 @@
 const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
 const deadbolt = require('..')
-const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix, redisRaw, closeRaw } = require('./helpers')
+const { REDIS_URL, MYSQL_URL, needRedis, needMysql, prefix, redisRaw, closeRaw, freePort } = require('./helpers')
 
 const { connect, createLock, getAcquiredLocks, initialize, getLock, close, LockLostError } = deadbolt
 
@@ -173,4 +173,36 @@ test('a sql-lock releaser serializes as its token, a decimal string', async (t) 
   t.after(() => release())
   assert.deepEqual(roundTrip({ release }), { release: { fencingToken: String(release.fencingToken) } })
   assert.deepEqual(Object.keys(release), ['fencingToken'])
+})
+
+test('every error class serializes with its name, code and message', () => {
+  const { DLMError, DLMErrorTypes } = deadbolt
+  for (const name of ['LockError', 'LockAcquisitionError', 'LockReleaseError', 'LockExtendError', 'LockBackendError', 'LockClosedError', 'LockAbortedError']) {
+    const err = new deadbolt[name]('what happened')
+    assert.deepEqual(roundTrip(err), roundTrip({ name, code: err.code, message: 'what happened' }), name)
+  }
+  const dlm = new DLMError({ err_type: DLMErrorTypes.NOT_INITIALIZED, err_message: 'configuration not set' })
+  assert.deepEqual(roundTrip(dlm), { name: 'DLMError', code: 'ERR_LOCK_NOT_INITIALIZED', message: 'configuration not set', err_type: 'not_initialized', err_message: 'configuration not set' })
+})
+
+test("a store's failure serializes with its cause's code and message, down the chain", async () => {
+  const err = await connect(`redis://:S3cretPw@127.0.0.1:${await freePort()}`, { connectTimeout: 1_000 }).then(() => assert.fail('connected'), (e) => e)
+  const json = roundTrip(err)
+  assert.equal(json.name, 'LockBackendError')
+  assert.equal(json.code, 'ERR_LOCK_BACKEND')
+  assert.equal(json.message, err.message)
+  assert.deepEqual(json.cause, { name: 'Error', code: 'ERR_LOCK_STORE_UNREACHABLE', message: err.cause.message })
+  assert.deepEqual(roundTrip(err.cause), json.cause)
+  assert.ok(!JSON.stringify(err).includes('S3cretPw'))
+  assert.ok(!JSON.stringify(err).includes('    at '), 'no stack')
+})
+
+test("a sql-lock face's bad-input error serializes with its name, code, message and fields", async () => {
+  const bad = await initialize(42).then(() => assert.fail('initialized'), (e) => e)
+  assert.deepEqual(roundTrip(bad), { name: bad.name, code: 'ERR_INVALID_ARG_TYPE', message: bad.message, err_type: 'invalid_parameters', err_message: bad.err_message })
+})
+
+test('an error whose cause is an abort reason string serializes the reason', () => {
+  const err = new deadbolt.LockAbortedError('aborted', { cause: 'shutting down' })
+  assert.equal(roundTrip(err).cause, 'shutting down')
 })

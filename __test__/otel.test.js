@@ -4,6 +4,9 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
+const dc = require('node:diagnostics_channel')
+const v8 = require('node:v8')
+const vm = require('node:vm')
 const { BasicTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } = require('@opentelemetry/sdk-trace-base')
 const { MeterProvider, MetricReader, AggregationTemporality } = require('@opentelemetry/sdk-metrics')
 const { SpanStatusCode } = require('@opentelemetry/api')
@@ -158,6 +161,106 @@ test('the default lock name replaces digit runs and UUIDs with *', () => {
   assert.equal(defaultLockName('job:3f2a1b9c-1d2e-4f50-8a9b-0c1d2e3f4a5b'), 'job:*')
 })
 
+test('the default lock name replaces e-mail addresses, hex digests, ULIDs and base64 ids with *, and keeps words', () => {
+  assert.equal(defaultLockName('cart:alice.smith+tag@example.co.uk'), 'cart:*')
+  assert.equal(defaultLockName('blob:a94a8fe5ccb19ba61c4c0873d391e987982fbbd3:meta'), 'blob:*:meta')
+  assert.equal(defaultLockName('doc:507f1f77bcf86cd799439011'), 'doc:*')
+  assert.equal(defaultLockName('event:01ARZ3NDEKTSV4RRFFQ69G5FAV'), 'event:*')
+  assert.equal(defaultLockName('session:q1Zk8XbR3vTfLp0wYs9uNg=='), 'session:*')
+  assert.equal(defaultLockName('token:V1StGXR8_Z5jdHi6B-myT'), 'token:*')
+  // and keeps the words
+  for (const key of ['ProcessPaymentsScheduler', 'reports/daily/summary', 'order-processing-queue', 'deadbeef:cafe']) {
+    assert.equal(defaultLockName(key), key)
+  }
+})
+
+test('keys that differ by e-mail address only share one series', async (t) => {
+  const { locks, metric } = await setup(t)
+  const p = prefix('otel')
+  for (let i = 0; i < 20; i++) await (await locks.acquire(`${p}cart:user${String.fromCharCode(97 + i)}@example.com`)).release()
+  const names = new Set((await metric('deadbolt.lock.acquire.duration')).map((point) => point.attributes['deadbolt.lock.name']))
+  assert.deepEqual([...names], [defaultLockName(`${p}cart:a@example.com`)])
+})
+
+test('the duration histograms have bucket boundaries in seconds, from a millisecond to a minute and more', async (t) => {
+  const { locks, metric } = await setup(t)
+  await (await locks.acquire(prefix('otel') + 'buckets')).release()
+  const [acquire] = await metric('deadbolt.lock.acquire.duration')
+  const [hold] = await metric('deadbolt.lock.hold.duration')
+  for (const point of [acquire, hold]) {
+    const { boundaries } = point.value.buckets
+    assert.equal(boundaries[0], 0.001)
+    assert.ok(boundaries.includes(0.01) && boundaries.includes(0.1) && boundaries.includes(1) && boundaries.includes(60), String(boundaries))
+  }
+  assert.equal(hold.value.buckets.boundaries.at(-1), 3600)
+})
+
+test('the lock names past cardinalityLimit share one series with otel.metric.overflow', async (t) => {
+  const { locks, metric } = await setup(t, { lockName: (key) => key, cardinalityLimit: 3 })
+  const p = prefix('otel')
+  const held = []
+  for (const name of ['a', 'b', 'c', 'd', 'e']) held.push(await locks.acquire(p + name))
+  const points = await metric('deadbolt.lock.held')
+  assert.equal(points.length, 4)
+  const overflow = points.find((point) => point.attributes['otel.metric.overflow'] === true)
+  assert.deepEqual(overflow.attributes, { 'otel.metric.overflow': true })
+  assert.equal(overflow.value, 2)
+  assert.equal(sum(await metric('deadbolt.lock.acquire.duration'), { 'otel.metric.overflow': true }), 2)
+  for (const lock of held) await lock.release()
+  assert.equal(sum(await metric('deadbolt.lock.held')), 0)
+})
+
+test('instrument rejects a cardinalityLimit that is not an integer of at least 1', () => {
+  assert.throws(() => instrument({ cardinalityLimit: '10' }), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"options\.cardinalityLimit"/ })
+  for (const cardinalityLimit of [0, 1.5, -1, NaN]) {
+    assert.throws(() => instrument({ cardinalityLimit }), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE', message: /"options\.cardinalityLimit"/ }, String(cardinalityLimit))
+  }
+})
+
+const acquireChannel = dc.tracingChannel('deadbolt:acquire')
+const releaseChannel = dc.tracingChannel('deadbolt:release')
+
+/**
+ * Publishes on deadbolt's channels what a client publishes for one acquisition of `key`
+ * granted after `waitedMs`, then its release: the instrumentation's input, without a store.
+ */
+function acquireAndRelease(key, waitedMs) {
+  const lock = {}
+  const ctx = { key, store: 'memory', kind: 'lock', ttl: 1000, owner: 'owner', permits: 1 }
+  acquireChannel.start.publish(ctx)
+  Object.assign(ctx, { result: 'granted', fencingToken: 1n, waitedMs, lock })
+  acquireChannel.asyncEnd.publish(ctx)
+  releaseChannel.asyncEnd.publish({ key, store: 'memory', kind: 'lock', owner: 'owner', lock, result: 'released', heldMs: 1 })
+}
+
+/** The V8 heap in use after a full collection. */
+function heapUsed() {
+  v8.setFlagsFromString('--expose-gc')
+  vm.runInNewContext('gc')()
+  return v8.getHeapStatistics().used_heap_size
+}
+
+test('a million distinct lock names keep the series and the heap bounded', { timeout: 300_000 }, async (t) => {
+  const reader = new TestReader()
+  const undo = instrument({ meterProvider: new MeterProvider({ readers: [reader] }), lockName: (key) => key })
+  t.after(undo)
+  const p = prefix('otel')
+  for (let i = 0; i < 100_000; i++) acquireAndRelease(`${p}${i.toString(36)}`, 1)
+  await reader.collect()
+  const before = heapUsed()
+  for (let i = 100_000; i < 1_000_000; i++) acquireAndRelease(`${p}${i.toString(36)}`, 1)
+  const { resourceMetrics } = await reader.collect()
+  const after = heapUsed()
+  const points = (name) => resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).find((m) => m.descriptor.name === name).dataPoints
+  // The default limit, 250 names, and the overflow series.
+  assert.equal(points('deadbolt.lock.held').length, 251)
+  assert.equal(points('deadbolt.lock.acquire.duration').length, 251)
+  assert.equal(sum(points('deadbolt.lock.held')), 0)
+  assert.equal(sum(points('deadbolt.lock.acquire.duration')), 1_000_000)
+  // 900 000 more names: no more memory than noise (a name kept costs some hundred bytes).
+  assert.ok(after - before < 16 * 1024 * 1024, `the heap grew by ${((after - before) / 1024 / 1024).toFixed(1)} MiB`)
+})
+
 test('lockName names the locks in the attributes', async (t) => {
   const { locks, metric } = await setup(t, { lockName: () => 'all' })
   await (await locks.acquire(prefix('otel') + 'x')).release()
@@ -294,4 +397,80 @@ test('job runs are counted by result and timed', async (t) => {
   assert.equal(sum(runs, { 'deadbolt.result': 'skipped' }), 1)
   assert.equal(sum(runs, { 'deadbolt.result': 'failed' }), 1)
   assert.equal(sum(await metric('deadbolt.job.duration')), 2)
+})
+
+/**
+ * The samples of `metric` in Prometheus' text format: [{ labels, value }], `le` kept as a
+ * number (Infinity for +Inf).
+ */
+function samples(text, metric) {
+  const out = []
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)/.exec(line)
+    if (m === null || m[1] !== metric) continue
+    const labels = {}
+    for (const [, k, v] of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[k] = v
+    out.push({ labels, value: Number(m[3]) })
+  }
+  return out
+}
+
+/**
+ * `histogram_quantile(q, rate(metric[window]))` as Prometheus evaluates it over two scrapes,
+ * `before` and `after`, `window` seconds apart: the rate of every bucket series, grouped by
+ * their labels but `le`, and in each group the quantile interpolated linearly in the bucket
+ * where the rank falls (the upper bound of the last finite bucket when it falls in +Inf).
+ */
+function histogramQuantile(q, metric, before, after, window) {
+  const base = new Map(samples(before, metric).map((s) => [JSON.stringify(s.labels), s.value]))
+  const groups = new Map()
+  for (const s of samples(after, metric)) {
+    const rate = (s.value - (base.get(JSON.stringify(s.labels)) ?? 0)) / window
+    const { le, ...rest } = s.labels
+    const group = JSON.stringify(Object.entries(rest).sort())
+    if (!groups.has(group)) groups.set(group, [])
+    groups.get(group).push({ le: le === '+Inf' ? Infinity : Number(le), rate })
+  }
+  const result = []
+  for (const buckets of groups.values()) {
+    buckets.sort((a, b) => a.le - b.le)
+    const total = buckets.at(-1).rate
+    if (total === 0) continue
+    const rank = q * total
+    const i = buckets.findIndex((b) => b.rate >= rank)
+    if (buckets[i].le === Infinity) {
+      result.push(buckets[i - 1].le)
+      continue
+    }
+    const start = i === 0 ? 0 : buckets[i - 1].le
+    const below = i === 0 ? 0 : buckets[i - 1].rate
+    result.push(start + ((buckets[i].le - start) * (rank - below)) / (buckets[i].rate - below))
+  }
+  return result
+}
+
+test("the docs' p99 alert, run on what the Prometheus exporter serves, measures the waits", async (t) => {
+  const { PrometheusExporter } = require('@opentelemetry/exporter-prometheus')
+  const http = require('node:http')
+  const docs = require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'docs', 'operations.md'), 'utf8')
+  const [expression, q, metric, minutes] = /histogram_quantile\((0\.\d+), rate\(([a-z_]+)\[(\d+)m\]\)\)/.exec(docs)
+  const exporter = new PrometheusExporter({ preventServerStart: true })
+  const undo = instrument({ meterProvider: new MeterProvider({ readers: [exporter] }) })
+  const server = http.createServer((req, res) => exporter.getMetricsRequestHandler(req, res))
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(async () => {
+    undo()
+    server.close()
+    await exporter.shutdown()
+  })
+  const scrape = async () => (await fetch(`http://127.0.0.1:${server.address().port}/metrics`)).text()
+  const key = prefix('otel') + 'alert'
+  acquireAndRelease(key, 1)
+  const before = await scrape()
+  // 99 waits of 20 ms and one of 2 s: the 99th percentile is at most 25 ms (the bucket of 20 ms).
+  for (let i = 0; i < 99; i++) acquireAndRelease(key, 20)
+  acquireAndRelease(key, 2000)
+  const after = await scrape()
+  const [p99] = histogramQuantile(Number(q), metric, before, after, Number(minutes) * 60)
+  assert.ok(p99 > 0.01 && p99 <= 0.025, `${expression} = ${p99}`)
 })

@@ -11,7 +11,7 @@
 // docs/sql-lock.md lists every difference.
 
 const { connect, checkConnectOptions } = require('../lib/client')
-const { LockClosedError } = require('../lib/errors')
+const { LockClosedError, errorJSON } = require('../lib/errors')
 const v = require('../lib/validate')
 const { tokenJSON } = require('../lib/json')
 const registry = require('../lib/registry')
@@ -46,8 +46,15 @@ const INITIALIZATION_FAILED = 'initialization failed'
 
 const kDLM = Symbol.for('deadbolt.DLMError')
 
+/** toJSON of the DLM errors: name, code, message, err_type, err_message and the cause. */
+function dlmToJSON() {
+  return errorJSON(this)
+}
+
+/** Marks `proto` as a DLM error's (for `instanceof DLMError`) and gives it its toJSON. */
 function brand(proto) {
   Object.defineProperty(proto, kDLM, { value: true })
+  Object.defineProperty(proto, 'toJSON', { value: dlmToJSON, writable: true, configurable: true })
 }
 
 function setFields(err, errType, errMessage, code) {

@@ -4,11 +4,42 @@
 const { scrub } = require('./redact')
 const { tokenJSON } = require('./json')
 
+/** How deep `errorJSON` follows a chain of causes. */
+const MAX_CAUSES = 8
+
+/**
+ * What `JSON.stringify` shows of an error (an Error's own JSON has neither its name nor its
+ * message): `name`, `code`, `message`, its own enumerable fields (a bigint as its decimal
+ * string, an object only if it is an error) and its `cause`, the same way. Never the stack;
+ * the messages are those the errors carry, already scrubbed of secrets. A cause that is not an
+ * error (an abort reason) is shown if it is a string, number or boolean.
+ */
+function errorJSON(err, depth = 0) {
+  if (!(err instanceof Error)) {
+    if (typeof err === 'bigint') return String(err)
+    return ['string', 'number', 'boolean'].includes(typeof err) ? err : undefined
+  }
+  const out = { name: err.name, code: err.code, message: err.message }
+  for (const [k, value] of Object.entries(err)) {
+    if (k in out || k === 'cause') continue
+    if (value instanceof Error) out[k] = depth < MAX_CAUSES ? errorJSON(value, depth + 1) : undefined
+    else if (typeof value === 'bigint') out[k] = String(value)
+    else if (value === null || typeof value !== 'object') out[k] = value
+  }
+  if (err.cause !== undefined && depth < MAX_CAUSES) out.cause = errorJSON(err.cause, depth + 1)
+  return out
+}
+
 /** Base class of deadbolt's lock errors. */
 class LockError extends Error {
   constructor(message, options) {
     super(message, options)
     Object.defineProperty(this, 'name', { value: new.target.name, enumerable: false, writable: true, configurable: true })
+  }
+
+  /** What `JSON.stringify` shows: see `errorJSON`. */
+  toJSON() {
+    return errorJSON(this)
   }
 }
 
@@ -32,10 +63,11 @@ class LockLostError extends LockError {
 
   /**
    * What `JSON.stringify` shows (an Error's own JSON has no message, and this one's token, a
-   * bigint, would make it throw): what was lost, why, and the token as a string.
+   * bigint, would make it throw): what was lost, why, the token as a string, and the cause.
    */
   toJSON() {
-    return { name: this.name, code: this.code, message: this.message, reason: this.reason, key: this.key, fencingToken: tokenJSON(this.fencingToken) }
+    const { cause } = errorJSON(this)
+    return { name: this.name, code: this.code, message: this.message, reason: this.reason, key: this.key, fencingToken: tokenJSON(this.fencingToken), ...(cause === undefined ? {} : { cause }) }
   }
 }
 /** The store failed or could not be reached; `cause` says why. */
@@ -56,6 +88,11 @@ defineCode(LockClosedError, 'ERR_LOCK_CLOSED')
 defineCode(LockAbortedError, 'ERR_LOCK_ABORTED')
 defineCode(LockNotHeldError, 'ERR_LOCK_NOT_HELD')
 
+/** toJSON of a store failure's cause (a plain Error with a code). */
+function causeToJSON() {
+  return errorJSON(this)
+}
+
 /**
  * Builds the error for a `[code, message]` record coming from the native layer; `secrets`
  * (a password, …) are scrubbed from the message whatever the driver put in it.
@@ -65,9 +102,11 @@ function fromNative([code, causeCode, raw], secrets) {
   switch (code) {
     case 'ERR_LOCK_BACKEND': {
       // The cause says what kind of failure it was, as data: ERR_LOCK_STORE_UNREACHABLE,
-      // _TIMEOUT, _CLOSED, _SERVER, _AUTH, _NO_DATABASE, _UNSUPPORTED, _INVALID or _INTERNAL.
+      // _TIMEOUT, _CLOSED, _SERVER, _AUTH, _NO_DATABASE, _UNSUPPORTED, _PROTOCOL, _INVALID or
+      // _INTERNAL (and _REPLACED, _WRONG_TYPE).
       const cause = new Error(message)
       cause.code = causeCode || 'ERR_LOCK_STORE_INTERNAL'
+      Object.defineProperty(cause, 'toJSON', { value: causeToJSON, writable: true, configurable: true })
       return new LockBackendError(`The lock store failed: ${message}`, { cause })
     }
     case 'ERR_LOCK_CLOSED':
@@ -93,4 +132,5 @@ module.exports = {
   LockAbortedError,
   LockNotHeldError,
   fromNative,
+  errorJSON,
 }

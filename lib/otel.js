@@ -21,18 +21,81 @@ const { version } = require('../package.json')
 const v = require('./validate')
 
 /** The options `instrument` takes. */
-const INSTRUMENT_OPTIONS = new Set(['tracerProvider', 'meterProvider', 'lockName'])
-
-const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi
-const DIGITS = /[0-9]+/g
+const INSTRUMENT_OPTIONS = new Set(['tracerProvider', 'meterProvider', 'lockName', 'cardinalityLimit'])
 
 /**
- * The default `deadbolt.lock.name` of a key: the key with UUIDs and runs of digits replaced by
- * `*` (`order:1234` and `order:98` are both `order:*`), so that the metrics' cardinality stays
- * bounded by the shapes of the keys, not their number.
+ * The most (store, kind, lock name) series the metrics get by default; the acquisitions of
+ * further names are counted in one overflow series (see `instrument`). With up to five results
+ * per name, the acquisition histogram stays under the SDK's own default limit of 2000 points.
+ */
+const DEFAULT_CARDINALITY_LIMIT = 250
+
+/** The attributes of the overflow series, as the OpenTelemetry SDKs' cardinality limit names it. */
+const OVERFLOW_ATTRIBUTES = Object.freeze({ 'otel.metric.overflow': true })
+
+/**
+ * Bucket boundaries in seconds (the SDK's default ones, 0 5 10 25 … 10000, are meant for
+ * milliseconds: every wait under 5 s would fall into one bucket). Waits: 1 ms to a minute;
+ * holds: to an hour.
+ */
+const ACQUIRE_BUCKETS = Object.freeze([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60])
+const HOLD_BUCKETS = Object.freeze([...ACQUIRE_BUCKETS, 300, 900, 3600])
+
+// What a key's identifiers look like, each replaced by `*` (in this order: an e-mail's or a
+// UUID's digits must not be taken first).
+const EMAIL = /[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+/g
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi
+/** A ULID: 26 characters of Crockford's base32, the first 0–7. */
+const ULID = /(?<![A-Za-z0-9])[0-7][0-9A-HJKMNP-TV-Z]{25}(?![A-Za-z0-9])/gi
+/** Hex of 12 characters or more with a digit in it: SHA-1, SHA-256, MongoDB ids, … */
+const HEX = /(?<![A-Za-z0-9])(?=[a-f]*[0-9])[0-9a-f]{12,}(?![A-Za-z0-9])/gi
+/** A word of 16 characters or more in base64's or base64url's alphabet (tested by `random`). */
+const WORD = /[A-Za-z0-9+/_-]{16,}={0,2}/g
+const DIGITS = /[0-9]+/g
+/** What UUIDs, ULIDs, hex digests and base64 ids all have: a run of 12 such characters. */
+const LONG_WORD = /[A-Za-z0-9+/_=-]{12,}/
+
+/** The class of a character for `random`: lower case, upper case, digit, or -1 for the others. */
+function classOf(c) {
+  if (c >= 97 && c <= 122) return 0
+  if (c >= 65 && c <= 90) return 1
+  if (c >= 48 && c <= 57) return 2
+  return -1
+}
+
+/**
+ * Whether a long word looks random (a base64 id, a nanoid…) rather than written (`camelCase`,
+ * `snake_case_v2`, `api/v1/users`): between one letter or digit and the next, the class (lower
+ * case, upper case, digit) changes at three steps in five in random text, and at few in words.
+ */
+function random(word) {
+  let changes = 0
+  let steps = -1
+  let last = -1
+  for (let i = 0; i < word.length; i++) {
+    const c = classOf(word.charCodeAt(i))
+    if (c < 0) continue
+    if (last >= 0 && c !== last) changes++
+    last = c
+    steps++
+  }
+  return steps >= 11 && changes >= 0.4 * steps
+}
+
+/**
+ * The default `deadbolt.lock.name` of a key: the key with its identifiers replaced by `*`:
+ * e-mail addresses, UUIDs, ULIDs, hex digests, base64 ids and runs of digits (`order:1234` and
+ * `order:98` are both `order:*`), so that the metrics' cardinality stays bounded by the shapes
+ * of the keys, not their number.
  */
 function defaultLockName(key) {
-  return key.replace(UUID, '*').replace(DIGITS, '*')
+  let name = key
+  // Each pattern only where it may match: most keys have no '@' and no long word.
+  if (name.includes('@')) name = name.replace(EMAIL, '*')
+  if (LONG_WORD.test(name)) {
+    name = name.replace(UUID, '*').replace(ULID, '*').replace(HEX, '*').replace(WORD, (w) => (random(w) ? '*' : w))
+  }
+  return name.replace(DIGITS, '*')
 }
 
 /** `@opentelemetry/api`, or an error saying to install it (it is an optional peer dependency). */
@@ -48,22 +111,26 @@ function loadApi() {
 
 /**
  * Instruments every deadbolt client of this process. `options`: `tracerProvider` and
- * `meterProvider` (default: the global ones), `lockName(key)` (default: digits and UUIDs as
- * `*`). Returns a function that undoes it (ending the spans still open).
+ * `meterProvider` (default: the global ones), `lockName(key)` (default: `defaultLockName`),
+ * `cardinalityLimit` (the most lock-name series; the names past it share one series with the
+ * attribute `otel.metric.overflow: true`). Returns a function that undoes it (ending the spans
+ * still open).
  */
 function instrument(options = {}) {
   v.checkObject(options, 'options')
   v.checkKnownKeys(options, INSTRUMENT_OPTIONS, 'options')
-  const { tracerProvider, meterProvider, lockName = defaultLockName } = options
+  const { tracerProvider, meterProvider, lockName = defaultLockName, cardinalityLimit = DEFAULT_CARDINALITY_LIMIT } = options
   if (typeof lockName !== 'function') throw v.typeError('options.lockName', 'of type function', lockName)
+  if (typeof cardinalityLimit !== 'number') throw v.typeError('options.cardinalityLimit', 'of type number', cardinalityLimit)
+  if (!Number.isSafeInteger(cardinalityLimit) || cardinalityLimit < 1) throw v.rangeError('options.cardinalityLimit', 'an integer >= 1', cardinalityLimit)
   if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== 'function') throw v.typeError('options.tracerProvider', 'a TracerProvider (with getTracer)', tracerProvider)
   if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function') throw v.typeError('options.meterProvider', 'a MeterProvider (with getMeter)', meterProvider)
   const api = loadApi()
   const tracer = (tracerProvider ?? api.trace.getTracerProvider()).getTracer('deadbolt', version)
   const meter = (meterProvider ?? api.metrics.getMeterProvider()).getMeter('deadbolt', version)
 
-  const acquireDuration = meter.createHistogram('deadbolt.lock.acquire.duration', { unit: 's', description: 'How long acquisitions waited, by result' })
-  const holdDuration = meter.createHistogram('deadbolt.lock.hold.duration', { unit: 's', description: 'How long locks were held, from the grant to the release or loss' })
+  const acquireDuration = meter.createHistogram('deadbolt.lock.acquire.duration', { unit: 's', description: 'How long acquisitions waited, by result', advice: { explicitBucketBoundaries: ACQUIRE_BUCKETS } })
+  const holdDuration = meter.createHistogram('deadbolt.lock.hold.duration', { unit: 's', description: 'How long locks were held, from the grant to the release or loss', advice: { explicitBucketBoundaries: HOLD_BUCKETS } })
   // Asynchronous up-down counters: the counts are kept here and observed at collection, so an
   // acquisition pays an addition, not four attribute-hashing records of the SDK.
   const heldCount = meter.createObservableUpDownCounter('deadbolt.lock.held', { unit: '{lock}', description: 'Locks held by this process' })
@@ -81,9 +148,13 @@ function instrument(options = {}) {
 
   /**
    * One series per store, kind and lock name: its attributes (made once, frozen: the SDK reads
-   * them at every record), those with each result, and the held and pending counts.
+   * them at every record), those with each result, and the held and pending counts. At most
+   * `cardinalityLimit` of them; the names past it share `overflow`. A series is kept when
+   * nothing is held or pending in it: the SDK goes on exporting it (cumulative) at its last
+   * value, which must be observed as 0 rather than left stale, and the limit bounds them.
    */
   const series = new Map()
+  const overflow = { attrs: OVERFLOW_ATTRIBUTES, byResult: new Map(), held: 0, pending: 0 }
   let warned = false
   /**
    * `lockName(key)`; if it throws, the default name and one process warning: an exception in
@@ -105,6 +176,7 @@ function instrument(options = {}) {
     const id = `${ctx.store}\u0000${ctx.kind}\u0000${name}`
     let s = series.get(id)
     if (s === undefined) {
+      if (series.size >= cardinalityLimit) return overflow
       const attrs = Object.freeze({ 'deadbolt.store': ctx.store, 'deadbolt.lock.kind': ctx.kind, 'deadbolt.lock.name': name })
       s = { attrs, byResult: new Map(), held: 0, pending: 0 }
       series.set(id, s)
@@ -119,8 +191,12 @@ function instrument(options = {}) {
     }
     return a
   }
-  const observeHeld = (result) => { for (const s of series.values()) result.observe(s.held, s.attrs) }
-  const observePending = (result) => { for (const s of series.values()) result.observe(s.pending, s.attrs) }
+  function observeAll(result, count) {
+    for (const s of series.values()) result.observe(s[count], s.attrs)
+    if (series.size >= cardinalityLimit) result.observe(overflow[count], overflow.attrs)
+  }
+  const observeHeld = (result) => observeAll(result, 'held')
+  const observePending = (result) => observeAll(result, 'pending')
   heldCount.addCallback(observeHeld)
   pendingCount.addCallback(observePending)
 

@@ -33,7 +33,11 @@ async function main(): Promise<void> {
   } catch (err) {
     assert.ok(err instanceof LockAcquisitionError)
     assert.equal(err.code, 'ERR_LOCK_ACQUISITION')
+    const json: deadbolt.LockErrorJSON = err.toJSON()
+    assert.equal(json.code, 'ERR_LOCK_ACQUISITION')
   }
+  const protocol: deadbolt.StoreErrorCode = 'ERR_LOCK_STORE_PROTOCOL'
+  assert.ok(protocol)
 
   // The local deadline, and Redlock's form of connect (lazy: no servers needed to type-check).
   const timed = await locks.acquire(key)

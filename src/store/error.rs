@@ -37,12 +37,16 @@ pub enum ErrorKind {
     /// The name is taken by another application's data of another kind (Redis: a hash, a
     /// list, a set… under the lock's key), which deadbolt leaves as it is.
     WrongType,
+    /// Something answered at the server's address, but not in the store's protocol: the URL
+    /// names another kind of server (a `redis://` URL at a MySQL or HTTP port, a `mysql://`
+    /// URL at a Redis port…). Trying again does not help; the URL must change.
+    Protocol,
 }
 
 impl ErrorKind {
     /// Every kind, in the order of [`ErrorKind::code`]'s table (Redlock's quorum counts the
     /// kinds of its servers' errors over it).
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::Unreachable,
         ErrorKind::Timeout,
         ErrorKind::Closed,
@@ -54,6 +58,7 @@ impl ErrorKind {
         ErrorKind::Internal,
         ErrorKind::Replaced,
         ErrorKind::WrongType,
+        ErrorKind::Protocol,
     ];
 
     /// Whether a request that failed this way may still have been carried out by the store
@@ -78,6 +83,7 @@ impl ErrorKind {
             ErrorKind::Internal => "ERR_LOCK_STORE_INTERNAL",
             ErrorKind::Replaced => "ERR_LOCK_STORE_REPLACED",
             ErrorKind::WrongType => "ERR_LOCK_STORE_WRONG_TYPE",
+            ErrorKind::Protocol => "ERR_LOCK_STORE_PROTOCOL",
         }
     }
 }

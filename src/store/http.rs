@@ -22,10 +22,36 @@ pub fn build_client(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, 
         .map_err(|e| format!("cannot set up the HTTP client: {e}"))
 }
 
+/// Whether the server refused the connection (nothing listens at its address).
+pub fn is_refused(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
 /// A transport failure of reqwest (a timeout, a connection that could not be made or broke, a
-/// TLS handshake that failed) as `<store>: <what>: <the error and its causes>`. A timeout is
+/// TLS handshake that failed) as `<store>: <what>: <the error and its causes>`, or, for a
+/// refused connection, `<store>: <what>: connection refused by <host:port>`. A timeout is
 /// [`ErrorKind::Timeout`], anything else [`ErrorKind::Unreachable`].
 pub fn transport_error(store: &str, what: &str, e: &reqwest::Error) -> StoreError {
+    if is_refused(e) {
+        if let Some(url) = e.url() {
+            let host = url.host_str().unwrap_or("");
+            let port = url.port_or_known_default().unwrap_or(0);
+            return StoreError::new(
+                ErrorKind::Unreachable,
+                format!("{store}: {what}: connection refused by {host}:{port}"),
+            );
+        }
+    }
     let kind = if e.is_timeout() {
         ErrorKind::Timeout
     } else {

@@ -15,6 +15,7 @@ pub mod mysql;
 pub mod open;
 pub mod permits;
 pub mod postgres;
+pub mod protocol;
 mod redact;
 pub mod redis;
 pub mod redlock;

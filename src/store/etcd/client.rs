@@ -55,6 +55,17 @@ pub struct Api {
 
 crate::store::redact::debug_fields!(Api: endpoints, credentials);
 
+/// Whether a request that failed reached etcd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// No connection could be made to the member: the request never left.
+    Unconnected,
+    /// The member answered that it refused it before applying it (no leader).
+    Refused,
+    /// It may have been applied.
+    Maybe,
+}
+
 /// A member's failure that another member may not share: the next request goes elsewhere.
 fn member_failure(kind: ErrorKind) -> bool {
     matches!(kind, ErrorKind::Unreachable | ErrorKind::Timeout)
@@ -190,13 +201,20 @@ impl Api {
         retry: Retry,
     ) -> StoreResult<Value> {
         let mut tried = 0;
+        // Members of this round that could not be connected to (refused, no such name):
+        // reported at once when all of them, as the other stores report it.
+        let mut unconnected = 0;
         loop {
             let (i, member) = self.member();
             tried += 1;
-            let (error, sent) = match self.send(member, path, body, token, deadline).await {
+            let (error, reach) = match self.send(member, path, body, token, deadline).await {
                 Ok(v) => return Ok(v),
                 Err(failure) => failure,
             };
+            if reach == Reach::Unconnected && error.kind == ErrorKind::Unreachable {
+                unconnected += 1;
+            }
+            let sent = reach == Reach::Maybe;
             if !member_failure(error.kind) {
                 return Err(error);
             }
@@ -208,6 +226,13 @@ impl Api {
                 return Err(error);
             }
             if tried % self.endpoints.len() == 0 {
+                // No member could be connected to (nothing listens at their addresses): said
+                // at once, as the other stores do, rather than at the deadline. A member that
+                // is up but stands apart from the quorum answers, and is waited for.
+                if unconnected == self.endpoints.len() {
+                    return Err(error);
+                }
+                unconnected = 0;
                 let pause = Duration::from_millis(50).mul_f64(0.5 + fastrand::f64());
                 if Instant::now() + pause >= deadline {
                     return Err(error);
@@ -276,7 +301,7 @@ impl Api {
         body: &[u8],
         token: Option<&str>,
         deadline: Instant,
-    ) -> Result<Value, (StoreError, bool)> {
+    ) -> Result<Value, (StoreError, Reach)> {
         let left = deadline.saturating_duration_since(Instant::now());
         let mut request = self
             .http
@@ -292,15 +317,19 @@ impl Api {
         if let Some(t) = token {
             request = request.header("authorization", t);
         }
-        let reply = request
-            .send()
-            .await
-            .map_err(|e| (errors::transport_error(path, &e), !e.is_connect()))?;
+        let reply = request.send().await.map_err(|e| {
+            let reach = if e.is_connect() {
+                Reach::Unconnected
+            } else {
+                Reach::Maybe
+            };
+            (errors::transport_error(path, &e), reach)
+        })?;
         let status = reply.status().as_u16();
         let bytes = reply
             .bytes()
             .await
-            .map_err(|e| (errors::transport_error(path, &e), true))?;
+            .map_err(|e| (errors::transport_error(path, &e), Reach::Maybe))?;
         let value = parse_lines(&bytes).ok_or_else(|| {
             let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
             (
@@ -308,7 +337,7 @@ impl Api {
                     ErrorKind::Server,
                     format!("etcd: {path}: HTTP {status}: {text}"),
                 ),
-                true,
+                Reach::Maybe,
             )
         })?;
         // A stream's answers (keep-alives) are checked one by one: the first error is the
@@ -336,8 +365,12 @@ impl Api {
         let text = text.and_then(Value::as_str).unwrap_or("no message");
         let error = errors::server_error(path, code, text);
         // "no leader" and "leader changed" are refusals before the request was applied.
-        let sent = code != code::UNAVAILABLE;
-        Err((error, sent))
+        let reach = if code == code::UNAVAILABLE {
+            Reach::Refused
+        } else {
+            Reach::Maybe
+        };
+        Err((error, reach))
     }
 }
 

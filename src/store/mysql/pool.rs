@@ -7,7 +7,8 @@ use sqlx::AssertSqlSafe;
 
 use super::errors::Mysql;
 use super::MysqlStore;
-use crate::store::sql::errors::db_error;
+use crate::store::protocol::{self, Expect};
+use crate::store::sql::errors::{connect_error, db_error};
 use crate::store::sql::pool::{built_pool, connected_pool};
 use crate::store::StoreResult;
 
@@ -27,9 +28,32 @@ impl MysqlStore {
         let pool = self.pool()?;
         connected_pool::<_, Mysql, _>(pool, &self.closed, &self.connected, || async {
             self.probe().await?;
-            self.log_in(pool).await
+            self.log_in_checked(pool).await
         })
         .await
+    }
+
+    /// [`Self::log_in`], unless what answers at the address turns out not to speak MySQL's
+    /// protocol first: looked at once the login is slow (see [`protocol::wrong_protocol`]),
+    /// so that a URL pointed at an HTTP or Redis port, which never greets the driver, fails in
+    /// milliseconds rather than at the connect timeout.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe, as [`Self::log_in`] is.
+    pub(super) async fn log_in_checked(&self, pool: &MySqlPool) -> StoreResult<()> {
+        let opts = &self.connect_options;
+        if opts.get_socket().is_some() {
+            return self.log_in(pool).await;
+        }
+        let check = async {
+            tokio::time::sleep(protocol::SLOW_LOGIN).await;
+            let (host, port) = (opts.get_host(), opts.get_port());
+            protocol::wrong_protocol("mysql", host, port, self.acquire_timeout, Expect::Mysql).await
+        };
+        tokio::select! {
+            done = self.log_in(pool) => done,
+            wrong = check => Err(wrong),
+        }
     }
 
     /// Opens a first pooled connection (kept in the pool for the next statement), so that a
@@ -42,7 +66,7 @@ impl MysqlStore {
                 Some(path) => path.display().to_string(),
                 None => format!("{}:{}", opts.get_host(), opts.get_port()),
             };
-            db_error::<Mysql>(&format!("connecting to {server}"), e)
+            connect_error::<Mysql>(&server, "MySQL", e)
         })
     }
 

@@ -9,7 +9,8 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 
 use super::errors::{is_protocol_violation, Postgres};
 use super::PostgresStore;
-use crate::store::sql::errors::db_error;
+use crate::store::protocol::{self, Expect};
+use crate::store::sql::errors::{connect_error, db_error};
 use crate::store::sql::pool::{built_pool, connected_pool};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 
@@ -37,7 +38,7 @@ impl PostgresStore {
         let pool = self.pool()?;
         connected_pool::<_, Postgres, _>(pool, &self.closed, &self.connected, || async {
             self.probe().await?;
-            self.log_in(pool).await
+            self.log_in_checked(pool).await
         })
         .await
     }
@@ -80,7 +81,7 @@ impl PostgresStore {
                     ),
                 ))
             }
-            Err(e) => return Err(db_error::<Postgres>(&connecting, e)),
+            Err(e) => return Err(connect_error::<Postgres>(&self.server(), "PostgreSQL", e)),
         };
         // A simple query: no prepared statement, whatever stands in front of the server.
         let setting: Option<String> =
@@ -105,6 +106,36 @@ impl PostgresStore {
             ));
         }
         Ok(())
+    }
+
+    /// [`Self::log_in`], unless what answers at the address turns out not to speak
+    /// PostgreSQL's protocol first: looked at once the login is slow (see
+    /// [`protocol::wrong_protocol`]), so that a URL pointed at an HTTP or Redis port, which
+    /// never answers the driver, fails in milliseconds rather than at the connect timeout.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe, as [`Self::log_in`] is.
+    pub(super) async fn log_in_checked(&self, pool: &PgPool) -> StoreResult<()> {
+        let opts = &self.connect_options;
+        if opts.get_socket().is_some() {
+            return self.log_in(pool).await;
+        }
+        let check = async {
+            tokio::time::sleep(protocol::SLOW_LOGIN).await;
+            let (host, port) = (opts.get_host(), opts.get_port());
+            protocol::wrong_protocol(
+                "postgres",
+                host,
+                port,
+                self.acquire_timeout,
+                Expect::Postgres,
+            )
+            .await
+        };
+        tokio::select! {
+            done = self.log_in(pool) => done,
+            wrong = check => Err(wrong),
+        }
     }
 
     /// Whether the server accepts a login without the startup parameters the store adds

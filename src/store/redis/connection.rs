@@ -128,7 +128,8 @@ impl Node {
             ErrorKind::Unreachable
             | ErrorKind::Timeout
             | ErrorKind::Auth
-            | ErrorKind::NoDatabase => StoreError::new(
+            | ErrorKind::NoDatabase
+            | ErrorKind::Protocol => StoreError::new(
                 error.kind,
                 format!("redis {}: {}", self.server, error.message),
             ),

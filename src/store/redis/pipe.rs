@@ -23,7 +23,7 @@
 //!   new connection (every script is safe to repeat), the others fail as unreachable.
 
 use super::scripts::load_all;
-use super::socket::{connect, PipeConfig, Stream};
+use super::socket::{connect, decode_error, PipeConfig, Stream};
 use crate::runtime::flush::{self, Flush};
 use bytes::BytesMut;
 use redis::{RedisError, RedisResult, ServerErrorKind, Value};
@@ -505,7 +505,7 @@ fn answer(
     deliveries: &mut Deliveries,
 ) -> Result<(), RedisError> {
     let mut st = lock(&shared.state);
-    while let Some(value) = codec.decode(buf)? {
+    while let Some(value) = codec.decode(buf).map_err(|e| decode_error(e, buf))? {
         match answer_front(&mut st.queue, value)? {
             Answered::Waiting => {}
             Answered::Done(tx, got) => deliveries.push((tx, Ok(got))),

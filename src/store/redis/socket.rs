@@ -155,12 +155,52 @@ impl std::error::Error for NoSuchDatabase {}
 /// Whether `e` is a [`NoSuchDatabase`] (redis-rs keeps an I/O error as its source, behind an
 /// `Arc`).
 pub(super) fn is_no_such_database(e: &RedisError) -> bool {
+    inner(e).is_some_and(|inner| inner.is::<NoSuchDatabase>())
+}
+
+/// Bytes that are no Redis reply came from the server: what answers at the address is another
+/// kind of server (named when its first bytes tell). Carried inside the connection's error as
+/// a type of its own, as [`NoSuchDatabase`] is (see [`is_not_redis`]).
+#[derive(Debug)]
+pub(super) struct NotRedis(pub &'static str);
+
+impl std::fmt::Display for NotRedis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server does not speak the Redis protocol (it answered as {} does); is the \
+             URL's port that of a Redis server?",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NotRedis {}
+
+/// A decoding failure of the bytes in `buf`: for bytes that are no reply, a [`NotRedis`] (the
+/// parser's own text, which quotes the bytes, is not kept); the error itself otherwise (an
+/// I/O error).
+pub(super) fn decode_error(e: RedisError, buf: &[u8]) -> RedisError {
+    if e.kind() == redis::ErrorKind::Parse {
+        let who = crate::store::protocol::who_answered(buf).unwrap_or("a server of another kind");
+        RedisError::from(io::Error::other(NotRedis(who)))
+    } else {
+        e
+    }
+}
+
+/// The error inside an I/O error of redis-rs (which keeps it as its source, behind an `Arc`).
+fn inner(e: &RedisError) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
     use std::error::Error;
     e.source()
         .and_then(|s| s.downcast_ref::<Arc<dyn Error + Send + Sync>>())
         .and_then(|a| a.downcast_ref::<io::Error>())
         .and_then(|io| io.get_ref())
-        .is_some_and(|inner| inner.is::<NoSuchDatabase>())
+}
+
+/// Whether `e` is a [`NotRedis`].
+pub(super) fn is_not_redis(e: &RedisError) -> bool {
+    inner(e).is_some_and(|inner| inner.is::<NotRedis>())
 }
 
 /// Writes `cmds` on a connection nobody else uses yet and reads their replies.
@@ -190,7 +230,7 @@ async fn exchange_packed(
     let mut codec = redis::ValueCodec::default();
     let mut replies = Vec::with_capacity(expected);
     while replies.len() < expected {
-        match codec.decode(&mut buf)? {
+        match codec.decode(&mut buf).map_err(|e| decode_error(e, &buf))? {
             Some(v) => replies.push(v),
             None => {
                 stream.readable().await?;

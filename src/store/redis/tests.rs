@@ -708,6 +708,34 @@ fn a_refused_login_and_a_refused_database_have_kinds_of_their_own() {
     assert_eq!(super::errors::kind_of(&refused), ErrorKind::Unreachable);
 }
 
+#[test]
+fn bytes_that_are_no_reply_are_another_protocol_in_words() {
+    use crate::store::ErrorKind;
+    use redis::{ParsingError, RedisError};
+    // The pipe's, typed inside an I/O error, and redis-rs's own parser's (rediss://, Cluster).
+    let pipe = super::socket::decode_error(
+        RedisError::from(ParsingError::from("Parse error at 0\nUnexpected `H`")),
+        b"HTTP/1.1 400 Bad Request\r\n",
+    );
+    let theirs = RedisError::from(ParsingError::from("Parse error at 768\nUnexpected `J`"));
+    for e in [pipe, theirs] {
+        let err = super::errors::store_err(e);
+        assert_eq!(err.kind, ErrorKind::Protocol);
+        assert!(
+            err.message.contains("does not speak the Redis protocol"),
+            "{}",
+            err.message
+        );
+        assert!(!err.message.contains("Parse error"), "{}", err.message);
+    }
+    // A reply of another type than expected stays a bug of ours.
+    let conversion = RedisError::from(ParsingError::from("Response type not string compatible."));
+    assert_eq!(super::errors::kind_of(&conversion), ErrorKind::Internal);
+    // No kind name of redis-rs in a message.
+    let login = RedisError::from((redis::ErrorKind::AuthenticationFailed, "refused"));
+    assert_eq!(super::errors::store_err(login).message, "refused");
+}
+
 /// Every path of every script, run behind the key guard that tests put in front of each
 /// (`scripts::declared`): a script touching a key it did not declare in `KEYS` fails the
 /// call, as Redis Cluster and Dragonfly require.

@@ -26,7 +26,47 @@ pub fn kind_of<D: Dialect>(e: &sqlx::Error) -> ErrorKind {
 /// A store error for `operation`. sqlx's messages name the server's error and never the
 /// connection options, so no password reaches the message.
 pub fn db_error<D: Dialect>(operation: &str, e: sqlx::Error) -> StoreError {
-    StoreError::new(kind_of::<D>(&e), format!("{}: {operation}: {e}", D::NAME))
+    StoreError::new(
+        kind_of::<D>(&e),
+        format!("{}: {operation}: {}", D::NAME, words(&e)),
+    )
+}
+
+/// A failure to connect to `server` or log in. Bytes the driver could not read as the
+/// dialect's protocol (`protocol` names it) there are another kind of server's answer:
+/// [`ErrorKind::Protocol`].
+pub fn connect_error<D: Dialect>(server: &str, protocol: &str, e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Protocol(_) = e {
+        return StoreError::new(
+            ErrorKind::Protocol,
+            format!(
+                "{} {server}: the server does not speak the {protocol} protocol; is the URL's \
+                 port that of a {protocol} server?",
+                D::NAME,
+            ),
+        );
+    }
+    db_error::<D>(&format!("connecting to {server}"), e)
+}
+
+/// sqlx's text of `e` without what only its authors need: a protocol error's place in
+/// sqlx's source (`… (sqlx_postgres::connection::tls:95)`).
+fn words(e: &sqlx::Error) -> String {
+    let text = e.to_string();
+    if let Some(start) = text.rfind(" (") {
+        let place = &text[start + 2..];
+        if place.ends_with(')')
+            && place.starts_with("sqlx")
+            && place.contains("::")
+            && place[..place.len() - 1]
+                .rsplit(':')
+                .next()
+                .is_some_and(|line| !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return text[..start].to_string();
+        }
+    }
+    text
 }
 
 /// A read's outcome as `operation`'s, where a table nobody created yet holds nothing: it
