@@ -88,6 +88,11 @@ for (const [store, workload, n, ms] of SMOKE) {
   })
 }
 
+// The node-redlock face's documented limits (docs/guarantees.md): node-redlock bounds its
+// attempts, not its time, and a grant can come back with its validity spent. Neither is about
+// exclusion: an overlap, a stale write or a token going back still fails this test.
+const REDLOCK_FACE_LIMITS = [/grant\(s\) arrived already lost/, /call\(s\) beyond their bound/]
+
 test('the node-redlock face (--lock redlock) passes 2 short fault schedules of the mutex workload on redlock', { timeout: 120_000 }, async (t) => {
   if (!STORES.redlock.available()) {
     if (process.env.CI) throw new Error('redis-server is not installed')
@@ -99,8 +104,8 @@ test('the node-redlock face (--lock redlock) passes 2 short fault schedules of t
   for (const s of doc.schedules) t.diagnostic(`seed ${s.seed}: ops=${s.figures.ops} grants=${s.figures.grants} faults=${s.faults.map((f) => f.kind).join(',')} ${s.violations.join(' | ')}`)
   assert.equal(doc.schedules.length, 2, 'every schedule ran')
   const violations = doc.schedules.flatMap((s) => s.violations)
-  const open = violations.filter((v) => OPEN_DEFECTS.some((d) => d.test(v)))
-  if (open.length) t.diagnostic(`OPEN DEFECT seen: ${open.join(' | ')}`)
+  const open = violations.filter((v) => REDLOCK_FACE_LIMITS.some((d) => d.test(v)))
+  if (open.length) t.diagnostic(`a documented limit of the face: ${open.join(' | ')}`)
   assert.deepEqual(violations.filter((v) => !open.includes(v)), [], `violations (replay: ${doc.replay})`)
   assert.ok(code === 0 || open.length > 0, `exit code ${code}`)
 })
