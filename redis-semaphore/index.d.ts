@@ -1,4 +1,11 @@
 // Types of `deadbolt/redis-semaphore` (require): redis-semaphore 5.8's exports.
+
+/**
+ * redis-semaphore 5.8's exports, wire compatible.
+ *
+ * @packageDocumentation
+ * @module deadbolt/redis-semaphore
+ */
 import { LockAcquisitionError, LockLostError } from '../index.js'
 
 /**

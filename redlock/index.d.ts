@@ -1,4 +1,11 @@
 // Types of `deadbolt/redlock` (require and import): node-redlock 5's exports.
+
+/**
+ * node-redlock 5's exports, wire compatible with redlock 5.0.0-beta.2.
+ *
+ * @packageDocumentation
+ * @module deadbolt/redlock
+ */
 import { EventEmitter } from 'events'
 
 /**

@@ -1,4 +1,11 @@
 // Types of `deadbolt/redlock/v4` (require): node-redlock 4's export.
+
+/**
+ * node-redlock 4's export, wire compatible with redlock 4.2.
+ *
+ * @packageDocumentation
+ * @module deadbolt/redlock/v4
+ */
 import { EventEmitter } from 'events'
 
 declare namespace Redlock {
