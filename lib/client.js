@@ -401,7 +401,7 @@ class LockClient {
    */
   async close() {
     if (this._closed) return
-    debug(() => `client for ${this._where} closing`)
+    debug('client', () => `client for ${this._where} closing`)
     const native = this._native_
     native.flushOps()
     const closing = native.request((req) => native.addon.close(req))
