@@ -6,7 +6,7 @@
 
 const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawnSync, execFileSync } = require('node:child_process')
+const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -68,6 +68,21 @@ test('leader and permits show a hostile election or semaphore name escaped', asy
     assert.doesNotMatch(r.out, RAW, command)
     assert.ok(r.out.includes(SHOWN), `${command}: ${r.out}`)
   }
+})
+
+test('watch shows a hostile lock name and its holder escaped', async (t) => {
+  const locks = await client(t)
+  const key = `${prefix('hostile')}${HOSTILE}`
+  const lock = await locks.acquire(key, { ttl: 60_000 })
+  t.after(() => lock.release())
+  const child = spawn(process.execPath, [BIN, 'watch', URL_, key], { stdio: ['ignore', 'pipe', 'pipe'] })
+  t.after(() => child.kill('SIGKILL'))
+  let out = ''
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (d) => { out += d })
+  await eventually(() => out.includes('\n'), 15_000, 'the first line of watch')
+  assert.doesNotMatch(out, RAW)
+  assert.ok(out.includes(`${key.slice(0, -HOSTILE.length)}${SHOWN}  holder: `), out)
 })
 
 test('a backslash in a name is shown doubled, so a name cannot pass for an escape', async (t) => {
