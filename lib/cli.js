@@ -106,6 +106,14 @@ function parse(argv) {
   return { positional, flags }
 }
 
+/**
+ * An error's message for stderr: it may quote a key or a server's words, so each of its lines
+ * goes through `visible` (a message of several lines keeps them).
+ */
+function message(err) {
+  return String(err?.message ?? err).split('\n').map(visible).join('\n')
+}
+
 /** Names and owners come from other processes: every text line shows them through `visible`. */
 function describe(info) {
   const token = info.fencingToken === null ? 'unknown' : String(info.fencingToken)
@@ -330,7 +338,7 @@ async function main(argv, io) {
     // command's first call instead, with the same error.
     locks = await connect(url, { connectTimeout: 5000, lazy: true, ...(flags.table === undefined ? {} : { table: flags.table }) })
   } catch (err) {
-    io.err(`deadbolt: ${visible(err.message)}`)
+    io.err(`deadbolt: ${message(err)}`)
     return err.code === 'ERR_LOCK_BACKEND' ? EXIT.store : EXIT.usage
   }
   try {
@@ -340,7 +348,7 @@ async function main(argv, io) {
       io.err(`deadbolt: ${err.message}\n\n${HELP[command]}`)
       return EXIT.usage
     }
-    io.err(`deadbolt: ${visible(err.message)}`)
+    io.err(`deadbolt: ${message(err)}`)
     return err.code === 'ERR_LOCK_BACKEND' ? EXIT.store : EXIT.usage
   } finally {
     await locks.close()
