@@ -86,6 +86,23 @@ for (const store of [{ name: 'redis', url: REDIS_URL, need: needRedis }, { name:
   })
 }
 
+test('list says when more locks are held than --limit shows (on stderr with --json)', async () => {
+  const locks = await connect(SQLITE_URL)
+  try {
+    const p = prefix('cli') + 'more:'
+    for (const k of ['a', 'b', 'c']) await locks.acquire(`${p}${k}`)
+    const text = cli('list', SQLITE_URL, p, '--limit', '2')
+    assert.equal(text.code, 0, text.err)
+    assert.match(text.out, /^2 shown; more are held \(--limit shows more/m)
+    const json = cli('list', SQLITE_URL, p, '--limit', '2', '--json')
+    assert.equal(JSON.parse(json.out).length, 2)
+    assert.match(json.err, /^2 shown; more are held/)
+    assert.doesNotMatch(cli('list', SQLITE_URL, p, '--limit', '3').out, /more are held/)
+  } finally {
+    await locks.close()
+  }
+})
+
 test('release --force without --yes and without a terminal to ask frees nothing', async (t) => {
   if (!(await needRedis(t))) return
   const locks = await connect(REDIS_URL)

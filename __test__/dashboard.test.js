@@ -302,3 +302,92 @@ test("the dashboard's chart keeps the last 600 frames", async (t) => {
   await eventually(() => messages.length > seen, 15_000, 'one more frame')
   assert.equal(messages.at(-1).history.length, 600)
 })
+
+test("in a browser, a store named with $' $& and </script> is shown as it is and the page connects", async (t) => {
+  const exe = chromiumPath(t)
+  if (exe === null) return
+  // `$'` and `$&` are String.replace patterns; `</script>` would end the page's script.
+  const dir = path.join(DIR, "a$'b$&c</script><script>alert(1)</script>")
+  fs.mkdirSync(dir, { recursive: true })
+  const url = `sqlite://${path.join(dir, 'locks.db')}`
+  const p = prefix('dash')
+  const locks = await connect(url)
+  t.after(() => locks.close())
+  await locks.acquire(`${p}odd-store`, { ttl: 60_000 })
+  const d = start(t, ['dashboard', url, '--port', '0', '--prefix', p])
+  const line = await eventually(() => d.lines.find((l) => l.startsWith('dashboard: ')), 15_000, `the dashboard's address (${d.stderr()})`)
+  const page = await browser(t, exe)
+  const errors = []
+  page.on('pageerror', (err) => errors.push(err))
+  page.on('dialog', (dialog) => {
+    errors.push(new Error(`a dialog: ${dialog.message()}`))
+    dialog.dismiss()
+  })
+  await page.goto(line.slice('dashboard: '.length))
+  await row(page, `${p}odd-store`).waitFor({ timeout: 15_000 })
+  assert.equal(await page.locator('#store').innerText(), `${locks.toJSON().store} · read-only`)
+  assert.deepEqual(errors, [])
+})
+
+test('in a browser, a fleet larger than a page is drawn a page at a time, saying how many are not shown', async (t) => {
+  const exe = chromiumPath(t)
+  if (exe === null) return
+  const p = prefix('dash')
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  for (let i = 0; i < 520; i++) await locks.acquire(`${p}${String(i).padStart(4, '0')}`, { ttl: 120_000 })
+  const d = await dashboard(t, ['--prefix', p])
+  const page = await browser(t, exe)
+  await page.goto(d.url)
+  await row(page, `${p}0000`).waitFor({ timeout: 15_000 })
+  assert.equal(await page.locator('#lock-count').innerText(), '(500 of 520 shown)')
+  assert.equal(await page.locator('#locks tr[data-key]').count(), 500)
+  await page.locator('#more-rows button').click()
+  await row(page, `${p}0519`).waitFor({ timeout: 15_000 })
+  assert.equal(await page.locator('#lock-count').innerText(), '(520)')
+})
+
+test('the dashboard says when more locks are held than --limit lists', async (t) => {
+  const p = prefix('dash')
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  for (const k of ['a', 'b', 'c']) await locks.acquire(`${p}${k}`, { ttl: 60_000 })
+  const d = await dashboard(t, ['--prefix', p, '--limit', '2'])
+  const messages = events(t, d.url)
+  await eventually(() => messages.length > 0, 15_000, 'a first frame')
+  assert.equal(messages[0].frame.locks.length, 2)
+  assert.equal(messages[0].frame.more, true)
+})
+
+test('a page that never reads its event stream is dropped, and the others are still served', async (t) => {
+  const net = require('node:net')
+  const p = prefix('dash')
+  const locks = await connect(URL_)
+  t.after(() => locks.close())
+  // Frames of about 2 MB: a reader that never reads is soon megabytes behind.
+  for (let i = 0; i < 8; i++) await locks.acquire(`${p}${i}`, { ttl: 120_000, data: 'x'.repeat(256 * 1024) })
+  const d = await dashboard(t, ['--prefix', p, '--interval', '100'])
+  const { port } = new URL(d.url)
+  const stalled = net.connect(Number(port), '127.0.0.1')
+  t.after(() => stalled.destroy())
+  // Sends its request and never reads: no 'data' listener, so the socket stays paused.
+  stalled.write(`GET /events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
+  const dropped = await eventually(() => d.lines.find((l) => l.includes('dropped a page that did not read its events')), 60_000, 'the stalled page to be dropped')
+  assert.match(dropped, /\(\d+ bytes waiting\) from 127\.0\.0\.1$/)
+  const messages = events(t, d.url)
+  await eventually(() => messages.length > 1, 15_000, 'frames for a page that reads')
+})
+
+test('on an IPv4-mapped loopback address the dashboard is loopback: no token, Host checked', async (t) => {
+  const d = await dashboard(t, ['--host', '::ffff:127.0.0.1'])
+  assert.equal(d.lines.find((l) => l.startsWith('token: ')), undefined)
+  assert.equal(new URL(d.url).search, '')
+  assert.equal((await request(d.url)).status, 200)
+  assert.equal((await request(d.url, { headers: { host: 'attacker.example:80' } })).status, 403)
+})
+
+test('the dashboard refuses an --interval beyond what a timer can wait (exit 2)', () => {
+  const r = spawnSync(process.execPath, [BIN, 'dashboard', URL_, '--interval', '3000000000'], { encoding: 'utf8', timeout: 30_000 })
+  assert.equal(r.status, 2)
+  assert.match(r.stderr, /--interval is at most 2147483647 ms/)
+})

@@ -56,3 +56,17 @@ test('help jobs prints the command\'s help, the same as jobs --help', () => {
   assert.match(r.out, /^Usage: deadbolt jobs <url> \[prefix\]/)
   assert.equal(r.out, cli('jobs', '--help').out)
 })
+
+test('deadbolt jobs shows a hostile job name escaped, in text and in --json', async (t) => {
+  const locks = await connect(URL, { name: 'cli-runner' })
+  t.after(() => locks.close())
+  const p = prefix('jobs')
+  await locks.runOnce(`${p}\x1b]0;pwned\x07\u202e`, () => {})
+  const text = cli('jobs', URL, p)
+  assert.equal(text.code, 0, text.err)
+  assert.doesNotMatch(text.out, /[\x1b\x07\u202e]/)
+  assert.match(text.out, new RegExp(`${p}\\\\x1b\\]0;pwned\\\\x07\\\\u202e`))
+  const json = cli('jobs', URL, p, '--json').out
+  assert.doesNotMatch(json, /[\x1b\x07\u202e]/)
+  assert.equal(JSON.parse(json)[0].name, `${p}\x1b]0;pwned\x07\u202e`)
+})

@@ -228,3 +228,23 @@ test('top --once shows the last run of each scheduled job under the prefix', asy
   const frame = JSON.parse(cli('top', URL_, '--once', '--json', '--prefix', p).out)
   assert.deepEqual(frame.jobs.map((j) => [j.name, j.outcome, j.holder.name]), [[`${p}nightly`, 'ran', 'top-jobs']])
 })
+
+test('top says when more locks are held than --limit shows, in text and in --json', async (t) => {
+  const locks = await client(t)
+  const p = prefix('top')
+  for (const k of ['a', 'b', 'c']) await locks.acquire(`${p}${k}`, { ttl: 60_000 })
+  const text = cli('top', URL_, '--once', '--prefix', p, '--limit', '2')
+  assert.equal(text.code, 0, text.err)
+  assert.match(text.out, /^LOCKS \(2 shown; more are held: --limit shows more\)$/m)
+  const json = JSON.parse(cli('top', URL_, '--once', '--json', '--prefix', p, '--limit', '2').out)
+  assert.deepEqual([json.locks.length, json.more], [2, true])
+  const all = JSON.parse(cli('top', URL_, '--once', '--json', '--prefix', p, '--limit', '3').out)
+  assert.deepEqual([all.locks.length, all.more], [3, false])
+})
+
+test('top refuses an --interval beyond what a timer can wait, naming the unit (exit 2)', () => {
+  const r = cli('top', URL_, '--interval', '3000000000')
+  assert.equal(r.code, 2)
+  assert.match(r.err, /--interval is at most 2147483647 ms/)
+  assert.equal(cli('top', URL_, '--limit', '1000001').code, 2)
+})

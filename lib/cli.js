@@ -8,14 +8,17 @@ const { connect } = require('./client')
 const { stores } = require('./addon')
 const { MAX_PERMITS } = require('./semaphore')
 const { holderText, holderFields } = require('./identity')
-const { Sightings, readFrame, renderFrame, parseSemaphore } = require('./view')
+const { Sightings, readFrame, listSome, renderFrame, parseSemaphore, MAX_LIMIT } = require('./view')
 const { serveDashboard } = require('./dashboard')
 const jobsCli = require('./cli-jobs')
+const { visible, jsonLine } = require('./printable')
 
 // The stores this build has (src/store/registry.rs).
 const STORES = stores()
 
 const EXIT = Object.freeze({ ok: 0, none: 1, usage: 2, store: 3 })
+/** The longest --interval: Node's timers take at most 2^31 - 1 ms (a longer one fires at once). */
+const MAX_INTERVAL = 2 ** 31 - 1
 
 const HELP = {
   main: `Usage: deadbolt <command> <url> [arguments] [--json]
@@ -37,18 +40,19 @@ On MySQL and PostgreSQL, commands that only look (all but release) never create 
 deadbolt help <command> prints a command's help; deadbolt --version (-v) prints the version.
 Exit codes: 0 done, 1 nothing there, 2 usage error, 3 the store failed.`,
   inspect: 'Usage: deadbolt inspect <url> <key> [--json]\nPrints the holder, fencing token, remaining lease and data of <key>; exit 1 if it is free.',
-  list: 'Usage: deadbolt list <url> [prefix] [--limit N] [--json]\nPrints the held locks whose names start with prefix (default: all), at most N (default 1000).',
+  list: 'Usage: deadbolt list <url> [prefix] [--limit N] [--json]\nPrints the held locks whose names start with prefix (default: all), at most N (default 1000),\nand says when more are held.',
   release: 'Usage: deadbolt release <url> --force <key> [--yes] [--json]\nFrees <key> whoever holds it; its holder learns it lost the lock at its next heartbeat.\nAsks for confirmation unless --yes; exit 1 if nothing was held.',
   watch: 'Usage: deadbolt watch <url> <key> [--interval MS] [--json]\nPrints a line each time the holder of <key> changes (polled every MS ms, default 200).',
   leader: 'Usage: deadbolt leader <url> <name> [--json]\nPrints the current leader of election <name> (its data and term); exit 1 if there is none.',
   permits: 'Usage: deadbolt permits <url> <name> [--json]\nPrints the holders of semaphore (or read-write lock) <name>: owner, permits, fencing token, remaining lease; exit 1 if nobody holds any.',
-  top: `Usage: deadbolt top <url> [--prefix P] [--semaphore NAME[=LIMIT]]... [--election NAME]... [--once] [--json] [--interval MS]
+  top: `Usage: deadbolt top <url> [--prefix P] [--semaphore NAME[=LIMIT]]... [--election NAME]... [--once] [--json] [--interval MS] [--limit N]
 A live view, redrawn every second (--interval): held locks (key, holder, token, lease left, held
 for), the semaphores and elections named (stores keep no list of them, nor a semaphore's limit),
-filtered by --prefix. What the store cannot tell shows as –; "held for" is what this view saw
+filtered by --prefix, at most N locks (--limit, default 1000; it says when more are held). What
+the store cannot tell shows as –; "held for" is what this view saw
 (≥: the lock was already held when it started). --once prints one frame and exits; --json prints
 frames as JSON, one a line. Ctrl-C quits.`,
-  dashboard: `Usage: deadbolt dashboard <url> [--port 4700] [--host 127.0.0.1] [--allow-release] [--prefix P] [--semaphore NAME[=LIMIT]]... [--election NAME]... [--interval MS]
+  dashboard: `Usage: deadbolt dashboard <url> [--port 4700] [--host 127.0.0.1] [--allow-release] [--prefix P] [--semaphore NAME[=LIMIT]]... [--election NAME]... [--interval MS] [--limit N]
 Serves the live view of \`top\` as a web page (Server-Sent Events, a frame every MS ms, default 1000), with a filter box, a lease bar per
 lock and a chart of holds, grants and expiries this process saw. Read-only unless --allow-release,
 which adds force-release buttons (with a confirmation) and prints an audit line per release.
@@ -89,6 +93,8 @@ function parse(argv) {
     } else if (a === '--limit' || a === '--interval') {
       const v = Number(argv[++i])
       if (!Number.isInteger(v) || v < 1) throw new UsageError(`${a} needs a positive whole number`)
+      const max = a === '--limit' ? MAX_LIMIT : MAX_INTERVAL
+      if (v > max) throw new UsageError(`${a} is at most ${max}${a === '--interval' ? ' ms (about 24.8 days)' : ''}`)
       flags[a.slice(2)] = v
     } else if (a === '--table') {
       const v = argv[++i]
@@ -103,10 +109,19 @@ function parse(argv) {
   return { positional, flags }
 }
 
+/**
+ * An error's message for stderr: it may quote a key or a server's words, so each of its lines
+ * goes through `visible` (a message of several lines keeps them).
+ */
+function message(err) {
+  return String(err?.message ?? err).split('\n').map(visible).join('\n')
+}
+
+/** Names and owners come from other processes: every text line shows them through `visible`. */
 function describe(info) {
   const token = info.fencingToken === null ? 'unknown' : String(info.fencingToken)
-  const data = info.data === null ? '' : `  data: ${Buffer.isBuffer(info.data) ? `<${info.data.length} bytes>` : JSON.stringify(info.data)}`
-  return `${info.key}  holder: ${info.owner}  token: ${token}  remaining: ${info.remainingMs} ms${holderFields(info.holder)}${data}`
+  const data = info.data === null ? '' : `  data: ${Buffer.isBuffer(info.data) ? `<${info.data.length} bytes>` : jsonLine(info.data)}`
+  return `${visible(info.key)}  holder: ${visible(info.owner)}  token: ${token}  remaining: ${info.remainingMs} ms${visible(holderFields(info.holder))}${data}`
 }
 
 function asJson(info) {
@@ -124,7 +139,7 @@ function asJson(info) {
 function table(rows) {
   if (rows.length === 0) return ''
   const head = ['KEY', 'HOLDER', 'TOKEN', 'REMAINING MS']
-  const body = rows.map((i) => [i.key, holderText(i.holder) ?? i.owner, i.fencingToken === null ? '-' : String(i.fencingToken), String(i.remainingMs)])
+  const body = rows.map((i) => [visible(i.key), visible(holderText(i.holder) ?? i.owner), i.fencingToken === null ? '-' : String(i.fencingToken), String(i.remainingMs)])
   const widths = head.map((h, c) => Math.max(h.length, ...body.map((r) => r[c].length)))
   return [head, ...body].map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join('  ').trimEnd()).join('\n')
 }
@@ -142,7 +157,7 @@ const COMMANDS = {
   async inspect(locks, [key], flags, io) {
     if (key === undefined) throw new UsageError('inspect needs a <key>')
     const info = await locks.inspect(key)
-    io.out(flags.json ? JSON.stringify(asJson(info)) : info === null ? `${key} is free` : describe(info))
+    io.out(flags.json ? jsonLine(asJson(info)) : info === null ? `${visible(key)} is free` : describe(info))
     return info === null ? EXIT.none : EXIT.ok
   },
 
@@ -152,17 +167,20 @@ const COMMANDS = {
     const holders = await locks.semaphore(name, { limit: MAX_PERMITS }).holders()
     holders.sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1))
     const rows = holders.map((h) => ({ owner: h.owner, holder: h.holder, permits: h.permits, fencingToken: String(h.fencingToken), remainingMs: h.remainingMs }))
-    if (flags.json) io.out(JSON.stringify(rows))
-    else if (rows.length === 0) io.out(`nobody holds permits of ${name}`)
-    else io.out(rows.map((r) => `${name}  holder: ${r.owner}  permits: ${r.permits === MAX_PERMITS ? 'all (a writer)' : r.permits}  token: ${r.fencingToken}  remaining: ${r.remainingMs} ms${holderFields(r.holder)}`).join('\n'))
+    if (flags.json) io.out(jsonLine(rows))
+    else if (rows.length === 0) io.out(`nobody holds permits of ${visible(name)}`)
+    else io.out(rows.map((r) => `${visible(name)}  holder: ${visible(r.owner)}  permits: ${r.permits === MAX_PERMITS ? 'all (a writer)' : r.permits}  token: ${r.fencingToken}  remaining: ${r.remainingMs} ms${visible(holderFields(r.holder))}`).join('\n'))
     return rows.length === 0 ? EXIT.none : EXIT.ok
   },
 
   async list(locks, [prefix = ''], flags, io) {
-    const held = await locks.list(prefix, { limit: flags.limit ?? 1000 })
+    const limit = flags.limit ?? 1000
+    const { held, more } = await listSome(locks, prefix, limit)
     held.sort((a, b) => a.key.localeCompare(b.key))
-    if (flags.json) io.out(JSON.stringify(held.map(asJson)))
+    if (flags.json) io.out(jsonLine(held.map(asJson)))
     else io.out(held.length === 0 ? 'no held locks' : table(held))
+    // On stderr with --json, whose output stays an array.
+    if (more) (flags.json ? io.err : io.out)(`${held.length} shown; more are held (--limit shows more, at most ${MAX_LIMIT})`)
     return EXIT.ok
   },
 
@@ -172,16 +190,16 @@ const COMMANDS = {
     if (!flags.yes) {
       const info = await locks.inspect(key)
       if (info === null) {
-        io.out(flags.json ? JSON.stringify({ key, released: false }) : `${key} is free`)
+        io.out(flags.json ? jsonLine({ key, released: false }) : `${visible(key)} is free`)
         return EXIT.none
       }
-      if (!(await confirm(io, `Free ${key}, held by ${holderText(info.holder) ?? info.owner}? [y/N] `))) {
+      if (!(await confirm(io, `Free ${visible(key)}, held by ${visible(holderText(info.holder) ?? info.owner)}? [y/N] `))) {
         io.err('not released (pass --yes to skip the question)')
         return EXIT.usage
       }
     }
     const released = await locks.forceRelease(key)
-    io.out(flags.json ? JSON.stringify({ key, released }) : released ? `released ${key}` : `${key} was free`)
+    io.out(flags.json ? jsonLine({ key, released }) : released ? `released ${visible(key)}` : `${visible(key)} was free`)
     return released ? EXIT.ok : EXIT.none
   },
 
@@ -194,8 +212,8 @@ const COMMANDS = {
       if (holder !== last) {
         last = holder
         const at = new Date().toISOString()
-        if (flags.json) io.out(JSON.stringify({ at, ...(asJson(info) ?? { key, owner: null }) }))
-        else io.out(`${at}  ${info === null ? `${key} is free` : describe(info)}`)
+        if (flags.json) io.out(jsonLine({ at, ...(asJson(info) ?? { key, owner: null }) }))
+        else io.out(`${at}  ${info === null ? `${visible(key)} is free` : describe(info)}`)
       }
       if (io.stopped()) return EXIT.ok
       await new Promise((resolve) => setTimeout(resolve, flags.interval ?? 200))
@@ -217,9 +235,9 @@ const COMMANDS = {
         if (flags.once || err.code !== 'ERR_LOCK_BACKEND') throw err
         const at = Date.now()
         const failure = { code: err.code, cause: err.cause?.code ?? null, message: err.message }
-        if (flags.json) io.out(JSON.stringify({ at, error: failure }))
+        if (flags.json) io.out(jsonLine({ at, error: failure }))
         else {
-          const line = `${new Date(at).toISOString()}  the store failed (${failure.cause ?? failure.code}): ${failure.message}; looking again`
+          const line = `${new Date(at).toISOString()}  the store failed (${failure.cause ?? failure.code}): ${visible(failure.message)}; looking again`
           io.write(io.tty ? `\x1b[H${line}\x1b[K\x1b[J` : `${line}\n`)
         }
         await io.sleep(flags.interval ?? 1000)
@@ -227,7 +245,7 @@ const COMMANDS = {
         continue
       }
       frame.locks = sightings.see(frame.locks, frame.at)
-      if (flags.json) io.out(JSON.stringify(frame))
+      if (flags.json) io.out(jsonLine(frame))
       else if (flags.once || !io.tty) io.out(renderFrame(frame, where))
       // Home, draw, then clear what the previous, longer frame left below.
       else io.write(`\x1b[H${renderFrame(frame, where, io.columns()).replaceAll('\n', '\x1b[K\n')}\x1b[K\x1b[J`)
@@ -246,6 +264,7 @@ const COMMANDS = {
       interval: flags.interval ?? 1000,
       what: viewOf(flags),
       audit: (line) => io.out(line),
+      notice: (line) => io.out(line),
     })
     io.out(`dashboard: ${server.url}`)
     if (server.token !== null) io.out(`token: ${server.token} (the page asks for it; it is in the address above)`)
@@ -257,8 +276,8 @@ const COMMANDS = {
   async leader(locks, [name], flags, io) {
     if (name === undefined) throw new UsageError('leader needs a <name>')
     const info = await locks.leader(name)
-    if (flags.json) io.out(JSON.stringify(asJson(info)))
-    else io.out(info === null ? `${name} has no leader` : `${name}  leader: ${info.owner}  term: ${info.fencingToken ?? 'unknown'}${holderFields(info.holder)}${info.data === null ? '' : `  data: ${JSON.stringify(Buffer.isBuffer(info.data) ? info.data.toString('base64') : info.data)}`}`)
+    if (flags.json) io.out(jsonLine(asJson(info)))
+    else io.out(info === null ? `${visible(name)} has no leader` : `${visible(name)}  leader: ${visible(info.owner)}  term: ${info.fencingToken ?? 'unknown'}${visible(holderFields(info.holder))}${info.data === null ? '' : `  data: ${jsonLine(Buffer.isBuffer(info.data) ? info.data.toString('base64') : info.data)}`}`)
     return info === null ? EXIT.none : EXIT.ok
   },
 }
@@ -323,7 +342,7 @@ async function main(argv, io) {
     // command's first call instead, with the same error.
     locks = await connect(url, { connectTimeout: 5000, lazy: true, ...(flags.table === undefined ? {} : { table: flags.table }) })
   } catch (err) {
-    io.err(`deadbolt: ${err.message}`)
+    io.err(`deadbolt: ${message(err)}`)
     return err.code === 'ERR_LOCK_BACKEND' ? EXIT.store : EXIT.usage
   }
   try {
@@ -333,7 +352,7 @@ async function main(argv, io) {
       io.err(`deadbolt: ${err.message}\n\n${HELP[command]}`)
       return EXIT.usage
     }
-    io.err(`deadbolt: ${err.message}`)
+    io.err(`deadbolt: ${message(err)}`)
     return err.code === 'ERR_LOCK_BACKEND' ? EXIT.store : EXIT.usage
   } finally {
     await locks.close()

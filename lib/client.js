@@ -430,7 +430,7 @@ class LockClient {
    */
   async close() {
     if (this._closed) return
-    debug(() => `client for ${this._where} closing`)
+    debug('client', () => `client for ${this._where} closing`)
     // Jobs stop first: a running fn gets its bound to finish, and its lock and record are
     // settled while the client still works.
     if (this._jobs.size !== 0 || this._stoppingJobs !== null) {

@@ -4,26 +4,59 @@
 // through Server-Sent Events, with a history of what this process saw (holds, grants,
 // expiries) for the chart. Read-only unless `allowRelease`.
 //
-// Who may look: on loopback, pages whose Host header names this server (a page of another site
-// cannot reach it by DNS rebinding); on any other address, only requests carrying the token
-// printed at start. Who may release: a POST with the token in a header, which the served page
-// has and a page of another origin can neither read nor send without a CORS preflight this
-// server never grants.
+// Who may look: on loopback (the address the server is bound to, not the --host text), pages
+// whose Host header names this server (a page of another site cannot reach it by DNS
+// rebinding); on any other address, only requests carrying the token printed at start. Who may
+// release: a POST with the token in a header, which the served page has and a page of another
+// origin can neither read nor send without a CORS preflight this server never grants. On
+// loopback the page itself carries the token: any local user who can open the port can release
+// (docs/operations.md says so).
+//
+// A page that stops reading its event stream is dropped once more than MAX_QUEUED (or three
+// frames, when a frame is larger) wait for it: memory per page is bounded.
 
 const http = require('http')
+const net = require('net')
 const fs = require('fs')
 const path = require('path')
 const { randomBytes, timingSafeEqual } = require('crypto')
 const { Sightings, readFrame } = require('./view')
 const { holderText } = require('./identity')
+const { visible, jsonLine } = require('./printable')
 
 const PAGE = path.join(__dirname, 'dashboard.html')
 /** Samples the chart keeps: ten minutes at the default interval. */
 const HISTORY = 600
 const MAX_BODY = 64 * 1024
+/** Bytes of frames that may wait for a page that does not read before it is dropped. */
+const MAX_QUEUED = 4 * 1024 * 1024
 
-function isLoopback(host) {
-  return host === '127.0.0.1' || host === '::1' || host === 'localhost' || /^127\./.test(host)
+/**
+ * Whether `address`, the address the server is bound to (never the --host text: a name such
+ * as `127.example.com` or `localhost` may resolve anywhere), is a loopback address:
+ * 127.0.0.0/8, ::1, or 127.0.0.0/8 mapped into IPv6.
+ */
+function isLoopback(address) {
+  // The system writes a bound address in its shortest form (inet_ntop): ::1, ::ffff:127.0.0.1.
+  const v4 = address.replace(/^::ffff:/i, '')
+  return address === '::1' || (net.isIPv4(v4) && v4.startsWith('127.'))
+}
+
+/**
+ * `value` as JSON that is also safe inside an HTML <script> element: `<` (no `</script>` or
+ * `<!--` can end or change it), `>`, `&` and U+2028/2029 written as \uXXXX escapes.
+ */
+function scriptJson(value) {
+  return JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
+/** A Host header (`name:port`) as a URL writes it, or null if it is none. */
+function hostOf(header) {
+  try {
+    return new URL(`http://${header}`).host
+  } catch {
+    return null
+  }
 }
 
 function sameToken(given, token) {
@@ -66,11 +99,14 @@ class History {
 
 /**
  * Starts the dashboard for `client`. `options`: { port, host, allowRelease, interval, what
- * (see readFrame), audit(line) }. Resolves with { url, token (null on loopback), close() }.
+ * (see readFrame), audit(line), notice(line) (a page dropped) }. Resolves with { url, token
+ * (null on loopback), close() }.
  */
 async function serveDashboard(client, options) {
   const { host, allowRelease, interval, what, audit } = options
-  const loopback = isLoopback(host)
+  const notice = options.notice ?? (() => {})
+  // Known once bound (the address --host resolved to).
+  let loopback = false
   // Always made: the release endpoint needs it even on loopback (see the module comment).
   const token = randomBytes(24).toString('base64url')
   const template = fs.readFileSync(PAGE, 'utf8')
@@ -81,13 +117,16 @@ async function serveDashboard(client, options) {
   let latest = null
   let port = options.port
 
-  const config = JSON.stringify({ token, allowRelease, store: where, interval }).replace(/</g, '\\u003c')
-  const page = template.replace('/*CONFIG*/null', config)
+  // A function, not a string: `$&` or `$'` in the store's name is no replacement pattern.
+  const config = scriptJson({ token, allowRelease, store: where, interval })
+  const page = template.replace('/*CONFIG*/null', () => config)
 
+  // The Host headers that name this server, as a URL writes them (a browser writes
+  // [::ffff:127.0.0.1] as [::ffff:7f00:1]); known once bound.
+  let ownHosts = new Set()
   function allowed(req, url) {
     if (!loopback) return sameToken(url.searchParams.get('token') ?? req.headers['x-deadbolt-token'], token)
-    const hostHeader = String(req.headers.host ?? '')
-    return [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${host}:${port}`].includes(hostHeader)
+    return ownHosts.has(hostOf(String(req.headers.host ?? '')))
   }
 
   function send(res, status, type, body) {
@@ -113,7 +152,8 @@ async function serveDashboard(client, options) {
     try {
       const before = await client.inspect(key)
       const released = await client.forceRelease(key)
-      audit(`${new Date().toISOString()} force-release ${JSON.stringify(key)} previous holder ${before?.owner ?? '–'}${before?.holder ? ` (${holderText(before.holder)})` : ''} token ${before?.fencingToken ?? '–'} released ${released} from ${req.socket.remoteAddress}`)
+      // The key and holder come from the page and the store: escaped for the operator's terminal.
+      audit(`${new Date().toISOString()} force-release ${jsonLine(key)} previous holder ${visible(before?.owner ?? '–')}${before?.holder ? ` (${visible(holderText(before.holder))})` : ''} token ${before?.fencingToken ?? '–'} released ${released} from ${req.socket.remoteAddress}`)
       send(res, 200, 'application/json', JSON.stringify({ key, released, previousHolder: before?.owner ?? null }))
     } catch (err) {
       send(res, 502, 'application/json', JSON.stringify({ error: err.message, code: err.code }))
@@ -152,7 +192,18 @@ async function serveDashboard(client, options) {
       message = `event: failure\ndata: ${JSON.stringify({ message: err.message, code: err.code ?? null })}\n\n`
     }
     latest = message
-    for (const res of streams) res.write(message)
+    const bound = Math.max(MAX_QUEUED, 3 * Buffer.byteLength(message))
+    for (const res of streams) {
+      if (res.writableLength > bound) {
+        const waiting = res.writableLength
+        const from = res.socket?.remoteAddress ?? 'a closed socket'
+        streams.delete(res)
+        res.destroy()
+        notice(`${new Date().toISOString()} dropped a page that did not read its events (${waiting} bytes waiting) from ${from}`)
+      } else {
+        res.write(message)
+      }
+    }
     if (!stopped) timer = setTimeout(tick, interval)
   }
 
@@ -164,6 +215,8 @@ async function serveDashboard(client, options) {
     })
   })
   port = server.address().port
+  loopback = isLoopback(server.address().address)
+  ownHosts = new Set(['127.0.0.1', 'localhost', '[::1]', host.includes(':') ? `[${host}]` : host].map((h) => hostOf(`${h}:${port}`)).filter((h) => h !== null))
   await tick()
   const shownHost = host.includes(':') ? `[${host}]` : host
   return {

@@ -158,7 +158,7 @@ class Lock {
   _report(reason) {
     if (this._state !== HELD) return
     this._state = LOST
-    debug(() => `lock ${JSON.stringify(this.key)} lost (${reason}), token ${this._token}`)
+    debug('lost', () => `lost ${JSON.stringify(this.key)}: the lock object learns it (${reason}), token ${this._token}`)
     const known = LOST_CAUSES[reason]
     let err
     if (known === undefined) {

@@ -367,7 +367,7 @@ class Native {
         } else {
           // A lock nobody here was given (an acquisition that had already failed, been
           // aborted or closed): nobody to tell, and not worth a warning.
-          debug(() => `lost report (${reason}) for request ${req}, a lock never handed out`)
+          debug('lost', () => `lost report (${reason}) for request ${req}, a lock never handed out`)
         }
         continue
       }

@@ -18,6 +18,20 @@ const DEFAULTS = Object.freeze({
 /** The options `acquire`, `tryAcquire` and `withLock` take. */
 const ACQUIRE_OPTIONS = new Set(['ttl', 'wait', 'retryDelay', 'jitter', 'autoExtend', 'extendEvery', 'maxHold', 'data', 'signal', 'onLost', 'reentrant', 'fencing'])
 
+/**
+ * A ttl below this many ms is most likely seconds meant as milliseconds (`ttl: 30`): it is
+ * still taken as given (short leases have their uses, and tests rely on them), with one
+ * process warning that names the unit.
+ */
+const TTL_FLOOR_MS = 100
+let warnedShortTtl = false
+
+function warnShortTtl(ttl) {
+  if (warnedShortTtl) return
+  warnedShortTtl = true
+  process.emitWarning(`deadbolt: ttl is in milliseconds: ttl ${ttl} is a ${ttl} ms lease, below ${TTL_FLOOR_MS} ms (for ${ttl} seconds, pass ttl: ${ttl * 1000}). Warned once per process.`, { code: 'DEADBOLT_SHORT_TTL' })
+}
+
 /** Default lease of an election, in ms. */
 const ELECTION_TTL = L.defaultElectionTtl
 
@@ -64,6 +78,7 @@ function resolveAcquireOptions(defaults, options, waitDefault) {
     fencing: fencing ?? true,
   }
   v.checkInt(o.ttl, 'options.ttl')
+  if (o.ttl < TTL_FLOOR_MS) warnShortTtl(o.ttl)
   v.checkWait(o.wait, 'options.wait')
   v.checkInt(o.retryDelay, 'options.retryDelay')
   v.checkNumber(o.jitter, 'options.jitter', 0, 1)
@@ -106,4 +121,4 @@ function now() {
   return Number(process.hrtime.bigint() / 1_000_000n)
 }
 
-module.exports = { DEFAULTS, ELECTION_TTL, EMPTY, ONCE, now, resolveAcquireOptions, stripUndefined }
+module.exports = { DEFAULTS, ELECTION_TTL, EMPTY, ONCE, TTL_FLOOR_MS, now, resolveAcquireOptions, stripUndefined }

@@ -7,6 +7,7 @@
 
 const { MAX_PERMITS } = require('./semaphore')
 const { holderText } = require('./identity')
+const { visible, jsonLine } = require('./printable')
 
 /** What the views print for something the store cannot tell. */
 const UNKNOWN = '–'
@@ -57,15 +58,31 @@ function parseSemaphore(spec) {
   return { name: spec, limit: null }
 }
 
+/** The most locks a listing may ask for (`client.list`'s bound). */
+const MAX_LIMIT = 1_000_000
+
 /**
- * Reads one frame: `{ at, prefix, locks, semaphores, leaders, jobs }`, locks sorted by key,
- * jobs (their last run, lib/jobs.js) by name.
- * `what`: { prefix, limit, semaphores: [{ name, limit }], elections: [name] }.
+ * Lists at most `limit` held locks under `prefix`, and whether more are held: it asks for one
+ * more than it shows (the stores cannot count without reading every lock). Which ones are
+ * shown when more are held is the store's order (Redis: SCAN's), not the first by name.
+ */
+async function listSome(client, prefix, limit) {
+  const held = await client.list(prefix, { limit: Math.min(limit + 1, MAX_LIMIT) })
+  const more = held.length > limit
+  return { held: more ? held.slice(0, limit) : held, more }
+}
+
+/**
+ * Reads one frame: `{ at, prefix, locks, more, semaphores, leaders, jobs }`, locks sorted by
+ * key, jobs (their last run, lib/jobs.js) by name; `more`: more locks are held than the
+ * `limit` shown. `what`: { prefix, limit, semaphores: [{ name, limit }], elections: [name] }.
+ * Its load on the store: one listing of at most limit + 1 locks, one read per semaphore and
+ * per election named, and one listing of at most `limit` job records.
  */
 async function readFrame(client, what) {
   const at = Date.now()
-  const [held, semaphores, leaders, runs] = await Promise.all([
-    client.list(what.prefix ?? '', { limit: what.limit ?? 1000 }),
+  const [{ held, more }, semaphores, leaders, runs] = await Promise.all([
+    listSome(client, what.prefix ?? '', what.limit ?? 1000),
     Promise.all((what.semaphores ?? []).map(async ({ name, limit }) => {
       const holders = await client.semaphore(name, { limit: MAX_PERMITS }).holders()
       holders.sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1))
@@ -89,6 +106,7 @@ async function readFrame(client, what) {
   return {
     at,
     prefix: what.prefix ?? '',
+    more,
     locks: held.map((i) => ({
       key: i.key,
       owner: i.owner,
@@ -159,7 +177,8 @@ const JOB_COLUMNS = [
 ]
 
 function table(columns, rows, width) {
-  const cells = rows.map((r) => columns.map(([, f]) => f(r)))
+  // Names, owners and hosts come from other processes: shown escaped, never sent raw.
+  const cells = rows.map((r) => columns.map(([, f]) => visible(f(r))))
   const widths = columns.map(([h], c) => Math.max(h.length, ...cells.map((r) => r[c].length)))
   const line = (r) => {
     const s = r.map((cell, c) => cell.padEnd(widths[c])).join('  ').trimEnd()
@@ -171,8 +190,8 @@ function table(columns, rows, width) {
 /** The text of one frame of `top` (`where`: the store, password masked; `width`: 0 for any). */
 function renderFrame(frame, where, width = 0) {
   const time = new Date(frame.at).toISOString().slice(11, 19)
-  const out = [`deadbolt top  ${where}${frame.prefix ? `  prefix ${JSON.stringify(frame.prefix)}` : ''}  ${time} UTC`, '']
-  out.push(`LOCKS (${frame.locks.length})`)
+  const out = [`deadbolt top  ${visible(where)}${frame.prefix ? `  prefix ${jsonLine(frame.prefix)}` : ''}  ${time} UTC`, '']
+  out.push(`LOCKS (${frame.more ? `${frame.locks.length} shown; more are held: --limit shows more` : frame.locks.length})`)
   out.push(frame.locks.length === 0 ? '  no held locks' : table(LOCK_COLUMNS, frame.locks, width))
   if (frame.semaphores.length > 0) out.push('', `SEMAPHORES (${frame.semaphores.length})`, table(SEMAPHORE_COLUMNS, frame.semaphores, width))
   if (frame.leaders.length > 0) out.push('', `LEADERS (${frame.leaders.length})`, table(LEADER_COLUMNS, frame.leaders, width))
@@ -183,4 +202,4 @@ function renderFrame(frame, where, width = 0) {
   return out.join('\n')
 }
 
-module.exports = { Sightings, readFrame, renderFrame, parseSemaphore, UNKNOWN, seconds }
+module.exports = { Sightings, readFrame, listSome, renderFrame, parseSemaphore, UNKNOWN, seconds, MAX_LIMIT }

@@ -183,7 +183,7 @@ async function run(client, name, mode, hold, callback) {
   const marker = await client.tryAcquire(MARKER_PREFIX + hold.owner, { ttl: hold.ttl, autoExtend: true, data: name, onLost: NOOP })
     .catch((err) => {
       // query() will not see this hold from other processes; the lock itself is fine.
-      debug(() => `web lock ${JSON.stringify(name)}: no query marker (${err.code})`)
+      debug('weblocks', () => `weblocks ${JSON.stringify(name)}: no query marker (${err.code})`)
       return null
     })
   let onAbort = null
@@ -220,7 +220,7 @@ async function release(name, hold, marker) {
     const [released] = await Promise.all([hold.release(), marker?.release()])
     return released
   } catch (err) {
-    debug(() => `web lock ${JSON.stringify(name)}: release failed (${err.code})`)
+    debug('weblocks', () => `weblocks ${JSON.stringify(name)}: release failed (${err.code})`)
     return true
   }
 }

@@ -192,7 +192,7 @@ pub(super) async fn guarded(
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        crate::debug!("an operation panicked: {what}");
+        crate::debug!("panic: an operation panicked: {what}");
         completions.error(
             req,
             LockError::Backend(crate::store::StoreError::internal(

@@ -295,7 +295,7 @@ impl Engine {
             if self.queues.lock().unwrap().of(kind).contains_key(&spec.key) {
                 return Ok(None);
             }
-            return self.attempt(spec, false, cancel).await;
+            return self.attempt(spec, false, cancel, (1, started)).await;
         }
         let waiter = Arc::new(Waiter {
             id: self.next_waiter.fetch_add(1, Ordering::Relaxed),
@@ -334,7 +334,10 @@ impl Engine {
             // an acquisition nobody contends costs one request. (A semaphore's head subscribes
             // first and asks with a place in the store's queue, below.)
             attempts = 1;
-            if let Some(token) = self.attempt(spec, false, cancel).await? {
+            if let Some(token) = self
+                .attempt(spec, false, cancel, (attempts, started))
+                .await?
+            {
                 slot.acquired = true;
                 return Ok(Some(earliest(token, waiter.take_grant())));
             }
@@ -370,7 +373,10 @@ impl Engine {
                 attempts += 1;
                 // A semaphore's head waiter keeps a place in the store's queue while it waits.
                 slot.queued_in_store |= kind == Kind::Permits && !single_shot;
-                if let Some(token) = self.attempt(spec, !single_shot, cancel).await? {
+                if let Some(token) = self
+                    .attempt(spec, !single_shot, cancel, (attempts, started))
+                    .await?
+                {
                     slot.acquired = true;
                     if kind == Kind::Permits {
                         waiter.settle_claim().await;
@@ -391,6 +397,11 @@ impl Engine {
             if spec.max_attempts.is_some_and(|max| attempts >= max)
                 || deadline.is_some_and(|d| now >= d)
             {
+                crate::debug!(
+                    "acquire {:?}: gave up after {attempts} attempt(s) in {} ms",
+                    spec.key,
+                    now.duration_since(started).as_millis()
+                );
                 slot.leave_store_queue().await;
                 return Ok(None);
             }
@@ -414,11 +425,16 @@ impl Engine {
     /// store's queue if refused). A grant that raced a cancellation is given back, and so, in
     /// the background, is one the store may have made when the call failed with its outcome
     /// unknown (`engine/orphans.rs`).
+    ///
+    /// `(nth, started)`: which attempt of the acquisition this is and when it began, for the
+    /// debug log, which says `busy` once and summarises a wait at its grant (or its end), not
+    /// a line per poll.
     async fn attempt(
         self: &Arc<Self>,
         spec: &AcquireSpec,
         queue: bool,
         cancel: &CancellationToken,
+        (nth, started): (u64, Instant),
     ) -> Result<Option<Grant>, LockError> {
         let kind = Kind::of(spec);
         // An owner asking again (the redislock face's lock objects keep theirs) must not have
@@ -459,8 +475,17 @@ impl Engine {
             }
         })?;
         match granted {
-            Some(token) => crate::debug!("acquire {:?}: granted, token {token}", spec.key),
-            None => crate::debug!("acquire {:?}: busy", spec.key),
+            Some(token) if nth <= 1 => {
+                crate::debug!("acquire {:?}: granted, token {token}", spec.key)
+            }
+            Some(token) => crate::debug!(
+                "acquire {:?}: granted, token {token}, at attempt {nth} after {} ms waiting",
+                spec.key,
+                started.elapsed().as_millis()
+            ),
+            None if nth <= 1 => crate::debug!("acquire {:?}: busy", spec.key),
+            // A waiter's later refusals: its grant (or its end) sums them up.
+            None => {}
         }
         if granted.is_some() && cancel.is_cancelled() {
             let has_data = spec.data.is_some();
