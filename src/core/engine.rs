@@ -1,6 +1,7 @@
 //! The acquire loop and the per-key local queues.
 //!
-//! One `Engine` serves one store and is shared by every client of the process that targets it.
+//! One `Engine` serves one store; the composition root (`binding/engines.rs`) shares it with
+//! every client of the process that targets that store.
 //! Waiters for a key in this process form a FIFO queue; only the head talks to the store, so
 //! N local waiters cost one poll, not N, and a releaser that asks again queues behind the
 //! waiters that were already there (no barging). The head is woken at once by a local release
@@ -20,15 +21,13 @@ use crate::core::held::Held;
 use crate::core::kind::Kind;
 use crate::core::options::{AcquireSpec, PermitSpec};
 use crate::runtime::clock;
-use crate::store::open::{open_store, ConnectOptions};
 use crate::store::permits::watch_key;
 use crate::store::{
     HandoffOutcome, HeldLock, LockInfo, NextOwner, PermitRequest, SharedStore, StoreError,
     StoreResult,
 };
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -52,32 +51,9 @@ pub struct Engine {
     orphans: orphans::Orphans,
 }
 
-fn registry() -> &'static Mutex<HashMap<String, Weak<Engine>>> {
-    static ENGINES: OnceLock<Mutex<HashMap<String, Weak<Engine>>>> = OnceLock::new();
-    ENGINES.get_or_init(Default::default)
-}
-
 impl Engine {
-    /// The engine for `url`, shared with every other client of this process that uses the same
-    /// URL and options. Must run inside a tokio runtime; does no I/O.
-    pub fn open(url: &str, opts: &ConnectOptions) -> Result<Arc<Engine>, LockError> {
-        let id = format!("{url}\u{0}{opts:?}");
-        let mut engines = registry().lock().unwrap();
-        if let Some(engine) = engines.get(&id).and_then(Weak::upgrade) {
-            return Ok(engine);
-        }
-        engines.retain(|_, e| e.strong_count() > 0);
-        let store = open_store(url, opts).map_err(|e| LockError::Invalid(e.message))?;
-        let engine = Engine::new(store);
-        engine
-            .orphans
-            .set_response_timeout(Duration::from_millis(opts.response_timeout_ms));
-        engines.insert(id, Arc::downgrade(&engine));
-        Ok(engine)
-    }
-
-    /// An engine of its own over `store` (not shared through the registry). Must run inside a
-    /// tokio runtime; does no I/O.
+    /// An engine over `store`; whoever opened the store shares the engine with the clients
+    /// that target it. Must run inside a tokio runtime; does no I/O.
     pub fn new(store: SharedStore) -> Arc<Engine> {
         let engine = Arc::new_cyclic(|weak: &Weak<Engine>| {
             let weak = weak.clone();
@@ -169,6 +145,12 @@ impl Engine {
             drop(engine.scheduler);
             engine.store.close().await;
         }
+    }
+
+    /// Paces the clean-ups of grants whose reply was lost by the store's response timeout
+    /// (`engine/orphans.rs`); until then, by the default one.
+    pub fn set_response_timeout(&self, response_timeout: Duration) {
+        self.orphans.set_response_timeout(response_timeout);
     }
 
     /// The store this engine talks to.

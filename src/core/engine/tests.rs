@@ -3,14 +3,12 @@
 
 use super::*;
 use crate::core::options::AcquireSpec;
-use crate::store::open::ConnectOptions;
 use crate::store::ValueFormat;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 fn engine() -> Arc<Engine> {
-    let url = format!("memory://engine-test-{}", uuid::Uuid::new_v4());
-    Engine::open(&url, &ConnectOptions::default()).unwrap()
+    Engine::new(Arc::new(crate::store::memory::MemoryStore::default()))
 }
 
 fn spec(key: &str, owner: &str, ttl_ms: u64, wait: Option<Duration>) -> AcquireSpec {

@@ -1,10 +1,10 @@
 //! Adoption, stopped heartbeats and eviction on the memory store.
 
 use super::*;
+use crate::core::engine::Engine;
 use crate::core::error::LostReason;
 use crate::core::options::AcquireSpec;
 use crate::core::session::EventSink;
-use crate::store::open::ConnectOptions;
 use crate::store::{PermitRequest, ValueFormat};
 use std::time::Duration;
 
@@ -14,8 +14,8 @@ impl EventSink for NoEvents {
 }
 
 fn session() -> Arc<Session> {
-    let url = format!("memory://adopt-test-{}", uuid::Uuid::new_v4());
-    Session::open(&url, &ConnectOptions::default(), Arc::new(NoEvents)).unwrap()
+    let store = Arc::new(crate::store::memory::MemoryStore::default());
+    Session::open(Engine::new(store), Arc::new(NoEvents))
 }
 
 fn spec(key: &str, owner: &str, kind: Kind, token: u64) -> AdoptSpec {
