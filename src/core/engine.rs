@@ -21,10 +21,10 @@ use crate::core::held::Held;
 use crate::core::kind::Kind;
 use crate::core::options::{AcquireSpec, PermitSpec};
 use crate::runtime::clock;
-use crate::store::permits::watch_key;
+use crate::store::permits::{check_permits, watch_key};
 use crate::store::{
-    HandoffOutcome, HeldLock, LockInfo, NextOwner, PermitRequest, SharedStore, StoreError,
-    StoreResult,
+    Acquisition, Handoff, HandoffOutcome, HeldLock, LockInfo, NextOwner, PermitRequest, Renewal,
+    SharedStore, StoreError, StoreResult,
 };
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -225,6 +225,10 @@ impl Engine {
         spec: &AcquireSpec,
         cancel: &CancellationToken,
     ) -> Result<Option<Grant>, LockError> {
+        if let Some(PermitSpec { count, limit }) = spec.permits {
+            // The one place the request is checked: no store sees it otherwise.
+            check_permits(count, limit)?;
+        }
         let kind = Kind::of(spec);
         let started = Instant::now();
         let deadline = spec.wait.map(|w| clock::after(started, w));
@@ -370,10 +374,12 @@ impl Engine {
                 self.store
                     .try_acquire(
                         &spec.key,
-                        &spec.owner,
-                        spec.ttl_ms,
-                        spec.data.as_deref(),
-                        spec.format,
+                        Acquisition {
+                            owner: &spec.owner,
+                            ttl_ms: spec.ttl_ms,
+                            data: spec.data.as_deref(),
+                            format: spec.format,
+                        },
                     )
                     .await
             }
@@ -480,7 +486,10 @@ impl Engine {
             };
             let claim = Claim::new(waiter.clone());
             let sent = Instant::now();
-            let handed = self.store.handoff_permits(&owner, &next).await;
+            let handed = self
+                .store
+                .handoff_permits(Handoff::new(&owner, &next))
+                .await;
             let handed = match handed {
                 Ok(h) => h,
                 Err(e) => {
@@ -555,13 +564,15 @@ impl Engine {
                 .store
                 .handoff_or_release(
                     key,
-                    &owner,
-                    &NextOwner {
-                        owner: &waiter.owner,
-                        ttl_ms: waiter.ttl_ms,
-                        data: waiter.data.as_deref(),
-                        previous_had_data: had_data,
-                        format: waiter.format,
+                    Handoff {
+                        from: &owner,
+                        next: &NextOwner {
+                            owner: &waiter.owner,
+                            ttl_ms: waiter.ttl_ms,
+                            data: waiter.data.as_deref(),
+                            previous_had_data: had_data,
+                            format: waiter.format,
+                        },
                     },
                 )
                 .await;
@@ -623,12 +634,19 @@ impl Engine {
         let owned = match held.kind {
             Kind::Lock => {
                 self.store
-                    .extend(&held.key, &held.owner, ttl_ms, held.has_data)
+                    .extend(
+                        &held.key,
+                        Renewal {
+                            owner: &held.owner,
+                            ttl_ms,
+                            has_data: held.has_data,
+                        },
+                    )
                     .await?
             }
             Kind::Permits => {
                 self.store
-                    .extend_permits(&held.key, &held.owner, ttl_ms)
+                    .extend_permits(&held.key, Renewal::new(&held.owner, ttl_ms))
                     .await?
             }
         };
