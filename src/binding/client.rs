@@ -3,6 +3,7 @@
 use super::completions::{Completions, DrainFn, Kind};
 use super::connect_options::NativeConnectOptions;
 use super::direct_drain::DirectDrain;
+use super::engines::shared_engine;
 use super::env_sessions;
 use super::submit;
 use crate::core::error::LockError;
@@ -134,9 +135,10 @@ impl NativeClient {
             .transpose()?
             .unwrap_or_default();
         let sink = completions.clone();
-        let session =
-            napi::bindgen_prelude::within_runtime_if_available(|| Session::open(&url, &opts, sink))
+        let engine =
+            napi::bindgen_prelude::within_runtime_if_available(|| shared_engine(&url, &opts))
                 .map_err(|e| Error::new(e.code().to_string(), e.to_string()))?;
+        let session = Session::open(engine, sink);
         env_sessions::track(&env, &session).map_err(napi_status)?;
         #[cfg(unix)]
         super::uv::install(&env).map_err(napi_status)?;

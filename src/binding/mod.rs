@@ -13,6 +13,7 @@ mod client;
 mod completions;
 mod connect_options;
 mod direct_drain;
+mod engines;
 mod env_sessions;
 mod js_thread;
 mod protocol;

@@ -1,6 +1,7 @@
 //! The acquire loop and the per-key local queues.
 //!
-//! One `Engine` serves one store and is shared by every client of the process that targets it.
+//! One `Engine` serves one store; the composition root (`binding/engines.rs`) shares it with
+//! every client of the process that targets that store.
 //! Waiters for a key in this process form a FIFO queue; only the head talks to the store, so
 //! N local waiters cost one poll, not N, and a releaser that asks again queues behind the
 //! waiters that were already there (no barging). The head is woken at once by a local release
@@ -21,15 +22,13 @@ use crate::core::kind::Kind;
 use crate::core::options::{AcquireSpec, PermitSpec};
 use crate::runtime::clock;
 use crate::runtime::lease::lease_end;
-use crate::store::open::{open_store, ConnectOptions};
-use crate::store::permits::watch_key;
+use crate::store::permits::{check_permits, watch_key};
 use crate::store::{
-    HandoffOutcome, HeldLock, LockInfo, NextOwner, PermitRequest, SharedStore, StoreError,
-    StoreResult,
+    Acquisition, Handoff, HandoffOutcome, HeldLock, LockInfo, NextOwner, PermitRequest, Renewal,
+    SharedStore, StoreError, StoreResult,
 };
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -53,32 +52,9 @@ pub struct Engine {
     orphans: orphans::Orphans,
 }
 
-fn registry() -> &'static Mutex<HashMap<String, Weak<Engine>>> {
-    static ENGINES: OnceLock<Mutex<HashMap<String, Weak<Engine>>>> = OnceLock::new();
-    ENGINES.get_or_init(Default::default)
-}
-
 impl Engine {
-    /// The engine for `url`, shared with every other client of this process that uses the same
-    /// URL and options. Must run inside a tokio runtime; does no I/O.
-    pub fn open(url: &str, opts: &ConnectOptions) -> Result<Arc<Engine>, LockError> {
-        let id = format!("{url}\u{0}{opts:?}");
-        let mut engines = registry().lock().unwrap();
-        if let Some(engine) = engines.get(&id).and_then(Weak::upgrade) {
-            return Ok(engine);
-        }
-        engines.retain(|_, e| e.strong_count() > 0);
-        let store = open_store(url, opts).map_err(|e| LockError::Invalid(e.message))?;
-        let engine = Engine::new(store);
-        engine
-            .orphans
-            .set_response_timeout(Duration::from_millis(opts.response_timeout_ms));
-        engines.insert(id, Arc::downgrade(&engine));
-        Ok(engine)
-    }
-
-    /// An engine of its own over `store` (not shared through the registry). Must run inside a
-    /// tokio runtime; does no I/O.
+    /// An engine over `store`; whoever opened the store shares the engine with the clients
+    /// that target it. Must run inside a tokio runtime; does no I/O.
     pub fn new(store: SharedStore) -> Arc<Engine> {
         let engine = Arc::new_cyclic(|weak: &Weak<Engine>| {
             let weak = weak.clone();
@@ -172,6 +148,12 @@ impl Engine {
         }
     }
 
+    /// Paces the clean-ups of grants whose reply was lost by the store's response timeout
+    /// (`engine/orphans.rs`); until then, by the default one.
+    pub fn set_response_timeout(&self, response_timeout: Duration) {
+        self.orphans.set_response_timeout(response_timeout);
+    }
+
     /// The store this engine talks to.
     pub fn store(&self) -> &SharedStore {
         &self.store
@@ -252,6 +234,10 @@ impl Engine {
         spec: &AcquireSpec,
         cancel: &CancellationToken,
     ) -> Result<Option<Grant>, LockError> {
+        if let Some(PermitSpec { count, limit }) = spec.permits {
+            // The one place the request is checked: no store sees it otherwise.
+            check_permits(count, limit)?;
+        }
         match self.acquire_queued(spec, cancel).await? {
             Some(grant) if Instant::now() >= lease_end(grant.sent, spec.ttl_ms) => {
                 crate::debug!(
@@ -448,10 +434,12 @@ impl Engine {
                 self.store
                     .try_acquire(
                         &spec.key,
-                        &spec.owner,
-                        spec.ttl_ms,
-                        spec.data.as_deref(),
-                        spec.format,
+                        Acquisition {
+                            owner: &spec.owner,
+                            ttl_ms: spec.ttl_ms,
+                            data: spec.data.as_deref(),
+                            format: spec.format,
+                        },
                     )
                     .await
             }
@@ -573,7 +561,10 @@ impl Engine {
             };
             let claim = Claim::new(waiter.clone());
             let sent = Instant::now();
-            let handed = self.store.handoff_permits(&owner, &next).await;
+            let handed = self
+                .store
+                .handoff_permits(Handoff::new(&owner, &next))
+                .await;
             let handed = match handed {
                 Ok(h) => h,
                 Err(e) => {
@@ -658,13 +649,15 @@ impl Engine {
                 .store
                 .handoff_or_release(
                     key,
-                    &owner,
-                    &NextOwner {
-                        owner: &waiter.owner,
-                        ttl_ms: waiter.ttl_ms,
-                        data: waiter.data.as_deref(),
-                        previous_had_data: had_data,
-                        format: waiter.format,
+                    Handoff {
+                        from: &owner,
+                        next: &NextOwner {
+                            owner: &waiter.owner,
+                            ttl_ms: waiter.ttl_ms,
+                            data: waiter.data.as_deref(),
+                            previous_had_data: had_data,
+                            format: waiter.format,
+                        },
                     },
                 )
                 .await;
@@ -778,12 +771,19 @@ impl Engine {
         let owned = match held.kind {
             Kind::Lock => {
                 self.store
-                    .extend(&held.key, &held.owner, ttl_ms, held.has_data)
+                    .extend(
+                        &held.key,
+                        Renewal {
+                            owner: &held.owner,
+                            ttl_ms,
+                            has_data: held.has_data,
+                        },
+                    )
                     .await?
             }
             Kind::Permits => {
                 self.store
-                    .extend_permits(&held.key, &held.owner, ttl_ms)
+                    .extend_permits(&held.key, Renewal::new(&held.owner, ttl_ms))
                     .await?
             }
         };

@@ -9,7 +9,6 @@ use crate::core::error::{LockError, LostReason};
 use crate::core::held::{guard, Held};
 use crate::core::kind::Kind;
 use crate::core::options::AcquireSpec;
-use crate::store::open::ConnectOptions;
 use crate::store::{ErrorKind, HeldLock, LockInfo, PermitHolder};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,20 +57,16 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens a session on the engine for `url`. Must run inside a tokio runtime; no I/O.
-    pub fn open(
-        url: &str,
-        opts: &ConnectOptions,
-        events: Arc<dyn EventSink>,
-    ) -> Result<Arc<Session>, LockError> {
-        Ok(Arc::new(Session {
-            engine: Mutex::new(Some(Engine::open(url, opts)?)),
+    /// Opens a session on `engine` (shared with the other sessions of its store). No I/O.
+    pub fn open(engine: Arc<Engine>, events: Arc<dyn EventSink>) -> Arc<Session> {
+        Arc::new(Session {
+            engine: Mutex::new(Some(engine)),
             held: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             closing: CancellationToken::new(),
             closed: AtomicBool::new(false),
             events,
-        }))
+        })
     }
 
     /// The engine, or `Closed`.

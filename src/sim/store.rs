@@ -331,7 +331,7 @@ impl SimConn {
 }
 
 impl LockStore for SimConn {
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+    fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let call = ("acquire", key, acq.owner);
         let (key, owner, ttl_ms) = (key.to_string(), acq.owner.to_string(), acq.ttl_ms);
         self.call(
@@ -356,7 +356,7 @@ impl LockStore for SimConn {
         )
     }
 
-    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+    fn extend<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         let call = ("extend", key, renewal.owner);
         let (key, owner, ttl_ms) = (key.to_string(), renewal.owner.to_string(), renewal.ttl_ms);
         self.call(
@@ -411,7 +411,7 @@ impl LockStore for SimConn {
         call
     }
 
-    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+    fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let call = ("handoff", key, h.next.owner);
         let (key, from) = (key.to_string(), h.from.to_string());
         let (next, ttl_ms) = (h.next.owner.to_string(), h.next.ttl_ms);

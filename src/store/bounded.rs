@@ -115,13 +115,13 @@ impl<S: LockStore> Bounded<S> {
 }
 
 impl<S: LockStore> LockStore for Bounded<S> {
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
-        let fut = self.inner.try_acquire_with(key, acq);
+    fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+        let fut = self.inner.try_acquire(key, acq);
         self.call("try_acquire", fut).boxed()
     }
 
-    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
-        let fut = self.inner.extend_with(key, renewal);
+    fn extend<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        let fut = self.inner.extend(key, renewal);
         self.call("extend", fut).boxed()
     }
 
@@ -144,17 +144,12 @@ impl<S: LockStore> LockStore for Bounded<S> {
         self.call("release", fut).boxed()
     }
 
-    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
-        self.call("handoff", self.inner.handoff_with(key, h))
-            .boxed()
+    fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+        self.call("handoff", self.inner.handoff(key, h)).boxed()
     }
 
-    fn handoff_or_release_with<'a>(
-        &'a self,
-        key: &'a str,
-        h: Handoff<'a>,
-    ) -> Call<'a, HandoffOutcome> {
-        let fut = self.inner.handoff_or_release_with(key, h);
+    fn handoff_or_release<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, HandoffOutcome> {
+        let fut = self.inner.handoff_or_release(key, h);
         self.call("handoff", fut).boxed()
     }
 
@@ -176,8 +171,8 @@ impl<S: LockStore> LockStore for Bounded<S> {
             .boxed()
     }
 
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
-        let fut = self.inner.extend_permits(name, owner, ttl_ms);
+    fn extend_permits<'a>(&'a self, name: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        let fut = self.inner.extend_permits(name, renewal);
         self.call("extend_permits", fut).boxed()
     }
 

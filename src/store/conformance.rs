@@ -4,6 +4,7 @@
 
 use super::bounded::{bounded, call_timeout};
 use super::{ExtendItem, LockStore, NextOwner, SharedStore, ValueFormat};
+use crate::store::{Acquisition, Handoff, Renewal};
 use futures_util::future::BoxFuture;
 use std::time::Duration;
 
@@ -49,9 +50,15 @@ pub trait AcquireFenced: LockStore {
     ) -> BoxFuture<'a, Option<u64>> {
         Box::pin(async move {
             let format = ValueFormat::Fenced;
-            self.try_acquire(key, owner, ttl_ms, None, format)
-                .await
-                .unwrap()
+            self.try_acquire(
+                key,
+                Acquisition {
+                    format,
+                    ..Acquisition::fenced(owner, ttl_ms)
+                },
+            )
+            .await
+            .unwrap()
         })
     }
 
@@ -66,7 +73,16 @@ pub trait AcquireFenced: LockStore {
         format: ValueFormat,
     ) -> BoxFuture<'a, u64> {
         Box::pin(async move {
-            let granted = self.try_acquire(key, owner, ttl_ms, data, format).await;
+            let granted = self
+                .try_acquire(
+                    key,
+                    Acquisition {
+                        data,
+                        format,
+                        ..Acquisition::fenced(owner, ttl_ms)
+                    },
+                )
+                .await;
             granted.unwrap().expect("granted")
         })
     }
@@ -159,14 +175,26 @@ pub fn next_owner(owner: &str, ttl_ms: u64, format: ValueFormat) -> NextOwner<'_
 pub async fn a_free_lock_is_granted_and_a_held_one_refused(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
     let token = s
-        .try_acquire(&k, &a, 10_000, Some(b"mine"), ValueFormat::Fenced)
+        .try_acquire(
+            &k,
+            Acquisition {
+                data: Some(b"mine"),
+                ..Acquisition::fenced(&a, 10_000)
+            },
+        )
         .await
         .unwrap();
     assert!(token.is_some_and(|t| t > 0));
     assert_eq!(
-        s.try_acquire(&k, &b, 10_000, Some(b"theirs"), ValueFormat::Fenced)
-            .await
-            .unwrap(),
+        s.try_acquire(
+            &k,
+            Acquisition {
+                data: Some(b"theirs"),
+                ..Acquisition::fenced(&b, 10_000)
+            }
+        )
+        .await
+        .unwrap(),
         None
     );
     let info = s.inspect(&k).await.unwrap().unwrap();
@@ -202,7 +230,7 @@ pub async fn an_expired_lock_is_taken_over_with_a_higher_token(s: SharedStore) {
         (b.as_str(), second)
     );
     assert_eq!(info.data.as_deref(), Some(&b"new"[..]));
-    assert!(!s.extend(&k, &a, 10_000, false).await.unwrap());
+    assert!(!s.extend(&k, Renewal::new(&a, 10_000)).await.unwrap());
     assert!(!s.release(&k, &a).await.unwrap().released);
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, b);
 }
@@ -223,7 +251,11 @@ pub async fn tokens_strictly_increase_across_releases_expiries_and_handoffs(s: S
         } else {
             let b = owner();
             let next = next_owner(&b, 60, ValueFormat::Fenced);
-            let handed = s.handoff(&k, &a, &next).await.unwrap().unwrap();
+            let handed = s
+                .handoff(&k, Handoff::new(&a, &next))
+                .await
+                .unwrap()
+                .unwrap();
             assert!(handed > last);
             last = handed;
             sleep_ms(120).await;
@@ -242,7 +274,13 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
     let first = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(s.release(&k, &a).await.unwrap().released);
     let unfenced = s
-        .try_acquire(&k, &b, 10_000, None, ValueFormat::Unfenced)
+        .try_acquire(
+            &k,
+            Acquisition {
+                format: ValueFormat::Unfenced,
+                ..Acquisition::fenced(&b, 10_000)
+            },
+        )
         .await
         .unwrap()
         .expect("a free lock is granted without a token too");
@@ -257,7 +295,15 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
         ValueFormat::PlainUnfenced,
     ] {
         assert_eq!(
-            s.try_acquire(&k, &c, 10_000, None, format).await.unwrap(),
+            s.try_acquire(
+                &k,
+                Acquisition {
+                    format,
+                    ..Acquisition::fenced(&c, 10_000)
+                }
+            )
+            .await
+            .unwrap(),
             None,
             "{format:?} while an unfenced lock is held"
         );
@@ -267,13 +313,13 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
         (info.owner.as_str(), info.fencing_token),
         (b.as_str(), unfenced)
     );
-    assert!(s.extend(&k, &b, 20_000, false).await.unwrap());
+    assert!(s.extend(&k, Renewal::new(&b, 20_000)).await.unwrap());
     assert!(!s.release(&k, &c).await.unwrap().released);
     // Handed on to another owner that needs no token.
     let d = owner();
     let next = next_owner(&d, 10_000, ValueFormat::Unfenced);
     let handed = s
-        .handoff(&k, &b, &next)
+        .handoff(&k, Handoff::new(&b, &next))
         .await
         .unwrap()
         .expect("handed over");
@@ -306,13 +352,13 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
 pub async fn extend_is_compare_and_set(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
     s.acquire_fenced(&k, &a, 1_000).await.unwrap();
-    assert!(s.extend(&k, &a, 60_000, false).await.unwrap());
+    assert!(s.extend(&k, Renewal::new(&a, 60_000)).await.unwrap());
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!((58_000..=60_000).contains(&remaining), "{remaining}");
-    assert!(!s.extend(&k, &b, 120_000, false).await.unwrap());
+    assert!(!s.extend(&k, Renewal::new(&b, 120_000)).await.unwrap());
     let remaining = s.inspect(&k).await.unwrap().unwrap().remaining_ms;
     assert!(remaining <= 60_000, "{remaining}");
-    assert!(!s.extend(&name(), &a, 1_000, false).await.unwrap());
+    assert!(!s.extend(&name(), Renewal::new(&a, 1_000)).await.unwrap());
 }
 
 /// Only the owner releases; a second release finds nothing.
@@ -338,14 +384,21 @@ pub async fn a_handoff_moves_the_lock_with_a_new_token(s: SharedStore) {
         ..next_owner(&b, 10_000, ValueFormat::Fenced)
     };
     let stranger = NextOwner { owner: &c, ..next };
-    assert_eq!(s.handoff(&k, &c, &stranger).await.unwrap(), None);
-    let token = s.handoff(&k, &a, &next).await.unwrap().unwrap();
+    assert_eq!(
+        s.handoff(&k, Handoff::new(&c, &stranger)).await.unwrap(),
+        None
+    );
+    let token = s
+        .handoff(&k, Handoff::new(&a, &next))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(token > first);
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!((info.owner.as_str(), info.data), (b.as_str(), None));
     let to_c = NextOwner { owner: &c, ..next };
     assert_eq!(
-        s.handoff(&k, &a, &to_c).await.unwrap(),
+        s.handoff(&k, Handoff::new(&a, &to_c)).await.unwrap(),
         None,
         "a no longer holds it"
     );
@@ -413,7 +466,16 @@ pub async fn force_release_frees_a_lock_whoever_holds_it(s: SharedStore) {
         !tools.force_release(&k).await.unwrap(),
         "nothing left to free"
     );
-    assert!(!s.extend(&k, &a, 60_000, true).await.unwrap());
+    assert!(!s
+        .extend(
+            &k,
+            Renewal {
+                has_data: true,
+                ..Renewal::new(&a, 60_000)
+            }
+        )
+        .await
+        .unwrap());
     assert!(!s.release(&k, &a).await.unwrap().released);
     s.acquire_fenced(&k, &b, 60_000).await.unwrap();
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, None);

@@ -5,11 +5,10 @@ use super::tls::TlsOptions;
 use super::topology::Topology;
 use crate::limits;
 
-/// Connection settings that are not part of the URL.
-///
-/// `Debug` is what the engine registry keys engines by (with the URL), so it must tell apart
-/// every setting that changes the connection; it prints TLS material only as a fingerprint.
-#[derive(Clone)]
+/// Connection settings that are not part of the URL. Compared field by field: clients whose
+/// URL and options are equal share one engine. `Debug` prints TLS material and credentials
+/// only as fingerprints, server lists without their URLs.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ConnectOptions {
     /// Bound on opening a connection, in ms.
     pub connect_timeout_ms: u64,

@@ -13,11 +13,8 @@
 //! }
 //! ```
 //!
-//! The contract's one-argument forms come two ways: `try_acquire`, `extend` and `handoff`
-//! write `try_acquire_with`, `extend_with` and `handoff_with` over an inherent method that
-//! takes the fields (Redis's, whose single-server future stays unboxed and small), while
-//! `try_acquire_with`, `extend_with`, `handoff_with` and `handoff_or_release_with` pass the
-//! struct to an inherent method of that name (Redlock, etcd).
+//! One arm per contract method: the inherent method takes the contract's arguments as they
+//! are (its request struct included).
 //!
 //! `Self::method(self, …)` names the inherent method: a type's inherent associated functions
 //! come before its trait's in path resolution. Cancel safety is the inherent method's.
@@ -29,13 +26,13 @@ macro_rules! delegate {
         $($crate::store::delegate::delegate!(@ $method);)+
     };
     (@ try_acquire) => {
-        fn try_acquire_with<'a>(&'a self, key: &'a str, acq: $crate::store::Acquisition<'a>) -> $crate::store::Call<'a, Option<u64>> {
-            Box::pin(Self::try_acquire(self, key, acq.owner, acq.ttl_ms, acq.data, acq.format))
+        fn try_acquire<'a>(&'a self, key: &'a str, acq: $crate::store::Acquisition<'a>) -> $crate::store::Call<'a, Option<u64>> {
+            Box::pin(Self::try_acquire(self, key, acq))
         }
     };
     (@ extend) => {
-        fn extend_with<'a>(&'a self, key: &'a str, r: $crate::store::Renewal<'a>) -> $crate::store::Call<'a, bool> {
-            Box::pin(Self::extend(self, key, r.owner, r.ttl_ms, r.has_data))
+        fn extend<'a>(&'a self, key: &'a str, r: $crate::store::Renewal<'a>) -> $crate::store::Call<'a, bool> {
+            Box::pin(Self::extend(self, key, r))
         }
     };
     (@ extend_many) => {
@@ -54,28 +51,13 @@ macro_rules! delegate {
         }
     };
     (@ handoff) => {
-        fn handoff_with<'a>(&'a self, key: &'a str, h: $crate::store::Handoff<'a>) -> $crate::store::Call<'a, Option<u64>> {
-            Box::pin(Self::handoff(self, key, h.from, h.next))
+        fn handoff<'a>(&'a self, key: &'a str, h: $crate::store::Handoff<'a>) -> $crate::store::Call<'a, Option<u64>> {
+            Box::pin(Self::handoff(self, key, h))
         }
     };
-    (@ try_acquire_with) => {
-        fn try_acquire_with<'a>(&'a self, key: &'a str, a: $crate::store::Acquisition<'a>) -> $crate::store::Call<'a, Option<u64>> {
-            Box::pin(Self::try_acquire_with(self, key, a))
-        }
-    };
-    (@ extend_with) => {
-        fn extend_with<'a>(&'a self, key: &'a str, r: $crate::store::Renewal<'a>) -> $crate::store::Call<'a, bool> {
-            Box::pin(Self::extend_with(self, key, r))
-        }
-    };
-    (@ handoff_with) => {
-        fn handoff_with<'a>(&'a self, key: &'a str, h: $crate::store::Handoff<'a>) -> $crate::store::Call<'a, Option<u64>> {
-            Box::pin(Self::handoff_with(self, key, h))
-        }
-    };
-    (@ handoff_or_release_with) => {
-        fn handoff_or_release_with<'a>(&'a self, key: &'a str, h: $crate::store::Handoff<'a>) -> $crate::store::Call<'a, $crate::store::HandoffOutcome> {
-            Box::pin(Self::handoff_or_release_with(self, key, h))
+    (@ handoff_or_release) => {
+        fn handoff_or_release<'a>(&'a self, key: &'a str, h: $crate::store::Handoff<'a>) -> $crate::store::Call<'a, $crate::store::HandoffOutcome> {
+            Box::pin(Self::handoff_or_release(self, key, h))
         }
     };
     (@ inspect) => {
@@ -99,8 +81,8 @@ macro_rules! delegate {
         }
     };
     (@ extend_permits) => {
-        fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> $crate::store::Call<'a, bool> {
-            Box::pin(Self::extend_permits(self, name, owner, ttl_ms))
+        fn extend_permits<'a>(&'a self, name: &'a str, r: $crate::store::Renewal<'a>) -> $crate::store::Call<'a, bool> {
+            Box::pin(Self::extend_permits(self, name, r))
         }
     };
     (@ extend_permits_many) => {

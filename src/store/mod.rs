@@ -122,7 +122,7 @@ pub struct ReleaseOutcome {
     pub others_waiting: bool,
 }
 
-/// Who an acquisition takes a lock for, and how ([`LockStore::try_acquire_with`]).
+/// Who an acquisition takes a lock for, and how ([`LockStore::try_acquire`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Acquisition<'a> {
     /// Owner token of the new holder.
@@ -135,7 +135,22 @@ pub struct Acquisition<'a> {
     pub format: ValueFormat,
 }
 
-/// A holder's new lease for its lock ([`LockStore::extend_with`]).
+impl<'a> Acquisition<'a> {
+    /// An acquisition for `owner` of a `ttl_ms` lease, without a payload, its value
+    /// [`ValueFormat::Fenced`]; set the other fields with struct update syntax
+    /// (`Acquisition { data, ..Acquisition::fenced(owner, ttl_ms) }`).
+    pub fn fenced(owner: &'a str, ttl_ms: u64) -> Self {
+        Acquisition {
+            owner,
+            ttl_ms,
+            data: None,
+            format: ValueFormat::Fenced,
+        }
+    }
+}
+
+/// A holder's new lease for its lock ([`LockStore::extend`]), or for its permits of a
+/// semaphore ([`LockStore::extend_permits`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Renewal<'a> {
     /// Owner token of the holder.
@@ -147,8 +162,9 @@ pub struct Renewal<'a> {
 }
 
 impl<'a> Renewal<'a> {
-    /// A renewal of `owner`'s permits of a semaphore, which carry no payload.
-    pub fn of_permits(owner: &'a str, ttl_ms: u64) -> Self {
+    /// A renewal of `owner`'s lease for `ttl_ms` without a payload: of a lock that stored
+    /// none, or of permits, which carry none.
+    pub fn new(owner: &'a str, ttl_ms: u64) -> Self {
         Renewal {
             owner,
             ttl_ms,
@@ -173,13 +189,31 @@ pub struct NextOwner<'a> {
     pub format: ValueFormat,
 }
 
-/// A handoff ([`LockStore::handoff_with`]): from the holder `from` to `next`.
-#[derive(Debug, Clone, Copy)]
-pub struct Handoff<'a> {
+/// A handoff from the holder `from` to `next`: of a lock ([`LockStore::handoff`], `next` a
+/// [`NextOwner`]) or of a semaphore's permits ([`LockStore::handoff_permits`], `next` the
+/// [`PermitRequest`] the permits are asked for).
+#[derive(Debug)]
+pub struct Handoff<'a, N = NextOwner<'a>> {
     /// Owner token of the current holder.
     pub from: &'a str,
     /// Who it goes to.
-    pub next: &'a NextOwner<'a>,
+    pub next: &'a N,
+}
+
+// By hand: a derive would ask `N: Clone`, and a handoff only holds a reference to it.
+impl<N> Clone for Handoff<'_, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<N> Copy for Handoff<'_, N> {}
+
+impl<'a, N> Handoff<'a, N> {
+    /// A handoff from the holder `from` to `next`.
+    pub fn new(from: &'a str, next: &'a N) -> Self {
+        Handoff { from, next }
+    }
 }
 
 /// What [`LockStore::handoff_or_release`] did.
@@ -208,61 +242,19 @@ pub trait LockStore: Send + Sync + 'static {
     /// Takes `key` for `acq.owner` for `acq.ttl_ms` if it is free or expired, with
     /// `acq.data` stored alongside, its value written as `acq.format` says. Returns the new
     /// fencing token, strictly greater than any token issued for `key` before (0 for an
-    /// unfenced grant, [`ValueFormat::unfenced`], by a store that skipped drawing one), or `None` when
-    /// someone else holds it. The one acquisition a store writes; callers use
-    /// [`LockStore::try_acquire`].
+    /// unfenced grant, [`ValueFormat::unfenced`], by a store that skipped drawing one), or
+    /// `None` when someone else holds it.
     ///
     /// # Cancel Safety
     /// Not cancel safe: dropping the future after the request was sent may leave the lock taken.
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>>;
-
-    /// [`LockStore::try_acquire_with`], its [`Acquisition`] given field by field.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: dropping the future after the request was sent may leave the lock taken.
-    fn try_acquire<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        data: Option<&'a [u8]>,
-        format: ValueFormat,
-    ) -> Call<'a, Option<u64>> {
-        let acq = Acquisition {
-            owner,
-            ttl_ms,
-            data,
-            format,
-        };
-        self.try_acquire_with(key, acq)
-    }
+    fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>>;
 
     /// Sets the remaining lease of `key` to `renewal.ttl_ms` if `renewal.owner` still holds it
-    /// (and of its payload, `renewal.has_data`). Returns whether it did. The one extension a
-    /// store writes; callers use [`LockStore::extend`].
+    /// (and of its payload, `renewal.has_data`). Returns whether it did.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool>;
-
-    /// [`LockStore::extend_with`], its [`Renewal`] given field by field.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: idempotent.
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        ttl_ms: u64,
-        has_data: bool,
-    ) -> Call<'a, bool> {
-        let renewal = Renewal {
-            owner,
-            ttl_ms,
-            has_data,
-        };
-        self.extend_with(key, renewal)
-    }
+    fn extend<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool>;
 
     /// Extends many leases in as few round trips as the store allows (one pipeline on Redis,
     /// one statement per batch on MySQL). One result per item, in order.
@@ -295,40 +287,22 @@ pub trait LockStore: Send + Sync + 'static {
     }
 
     /// If `h.from` holds `key`, gives it straight to `h.next` (new lease, new fencing token)
-    /// in one atomic step and returns the token; `None` if `h.from` no longer holds it. The
-    /// one handoff a store writes; callers use [`LockStore::handoff`].
+    /// in one atomic step and returns the token; `None` if `h.from` no longer holds it.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>>;
+    fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>>;
 
-    /// [`LockStore::handoff_with`] from `owner` to `next`.
+    /// Hands `key` over like [`LockStore::handoff`], for a store that cannot always do it in
+    /// one step (Redlock: the handoff may reach too few servers); it then releases the
+    /// caller's lock instead and says so. What the engine calls. The default is
+    /// [`LockStore::handoff`], whose `None` means the caller no longer held the lock.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, Option<u64>> {
-        self.handoff_with(key, Handoff { from: owner, next })
-    }
-
-    /// Hands `key` over like [`LockStore::handoff_with`], for a store that cannot always do
-    /// it in one step (Redlock: the handoff may reach too few servers); it then releases the
-    /// caller's lock instead and says so. The default is [`LockStore::handoff_with`], whose
-    /// `None` means the caller no longer held the lock.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff_or_release_with<'a>(
-        &'a self,
-        key: &'a str,
-        h: Handoff<'a>,
-    ) -> Call<'a, HandoffOutcome> {
+    fn handoff_or_release<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, HandoffOutcome> {
         use futures_util::FutureExt;
-        self.handoff_with(key, h)
+        self.handoff(key, h)
             .map(|r| {
                 r.map(|handed| match handed {
                     Some(token) => HandoffOutcome::Handed(token),
@@ -339,19 +313,6 @@ pub trait LockStore: Send + Sync + 'static {
                 })
             })
             .boxed()
-    }
-
-    /// [`LockStore::handoff_or_release_with`] from `owner` to `next`: what the engine calls.
-    ///
-    /// # Cancel Safety
-    /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff_or_release<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        next: &'a NextOwner<'a>,
-    ) -> Call<'a, HandoffOutcome> {
-        self.handoff_or_release_with(key, Handoff { from: owner, next })
     }
 
     /// Reads who holds `key`, or `None` when it is free or expired.
@@ -378,6 +339,8 @@ pub trait LockStore: Send + Sync + 'static {
     /// `req.queue_ttl_ms > 0`. Returns the new fencing token (strictly greater than any
     /// issued for the semaphore before), the owner's own token if it already holds permits
     /// of it, or `None` when refused.
+    /// `req.permits` is from 1 to `req.limit`: the engine refuses any other request before it
+    /// reaches a store ([`permits::check_permits`]).
     ///
     /// # Cancel Safety
     /// Not cancel safe: dropping the future after the request was sent may leave the permits
@@ -387,13 +350,14 @@ pub trait LockStore: Send + Sync + 'static {
         unsupported("semaphores")
     }
 
-    /// Sets the remaining lease of `owner`'s permits of semaphore `name` to `ttl_ms` if it
-    /// still holds them. Returns whether it did.
+    /// Sets the remaining lease of `renewal.owner`'s permits of semaphore `name` to
+    /// `renewal.ttl_ms` if it still holds them ([`Renewal::of_permits`]). Returns whether it
+    /// did.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
-        let _ = (name, owner, ttl_ms);
+    fn extend_permits<'a>(&'a self, name: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        let _ = (name, renewal);
         unsupported("semaphores")
     }
 
@@ -407,7 +371,8 @@ pub trait LockStore: Send + Sync + 'static {
         async move {
             let mut out = Vec::with_capacity(items.len());
             for i in items {
-                out.push(self.extend_permits(&i.key, &i.owner, i.ttl_ms).await);
+                let renewal = Renewal::new(&i.owner, i.ttl_ms);
+                out.push(self.extend_permits(&i.key, renewal).await);
             }
             out
         }
@@ -425,23 +390,19 @@ pub trait LockStore: Send + Sync + 'static {
         unsupported("semaphores")
     }
 
-    /// Frees `owner`'s permits of semaphore `next.name` and asks for `next`'s permits by the
-    /// rules of [`LockStore::acquire_permits`], in one step where the store allows: a local
+    /// Frees `h.from`'s permits of semaphore `h.next.name` and asks for `h.next`'s permits by
+    /// the rules of [`LockStore::acquire_permits`], in one step where the store allows: a local
     /// release hands its permits to the next local waiter without a round trip of its own.
     /// The default releases, then asks (two round trips, the same outcome; a failure of the
     /// second is reported as not granted, so the waiter asks for itself).
     ///
     /// # Cancel Safety
     /// Not cancel safe: `next` may be granted permits nobody hears of until their lease ends.
-    fn handoff_permits<'a>(
-        &'a self,
-        owner: &'a str,
-        next: &'a PermitRequest<'a>,
-    ) -> Call<'a, PermitHandoff> {
+    fn handoff_permits<'a>(&'a self, h: Handoff<'a, PermitRequest<'a>>) -> Call<'a, PermitHandoff> {
         use futures_util::FutureExt;
         async move {
-            let released = self.release_permits(next.name, owner).await?.released;
-            let granted = self.acquire_permits(next).await.unwrap_or(None);
+            let released = self.release_permits(h.next.name, h.from).await?.released;
+            let granted = self.acquire_permits(h.next).await.unwrap_or(None);
             Ok(PermitHandoff {
                 released,
                 granted,

@@ -4,9 +4,10 @@
 
 use super::conformance::{heard, name, owner, sleep_ms};
 use super::permits::watch_key;
-use super::{ErrorKind, ExtendItem, LockStore, PermitRequest, ReleaseNotifications, SharedStore};
+use super::{ExtendItem, LockStore, PermitRequest, ReleaseNotifications, SharedStore};
 use crate::store::conformance::AcquireFenced;
 use crate::store::ValueFormat;
+use crate::store::{Handoff, Renewal};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast::Receiver;
@@ -69,20 +70,6 @@ pub fn item(key: &str, owner: &str, ttl_ms: u64) -> ExtendItem {
         owner: owner.to_owned(),
         ttl_ms,
         has_data: false,
-    }
-}
-
-/// Asserts that requests for no permits of semaphore `n`, or for more than their limit, are
-/// refused as invalid by `s` (a store that may not even reach its server: the check comes
-/// first).
-pub async fn assert_requests_beyond_the_limit_are_invalid<S: LockStore + ?Sized>(s: &S, n: &str) {
-    let a = owner();
-    for (permits, limit) in [(0, 3), (4, 3), (1, 0)] {
-        let err = s
-            .acquire_permits(&req(n, &a, permits, limit))
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Invalid, "{permits} of {limit}: {err}");
     }
 }
 
@@ -195,14 +182,6 @@ async fn taken(s: &SharedStore, name: &str) -> u32 {
         .sum()
 }
 
-/// A request for no permits, or for more than the semaphore has, is refused as invalid input
-/// by every store, and takes nothing: the whole semaphore is still free afterwards.
-pub async fn a_request_for_no_permits_or_more_than_the_limit_is_invalid(s: SharedStore) {
-    let n = name();
-    assert_requests_beyond_the_limit_are_invalid(&*s, &n).await;
-    s.grant(&req(&n, &owner(), 3, 3)).await;
-}
-
 /// Permits are granted up to the limit and refused beyond it; `permits` lists the holders.
 pub async fn permits_are_granted_up_to_the_limit_and_no_further(s: SharedStore) {
     let (n, a, b, c) = (name(), owner(), owner(), owner());
@@ -267,7 +246,10 @@ pub async fn a_queued_place_is_neither_extended_nor_listed_as_a_holder(s: Shared
     let (n, a, w) = (name(), owner(), owner());
     s.grant(&req(&n, &a, 1, 1)).await;
     s.refuse(&queued(&n, &w, 1, 1)).await;
-    assert!(!s.extend_permits(&n, &w, 10_000).await.unwrap());
+    assert!(!s
+        .extend_permits(&n, Renewal::new(&w, 10_000))
+        .await
+        .unwrap());
     let got = s
         .extend_all(&[item(&n, &a, 10_000), item(&n, &w, 10_000)])
         .await;
@@ -289,7 +271,10 @@ pub async fn expired_permits_are_reclaimed(s: SharedStore) {
     sleep_ms(150).await;
     let second = s.grant(&req(&n, &b, 3, 3)).await;
     assert!(second > first);
-    assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
+    assert!(!s
+        .extend_permits(&n, Renewal::new(&a, 10_000))
+        .await
+        .unwrap());
     assert!(!s.release_permits(&n, &a).await.unwrap().released);
     assert_eq!(taken(&s, &n).await, 3);
 }
@@ -341,12 +326,21 @@ pub async fn extend_permits_is_compare_and_set(s: SharedStore) {
         ..req(&n, &a, 1, 2)
     };
     s.grant(&short).await;
-    assert!(!s.extend_permits(&n, &owner(), 10_000).await.unwrap());
-    assert!(s.extend_permits(&n, &a, 10_000).await.unwrap());
+    assert!(!s
+        .extend_permits(&n, Renewal::new(&owner(), 10_000))
+        .await
+        .unwrap());
+    assert!(s
+        .extend_permits(&n, Renewal::new(&a, 10_000))
+        .await
+        .unwrap());
     sleep_ms(2_000).await;
     assert_eq!(taken(&s, &n).await, 1);
     assert!(s.release_permits(&n, &a).await.unwrap().released);
-    assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
+    assert!(!s
+        .extend_permits(&n, Renewal::new(&a, 10_000))
+        .await
+        .unwrap());
     assert_eq!(taken(&s, &n).await, 0);
 }
 
@@ -517,18 +511,24 @@ pub async fn a_permit_handoff_releases_and_grants_the_next_owner(s: SharedStore)
     let (n, a, b, c) = (name(), owner(), owner(), owner());
     let ta = s.grant(&req(&n, &a, 2, 3)).await;
     s.grant(&req(&n, &c, 1, 3)).await;
-    let h = s.handoff_permits(&a, &queued(&n, &b, 2, 3)).await.unwrap();
+    let h = s
+        .handoff_permits(Handoff::new(&a, &queued(&n, &b, 2, 3)))
+        .await
+        .unwrap();
     assert!(h.released);
     assert!(h.granted.is_some_and(|t| t > ta), "{h:?}");
     assert_eq!(taken(&s, &n).await, 3);
     // Three wanted, one free after b lets go of two (c keeps one): released, not granted.
     let d = owner();
-    let h = s.handoff_permits(&b, &queued(&n, &d, 3, 3)).await.unwrap();
+    let h = s
+        .handoff_permits(Handoff::new(&b, &queued(&n, &d, 3, 3)))
+        .await
+        .unwrap();
     assert_eq!((h.released, h.granted), (true, None));
     assert_eq!(taken(&s, &n).await, 1);
     // A caller that held nothing releases nothing, and the next owner is still asked for.
     let h = s
-        .handoff_permits(&owner(), &req(&n, &d, 2, 3))
+        .handoff_permits(Handoff::new(&owner(), &req(&n, &d, 2, 3)))
         .await
         .unwrap();
     assert!(!h.released);
@@ -544,7 +544,10 @@ pub async fn a_permit_handoff_to_an_owner_that_already_holds_frees_the_callers_p
     let (n, a, b) = (name(), owner(), owner());
     s.grant(&req(&n, &a, 1, 2)).await;
     let token = s.grant(&req(&n, &b, 1, 2)).await;
-    let h = s.handoff_permits(&a, &req(&n, &b, 1, 2)).await.unwrap();
+    let h = s
+        .handoff_permits(Handoff::new(&a, &req(&n, &b, 1, 2)))
+        .await
+        .unwrap();
     assert!(h.released, "{h:?}");
     assert_eq!(h.granted, Some(token), "the next owner's own token");
     let holders = s.permits(&n).await.unwrap();
@@ -562,7 +565,6 @@ macro_rules! permits_suite {
     ($open:expr) => {
         $crate::conformance_suite!(@tests permit_conformance $open;
             permits_are_granted_up_to_the_limit_and_no_further,
-            a_request_for_no_permits_or_more_than_the_limit_is_invalid,
             an_owner_asking_again_gets_its_own_token,
             a_queued_request_is_not_overtaken_by_one_it_would_delay,
             a_queued_request_asking_again_keeps_its_place_ahead_of_later_ones,

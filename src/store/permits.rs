@@ -57,20 +57,17 @@ pub struct PermitRequest<'a> {
     pub queue_ttl_ms: u64,
 }
 
-impl PermitRequest<'_> {
-    /// Refuses, as invalid input and before any I/O, a request for no permits or for more
-    /// than the semaphore has (a semaphore of no permits included); `store` names the store
-    /// in the message. Every store's acquisition runs it: the contract leaves no store to
-    /// grant or refuse such a request as if it could be met.
-    pub fn check_permits(&self, store: &str) -> StoreResult<()> {
-        if self.permits == 0 || self.permits > self.limit {
-            return Err(StoreError::invalid(format!(
-                "{store}: {} permits asked of a semaphore of {}: ask for 1 to the limit",
-                self.permits, self.limit
-            )));
-        }
-        Ok(())
+/// Refuses, as invalid input, a request for no permits or for more than the semaphore has
+/// (a semaphore of no permits included). The engine runs it once on every acquisition of
+/// permits, before the request reaches a store, so the contract leaves no store to grant or
+/// refuse such a request as if it could be met, and no store checks it again.
+pub fn check_permits(permits: u32, limit: u32) -> StoreResult<()> {
+    if permits == 0 || permits > limit {
+        return Err(StoreError::invalid(format!(
+            "{permits} permits asked of a semaphore of {limit}: ask for 1 to the limit"
+        )));
     }
+    Ok(())
 }
 
 /// What [`LockStore::handoff_permits`](super::LockStore::handoff_permits) did.

@@ -54,8 +54,8 @@ impl Topology {
     }
 }
 
-/// Shows the form and how many servers, and a fingerprint of the URLs (never the URLs: the
-/// engine registry keys engines by `Debug` output, and a URL may hold a password).
+/// Shows the form and how many servers, and a fingerprint of the URLs (never the URLs: a URL
+/// may hold a password).
 impl fmt::Debug for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -136,13 +136,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn debug_output_tells_server_lists_apart_without_printing_them() {
+    fn debug_output_never_prints_the_server_urls() {
         let a = Topology::Redlock(vec!["redis://:SECRET-ONE@a:1".into()]);
-        let b = Topology::Redlock(vec!["redis://:SECRET-TWO@a:1".into()]);
-        let (da, db) = (format!("{a:?}"), format!("{b:?}"));
-        assert_ne!(da, db);
-        assert_eq!(da, format!("{:?}", a.clone()));
-        assert!(!da.contains("SECRET") && !db.contains("SECRET"), "{da}");
+        let da = format!("{a:?}");
+        assert!(!da.contains("SECRET"), "{da}");
     }
 
     #[tokio::test]

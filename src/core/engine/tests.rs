@@ -3,14 +3,12 @@
 
 use super::*;
 use crate::core::options::AcquireSpec;
-use crate::store::open::ConnectOptions;
 use crate::store::ValueFormat;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 fn engine() -> Arc<Engine> {
-    let url = format!("memory://engine-test-{}", uuid::Uuid::new_v4());
-    Engine::open(&url, &ConnectOptions::default()).unwrap()
+    Engine::new(Arc::new(crate::store::memory::MemoryStore::default()))
 }
 
 fn spec(key: &str, owner: &str, ttl_ms: u64, wait: Option<Duration>) -> AcquireSpec {
@@ -146,7 +144,7 @@ async fn a_busy_key_is_polled_every_retry_delay_when_nobody_announces_its_releas
     // Taken directly in the store: its release wakes nobody here.
     let store = e.store().clone();
     store
-        .try_acquire("k", "outsider", 60_000, None, ValueFormat::Fenced)
+        .try_acquire("k", Acquisition::fenced("outsider", 60_000))
         .await
         .unwrap()
         .unwrap();
@@ -209,7 +207,7 @@ impl Probe {
 }
 
 impl crate::store::LockStore for Probe {
-    fn try_acquire_with<'a>(
+    fn try_acquire<'a>(
         &'a self,
         key: &'a str,
         acq: crate::store::Acquisition<'a>,
@@ -239,13 +237,12 @@ impl crate::store::LockStore for Probe {
             Ok(self.inner.try_acquire_or_own(key, owner, ttl_ms, data))
         })
     }
-    fn extend_with<'a>(
+    fn extend<'a>(
         &'a self,
         key: &'a str,
         renewal: crate::store::Renewal<'a>,
     ) -> crate::store::Call<'a, bool> {
-        let (owner, ttl_ms, has_data) = (renewal.owner, renewal.ttl_ms, renewal.has_data);
-        crate::store::LockStore::extend(self.inner.as_ref(), key, owner, ttl_ms, has_data)
+        crate::store::LockStore::extend(self.inner.as_ref(), key, renewal)
     }
     fn extend_many<'a>(
         &'a self,
@@ -262,13 +259,12 @@ impl crate::store::LockStore for Probe {
         self.releases.fetch_add(1, Ordering::SeqCst);
         crate::store::LockStore::release(self.inner.as_ref(), key, owner)
     }
-    fn handoff_with<'a>(
+    fn handoff<'a>(
         &'a self,
         key: &'a str,
         h: crate::store::Handoff<'a>,
     ) -> crate::store::Call<'a, Option<u64>> {
-        let (owner, next) = (h.from, h.next);
-        crate::store::LockStore::handoff(self.inner.as_ref(), key, owner, next)
+        crate::store::LockStore::handoff(self.inner.as_ref(), key, h)
     }
     fn inspect<'a>(
         &'a self,
@@ -321,10 +317,10 @@ impl crate::store::LockStore for Probe {
     }
     fn handoff_permits<'a>(
         &'a self,
-        owner: &'a str,
-        next: &'a PermitRequest<'a>,
+        h: crate::store::Handoff<'a, PermitRequest<'a>>,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::PermitHandoff>>
     {
+        let (owner, next) = (h.from, h.next);
         let gate = self.handoff_gate.lock().unwrap().take();
         Box::pin(async move {
             if let Some((entered, go)) = gate {
@@ -343,6 +339,23 @@ impl crate::store::LockStore for Probe {
             })
         })
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_for_no_permits_or_more_than_the_limit_is_refused_before_any_store_sees_it() {
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    for (count, limit) in [(0, 3), (4, 3), (1, 0)] {
+        let s = AcquireSpec {
+            permits: Some(PermitSpec { count, limit }),
+            ..spec("k", "a", 1_000, Some(Duration::from_secs(1)))
+        };
+        let err = e.acquire(&s, &CancellationToken::new()).await.unwrap_err();
+        let kind =
+            matches!(&err, LockError::Backend(b) if b.kind == crate::store::ErrorKind::Invalid);
+        assert!(kind, "{count} of {limit}: {err}");
+    }
+    assert_eq!(probe.permit_asks.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,7 +2,7 @@ use super::*;
 use crate::core::options::AutoExtend;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisOptions, RedisStore};
-use crate::store::SharedStore;
+use crate::store::{Acquisition, SharedStore};
 use std::sync::atomic::AtomicUsize;
 
 fn held(id: u64, ttl_ms: u64, auto: Option<AutoExtend>, lost: Arc<AtomicUsize>) -> Arc<Held> {
@@ -253,7 +253,13 @@ async fn a_lease_whose_holder_stopped_extending_it_lapses_at_its_deadline_as_exp
     let sched = Scheduler::start(store.clone(), no_release());
     let fenced = crate::store::ValueFormat::Fenced;
     assert!(store
-        .try_acquire("k1", "o", 100, None, fenced)
+        .try_acquire(
+            "k1",
+            Acquisition {
+                format: fenced,
+                ..Acquisition::fenced("o", 100)
+            }
+        )
         .await
         .unwrap()
         .is_some());

@@ -16,7 +16,7 @@ use crate::core::error::{LockError, LostReason};
 use crate::core::held::{guard, Held};
 use crate::core::kind::Kind;
 use crate::core::options::AutoExtend;
-use crate::store::{NextOwner, ValueFormat};
+use crate::store::{Handoff, NextOwner, Renewal, ValueFormat};
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -87,7 +87,10 @@ impl Session {
                     },
                 };
                 let sent = Instant::now();
-                let Some(token) = store.handoff(&spec.key, &spec.owner, &next).await? else {
+                let Some(token) = store
+                    .handoff(&spec.key, Handoff::new(&spec.owner, &next))
+                    .await?
+                else {
                     return Ok(None);
                 };
                 let token = if fenced { token } else { 0 };
@@ -97,7 +100,7 @@ impl Session {
             Kind::Permits => {
                 let sent = Instant::now();
                 if !store
-                    .extend_permits(&spec.key, &spec.owner, spec.ttl_ms)
+                    .extend_permits(&spec.key, Renewal::new(&spec.owner, spec.ttl_ms))
                     .await?
                 {
                     return Ok(None);

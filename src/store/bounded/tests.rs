@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::store::ErrorKind;
-use crate::store::ValueFormat;
 use crate::store::{Acquisition, Batch, Call};
 use std::sync::atomic::AtomicUsize;
 
@@ -31,11 +30,11 @@ impl Stub {
 }
 
 impl LockStore for Stub {
-    fn try_acquire_with<'a>(&'a self, _: &'a str, _: Acquisition<'a>) -> Call<'a, Option<u64>> {
+    fn try_acquire<'a>(&'a self, _: &'a str, _: Acquisition<'a>) -> Call<'a, Option<u64>> {
         self.answer(Some(7))
     }
 
-    fn extend_with<'a>(&'a self, _: &'a str, _: crate::store::Renewal<'a>) -> Call<'a, bool> {
+    fn extend<'a>(&'a self, _: &'a str, _: crate::store::Renewal<'a>) -> Call<'a, bool> {
         self.answer(true)
     }
 
@@ -52,11 +51,7 @@ impl LockStore for Stub {
         })
     }
 
-    fn handoff_with<'a>(
-        &'a self,
-        _: &'a str,
-        _: crate::store::Handoff<'a>,
-    ) -> Call<'a, Option<u64>> {
+    fn handoff<'a>(&'a self, _: &'a str, _: crate::store::Handoff<'a>) -> Call<'a, Option<u64>> {
         self.answer(Some(8))
     }
 
@@ -114,9 +109,7 @@ fn item() -> ExtendItem {
 #[tokio::test(start_paused = true)]
 async fn a_call_answered_within_the_bound_passes_its_answer_through() {
     let s = wrap(Stub::default());
-    let token = s
-        .try_acquire("k", "o", 1_000, None, ValueFormat::Fenced)
-        .await;
+    let token = s.try_acquire("k", Acquisition::fenced("o", 1_000)).await;
     assert_eq!(token, Ok(Some(7)));
 }
 
@@ -127,7 +120,7 @@ async fn a_call_never_answered_fails_as_a_timeout_once_the_bound_has_passed() {
         ..Stub::default()
     });
     let started = tokio::time::Instant::now();
-    let err = unbounded_would_hang(s.extend("k", "o", 1_000, false))
+    let err = unbounded_would_hang(s.extend("k", Renewal::new("o", 1_000)))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Timeout, "{err}");

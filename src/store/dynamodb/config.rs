@@ -16,7 +16,7 @@ pub const MAX_SORT_KEY_VALUE_BYTES: usize = 1024;
 /// A sort key: the lock table's range key attribute and the value every lock of this client
 /// uses, so that the lock named `name` is the item (`name`, `value`) (a Java lock client on a
 /// table with a sort key names its locks by both).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SortKey {
     /// Attribute name of the sort key.
     pub name: String,
@@ -25,7 +25,7 @@ pub struct SortKey {
 }
 
 /// DynamoDB settings from the connect options.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct DynamoOptions {
     /// Create the table on first use if it does not exist (on-demand billing). Default false.
     pub create_table: bool,
@@ -52,8 +52,8 @@ impl Default for DynamoOptions {
     }
 }
 
-// Every field, so that a new one must be considered here. The engine registry keys engines by
-// this output: credentials appear as a per-process fingerprint only.
+// Every field, so that a new one must be considered here: credentials appear as a per-process
+// fingerprint only.
 crate::store::redact::debug_fields!(DynamoOptions {
     create_table,
     partition_key,

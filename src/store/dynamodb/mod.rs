@@ -370,7 +370,7 @@ fn first_token() -> u64 {
 /// The contract; every call is bounded by the decorator the registry wraps the store in
 /// ([`crate::store::bounded`]).
 impl LockStore for DynamoStore {
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+    fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
             check_key(key)?;
@@ -440,7 +440,7 @@ impl LockStore for DynamoStore {
         .boxed()
     }
 
-    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+    fn extend<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         async move {
             check_key(key)?;
@@ -456,7 +456,17 @@ impl LockStore for DynamoStore {
             // Futures do nothing until polled: `buffered` runs this many at a time, in order.
             let each: Vec<_> = items
                 .iter()
-                .map(|i| LockStore::extend(self, &i.key, &i.owner, i.ttl_ms, i.has_data))
+                .map(|i| {
+                    LockStore::extend(
+                        self,
+                        &i.key,
+                        Renewal {
+                            owner: &i.owner,
+                            ttl_ms: i.ttl_ms,
+                            has_data: i.has_data,
+                        },
+                    )
+                })
                 .collect();
             futures_util::stream::iter(each)
                 .buffered(EXTEND_CONCURRENCY)
@@ -483,7 +493,7 @@ impl LockStore for DynamoStore {
         .boxed()
     }
 
-    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+    fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let (owner, next) = (h.from, h.next);
         async move {
             check_key(key)?;

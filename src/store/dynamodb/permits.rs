@@ -16,6 +16,7 @@ use super::permit_item::{self, Stored, StoredHolder, StoredWaiter};
 use super::permit_watch::{PermitWatches, Role};
 use super::{first_token, new_version, DynamoStore, EXTEND_CONCURRENCY};
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
+use crate::store::Renewal;
 use crate::store::{
     ErrorKind, ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
@@ -194,8 +195,7 @@ fn settle(before: &Stored, draft: &Draft, version: &str) -> StoreResult<Stored> 
 }
 
 fn check_request(req: &PermitRequest<'_>) -> StoreResult<()> {
-    super::checks::check_name(req.name, "semaphore name")?;
-    req.check_permits("dynamodb")
+    super::checks::check_name(req.name, "semaphore name")
 }
 
 impl DynamoStore {
@@ -333,9 +333,9 @@ impl DynamoStore {
     pub(super) async fn extend_permits(
         &self,
         name: &str,
-        owner: &str,
-        ttl_ms: u64,
+        renewal: Renewal<'_>,
     ) -> StoreResult<bool> {
+        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         super::checks::check_name(name, "semaphore name")?;
         self.update(name, |d| d.extend(owner, ttl_ms))
             .await?

@@ -140,10 +140,9 @@ async fn poll_until_granted(
     ttl_ms: u64,
 ) -> (u64, Instant) {
     loop {
-        if let Some(token) =
-            LockStore::try_acquire(s, key, owner, ttl_ms, None, ValueFormat::Fenced)
-                .await
-                .unwrap()
+        if let Some(token) = LockStore::try_acquire(s, key, Acquisition::fenced(owner, ttl_ms))
+            .await
+            .unwrap()
         {
             return (token, Instant::now());
         }
@@ -183,7 +182,7 @@ async fn a_lock_held_elsewhere_is_taken_only_after_its_version_was_watched_for_a
         "taken {:?} after first sight",
         granted_at - first_seen
     );
-    assert!(!LockStore::extend(&*holder, &k, &a, 300, false)
+    assert!(!LockStore::extend(&*holder, &k, Renewal::new(&a, 300))
         .await
         .unwrap());
     assert_eq!(
@@ -205,7 +204,7 @@ async fn a_heartbeat_restarts_the_watch() {
     holder.acquire_fenced(&k, &a, 300).await.unwrap();
     assert_eq!(contender.acquire_fenced(&k, &b, 10_000).await, None);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(LockStore::extend(&*holder, &k, &a, 300, false)
+    assert!(LockStore::extend(&*holder, &k, Renewal::new(&a, 300))
         .await
         .unwrap());
     // The contender's next look finds the new version and starts counting again.
@@ -247,7 +246,7 @@ async fn a_java_clients_item_is_taken_over_and_keeps_its_extra_attributes() {
     assert_eq!(item["ownerName"], json!({"S": me}));
     assert_eq!(item["leaseDuration"], json!({"S": "10000"}));
     assert_ne!(item["recordVersionNumber"], json!({"S": "java-v1"}));
-    assert!(s.extend(&k, &me, 5_000, false).await.unwrap());
+    assert!(s.extend(&k, Renewal::new(&me, 5_000)).await.unwrap());
     assert!(s.release(&k, &me).await.unwrap().released);
     let released = get_item(&api, TABLE, &k).await.unwrap();
     assert_eq!(released["isReleased"], json!({"S": "1"}));
@@ -340,7 +339,16 @@ async fn extra_attributes_and_a_java_heartbeat_condition_see_deadbolts_versions(
     s.acquire_granted(&k, &me, 10_000, Some(b"d"), ValueFormat::Fenced)
         .await;
     let v1 = get_item(&api, TABLE, &k).await.unwrap()["recordVersionNumber"].clone();
-    assert!(s.extend(&k, &me, 10_000, true).await.unwrap());
+    assert!(s
+        .extend(
+            &k,
+            Renewal {
+                has_data: true,
+                ..Renewal::new(&me, 10_000)
+            }
+        )
+        .await
+        .unwrap());
     let item = get_item(&api, TABLE, &k).await.unwrap();
     assert_ne!(
         item["recordVersionNumber"], v1,
@@ -602,7 +610,7 @@ async fn a_burst_of_calls_opens_a_bounded_number_of_connections() {
     };
     let calls = keys
         .iter()
-        .map(|k| s.try_acquire(k, &a, 10_000, None, ValueFormat::Fenced));
+        .map(|k| s.try_acquire(k, Acquisition::fenced(&a, 10_000)));
     for granted in futures_util::future::join_all(calls).await {
         assert!(granted.unwrap().is_some());
     }

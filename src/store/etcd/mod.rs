@@ -37,8 +37,8 @@ use crate::store::delegate::delegate;
 use crate::store::tls::TlsOptions;
 use crate::store::Call;
 use crate::store::{
-    Acquisition, ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, ReleaseNotifications,
-    ReleaseOutcome, StoreError, StoreResult,
+    Acquisition, ExtendItem, Handoff, LockInfo, LockStore, OperatorTools, ReleaseNotifications,
+    ReleaseOutcome, Renewal, StoreError, StoreResult,
 };
 use client::{b64, int, kvs, revision, succeeded, txn_response, Api, Kv, Retry};
 use futures_util::FutureExt;
@@ -193,9 +193,9 @@ impl EtcdStore {
         self.txn(&body, Retry::Safe).await.map(|_| ())
     }
 
-    /// See [`LockStore::try_acquire_with`]. The token is the grant's revision, which costs
+    /// See [`LockStore::try_acquire`]. The token is the grant's revision, which costs
     /// nothing: every format gets one.
-    async fn try_acquire_with(&self, key: &str, acq: Acquisition<'_>) -> StoreResult<Option<u64>> {
+    async fn try_acquire(&self, key: &str, acq: Acquisition<'_>) -> StoreResult<Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         let k = lock_key(key);
         let deadline = self.deadline();
@@ -279,13 +279,8 @@ impl EtcdStore {
 
     /// See [`LockStore::extend`]. A lock this store holds: its own lease kept alive (when it
     /// would not outlive the new lease) and its key checked, at once.
-    async fn extend(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        _has_data: bool,
-    ) -> StoreResult<bool> {
+    async fn extend(&self, key: &str, renewal: Renewal<'_>) -> StoreResult<bool> {
+        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         let k = lock_key(key);
         let guard = Guard::Owner(owner.to_owned());
         if self.held.ended(&k, &guard) {
@@ -470,12 +465,8 @@ impl EtcdStore {
     }
 
     /// See [`LockStore::handoff`].
-    async fn handoff(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
+    async fn handoff(&self, key: &str, h: Handoff<'_>) -> StoreResult<Option<u64>> {
+        let (owner, next) = (h.from, h.next);
         let k = lock_key(key);
         let guard = Guard::Owner(owner.to_owned());
         if self.held.ended(&k, &guard) {
@@ -626,7 +617,7 @@ fn ttl_after(ttl_ms: u64) -> Instant {
 /// The contract (the registry bounds every call: `store/bounded.rs`).
 impl LockStore for EtcdStore {
     delegate!(
-        try_acquire_with,
+        try_acquire,
         extend,
         extend_many,
         release,

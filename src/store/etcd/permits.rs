@@ -14,6 +14,7 @@ use super::client::{kvs, prefix_end, revision, succeeded, txn_response, Kv, Retr
 use super::held::Guard;
 use super::keys::{holder_key, parse_permit_value, permit_value, queued_key, semaphore_entry};
 use super::{keys, ttl_after, txn, EtcdStore, MAX_STEPS};
+use crate::store::Renewal;
 use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
 use serde_json::json;
 
@@ -98,7 +99,6 @@ impl EtcdStore {
         &self,
         req: &PermitRequest<'_>,
     ) -> StoreResult<Option<u64>> {
-        req.check_permits("etcd")?;
         let prefix = keys::semaphore_prefix(req.name);
         let end = prefix_end(&prefix);
         let hk = holder_key(req.name, req.owner);
@@ -207,9 +207,9 @@ impl EtcdStore {
     pub(super) async fn extend_permits(
         &self,
         name: &str,
-        owner: &str,
-        ttl_ms: u64,
+        renewal: Renewal<'_>,
     ) -> StoreResult<bool> {
+        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         let state = self.read_semaphore(name).await?;
         let Some(mine) = state.holders.iter().find(|e| e.owner == owner) else {
             return Ok(false);

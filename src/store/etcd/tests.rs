@@ -185,24 +185,18 @@ async fn a_grant_nobody_times_ends_with_its_etcd_lease_while_the_stores_other_lo
     let s = EtcdStore::connect(&url, options()).unwrap();
     let (kept, forgotten, x, y) = (name(), name(), owner(), owner());
     let acq = |owner| Acquisition {
-        owner,
-        ttl_ms: 1000,
-        data: None,
         format: crate::store::ValueFormat::Fenced,
+        ..Acquisition::fenced(owner, 1000)
     };
-    assert!(s.try_acquire_with(&kept, acq(&x)).await.unwrap().is_some());
-    assert!(s
-        .try_acquire_with(&forgotten, acq(&y))
-        .await
-        .unwrap()
-        .is_some());
+    assert!(s.try_acquire(&kept, acq(&x)).await.unwrap().is_some());
+    assert!(s.try_acquire(&forgotten, acq(&y)).await.unwrap().is_some());
     let k = lock_key(&forgotten);
     s.held.forget(&k);
     let started = Instant::now();
     // Its etcd lease: 1.5 × ttl in whole seconds, and etcd's half-second check of its leases.
     let bound = Duration::from_millis(2000 + 500 + 1500);
     loop {
-        assert!(s.extend(&kept, &x, 1000, false).await.unwrap());
+        assert!(s.extend(&kept, Renewal::new(&x, 1000)).await.unwrap());
         let left = kvs(&s
             .request("/v3/kv/range", &json!({"key": b64(&k)}))
             .await

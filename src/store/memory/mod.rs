@@ -242,12 +242,12 @@ impl MemoryStore {
 
 /// The contract, over the synchronous methods above (nothing here waits).
 impl LockStore for MemoryStore {
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+    fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         ready(Ok(MemoryStore::try_acquire(self, key, owner, ttl_ms, data))).boxed()
     }
 
-    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+    fn extend<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         ready(Ok(MemoryStore::extend(self, key, owner, ttl_ms))).boxed()
     }
@@ -269,7 +269,7 @@ impl LockStore for MemoryStore {
         .boxed()
     }
 
-    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+    fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let (owner, next) = (h.from, h.next);
         ready(Ok(MemoryStore::handoff(self, key, owner, next))).boxed()
     }
@@ -279,11 +279,11 @@ impl LockStore for MemoryStore {
     }
 
     fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
-        let checked = req.check_permits("memory");
-        ready(checked.map(|()| MemoryStore::acquire_permits(self, req))).boxed()
+        ready(Ok(MemoryStore::acquire_permits(self, req))).boxed()
     }
 
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
+    fn extend_permits<'a>(&'a self, name: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         ready(Ok(MemoryStore::extend_permits(self, name, owner, ttl_ms))).boxed()
     }
 

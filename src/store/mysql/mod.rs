@@ -130,7 +130,7 @@ impl MysqlStore {
     /// `owner` meanwhile). The lease is set anew first, so that it runs from after this call
     /// began, as the caller reckons it.
     async fn owned_token(&self, key: &str, owner: &str, ttl_ms: u64) -> StoreResult<Option<u64>> {
-        if !LockStore::extend(self, key, owner, ttl_ms, false).await? {
+        if !LockStore::extend(self, key, Renewal::new(owner, ttl_ms)).await? {
             return Ok(None);
         }
         Ok(self
@@ -224,7 +224,7 @@ impl LockStore for MysqlStore {
     /// # Cancel Safety
     /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
     /// taken, with nobody knowing its token, until `ttl_ms` passes.
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+    fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
             let ttl_us = micros(check_lease::<Mysql>(key, owner, ttl_ms)?);
@@ -254,7 +254,7 @@ impl LockStore for MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent, so a dropped call can simply be repeated.
-    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+    fn extend<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         self.renew(Leases::Locks, key, renewal).boxed()
     }
 
@@ -311,7 +311,7 @@ impl LockStore for MysqlStore {
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+    fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let (owner, next) = (h.from, h.next);
         async move {
             let ttl_us = micros(check_handoff::<Mysql>(key, &h)?);

@@ -15,6 +15,7 @@
 //! Times are milliseconds since the epoch by the server's clock (`UTC_TIMESTAMP(6)`, as the
 //! lock table's), so the rules' arithmetic applies to the stored values as they are.
 
+use crate::store::Renewal;
 use std::sync::Arc;
 
 use sqlx::mysql::{MySqlPool, MySqlRow};
@@ -500,8 +501,7 @@ impl MysqlStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
-    pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        let renewal = crate::store::Renewal::of_permits(owner, ttl_ms);
+    pub async fn extend_permits(&self, name: &str, renewal: Renewal<'_>) -> StoreResult<bool> {
         self.renew(Leases::Permits, name, renewal).await
     }
 

@@ -123,7 +123,7 @@ async fn a_handoff_gives_the_lock_to_the_next_owner_with_the_next_token() {
         previous_had_data: true,
         ..next_owner(&b, 30_000, ValueFormat::Fenced)
     };
-    let token = store.handoff(&key, &a, &next).await.unwrap();
+    let token = store.handoff(&key, Handoff::new(&a, &next)).await.unwrap();
     assert_eq!(token, Some(first + 1));
     let info = store.inspect(&key).await.unwrap().unwrap();
     assert_eq!(
@@ -131,7 +131,7 @@ async fn a_handoff_gives_the_lock_to_the_next_owner_with_the_next_token() {
         (b.as_str(), None, first + 1)
     );
     assert_eq!(
-        store.handoff(&key, &a, &next).await.unwrap(),
+        store.handoff(&key, Handoff::new(&a, &next)).await.unwrap(),
         None,
         "a no longer holds it"
     );
@@ -263,7 +263,7 @@ async fn a_store_pointed_at_a_closed_port_fails_within_the_connect_timeout() {
     .unwrap();
     let started = Instant::now();
     let result = s
-        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
+        .try_acquire(&name(), Acquisition::fenced(&owner(), 1_000))
         .await;
     let elapsed = started.elapsed();
     assert!(result.is_err());
@@ -363,7 +363,7 @@ async fn an_account_without_the_create_privilege_uses_an_existing_table_and_fail
     let limited = MysqlStore::connect(&url, options(2)).unwrap();
     let (k, a) = (name(), owner());
     let acquired = limited
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .try_acquire(&k, Acquisition::fenced(&a, 10_000))
         .await;
     let released = limited.release(&k, &a).await;
     limited.close().await;

@@ -243,7 +243,7 @@ impl LockStore for PostgresStore {
     /// # Cancel Safety
     /// Not cancel safe: once the statement was sent, dropping the future may leave the lock
     /// taken, with nobody knowing its token, until `ttl_ms` passes.
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+    fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
             let ttl = check_lease::<Postgres>(key, owner, ttl_ms)?;
@@ -276,7 +276,7 @@ impl LockStore for PostgresStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
-    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+    fn extend<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         self.renew(Leases::Locks, key, renewal).boxed()
     }
 
@@ -331,7 +331,7 @@ impl LockStore for PostgresStore {
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+    fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let (owner, next) = (h.from, h.next);
         async move {
             let ttl = check_handoff::<Postgres>(key, &h)?;

@@ -3,6 +3,7 @@
 //! semaphore operation, with tokens from the lock table's sequence and releases announced on
 //! the lock table's channel under [`watch_key`].
 
+use crate::store::Renewal;
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 
@@ -76,8 +77,7 @@ impl PostgresStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
-    pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        let renewal = crate::store::Renewal::of_permits(owner, ttl_ms);
+    pub async fn extend_permits(&self, name: &str, renewal: Renewal<'_>) -> StoreResult<bool> {
         self.renew(Leases::Permits, name, renewal).await
     }
 

@@ -80,11 +80,26 @@ async fn the_holder_asking_again_gets_its_own_token_and_a_new_lease() {
 async fn a_retried_handoff_finds_the_lock_with_the_next_owner_and_returns_its_token() {
     let s = store();
     let (k, a, b) = (name(), owner(), owner());
-    s.try_acquire(&k, &a, 10_000, Some(b"a"), ValueFormat::Fenced)
+    s.try_acquire(
+        &k,
+        Acquisition {
+            data: Some(b"a"),
+            ..Acquisition::fenced(&a, 10_000)
+        },
+    )
+    .await
+    .unwrap();
+    let token = s
+        .handoff(&k, Handoff::new(&a, &next_for(&b)))
         .await
+        .unwrap()
         .unwrap();
-    let token = s.handoff(&k, &a, &next_for(&b)).await.unwrap().unwrap();
-    assert_eq!(s.handoff(&k, &a, &next_for(&b)).await.unwrap(), Some(token));
+    assert_eq!(
+        s.handoff(&k, Handoff::new(&a, &next_for(&b)))
+            .await
+            .unwrap(),
+        Some(token)
+    );
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!((info.owner, info.data), (b, None));
 }
@@ -275,12 +290,12 @@ async fn a_statement_the_server_holds_past_the_response_bound_fails_as_a_timeout
     .execute(&mut *tx)
     .await
     .unwrap();
-    let err = s.extend(&k, &a, 60_000, false).await.unwrap_err();
+    let err = s.extend(&k, Renewal::new(&a, 60_000)).await.unwrap_err();
     tx.rollback().await.unwrap();
     // Cancelled by the server (`statement_timeout`), not left running behind the caller.
     assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
     assert!(err.message.contains("statement timeout"), "{err}");
-    assert!(s.extend(&k, &a, 60_000, false).await.unwrap());
+    assert!(s.extend(&k, Renewal::new(&a, 60_000)).await.unwrap());
 }
 
 #[test]
@@ -440,7 +455,7 @@ async fn an_account_without_create_rights_uses_a_table_made_for_it_and_fails_on_
     let limited = PostgresStore::connect(&url, options(2)).unwrap();
     let (k, a) = (name(), owner());
     let acquired = limited
-        .try_acquire(&k, &a, 10_000, None, ValueFormat::Fenced)
+        .try_acquire(&k, Acquisition::fenced(&a, 10_000))
         .await;
     let released = limited.release(&k, &a).await;
     limited.close().await;

@@ -35,12 +35,12 @@ mod tls;
 
 use crate::store::delegate::delegate;
 use crate::store::tls::TlsOptions;
-use crate::store::{Batch, Call};
 use crate::store::{
-    ErrorKind, ExtendItem, LockInfo, LockStore, NextOwner, OperatorTools, PermitHandoff,
-    PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, StoreError, StoreResult,
-    ValueFormat,
+    Acquisition, ErrorKind, ExtendItem, Handoff, LockInfo, LockStore, NextOwner, OperatorTools,
+    PermitHandoff, PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, Renewal,
+    StoreError, StoreResult, ValueFormat,
 };
+use crate::store::{Batch, Call};
 use batcher::evalsha;
 use connection::Node;
 use errors::store_err;
@@ -242,14 +242,13 @@ impl RedisStore {
     ///
     /// # Cancel Safety
     /// Not cancel safe: the command may have run when the future is dropped.
-    pub async fn try_acquire(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        data: Option<&[u8]>,
-        format: ValueFormat,
-    ) -> StoreResult<Option<u64>> {
+    pub async fn try_acquire(&self, key: &str, acq: Acquisition<'_>) -> StoreResult<Option<u64>> {
+        let Acquisition {
+            owner,
+            ttl_ms,
+            data,
+            format,
+        } = acq;
         let result = self
             .try_acquire_tagged(key, owner, ttl_ms, data, format, None)
             .await;
@@ -389,13 +388,12 @@ impl RedisStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn extend(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        has_data: bool,
-    ) -> StoreResult<bool> {
+    pub async fn extend(&self, key: &str, renewal: Renewal<'_>) -> StoreResult<bool> {
+        let Renewal {
+            owner,
+            ttl_ms,
+            has_data,
+        } = renewal;
         let ttl = ttl_ms.to_string();
         let data_k = data_key(key);
         let flag: &[u8] = if has_data { b"1" } else { b"0" };
@@ -518,13 +516,8 @@ impl RedisStore {
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have been handed over when the future is dropped.
-    pub async fn handoff(
-        &self,
-        key: &str,
-        owner: &str,
-        next: &NextOwner<'_>,
-    ) -> StoreResult<Option<u64>> {
-        self.handoff_tagged(key, owner, next, None).await
+    pub async fn handoff(&self, key: &str, h: Handoff<'_>) -> StoreResult<Option<u64>> {
+        self.handoff_tagged(key, h.from, h.next, None).await
     }
 
     /// [`RedisStore::handoff`] as one attempt of a Redlock handoff: the next owner's grant
@@ -727,8 +720,8 @@ impl LockStore for RedisStore {
         self.acquire_permits_ticketed(req, 0).boxed()
     }
 
-    fn extend_permits<'a>(&'a self, name: &'a str, owner: &'a str, ttl_ms: u64) -> Call<'a, bool> {
-        self.extend_permits_limit(name, owner, ttl_ms)
+    fn extend_permits<'a>(&'a self, name: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+        self.extend_permits_limit(name, renewal.owner, renewal.ttl_ms)
             .map(|r| r.map(|limit| limit > 0))
             .boxed()
     }
@@ -745,12 +738,8 @@ impl LockStore for RedisStore {
             .boxed()
     }
 
-    fn handoff_permits<'a>(
-        &'a self,
-        owner: &'a str,
-        next: &'a PermitRequest<'a>,
-    ) -> Call<'a, PermitHandoff> {
-        self.handoff_permits_once(owner, next).boxed()
+    fn handoff_permits<'a>(&'a self, h: Handoff<'a, PermitRequest<'a>>) -> Call<'a, PermitHandoff> {
+        self.handoff_permits_once(h.from, h.next).boxed()
     }
 
     fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {

@@ -121,7 +121,6 @@ impl RedisStore {
         req: &PermitRequest<'_>,
         ticket: u64,
     ) -> StoreResult<Option<u64>> {
-        req.check_permits("redis")?;
         let k = Keys::of(req.name);
         let (permits, limit) = (req.permits.to_string(), req.limit.to_string());
         let (ttl, queue_ttl) = (req.ttl_ms.to_string(), req.queue_ttl_ms.to_string());
@@ -256,7 +255,6 @@ impl RedisStore {
         owner: &str,
         next: &PermitRequest<'_>,
     ) -> StoreResult<PermitHandoff> {
-        next.check_permits("redis")?;
         let k = Keys::of(next.name);
         let channel = release_channel(&k.watch);
         let (permits, limit, ttl) = (

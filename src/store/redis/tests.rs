@@ -5,6 +5,7 @@
 use super::{RedisOptions, RedisStore};
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner, released_until_heard, server_or_skip};
+use crate::store::{Acquisition, Handoff, Renewal};
 use crate::store::{LockStore, ReleaseNotifications, ValueFormat};
 use std::sync::Arc;
 
@@ -61,7 +62,7 @@ async fn scripts_are_loaded_again_after_the_server_forgot_them() {
     s.acquire_fenced(&k, "a", 10_000).await.unwrap();
     raw_command(&["SCRIPT", "FLUSH"]).await;
     // Every script, run by hash, meets NOSCRIPT once.
-    assert!(LockStore::extend(&*s, &k, "a", 10_000, false)
+    assert!(LockStore::extend(&*s, &k, Renewal::new("a", 10_000))
         .await
         .unwrap());
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, "a");
@@ -230,7 +231,7 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     assert_eq!(value, expected, "marked once, however many were refused");
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!((info.owner.as_str(), info.fencing_token), ("a", token));
-    assert!(s.extend(&k, "a", 10_000, false).await.unwrap());
+    assert!(s.extend(&k, Renewal::new("a", 10_000)).await.unwrap());
     // The retried acquisition of its own owner still finds its token.
     assert_eq!(s.acquire_fenced(&k, "a", 10_000).await, Some(token));
     assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
@@ -261,7 +262,13 @@ async fn an_unfenced_grant_or_handoff_draws_no_token_and_a_refusal_still_gets_th
     let value_of = async |k: &str| value_of(&raw, k).await;
     let k = name();
     let scripts_before = calls_of(&raw, "evalsha").await;
-    let got = s.try_acquire(&k, "a", 10_000, None, ValueFormat::Unfenced);
+    let got = s.try_acquire(
+        &k,
+        Acquisition {
+            format: ValueFormat::Unfenced,
+            ..Acquisition::fenced("a", 10_000)
+        },
+    );
     assert_eq!(got.await.unwrap(), Some(0), "granted, without a token");
     assert_eq!(value_of(&k).await, b"a\xff");
     assert_eq!(calls_of(&raw, "set").await, 1, "one SET NX PX");
@@ -273,12 +280,24 @@ async fn an_unfenced_grant_or_handoff_draws_no_token_and_a_refusal_still_gets_th
     );
 
     // Refused: the script then runs, and marks the value for the release's announcement.
-    let refused = s.try_acquire(&k, "b", 10_000, None, ValueFormat::Unfenced);
+    let refused = s.try_acquire(
+        &k,
+        Acquisition {
+            format: ValueFormat::Unfenced,
+            ..Acquisition::fenced("b", 10_000)
+        },
+    );
     assert_eq!(refused.await.unwrap(), None);
     assert_eq!(value_of(&k).await, b"a\xff\xfe");
     assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
     // A request sent again after its reply was lost finds its own lock, with a fresh lease.
-    let again = s.try_acquire(&k, "a", 60_000, None, ValueFormat::Unfenced);
+    let again = s.try_acquire(
+        &k,
+        Acquisition {
+            format: ValueFormat::Unfenced,
+            ..Acquisition::fenced("a", 60_000)
+        },
+    );
     assert_eq!(again.await.unwrap(), Some(0));
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
@@ -286,7 +305,10 @@ async fn an_unfenced_grant_or_handoff_draws_no_token_and_a_refusal_still_gets_th
     assert_eq!(calls_of(&raw, "publish").await, 0);
     // Handed on to a local waiter that needs no token: none is drawn, and the mark stays.
     let next = next_owner("c", 10_000, ValueFormat::Unfenced);
-    assert_eq!(s.handoff(&k, "a", &next).await.unwrap(), Some(0));
+    assert_eq!(
+        s.handoff(&k, Handoff::new("a", &next)).await.unwrap(),
+        Some(0)
+    );
     assert_eq!(value_of(&k).await, b"c\xff\xfe");
     assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
     let outcome = LockStore::release(&*s, &k, "c").await.unwrap();
@@ -309,7 +331,13 @@ async fn a_plain_unfenced_grant_or_handoff_writes_the_bare_owner_and_draws_no_to
     let value_of = async |k: &str| value_of(&raw, k).await;
     let k = name();
     let scripts_before = calls_of(&raw, "evalsha").await;
-    let got = s.try_acquire(&k, "a", 10_000, None, ValueFormat::PlainUnfenced);
+    let got = s.try_acquire(
+        &k,
+        Acquisition {
+            format: ValueFormat::PlainUnfenced,
+            ..Acquisition::fenced("a", 10_000)
+        },
+    );
     assert_eq!(got.await.unwrap(), Some(0), "granted, without a token");
     assert_eq!(
         value_of(&k).await,
@@ -325,23 +353,41 @@ async fn a_plain_unfenced_grant_or_handoff_writes_the_bare_owner_and_draws_no_to
     );
 
     // Refused: the value stays the bare owner (a redislock process compares it whole).
-    let refused = s.try_acquire(&k, "b", 10_000, None, ValueFormat::PlainUnfenced);
+    let refused = s.try_acquire(
+        &k,
+        Acquisition {
+            format: ValueFormat::PlainUnfenced,
+            ..Acquisition::fenced("b", 10_000)
+        },
+    );
     assert_eq!(refused.await.unwrap(), None);
     assert_eq!(value_of(&k).await, b"a");
     // A request sent again after its reply was lost finds its own lock, with a fresh lease.
-    let again = s.try_acquire(&k, "a", 60_000, None, ValueFormat::PlainUnfenced);
+    let again = s.try_acquire(
+        &k,
+        Acquisition {
+            format: ValueFormat::PlainUnfenced,
+            ..Acquisition::fenced("a", 60_000)
+        },
+    );
     assert_eq!(again.await.unwrap(), Some(0));
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
     assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
-    assert!(s.extend(&k, "a", 10_000, false).await.unwrap());
+    assert!(s.extend(&k, Renewal::new("a", 10_000)).await.unwrap());
     assert_eq!(value_of(&k).await, b"a", "extended, unchanged");
     // Handed on to a local waiter of the same format: the bare next owner, no token drawn,
     // and a retried handoff finds it.
     let next = next_owner("c", 10_000, ValueFormat::PlainUnfenced);
-    assert_eq!(s.handoff(&k, "a", &next).await.unwrap(), Some(0));
+    assert_eq!(
+        s.handoff(&k, Handoff::new("a", &next)).await.unwrap(),
+        Some(0)
+    );
     assert_eq!(value_of(&k).await, b"c");
-    assert_eq!(s.handoff(&k, "a", &next).await.unwrap(), Some(0));
+    assert_eq!(
+        s.handoff(&k, Handoff::new("a", &next)).await.unwrap(),
+        Some(0)
+    );
     assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
     assert!(LockStore::release(&*s, &k, "c").await.unwrap().released);
     assert_eq!(
@@ -380,7 +426,13 @@ async fn an_acquire_that_finds_its_own_lock_returns_its_token_with_a_fresh_lease
     // The request that finds the caller's lock (a retry, or a race with a local handoff to
     // it) reports the lease as running from now: the store must agree.
     let again = s
-        .try_acquire(&k, "a", 60_000, Some(b"x"), ValueFormat::Fenced)
+        .try_acquire(
+            &k,
+            Acquisition {
+                data: Some(b"x"),
+                ..Acquisition::fenced("a", 60_000)
+            },
+        )
         .await;
     assert_eq!(again.unwrap(), Some(token));
     let info = s.inspect(&k).await.unwrap().expect("held");
@@ -457,7 +509,7 @@ mod cluster {
     use super::super::{RedisOptions, RedisStore};
     use crate::store::conformance::{name, next_owner, AcquireFenced};
     use crate::store::test_servers::{redis_server_or_skip, TestCluster};
-    use crate::store::{ExtendItem, LockStore, ValueFormat};
+    use crate::store::{ExtendItem, Handoff, LockStore, ValueFormat};
     use std::collections::HashSet;
     use std::sync::{Arc, OnceLock};
 
@@ -517,7 +569,11 @@ mod cluster {
                 previous_had_data: true,
                 ..next_owner("b", 10_000, ValueFormat::Fenced)
             };
-            assert!(s.handoff(k, "a", &next).await.unwrap().is_some());
+            assert!(s
+                .handoff(k, Handoff::new("a", &next))
+                .await
+                .unwrap()
+                .is_some());
             assert!(LockStore::release(&*s, k, "b").await.unwrap().released);
         }
     }
@@ -687,7 +743,7 @@ async fn a_rediss_url_to_a_plaintext_server_fails_as_a_tls_handshake_within_the_
 #[tokio::test]
 async fn a_single_servers_call_future_does_not_carry_the_cluster_and_sentinel_paths() {
     let Some(s) = open() else { return };
-    let acquire = RedisStore::try_acquire(&s, "k", "o", 1000, None, ValueFormat::Fenced);
+    let acquire = RedisStore::try_acquire(&s, "k", Acquisition::fenced("o", 1000));
     let release = RedisStore::release(&s, "k", "o");
     let (acquire, release) = (size_of_val(&acquire), size_of_val(&release));
     assert!(acquire <= 2048, "try_acquire's future is {acquire} bytes");
@@ -757,7 +813,13 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
     // lock, a refusal marking the value as waited for, an extension and a release.
     raw_command(&["SET", &super::keys::legacy_fence_key(&k), "7"]).await;
     assert!(s
-        .try_acquire(&k, "a", 10_000, data, ValueFormat::Fenced)
+        .try_acquire(
+            &k,
+            Acquisition {
+                data,
+                ..Acquisition::fenced("a", 10_000)
+            }
+        )
         .await
         .unwrap()
         .is_some());
@@ -765,16 +827,62 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
     for format in formats {
         for data in [None, data] {
             let k = name();
-            let got = s.try_acquire(&k, "a", 10_000, data, format).await.unwrap();
+            let got = s
+                .try_acquire(
+                    &k,
+                    Acquisition {
+                        data,
+                        format,
+                        ..Acquisition::fenced("a", 10_000)
+                    },
+                )
+                .await
+                .unwrap();
             assert!(got.is_some());
             // (a bare owner, redislock's value, cannot tell its retry from another owner)
-            s.try_acquire(&k, "a", 10_000, data, format).await.unwrap();
+            s.try_acquire(
+                &k,
+                Acquisition {
+                    data,
+                    format,
+                    ..Acquisition::fenced("a", 10_000)
+                },
+            )
+            .await
+            .unwrap();
             assert_eq!(
-                s.try_acquire(&k, "b", 10_000, data, format).await.unwrap(),
+                s.try_acquire(
+                    &k,
+                    Acquisition {
+                        data,
+                        format,
+                        ..Acquisition::fenced("b", 10_000)
+                    }
+                )
+                .await
+                .unwrap(),
                 None
             );
-            assert!(s.extend(&k, "a", 10_000, data.is_some()).await.unwrap());
-            assert!(!s.extend(&k, "b", 10_000, data.is_some()).await.unwrap());
+            assert!(s
+                .extend(
+                    &k,
+                    Renewal {
+                        has_data: data.is_some(),
+                        ..Renewal::new("a", 10_000)
+                    }
+                )
+                .await
+                .unwrap());
+            assert!(!s
+                .extend(
+                    &k,
+                    Renewal {
+                        has_data: data.is_some(),
+                        ..Renewal::new("b", 10_000)
+                    }
+                )
+                .await
+                .unwrap());
             let item = |owner: &str| ExtendItem {
                 key: k.clone(),
                 owner: owner.into(),
@@ -813,19 +921,21 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
                 ValueFormat::Fenced,
             )
             .await;
-            let _ = s
-                .try_acquire(&k, "w", 10_000, None, ValueFormat::Fenced)
-                .await;
+            let _ = s.try_acquire(&k, Acquisition::fenced("w", 10_000)).await;
             let next = NextOwner {
                 data,
                 previous_had_data,
                 ..next_owner("b", 10_000, format)
             };
-            assert!(s.handoff(&k, "a", &next).await.unwrap().is_some());
+            assert!(s
+                .handoff(&k, Handoff::new("a", &next))
+                .await
+                .unwrap()
+                .is_some());
             // Its retry (a bare owner cannot tell it from a stranger's: refused then).
-            s.handoff(&k, "a", &next).await.unwrap();
+            s.handoff(&k, Handoff::new("a", &next)).await.unwrap();
             assert_eq!(
-                s.handoff(&k, "x", &next_owner("c", 10_000, format))
+                s.handoff(&k, Handoff::new("x", &next_owner("c", 10_000, format)))
                     .await
                     .unwrap(),
                 None

@@ -274,18 +274,14 @@ impl RedlockStore {
         .await;
     }
 
-    /// See [`LockStore::try_acquire_with`]. An
+    /// See [`LockStore::try_acquire`]. An
     /// [`ValueFormat::Unfenced`](crate::store::ValueFormat::Unfenced) acquisition draws tokens
     /// all the same: the quorum's token is raised on every server that granted it, which
     /// needs one.
     ///
     /// # Cancel Safety
     /// Not cancel safe: servers may hold the lock when the future is dropped.
-    pub async fn try_acquire_with(
-        &self,
-        key: &str,
-        acq: Acquisition<'_>,
-    ) -> StoreResult<Option<u64>> {
+    pub async fn try_acquire(&self, key: &str, acq: Acquisition<'_>) -> StoreResult<Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         let format = acq.format.with_token();
         let start = Instant::now();
@@ -329,16 +325,12 @@ impl RedlockStore {
         Ok(None)
     }
 
-    /// See [`LockStore::extend_with`]: extended when a quorum extended it.
+    /// See [`LockStore::extend`]: extended when a quorum extended it.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn extend_with(&self, key: &str, r: Renewal<'_>) -> StoreResult<bool> {
-        let calls = self
-            .servers
-            .iter()
-            .map(|s| s.extend(key, r.owner, r.ttl_ms, r.has_data))
-            .collect();
+    pub async fn extend(&self, key: &str, r: Renewal<'_>) -> StoreResult<bool> {
+        let calls = self.servers.iter().map(|s| s.extend(key, r)).collect();
         let q = self.quorum;
         let answers = ask_all(calls, None, |a| Tally::of(a, |owned| *owned).settled(q)).await;
         self.owned(&answers, "extend")
@@ -452,11 +444,11 @@ impl RedlockStore {
         })
     }
 
-    /// See [`LockStore::handoff_or_release_with`].
+    /// See [`LockStore::handoff_or_release`].
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may be half handed over when the future is dropped.
-    pub async fn handoff_or_release_with(
+    pub async fn handoff_or_release(
         &self,
         key: &str,
         h: Handoff<'_>,
@@ -506,13 +498,13 @@ impl RedlockStore {
             .map(HandoffOutcome::Released)
     }
 
-    /// See [`LockStore::handoff_with`]: [`RedlockStore::handoff_or_release_with`], `None`
+    /// See [`LockStore::handoff`]: [`RedlockStore::handoff_or_release`], `None`
     /// unless handed.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may be half handed over when the future is dropped.
-    pub async fn handoff_with(&self, key: &str, h: Handoff<'_>) -> StoreResult<Option<u64>> {
-        Ok(match self.handoff_or_release_with(key, h).await? {
+    pub async fn handoff(&self, key: &str, h: Handoff<'_>) -> StoreResult<Option<u64>> {
+        Ok(match self.handoff_or_release(key, h).await? {
             HandoffOutcome::Handed(token) => Some(token),
             HandoffOutcome::Released(_) => None,
         })
@@ -611,12 +603,12 @@ fn holders(answers: &Answers<Option<LockInfo>>) -> (usize, Option<String>) {
 /// The contract, delegating to the inherent methods above.
 impl LockStore for RedlockStore {
     delegate!(
-        try_acquire_with,
-        extend_with,
+        try_acquire,
+        extend,
         extend_many,
         release,
-        handoff_with,
-        handoff_or_release_with,
+        handoff,
+        handoff_or_release,
         inspect,
         ping,
         acquire_permits,

@@ -28,6 +28,7 @@
 use super::quorum::{ask_all, ask_all_items, ask_grants, no_quorum, Answers, Tally};
 use super::{granted, RedlockStore};
 use crate::store::redis::permits::KeepPlace;
+use crate::store::Renewal;
 use crate::store::{ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
 use futures_util::FutureExt;
 use std::collections::HashMap;
@@ -133,7 +134,6 @@ impl RedlockStore {
     /// # Cancel Safety
     /// Not cancel safe: servers may hold the permits when the future is dropped.
     pub async fn acquire_permits(&self, req: &PermitRequest<'_>) -> StoreResult<Option<u64>> {
-        req.check_permits("redlock")?;
         let start = Instant::now();
         let bound = self.server_timeout(req.ttl_ms);
         let q = self.permit_quorum(req.limit);
@@ -186,7 +186,8 @@ impl RedlockStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
+    pub async fn extend_permits(&self, name: &str, renewal: Renewal<'_>) -> StoreResult<bool> {
+        let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         let calls = self
             .servers
             .iter()

@@ -8,8 +8,8 @@ use crate::store::conformance::{name, next_owner, released_until_heard};
 use crate::store::redis::keys::fence_key;
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::test_servers::{redis_server_or_skip, TestServer};
-use crate::store::LockStore;
 use crate::store::ValueFormat;
+use crate::store::{Acquisition, Handoff, Renewal};
 use crate::store::{ErrorKind, HandoffOutcome, ReleaseNotifications};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -124,7 +124,7 @@ async fn with_a_majority_down_acquire_fails_with_their_error_and_leaves_no_grant
     s[0].kill();
     s[1].kill();
     let err = redlock
-        .try_acquire(&k, "me", 10_000, None, ValueFormat::Fenced)
+        .try_acquire(&k, Acquisition::fenced("me", 10_000))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Unreachable, "{err}");
@@ -144,7 +144,10 @@ async fn a_paused_server_delays_nothing_while_a_quorum_answers() {
     let started = Instant::now();
     let token = redlock.acquire_fenced(&k, "me", 10_000).await;
     assert!(token.is_some());
-    assert!(redlock.extend(&k, "me", 10_000, false).await.unwrap());
+    assert!(redlock
+        .extend(&k, Renewal::new("me", 10_000))
+        .await
+        .unwrap());
     assert!(redlock.release(&k, "me").await.unwrap().released);
     assert!(started.elapsed() < bound, "{:?}", started.elapsed());
     s[2].resume();
@@ -161,7 +164,7 @@ async fn with_a_majority_paused_acquire_fails_as_a_timeout_within_twice_the_serv
     let bound = redlock.server_timeout(5_000);
     let started = Instant::now();
     let err = redlock
-        .try_acquire(&k, "me", 5_000, None, ValueFormat::Fenced)
+        .try_acquire(&k, Acquisition::fenced("me", 5_000))
         .await
         .unwrap_err();
     let took = started.elapsed();
@@ -226,7 +229,10 @@ async fn a_handoff_without_a_quorum_gives_back_what_the_next_owner_got() {
     set(&s[1], k.as_bytes(), b"other").await;
     set(&s[2], k.as_bytes(), b"other").await;
     let next = next_owner("b", 10_000, ValueFormat::Fenced);
-    let outcome = redlock.handoff_or_release(&k, "a", &next).await.unwrap();
+    let outcome = redlock
+        .handoff_or_release(&k, Handoff::new("a", &next))
+        .await
+        .unwrap();
     assert!(
         matches!(outcome, HandoffOutcome::Released(r) if !r.released),
         "{outcome:?}"
@@ -306,7 +312,7 @@ async fn late_give_back(clean_up: bool) {
         g.hold();
     }
     let err = redlock
-        .try_acquire(&k, "me", 3_000, None, ValueFormat::Fenced)
+        .try_acquire(&k, Acquisition::fenced("me", 3_000))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Timeout, "{err}");

@@ -75,7 +75,6 @@ pub fn check_ttl<D: Dialect>(ttl_ms: u64) -> StoreResult<i64> {
 pub fn check_request<D: Dialect>(req: &PermitRequest<'_>) -> StoreResult<(i64, i64)> {
     check_semaphore::<D>(req.name)?;
     check_owner::<D>(req.owner)?;
-    req.check_permits(D::NAME)?;
     let ttl = check_ttl::<D>(req.ttl_ms)?;
     if req.queue_ttl_ms > MAX_TTL_MS {
         return Err(StoreError::invalid(format!(

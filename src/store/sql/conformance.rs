@@ -8,6 +8,7 @@
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{extend_item, name, next_owner, owner, sleep_ms};
 use crate::store::sql::checks::{MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS};
+use crate::store::{Acquisition, Handoff, Renewal};
 use crate::store::{ErrorKind, ExtendItem, LockStore, StoreResult, ValueFormat};
 use std::future::Future;
 use std::sync::Arc;
@@ -100,7 +101,11 @@ pub async fn tokens_keep_increasing_across_releases_expiries_handoffs_and_new_st
         let token = acquire(&s, &k, &a, 10_000).await.unwrap();
         assert!(token > last, "round {round}: {token} after {last}");
         let next = next_owner(&b, 10_000, ValueFormat::Fenced);
-        let handed = s.handoff(&k, &a, &next).await.unwrap().unwrap();
+        let handed = s
+            .handoff(&k, Handoff::new(&a, &next))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(handed > token);
         assert!(s.release(&k, &b).await.unwrap().released);
         let released = acquire(&s, &k, &a, 10_000).await.unwrap();
@@ -119,7 +124,7 @@ pub async fn extend_can_shorten_a_lease<H: SqlHarness>() {
     let s = open::<H>(2);
     let (k, a) = (name(), owner());
     acquire(&s, &k, &a, 60_000).await.unwrap();
-    assert!(s.extend(&k, &a, 2_000, false).await.unwrap());
+    assert!(s.extend(&k, Renewal::new(&a, 2_000)).await.unwrap());
     let left = remaining(&s, &k).await;
     assert!((1_000..=2_000).contains(&left), "{left}");
 }
@@ -130,7 +135,7 @@ pub async fn extend_after_expiry_fails_and_inspect_sees_nothing<H: SqlHarness>()
     let (k, a) = (name(), owner());
     acquire(&s, &k, &a, 50).await.unwrap();
     sleep_ms(150).await;
-    assert!(!s.extend(&k, &a, 10_000, false).await.unwrap());
+    assert!(!s.extend(&k, Renewal::new(&a, 10_000)).await.unwrap());
     assert_eq!(s.inspect(&k).await.unwrap(), None);
 }
 
@@ -318,11 +323,11 @@ pub async fn names_owners_and_ttls_beyond_the_limits_are_refused_before_any_io<H
     let long_key = "k".repeat(MAX_KEY_BYTES + 1);
     let long_owner = "o".repeat(MAX_OWNER_BYTES + 1);
     for result in [
-        s.try_acquire(&long_key, "o", 1_000, None, ValueFormat::Fenced)
+        s.try_acquire(&long_key, Acquisition::fenced("o", 1_000))
             .await,
-        s.try_acquire("k", &long_owner, 1_000, None, ValueFormat::Fenced)
+        s.try_acquire("k", Acquisition::fenced(&long_owner, 1_000))
             .await,
-        s.try_acquire("k", "o", MAX_TTL_MS + 1, None, ValueFormat::Fenced)
+        s.try_acquire("k", Acquisition::fenced("o", MAX_TTL_MS + 1))
             .await,
     ] {
         assert_eq!(result.unwrap_err().kind, ErrorKind::Invalid);
@@ -358,7 +363,7 @@ pub async fn exactly_one_of_200_acquirers_in_8_stores_wins_a_free_or_expired_nam
         for i in 0..200 {
             let (s, k) = (stores[i % stores.len()].clone(), k.clone());
             tasks.spawn(async move {
-                s.try_acquire(&k, &owner(), 10_000, None, ValueFormat::Fenced)
+                s.try_acquire(&k, Acquisition::fenced(&owner(), 10_000))
                     .await
             });
         }
@@ -382,10 +387,7 @@ pub async fn holding_2000_locks_at_once_needs_no_connection_per_lock<H: SqlHarne
     let mut tasks = JoinSet::new();
     for k in keys.clone() {
         let (s, a) = (s.clone(), a.clone());
-        tasks.spawn(async move {
-            s.try_acquire(&k, &a, 120_000, None, ValueFormat::Fenced)
-                .await
-        });
+        tasks.spawn(async move { s.try_acquire(&k, Acquisition::fenced(&a, 120_000)).await });
     }
     while let Some(joined) = tasks.join_next().await {
         assert!(joined.unwrap().unwrap().is_some());
@@ -418,7 +420,7 @@ pub async fn operations_after_close_fail_as_closed<H: SqlHarness>() {
     s.ping().await.unwrap();
     s.close().await;
     let err = s
-        .try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced)
+        .try_acquire(&name(), Acquisition::fenced(&owner(), 1_000))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Closed, "{err}");

@@ -2,6 +2,7 @@
 //! which leases a batch extends, the checks of its items, its answers as batches return, and
 //! the path of a batch of at most one item, which is a plain extension.
 
+use crate::store::Renewal;
 use tokio::task::JoinSet;
 
 use super::checks::{check_key, check_owner, check_semaphore, check_ttl};
@@ -52,12 +53,19 @@ impl Leases {
             out.push(match self {
                 Leases::Locks => {
                     store
-                        .extend(&item.key, &item.owner, item.ttl_ms, item.has_data)
+                        .extend(
+                            &item.key,
+                            Renewal {
+                                owner: &item.owner,
+                                ttl_ms: item.ttl_ms,
+                                has_data: item.has_data,
+                            },
+                        )
                         .await
                 }
                 Leases::Permits => {
                     store
-                        .extend_permits(&item.key, &item.owner, item.ttl_ms)
+                        .extend_permits(&item.key, Renewal::new(&item.owner, item.ttl_ms))
                         .await
                 }
             });

@@ -350,7 +350,7 @@ impl LockStore for SqliteStore {
     /// # Cancel Safety
     /// Not cancel safe: once the statement is on its way, dropping the future may leave the
     /// lock taken, with nobody knowing its token, until `ttl_ms` passes.
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+    fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         async move {
             let ttl = check_lease::<Sqlite>(key, owner, ttl_ms)?;
@@ -388,7 +388,7 @@ impl LockStore for SqliteStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
-    fn extend_with<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
+    fn extend<'a>(&'a self, key: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
         self.renew(Leases::Locks, key, renewal).boxed()
     }
 
@@ -439,7 +439,7 @@ impl LockStore for SqliteStore {
     ///
     /// # Cancel Safety
     /// Not cancel safe: the lock may have changed hands when the future is dropped.
-    fn handoff_with<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
+    fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let (owner, next) = (h.from, h.next);
         async move {
             let ttl = check_handoff::<Sqlite>(key, &h)?;

@@ -15,6 +15,7 @@ use super::SqliteStore;
 use crate::store::permits::watch_key;
 use crate::store::sql::checks::{check_owner, check_request, check_semaphore};
 use crate::store::sql::extend::Leases;
+use crate::store::Renewal;
 use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
 use sqlx::{AssertSqlSafe, Row};
 
@@ -66,8 +67,7 @@ impl SqliteStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent.
-    pub async fn extend_permits(&self, name: &str, owner: &str, ttl_ms: u64) -> StoreResult<bool> {
-        let renewal = crate::store::Renewal::of_permits(owner, ttl_ms);
+    pub async fn extend_permits(&self, name: &str, renewal: Renewal<'_>) -> StoreResult<bool> {
         self.renew(Leases::Permits, name, renewal).await
     }
 

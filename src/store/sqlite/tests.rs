@@ -255,7 +255,10 @@ async fn a_lease_taken_over_after_expiry_raises_the_counter_for_every_name() {
     let other = s.acquire_fenced(&name(), &a, 10_000).await.unwrap();
     assert_eq!(other, second + 1);
     let next = next_owner(&a, 10_000, ValueFormat::Fenced);
-    assert_eq!(s.handoff(&k, &b, &next).await.unwrap(), Some(other + 1));
+    assert_eq!(
+        s.handoff(&k, Handoff::new(&b, &next)).await.unwrap(),
+        Some(other + 1)
+    );
     assert_eq!(s.acquire_fenced(&name(), &a, 10_000).await, Some(other + 2));
 }
 
@@ -378,7 +381,7 @@ async fn a_write_held_past_the_busy_timeout_fails_as_a_timeout_within_the_bound(
     // Another "process" holds the write lock.
     let mut other = writing(&url).await;
     let started = Instant::now();
-    let err = LockStore::try_acquire(&s, &name(), &owner(), 1_000, None, ValueFormat::Fenced)
+    let err = LockStore::try_acquire(&s, &name(), Acquisition::fenced(&owner(), 1_000))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Timeout, "{err:?}");
@@ -402,7 +405,7 @@ async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
     // Dropped while its statement waits for the other connection's write lock.
     let cancelled = tokio::time::timeout(
         Duration::from_millis(50),
-        s.try_acquire(&name(), &owner(), 1_000, None, ValueFormat::Fenced),
+        s.try_acquire(&name(), Acquisition::fenced(&owner(), 1_000)),
     )
     .await;
     assert!(cancelled.is_err());

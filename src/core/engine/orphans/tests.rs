@@ -48,7 +48,7 @@ impl Lossy {
 }
 
 impl LockStore for Lossy {
-    fn try_acquire_with<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
+    fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
         Box::pin(async move {
             let error = self.acquire_error.lock().unwrap().take();
@@ -63,13 +63,12 @@ impl LockStore for Lossy {
             Ok(self.inner.try_acquire_or_own(key, owner, ttl_ms, data))
         })
     }
-    fn extend_with<'a>(
+    fn extend<'a>(
         &'a self,
         key: &'a str,
         renewal: crate::store::Renewal<'a>,
     ) -> crate::store::Call<'a, bool> {
-        let (owner, ttl_ms, has_data) = (renewal.owner, renewal.ttl_ms, renewal.has_data);
-        LockStore::extend(&self.inner, key, owner, ttl_ms, has_data)
+        LockStore::extend(&self.inner, key, renewal)
     }
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         LockStore::extend_many(&self.inner, items)
@@ -103,13 +102,12 @@ impl LockStore for Lossy {
             })
         })
     }
-    fn handoff_with<'a>(
+    fn handoff<'a>(
         &'a self,
         key: &'a str,
         h: crate::store::Handoff<'a>,
     ) -> crate::store::Call<'a, Option<u64>> {
-        let (owner, next) = (h.from, h.next);
-        LockStore::handoff(&self.inner, key, owner, next)
+        LockStore::handoff(&self.inner, key, h)
     }
     fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
         LockStore::inspect(&self.inner, key)

@@ -1,11 +1,11 @@
 //! Adoption, stopped heartbeats and eviction on the memory store.
 
 use super::*;
+use crate::core::engine::Engine;
 use crate::core::error::LostReason;
 use crate::core::options::AcquireSpec;
 use crate::core::session::EventSink;
-use crate::store::open::ConnectOptions;
-use crate::store::{PermitRequest, ValueFormat};
+use crate::store::{Acquisition, PermitRequest, ValueFormat};
 use std::time::Duration;
 
 struct NoEvents;
@@ -14,8 +14,8 @@ impl EventSink for NoEvents {
 }
 
 fn session() -> Arc<Session> {
-    let url = format!("memory://adopt-test-{}", uuid::Uuid::new_v4());
-    Session::open(&url, &ConnectOptions::default(), Arc::new(NoEvents)).unwrap()
+    let store = Arc::new(crate::store::memory::MemoryStore::default());
+    Session::open(Engine::new(store), Arc::new(NoEvents))
 }
 
 fn spec(key: &str, owner: &str, kind: Kind, token: u64) -> AdoptSpec {
@@ -39,7 +39,13 @@ async fn a_lock_is_adopted_under_a_new_owner_and_token_and_released_by_the_adopt
     let s = session();
     let store = s.engine().unwrap().store().clone();
     let token = store
-        .try_acquire("k", "o", 60_000, Some(b"payload"), ValueFormat::Fenced)
+        .try_acquire(
+            "k",
+            Acquisition {
+                data: Some(b"payload"),
+                ..Acquisition::fenced("o", 60_000)
+            },
+        )
         .await
         .unwrap()
         .unwrap();
@@ -50,7 +56,16 @@ async fn a_lock_is_adopted_under_a_new_owner_and_token_and_released_by_the_adopt
     assert_eq!(info.owner, "o-adopted");
     assert_eq!(info.data.as_deref(), Some(&b"payload"[..]));
     assert!(
-        !store.extend("k", "o", 60_000, true).await.unwrap(),
+        !store
+            .extend(
+                "k",
+                Renewal {
+                    has_data: true,
+                    ..Renewal::new("o", 60_000)
+                }
+            )
+            .await
+            .unwrap(),
         "the former owner lost it"
     );
     assert!(s.release(7).await.unwrap());
@@ -62,7 +77,7 @@ async fn nothing_is_adopted_from_an_owner_that_does_not_hold_it() {
     let s = session();
     let store = s.engine().unwrap().store().clone();
     store
-        .try_acquire("k", "someone", 60_000, None, ValueFormat::Fenced)
+        .try_acquire("k", Acquisition::fenced("someone", 60_000))
         .await
         .unwrap();
     assert_eq!(
@@ -81,7 +96,7 @@ async fn closing_leaves_a_lock_whose_heartbeat_was_stopped() {
     let s = session();
     let store = s.engine().unwrap().store().clone();
     let token = store
-        .try_acquire("k", "o", 60_000, None, ValueFormat::Fenced)
+        .try_acquire("k", Acquisition::fenced("o", 60_000))
         .await
         .unwrap()
         .unwrap();
@@ -131,7 +146,7 @@ async fn of_two_adopters_of_one_lock_only_one_takes_it() {
     let s = session();
     let store = s.engine().unwrap().store().clone();
     store
-        .try_acquire("k", "o", 60_000, None, ValueFormat::Fenced)
+        .try_acquire("k", Acquisition::fenced("o", 60_000))
         .await
         .unwrap()
         .unwrap();
@@ -182,7 +197,7 @@ async fn an_unfenced_lock_is_adopted_without_a_token() {
     let s = session();
     let store = s.engine().unwrap().store().clone();
     store
-        .try_acquire("k", "o", 60_000, None, ValueFormat::Fenced)
+        .try_acquire("k", Acquisition::fenced("o", 60_000))
         .await
         .unwrap()
         .unwrap();

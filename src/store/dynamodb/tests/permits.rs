@@ -5,11 +5,9 @@
 use super::*;
 use crate::store::dynamodb::permit_item;
 use crate::store::permit_conformance::{
-    a_lock_and_a_semaphore_of_one_name, assert_requests_beyond_the_limit_are_invalid, item, queued,
-    req, Ask,
+    a_lock_and_a_semaphore_of_one_name, item, queued, req, Ask,
 };
 use crate::store::PermitRequest;
-use crate::store::ValueFormat;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::AsyncWriteExt;
 
@@ -83,7 +81,11 @@ async fn permits_held_elsewhere_are_reclaimed_only_after_their_version_was_watch
         "granted {:?} after first sight",
         granted_at - first_seen
     );
-    assert!(!h.holder.extend_permits(&h.n, &h.a, 300).await.unwrap());
+    assert!(!h
+        .holder
+        .extend_permits(&h.n, Renewal::new(&h.a, 300))
+        .await
+        .unwrap());
     assert!(!h.holder.release_permits(&h.n, &h.a).await.unwrap().released);
 }
 
@@ -93,7 +95,11 @@ async fn an_extension_elsewhere_restarts_the_watch() {
         return;
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(h.holder.extend_permits(&h.n, &h.a, 300).await.unwrap());
+    assert!(h
+        .holder
+        .extend_permits(&h.n, Renewal::new(&h.a, 300))
+        .await
+        .unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
         h.contender
@@ -124,7 +130,7 @@ async fn a_semaphore_has_an_item_of_its_own_that_no_lock_name_reaches() {
     assert!(!lock.contains_key(permit_item::STATE));
     let reserved = permit_item::partition_value(&n);
     let refused = s
-        .try_acquire(&reserved, &a, 10_000, None, ValueFormat::Fenced)
+        .try_acquire(&reserved, Acquisition::fenced(&a, 10_000))
         .await;
     assert_eq!(refused.unwrap_err().kind, ErrorKind::Invalid);
     assert_eq!(
@@ -257,7 +263,10 @@ async fn a_refused_try_and_a_look_write_nothing() {
     s.grant(&req(&n, &a, 2, 2)).await;
     let (_, version) = stored(&n).await;
     s.refuse(&req(&n, &owner(), 1, 2)).await;
-    assert!(!s.extend_permits(&n, &owner(), 1_000).await.unwrap());
+    assert!(!s
+        .extend_permits(&n, Renewal::new(&owner(), 1_000))
+        .await
+        .unwrap());
     assert!(!s.release_permits(&n, &owner()).await.unwrap().released);
     assert_eq!(s.permits(&n).await.unwrap().len(), 1);
     assert_eq!(stored(&n).await.1, version);
@@ -295,14 +304,6 @@ async fn a_state_too_large_for_one_item_is_refused_with_a_clear_error() {
         "{err}"
     );
     assert_eq!(s.permits(&n).await.unwrap().len(), 1);
-}
-
-#[tokio::test]
-async fn a_request_for_no_permits_or_more_than_the_limit_writes_no_item() {
-    let Some(s) = store() else { return };
-    let n = name();
-    assert_requests_beyond_the_limit_are_invalid(&*s, &n).await;
-    assert_eq!(permit_item(&n).await, None);
 }
 
 #[tokio::test]

@@ -3,9 +3,8 @@
 //! when it is down.
 
 use crate::store::conformance::AcquireFenced;
-use crate::store::permit_conformance::{
-    assert_requests_beyond_the_limit_are_invalid, queued, req, watching, Ask, LeftForPurge,
-};
+use crate::store::permit_conformance::{queued, req, watching, Ask, LeftForPurge};
+use crate::store::{Acquisition, Renewal};
 use crate::store::{LockStore, ValueFormat};
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,7 +183,7 @@ async fn an_account_without_create_rights_uses_semaphore_tables_made_for_it_and_
     limited.close().await;
     let missing = PostgresStore::connect(&url, bare_opts).unwrap();
     let lock = missing
-        .try_acquire(&name(), &b, 1_000, None, ValueFormat::Fenced)
+        .try_acquire(&name(), Acquisition::fenced(&b, 1_000))
         .await;
     let refused = missing.acquire_permits(&req(&n, &b, 1, 2)).await;
     missing.close().await;
@@ -208,7 +207,6 @@ async fn bad_requests_are_refused_before_any_io() {
     let long_name = "n".repeat(MAX_KEY_BYTES + 1);
     let long_owner = "o".repeat(MAX_OWNER_BYTES + 1);
     let too_long = MAX_TTL_MS + 1;
-    assert_requests_beyond_the_limit_are_invalid(&s, &name()).await;
     for request in [
         req(&long_name, "o", 1, 1),
         req("n", &long_owner, 1, 1),
@@ -225,8 +223,12 @@ async fn bad_requests_are_refused_before_any_io() {
         assert_eq!(err.kind, ErrorKind::Invalid, "{request:?}: {err}");
     }
     for err in [
-        s.extend_permits(&long_name, "o", 1_000).await.unwrap_err(),
-        s.extend_permits("n", "o", too_long).await.unwrap_err(),
+        s.extend_permits(&long_name, Renewal::new("o", 1_000))
+            .await
+            .unwrap_err(),
+        s.extend_permits("n", Renewal::new("o", too_long))
+            .await
+            .unwrap_err(),
         s.release_permits("n", &long_owner).await.unwrap_err(),
         s.permits(&long_name).await.unwrap_err(),
     ] {
@@ -317,7 +319,10 @@ async fn the_servers_clock_decides_when_permits_lapse() {
     // Ended by the server's clock long before the lease the client asked for.
     end_by_the_servers_clock(&n).await;
     assert_eq!(s.permits(&n).await.unwrap(), vec![]);
-    assert!(!s.extend_permits(&n, &a, 10_000).await.unwrap());
+    assert!(!s
+        .extend_permits(&n, Renewal::new(&a, 10_000))
+        .await
+        .unwrap());
     s.grant(&req(&n, &b, 1, 1)).await;
 }
 

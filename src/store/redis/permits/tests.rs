@@ -8,7 +8,8 @@ use crate::store::permit_conformance::{item, queued, req, watching, Ask};
 use crate::store::permits::watch_key;
 use crate::store::redis::keys::permits_key;
 use crate::store::redis::{RedisOptions, RedisStore};
-use crate::store::{ErrorKind, LockStore, PermitRequest};
+use crate::store::Renewal;
+use crate::store::{LockStore, PermitRequest};
 use std::sync::Arc;
 
 const URL: &str = "redis://127.0.0.1:6379";
@@ -88,20 +89,13 @@ async fn the_semaphore_script_is_loaded_again_after_the_server_forgot_it() {
     s.grant(&req(&n, &a, 1, 1)).await;
     // A call by hash meets NOSCRIPT, one by one and in a batch.
     let _: () = query(redis::cmd("SCRIPT").arg("FLUSH")).await;
-    assert!(s.extend_permits(&n, &a, 10_000).await.unwrap());
+    assert!(s
+        .extend_permits(&n, Renewal::new(&a, 10_000))
+        .await
+        .unwrap());
     let _: () = query(redis::cmd("SCRIPT").arg("FLUSH")).await;
     assert_eq!(s.extend_all(&[item(&n, &a, 10_000)]).await, [true]);
     assert!(s.release_permits(&n, &a).await.unwrap().released);
-}
-
-#[tokio::test]
-async fn a_request_without_a_permit_or_limit_is_refused_as_invalid() {
-    let Some(s) = open() else { return };
-    let (n, a) = (name(), owner());
-    let err = s.acquire_permits(&req(&n, &a, 0, 1)).await.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Invalid);
-    let err = s.acquire_permits(&req(&n, &a, 1, 0)).await.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Invalid);
 }
 
 /// Redlock sends one ticket to every server: a waiter with an earlier ticket is ahead of one

@@ -10,9 +10,9 @@ use super::*;
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permit_conformance::{
-    a_holder_and_a_place_that_lapse, LAPSE_MS, acquire_and_release_latency,
-    assert_requests_beyond_the_limit_are_invalid, queued, req, Ask,
+    a_holder_and_a_place_that_lapse, acquire_and_release_latency, queued, req, Ask, LAPSE_MS,
 };
+use crate::store::Acquisition;
 use crate::store::{ErrorKind, LockStore, ValueFormat};
 
 const TABLE: &str = "deadbolt_locks_permits";
@@ -46,7 +46,7 @@ async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
         .unwrap();
     let lock = async || {
         let n = name();
-        let token = s.try_acquire(&n, &a, 10_000, None, ValueFormat::Fenced);
+        let token = s.try_acquire(&n, Acquisition::fenced(&a, 10_000));
         token.await.unwrap()
     };
     let first = s.grant(&req(&n, &a, 1, 1)).await;
@@ -126,7 +126,6 @@ async fn a_purge_deletes_lapsed_permits_nobody_touches_again_and_never_live_ones
 async fn bad_requests_are_refused_before_any_io() {
     let s = open("sqlite:///nonexistent-dir-for-deadbolt/locks.db");
     let (n, a) = (name(), owner());
-    assert_requests_beyond_the_limit_are_invalid(&s, &n).await;
     let long = "k".repeat(MAX_KEY_BYTES + 1);
     let err = s.acquire_permits(&req(&long, &a, 1, 1)).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid);

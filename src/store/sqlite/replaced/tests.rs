@@ -6,6 +6,7 @@ use super::super::SqliteStore;
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, owner, sleep_ms};
 use crate::store::permit_conformance::req;
+use crate::store::Renewal;
 use crate::store::{ErrorKind, ExtendItem, LockStore};
 use std::path::{Path, PathBuf};
 
@@ -63,14 +64,17 @@ async fn a_lease_in_a_deleted_file_fails_to_extend_as_replaced_and_its_name_is_f
     let (dir, path, holder) = a_store_on_its_own_file();
     let (k, a, b) = (name(), owner(), owner());
     let old_token = holder.acquire_fenced(&k, &a, 10_000).await.unwrap();
-    assert!(holder.extend(&k, &a, 10_000, false).await.unwrap());
+    assert!(holder.extend(&k, Renewal::new(&a, 10_000)).await.unwrap());
     delete(&path);
     // Another process makes a new file at the path and takes the name there.
     let other = open(&dir.url());
     let token = other.acquire_fenced(&k, &b, 10_000).await.unwrap();
     assert!(token > old_token, "{token} after {old_token}");
     // Without the check, the holder's extension succeeds in the unlinked file.
-    let err = holder.extend(&k, &a, 10_000, false).await.unwrap_err();
+    let err = holder
+        .extend(&k, Renewal::new(&a, 10_000))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Replaced, "{err:?}");
     assert_eq!(err.kind.code(), "ERR_LOCK_STORE_REPLACED");
     assert_eq!(holder.conn.replacements(), 1);
@@ -93,7 +97,10 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
     // The old file's -wal file is still at the path, and SQLite reads it as the new file's:
     // the lease shows there until it lapses, and every extension of it still fails.
     for _ in 0..2 {
-        let err = holder.extend(&k, &a, 10_000, false).await.unwrap_err();
+        let err = holder
+            .extend(&k, Renewal::new(&a, 10_000))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind, ErrorKind::Replaced, "{err:?}");
     }
     let other = open(&dir.url());
@@ -108,7 +115,7 @@ async fn a_lease_in_a_file_renamed_over_keeps_failing_to_extend_until_it_would_h
     // Once the old lease has ended here too (by the monotonic clock: a few ms either way), an
     // extension is an ordinary refusal.
     loop {
-        match holder.extend(&k, &a, 10_000, false).await {
+        match holder.extend(&k, Renewal::new(&a, 10_000)).await {
             Err(e) if e.kind == ErrorKind::Replaced => sleep_ms(5).await,
             other => break assert_eq!(other, Ok(false)),
         }
@@ -127,7 +134,10 @@ async fn a_lease_in_a_file_deleted_without_its_wal_fails_to_extend_and_the_name_
     let (k, a, b) = (name(), owner(), owner());
     holder.acquire_fenced(&k, &a, 10_000).await.unwrap();
     std::fs::remove_file(&path).unwrap();
-    let err = holder.extend(&k, &a, 10_000, false).await.unwrap_err();
+    let err = holder
+        .extend(&k, Renewal::new(&a, 10_000))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Replaced, "{err:?}");
     let other = open(&dir.url());
     other.acquire_fenced(&k, &b, 10_000).await.unwrap();
@@ -164,7 +174,10 @@ async fn permits_held_in_a_replaced_file_fail_to_extend_as_replaced() {
         .unwrap()
         .unwrap();
     replace(&dir, &path).await;
-    let err = holder.extend_permits(&n, &a, 10_000).await.unwrap_err();
+    let err = holder
+        .extend_permits(&n, Renewal::new(&a, 10_000))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Replaced, "{err:?}");
     holder.close().await;
 }
@@ -208,7 +221,7 @@ async fn a_call_on_an_unchanged_file_keeps_its_connection_and_ghosts_go_when_the
     assert_eq!(holder.conn.replacements(), 1);
     sleep_ms(150).await;
     // Past the lease's end in the old file: an ordinary refusal, and the ghost is gone.
-    assert!(!holder.extend(&k, &a, 10_000, false).await.unwrap());
+    assert!(!holder.extend(&k, Renewal::new(&a, 10_000)).await.unwrap());
     assert_eq!(holder.conn.ghosts(), 0);
     holder.close().await;
 }
