@@ -72,6 +72,8 @@ pub struct RedlockStore {
     subscriptions: Subscriptions,
     /// Queue tickets of this process's waiters for semaphores ([`permits`]).
     tickets: permits::Tickets,
+    /// Requests for permits under way, one per owner at a time ([`permits`]).
+    turns: permits::Turns,
     /// Each owner's last attempt while it is not granted ([`attempt`]).
     latest: Latest,
 }
@@ -135,6 +137,7 @@ impl RedlockStore {
             connect_timeout: Duration::from_millis(opts.connect_timeout_ms),
             released,
             tickets: permits::Tickets::default(),
+            turns: permits::Turns::default(),
             latest: Latest::default(),
         }))
     }

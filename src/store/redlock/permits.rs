@@ -24,6 +24,14 @@
 //!   orders its queue by ticket (then owner): all servers agree on who is first. A ticket
 //!   lives here from the owner's first queued request until it is granted, releases, or its
 //!   place lapses.
+//! - **One request per owner at a time.** The engine may ask for an owner's permits twice at
+//!   once: its waiter's own request, and the handoff a local release makes to it. A request
+//!   that a server refuses gives back, by owner, what the others granted, including servers
+//!   still silent; on such a server the other request may have found the owner holding and
+//!   been granted in between, and the give-back then frees that grant too: reported granted,
+//!   held on too few servers, and lost. So this process's requests of one owner for one
+//!   semaphore run one after the other ([`Turns`]): the second finds the first's grant (and
+//!   is granted the same permits) or finds it given back everywhere.
 
 use super::quorum::{ask_all, ask_all_items, ask_grants, no_quorum, Answers, Tally};
 use super::{granted, RedlockStore};
@@ -33,7 +41,7 @@ use crate::store::{ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, Stor
 use futures_util::FutureExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
@@ -89,6 +97,71 @@ impl Tickets {
     }
 }
 
+/// Requests for permits under way in this process, by (semaphore, owner): each owner's
+/// requests run one at a time (see the module docs).
+#[derive(Default)]
+pub(super) struct Turns {
+    inner: Mutex<HashMap<OwnerOf, Gate>>,
+}
+
+/// A semaphore's name and an owner.
+type OwnerOf = (String, String);
+
+/// What an owner's requests take turns on.
+type Gate = Arc<tokio::sync::Mutex<()>>;
+
+/// A request's place among its owner's: keeps the owner's entry in [`Turns`] while it lives.
+struct Turn<'a> {
+    turns: &'a Turns,
+    id: OwnerOf,
+    gate: Gate,
+}
+
+impl Turns {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerOf, Gate>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `request`, a request of `owner` for semaphore `name`, once no other of this
+    /// process's requests of that owner for it is under way.
+    ///
+    /// # Cancel Safety
+    /// As `request`: dropped while waiting for its turn, it has done nothing.
+    pub(super) async fn one_at_a_time<T>(
+        &self,
+        name: &str,
+        owner: &str,
+        request: impl std::future::Future<Output = T>,
+    ) -> T {
+        let id = (name.to_string(), owner.to_string());
+        let gate = self.map().entry(id.clone()).or_default().clone();
+        let turn = Turn {
+            turns: self,
+            id,
+            gate,
+        };
+        let _mine = turn.gate.lock().await;
+        request.await
+    }
+
+    /// How many owners have requests under way (for tests).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.map().len()
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        // Every clone of the gate is a live Turn's, made under the map's lock: the last one
+        // removes the entry.
+        let mut map = self.turns.map();
+        if Arc::strong_count(&self.gate) == 2 {
+            map.remove(&self.id);
+        }
+    }
+}
+
 /// A new ticket: µs since the epoch on this host (exact in the servers' Lua numbers until the
 /// year 2255), and greater than any ticket this process made before, so that two waiters of
 /// one process are queued in the order they first asked.
@@ -134,6 +207,14 @@ impl RedlockStore {
     /// # Cancel Safety
     /// Not cancel safe: servers may hold the permits when the future is dropped.
     pub async fn acquire_permits(&self, req: &PermitRequest<'_>) -> StoreResult<Option<u64>> {
+        // Never beside another request of the same owner (see the module docs).
+        self.turns
+            .one_at_a_time(req.name, req.owner, self.acquire_permits_alone(req))
+            .await
+    }
+
+    /// [`RedlockStore::acquire_permits`], while no other request of `req.owner` runs.
+    async fn acquire_permits_alone(&self, req: &PermitRequest<'_>) -> StoreResult<Option<u64>> {
         let start = Instant::now();
         let bound = self.server_timeout(req.ttl_ms);
         let q = self.permit_quorum(req.limit);

@@ -351,3 +351,84 @@ async fn late_give_back(clean_up: bool) {
     assert_eq!(redlock.acquire_fenced(&k, "other", 10_000).await, None);
     assert!(redlock.release(&k, "me").await.unwrap().released);
 }
+
+/// The engine may ask for one owner's permits twice at once: its waiter's own request, and the
+/// handoff a local release makes to it. Here the own request (for both permits of two) is
+/// refused by server 0, where another process holds one, while servers 1 and 2 are still
+/// silent; the handoff's request (one permit: it fits on server 0) was sent meanwhile and finds
+/// the owner holding on servers 1 and 2. The refused request's give-back must not free the
+/// grant the handoff reports: its holder would find it gone at its release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_never_gives_back_the_permits_another_request_of_its_owner_reports() {
+    use crate::store::permit_conformance::{req, Ask};
+    use crate::store::permits::watch_key;
+    use crate::store::PermitRequest;
+    let Some(s) = servers(3) else { return };
+    let gates = [
+        gate::Gate::open(&s[0]).await,
+        gate::Gate::open(&s[1]).await,
+        gate::Gate::open(&s[2]).await,
+    ];
+    let urls: Vec<String> = gates.iter().map(gate::Gate::url).collect();
+    let redlock = RedlockStore::connect(&urls, &options(60_000)).unwrap();
+    connected(&redlock).await;
+    let (n, w) = (name(), crate::store::conformance::owner());
+    // Counters that make the handoff's grant carry one token everywhere (no raise to fail).
+    let fence = fence_key(&watch_key(&n));
+    set(&s[0], &fence, b"100").await;
+    for server in &s[1..] {
+        set(server, &fence, b"101").await;
+    }
+    let other = RedisStore::connect(&s[0].url(), &options(5_000)).unwrap();
+    other.grant(&req(&n, "other", 1, 2)).await;
+    let request = |permits: u32| {
+        let (redlock, n, w) = (redlock.clone(), n.clone(), w.clone());
+        tokio::spawn(async move {
+            let r = PermitRequest {
+                ttl_ms: 60_000,
+                ..req(&n, &w, permits, 2)
+            };
+            redlock.acquire_permits(&r).await
+        })
+    };
+    let held =
+        |from: usize| -> Vec<usize> { gates[from..].iter().map(gate::Gate::held_bytes).collect() };
+    for g in &gates {
+        g.hold();
+    }
+    let own = request(2);
+    eventually("the own request to reach every server's relay", || async {
+        held(0).iter().all(|&b| b > 0)
+    })
+    .await;
+    let sent = held(0);
+    let handoff = request(1);
+    // Unless something holds it back, the handoff's request reaches the relays too.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && held(0).iter().zip(&sent).any(|(b, s)| b <= s) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let before = held(1);
+    gates[0].let_go().await;
+    eventually(
+        "the own request's give-back to reach the silent relays",
+        || async { held(1).iter().zip(&before).all(|(b, s)| b > s) },
+    )
+    .await;
+    for g in &gates[1..] {
+        g.let_go().await;
+    }
+    assert_eq!(own.await.unwrap().unwrap(), None, "server 0 refused it");
+    assert!(
+        handoff.await.unwrap().unwrap().is_some(),
+        "the handoff's grant"
+    );
+    let holders = redlock.permits(&n).await.unwrap();
+    assert_eq!(
+        holders.iter().map(|h| h.owner.as_str()).collect::<Vec<_>>(),
+        vec![w.as_str()],
+        "the handoff's permits are held on every server"
+    );
+    assert!(redlock.release_permits(&n, &w).await.unwrap().released);
+    assert_eq!(redlock.turns.len(), 0);
+}

@@ -115,6 +115,14 @@ impl Gate {
         }
     }
 
+    /// How many bytes the held connections kept so far.
+    pub(in crate::store::redlock) fn held_bytes(&self) -> usize {
+        lock(&self.conns)
+            .iter()
+            .map(|c| lock(&c.held).as_ref().map_or(0, Vec::len))
+            .sum()
+    }
+
     /// Whether every held connection was closed by its client.
     pub(in crate::store::redlock) fn held_ones_closed(&self) -> bool {
         lock(&self.conns)
