@@ -4,6 +4,7 @@
 
 const net = require('node:net')
 const { randomBytes } = require('node:crypto')
+const { execFileSync } = require('node:child_process')
 
 const REDIS_URL = process.env.DEADBOLT_TEST_REDIS_URL || 'redis://127.0.0.1:6379'
 const MYSQL_URL = process.env.DEADBOLT_TEST_MYSQL_URL || 'mysql://root@127.0.0.1:3306/test'
@@ -103,4 +104,16 @@ function shellEnv(extra = {}) {
   return { ...env, ...extra }
 }
 
-module.exports = { REDIS_URL, MYSQL_URL, PG_URL, answers, needRedis, needMysql, needPg, prefix, redisRaw, closeRaw, sleep, blackhole, eventually, freePort, shellEnv }
+/** tmux's path, or null (then the test fails under CI and is skipped elsewhere). */
+function tmux(t) {
+  try {
+    return execFileSync('sh', ['-c', 'command -v tmux'], { encoding: 'utf8' }).trim()
+  } catch {
+    const msg = 'tmux is not installed (apt-get install tmux)'
+    if (process.env.CI) throw new Error(msg)
+    t.skip(msg)
+    return null
+  }
+}
+
+module.exports = { REDIS_URL, tmux, MYSQL_URL, PG_URL, answers, needRedis, needMysql, needPg, prefix, redisRaw, closeRaw, sleep, blackhole, eventually, freePort, shellEnv }

@@ -11,7 +11,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { connect } = require('..')
-const { REDIS_URL, needRedis, redisRaw, closeRaw, prefix, eventually } = require('./helpers')
+const { REDIS_URL, needRedis, redisRaw, closeRaw, prefix, eventually, tmux } = require('./helpers')
 
 const BIN = path.join(__dirname, '..', 'bin', 'deadbolt.js')
 const DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-hostile-'))
@@ -126,17 +126,6 @@ test('list, inspect and top show an owner written by another process escaped', a
   }
 })
 
-/** tmux's path, or null (then the test fails under CI and is skipped elsewhere). */
-function tmux(t) {
-  try {
-    return execFileSync('sh', ['-c', 'command -v tmux'], { encoding: 'utf8' }).trim()
-  } catch {
-    const msg = 'tmux is not installed (apt-get install tmux)'
-    if (process.env.CI) throw new Error(msg)
-    t.skip(msg)
-    return null
-  }
-}
 
 test('in a real terminal, a hostile lock name changes neither the title nor the screen', async (t) => {
   const bin = tmux(t)

@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { connect } = require('..')
-const { prefix, eventually } = require('./helpers')
+const { prefix, eventually, tmux } = require('./helpers')
 
 const BIN = path.join(__dirname, '..', 'bin', 'deadbolt.js')
 const DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-top-'))
@@ -99,17 +99,6 @@ test('top takes no positional prefix: it says to use --prefix (exit 2)', () => {
   assert.match(r.err, /--prefix orders:/)
 })
 
-/** tmux's path, or null (then the test fails under CI and is skipped elsewhere). */
-function tmux(t) {
-  try {
-    return execFileSync('sh', ['-c', 'command -v tmux'], { encoding: 'utf8' }).trim()
-  } catch {
-    const msg = 'tmux is not installed (apt-get install tmux)'
-    if (process.env.CI) throw new Error(msg)
-    t.skip(msg)
-    return null
-  }
-}
 
 test('in a real terminal, top redraws every second: a lock taken after it started appears, and Ctrl-C quits', async (t) => {
   const bin = tmux(t)
