@@ -15,7 +15,7 @@
 // The scripts are deadbolt's own text (their SHA1s differ from the original's, which only
 // means each package caches its own); their effect on the data is the original's.
 
-const { createHash } = require('node:crypto')
+const { createHash } = require('crypto')
 
 /** Sets the remaining life of a mutex held by ARGV[1] to ARGV[2] ms: 1, or 0 if not held. */
 const MUTEX_REFRESH = `

@@ -21,7 +21,7 @@
 //   from the servers that granted them (the original removed only `<identifier>`, a member
 //   it never adds, leaving the permits taken until they expire).
 
-const { randomUUID } = require('node:crypto')
+const { randomUUID } = require('crypto')
 const { LockLostError, LockAcquisitionError } = require('../lib/errors')
 const { ops, isClient } = require('./redis-semaphore-redis')
 
