@@ -133,7 +133,11 @@ async function underFaults(url, server, connectOptions = {}) {
     await sleep(STALL_MS)
     server.resume()
     const settled = await Promise.allSettled(burst)
-    r.late = late.length
+    // A grant past its lease's local deadline is given back, never returned: the call resolves
+    // null (tryAcquire) or rejects with ERR_LOCK_ACQUISITION (acquire; every key of the burst
+    // is its own, so neither means busy). Counted with grants that arrived lost all the same.
+    const givenBack = settled.filter((s) => (s.status === 'fulfilled' && s.value === null) || s.reason?.code === 'ERR_LOCK_ACQUISITION').length
+    r.late = late.length + givenBack
     // (A warning instead ends the wait: the assertions below show it.)
     await eventually(() => late.every((l) => l.heard) || r.warnings.length > 0, 10000, 'every grant that arrived lost to be heard through its signal')
     for (const s of settled) if (s.status === 'fulfilled' && s.value) await s.value.release()
@@ -156,7 +160,7 @@ async function underFaults(url, server, connectOptions = {}) {
 }
 
 function assertNoWarning(r) {
-  assert.ok(r.late >= 1, 'no grant arrived lost: the stall did not exercise late grants')
+  assert.ok(r.late >= 1, 'no grant came back late: the stall did not exercise late grants')
   assert.deepEqual(r.warnings.map((w) => w.message), [], `${r.warnings.length} lost-lock warning(s) although every signal was listened to`)
 }
 
