@@ -11,7 +11,7 @@
 //! A lane is opened on the runtime (connect, `AUTH`, `SELECT`, every script loaded) and only
 //! then used; until it is, and after it failed, requests go through the pipe. A lane that
 //! breaks, meets `NOSCRIPT`, or loses its event loop hands every request still waiting to
-//! the pipe, which sends them once more (every script is safe to repeat). Replies overdue by
+//! the pipe, which sends them again, up to `MAX_REPEATS` times in all (every script is safe to repeat). Replies overdue by
 //! the response timeout fail from a timer on the runtime, as on the pipe.
 
 use super::pipe::{answer_front, deliver, Answered, Deliveries, Pending, PipeHandle};
@@ -309,8 +309,9 @@ impl Lane {
                 .into_iter()
                 .filter(|p| p.reply.is_some())
                 .map(|mut p| {
-                    // Perhaps already run by the server: the pipe sends it once, not twice.
-                    p.repeated = true;
+                    // Perhaps already run by the server: sending it on the pipe counts as a
+                    // repeat (see `MAX_REPEATS`).
+                    p.repeats += 1;
                     p
                 })
                 .collect()

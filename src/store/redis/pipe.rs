@@ -50,8 +50,9 @@ pub(super) struct Pending {
     pub(super) reply: Option<ReplyTx>,
     /// When its reply is overdue (set when it is queued on a live connection).
     pub(super) deadline: Instant,
-    /// Already sent again once (after a broken connection or `NOSCRIPT`).
-    pub(super) repeated: bool,
+    /// How many times it was sent again (after a broken connection, a broken lane or
+    /// `NOSCRIPT`): at most [`MAX_REPEATS`].
+    pub(super) repeats: u8,
 }
 
 impl Pending {
@@ -71,7 +72,7 @@ impl Pending {
             got: Vec::with_capacity(cmds.len()),
             reply: Some(tx),
             deadline: Instant::now() + timeout,
-            repeated: false,
+            repeats: 0,
         };
         (pending, rx)
     }
@@ -121,6 +122,12 @@ pub(super) fn timeout_error(after: Duration) -> RedisError {
         format!("no reply within {} ms", after.as_millis()),
     ))
 }
+
+/// How many times a request is sent again after its first send: every script is safe to
+/// repeat, and two let a request that a broken lane handed over survive the pipe's own
+/// connection breaking at the same moment (one cut of the network breaks both); the bound
+/// keeps a server that drops every connection from being sent the same request for ever.
+pub(super) const MAX_REPEATS: u8 = 2;
 
 /// Whether a broken connection lets the same commands be sent again on a fresh one.
 fn repeatable(e: &RedisError) -> bool {
@@ -243,7 +250,7 @@ impl State {
                 got: Vec::new(),
                 reply: None,
                 deadline,
-                repeated: false,
+                repeats: 0,
             });
         }
         self.out.extend_from_slice(&p.packed);
@@ -382,8 +389,8 @@ async fn drive(shared: Arc<Shared>) {
             let again = repeatable(&failure) && !st.closed;
             for mut p in std::mem::take(&mut st.queue) {
                 let Some(tx) = p.reply.take() else { continue };
-                if again && !p.repeated {
-                    p.repeated = true;
+                if again && p.repeats < MAX_REPEATS {
+                    p.repeats += 1;
                     p.reply = Some(tx);
                     st.queue.push_back(p);
                 } else {
@@ -528,8 +535,9 @@ pub(super) enum Answered {
     Waiting,
     /// It has all its replies.
     Done(ReplyTx, Vec<Value>),
-    /// The server answered `NOSCRIPT` to a request not yet repeated: it is handed back, marked
-    /// repeated and with its replies cleared, to be sent again behind a reload of the scripts.
+    /// The server answered `NOSCRIPT` to a request not repeated [`MAX_REPEATS`] times yet: it is
+    /// handed back, counted and with its replies cleared, to be sent again behind a reload of
+    /// the scripts.
     NoScript(Pending),
 }
 
@@ -559,8 +567,8 @@ pub(super) fn answer_front(
         .got
         .iter()
         .any(|v| matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript)));
-    if noscript && !p.repeated {
-        p.repeated = true;
+    if noscript && p.repeats < MAX_REPEATS {
+        p.repeats += 1;
         p.got.clear();
         p.reply = Some(tx);
         return Ok(Answered::NoScript(p));
