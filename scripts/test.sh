@@ -78,6 +78,6 @@ step "Node 24 for the Web Locks comparison (scripts/node24.js)"
 node scripts/node24.js || echo "Node 24 could not be fetched: weblocks.node24.test.js will say so" >&2
 
 # Two spec files at a time: most of a spec's time is spent waiting on servers, leases and
-# child processes, not on the CPU (one at a time took 19 minutes here, two about half).
+# child processes, not on the CPU (one at a time they took 19½ minutes here, two 11½).
 step "node --test"
 node --test --test-concurrency=2 __test__/
