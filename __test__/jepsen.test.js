@@ -9,7 +9,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { main } = require('../jepsen/run')
+const { main, parse, workloadOf } = require('../jepsen/run')
 const { STORES } = require('../jepsen/stores')
 const { check } = require('../jepsen/checker')
 const { schedule } = require('../jepsen/schedule')
@@ -20,6 +20,16 @@ test('the same seed gives the same fault schedule, and another seed another one'
   const env = { kinds: ['pause-holder', 'store-kill', 'net-hold', 'net-latency'], workers: 4, servers: 1, durationMs: 4000, ttl: 1000 }
   assert.deepEqual(schedule(42, env), schedule(42, env))
   assert.notDeepEqual(schedule(42, env).faults, schedule(43, env).faults)
+})
+
+test('--workload all plays every workload in turn, and one seed always plays the same one', () => {
+  const o = parse(['--workload', 'all', '--seed', '5000'])
+  const names = new Set()
+  for (let s = 5000; s < 5008; s++) names.add(workloadOf(o, s))
+  assert.deepEqual([...names].sort(), ['acquireall', 'election', 'handover', 'jobs', 'mutex', 'rwlock', 'semaphore', 'weblocks'])
+  assert.equal(workloadOf(o, 5003), workloadOf(parse(['--workload', 'all', '--seed', '1']), 5003))
+  assert.equal(workloadOf(parse(['--workload', 'rwlock']), 5003), 'rwlock')
+  assert.throws(() => parse(['--workload', 'all', '--lock', 'unsafe']), TypeError)
 })
 
 test('the checker reports two believed holds of one key that overlap, and not two that follow each other', () => {

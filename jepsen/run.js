@@ -19,7 +19,7 @@ const { runSchedule } = require('./runner')
 const { timeline } = require('./timeline')
 const WORKLOADS = require('./workloads')
 
-const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall|jobs> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe|redlock|redis-semaphore] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
+const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|mysql|postgres|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall|jobs|all> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--lock unsafe|redlock|redis-semaphore] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
 
 function parse(argv) {
   const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, faults: null, lock: 'real', json: null, append: null, shrink: true, quiet: false, keepGoing: false }
@@ -41,7 +41,8 @@ function parse(argv) {
     else if (a === '--keep-going') o.keepGoing = true
     else throw new TypeError(`unknown argument ${a}`)
   }
-  if (!WORKLOADS[o.workload]) throw new TypeError(`unknown workload ${o.workload}`)
+  if (!WORKLOADS[o.workload] && o.workload !== 'all') throw new TypeError(`unknown workload ${o.workload}`)
+  if (o.workload === 'all' && o.lock !== 'real') throw new TypeError(`--workload all runs deadbolt's own lock only`)
   if (!['real', 'unsafe', 'redlock', 'redis-semaphore'].includes(o.lock)) throw new TypeError('--lock is real, unsafe, redlock or redis-semaphore')
   if (['unsafe', 'redlock'].includes(o.lock) && o.workload !== 'mutex') throw new TypeError(`--lock ${o.lock} runs the mutex workload only`)
   if (o.lock === 'redis-semaphore' && !['mutex', 'semaphore'].includes(o.workload)) throw new TypeError('--lock redis-semaphore runs the mutex and semaphore workloads only')
@@ -49,6 +50,17 @@ function parse(argv) {
   o.seed ??= Math.floor(Math.random() * 1e9)
   if (!Number.isSafeInteger(o.seed)) throw new TypeError('--seed must be an integer')
   return o
+}
+
+/**
+ * The workload schedule `seed` plays: the one named, or with `--workload all` every workload in
+ * turn by seed (seed S + i plays the i-th of them, modulo), so a batch of one configuration
+ * covers every primitive and `--seed <s> --schedules 1` replays the same one.
+ */
+function workloadOf(o, seed) {
+  if (o.workload !== 'all') return o.workload
+  const names = Object.keys(WORKLOADS)
+  return names[((seed % names.length) + names.length) % names.length]
 }
 
 /** The environment of a registry name, or of a URL (no private server: no store faults). */
@@ -96,6 +108,7 @@ function appendRows(file, o, results) {
   for (const r of results) {
     const ks = new Set(r.faults.map((f) => f.kind))
     if (ks.size === 0) ks.add('none')
+    if (o.workload === 'all') ks.add('(all kinds)')
     for (const k of ks) {
       const row = kinds.get(k) ?? { schedules: 0, ops: 0, violations: 0 }
       row.schedules++
@@ -106,7 +119,8 @@ function appendRows(file, o, results) {
   }
   const date = new Date().toISOString().slice(0, 10)
   const c = commit()
-  const lines = [...kinds].sort().map(([k, r]) => `| ${o.store} | ${o.workload}${LABEL[o.lock]} | ${k} | ${r.schedules} | ${r.ops} | ${r.violations} | ${date} | ${c} | ${o.seed} |`)
+  const name = o.workload === 'all' ? `all ${Object.keys(WORKLOADS).length} in turn` : o.workload
+  const lines = [...kinds].sort().map(([k, r]) => `| ${o.store} | ${name}${LABEL[o.lock]} | ${k} | ${r.schedules} | ${r.ops} | ${r.violations} | ${date} | ${c} | ${o.seed} |`)
   fs.appendFileSync(file, lines.join('\n') + '\n')
 }
 
@@ -115,7 +129,7 @@ async function one(env, o, seed, keep) {
   const params = { ttl: env.ttl ?? 1000, wait: 2000, keys: 2, limit: 2 }
   const sched = schedule(seed, { kinds: env.faults, workers: env.inProcess ? 1 : o.actors, actors: o.actors, servers: env.servers.length, durationMs: o.duration, ttl: params.ttl })
   if (keep !== null) sched.faults = sched.faults.slice(0, keep)
-  return runSchedule(env, sched, { storeName: o.store, workload: o.workload, lock: o.lock, actors: o.actors, durationMs: o.duration, params })
+  return runSchedule(env, sched, { storeName: o.store, workload: workloadOf(o, seed), lock: o.lock, actors: o.actors, durationMs: o.duration, params })
 }
 
 function describe(f) {
@@ -139,7 +153,7 @@ async function main(argv) {
       const r = await one(env, o, seed, o.faults)
       results.push(r)
       const f = r.figures
-      say(`schedule ${i + 1}/${o.schedules} seed ${seed}: ${r.violations.length ? 'FAIL' : 'ok'} ops=${f.ops} grants=${f.grants} writes=${f.writes} refused=${f.refused} losses=${f.losses}${f.ticks === undefined ? '' : ` ticks=${f.ticks} missed=${f.missed} unexplained=${f.unexplained}`} ms=${f.ms} faults=[${r.faults.map((x) => describe(x.planned ?? x)).join(' ')}]`)
+      say(`schedule ${i + 1}/${o.schedules} seed ${seed}${o.workload === 'all' ? ` ${workloadOf(o, seed)}` : ''}: ${r.violations.length ? 'FAIL' : 'ok'} ops=${f.ops} grants=${f.grants} writes=${f.writes} refused=${f.refused} losses=${f.losses}${f.ticks === undefined ? '' : ` ticks=${f.ticks} missed=${f.missed} unexplained=${f.unexplained}`} ms=${f.ms} faults=[${r.faults.map((x) => describe(x.planned ?? x)).join(' ')}]`)
       for (const v of r.violations) say(`    ✗ ${v}`)
       for (const n of r.notes) say(`    · ${n}`)
       if (r.harnessErrors) harnessError = true
@@ -163,14 +177,14 @@ async function main(argv) {
   }
   const elapsed = (Date.now() - t0) / 1000
   say(`${results.length} schedule(s), ${results.reduce((a, r) => a + r.figures.ops, 0)} operations, ${results.filter((r) => r.violations.length).length} failing, ${elapsed.toFixed(1)} s (${(results.reduce((a, r) => a + r.figures.ms, 0) / Math.max(1, results.length) / 1000).toFixed(1)} s a schedule)`)
-  const json = o.json ?? (failed ? path.join(os.tmpdir(), `deadbolt-jepsen-${o.store.replace(/[^a-z0-9]/gi, '_')}-${o.workload}-${failed.seed}.json`) : null)
+  const json = o.json ?? (failed ? path.join(os.tmpdir(), `deadbolt-jepsen-${o.store.replace(/[^a-z0-9]/gi, '_')}-${workloadOf(o, failed.seed)}-${failed.seed}.json`) : null)
   if (json) {
     const pick = failed ? failed.r : results[results.length - 1]
-    const doc = { store: o.store, workload: o.workload, lock: o.lock, seed: o.seed, failingSeed: failed?.seed ?? null, shrunkToFaults: failed?.keep ?? null, replay: failed ? `npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock === 'real' ? '' : ` --lock ${o.lock}`} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}` : null, schedules: results.map((r) => ({ seed: r.seed, violations: r.violations, figures: r.figures, faults: r.faults })), history: pick ? { seed: pick.seed, violations: pick.violations, faults: pick.faults, operations: operations(pick.events), events: pick.events, register: pick.register } : null }
+    const doc = { store: o.store, workload: o.workload, lock: o.lock, seed: o.seed, failingSeed: failed?.seed ?? null, shrunkToFaults: failed?.keep ?? null, replay: failed ? `npm run jepsen -- --store ${o.store} --workload ${workloadOf(o, failed.seed)}${o.lock === 'real' ? '' : ` --lock ${o.lock}`} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}` : null, schedules: results.map((r) => ({ seed: r.seed, violations: r.violations, figures: r.figures, faults: r.faults })), history: pick ? { seed: pick.seed, violations: pick.violations, faults: pick.faults, operations: operations(pick.events), events: pick.events, register: pick.register } : null }
     fs.writeFileSync(json, JSON.stringify(doc, JSONBIG, 1))
     if (pick) {
       const svg = json.replace(/\.json$/, '') + '.svg'
-      fs.writeFileSync(svg, timeline(pick, `${o.store} ${o.workload} seed ${pick.seed}${failed ? ' FAIL' : ''}`))
+      fs.writeFileSync(svg, timeline(pick, `${o.store} ${workloadOf(o, pick.seed)} seed ${pick.seed}${failed ? ' FAIL' : ''}`))
       say(`history: ${json}\ntimeline: ${svg}`)
     }
   }
@@ -178,13 +192,13 @@ async function main(argv) {
   if (failed) {
     const all = failed.r.faults.map((x) => describe(x.planned ?? x)).join(' ')
     say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${failed.r.faults.length}` : 'not shrunk,'} fault(s) [${all}]`)
-    say(`replay: npm run jepsen -- --store ${o.store} --workload ${o.workload}${o.lock === 'real' ? '' : ` --lock ${o.lock}`} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
+    say(`replay: npm run jepsen -- --store ${o.store} --workload ${workloadOf(o, failed.seed)}${o.lock === 'real' ? '' : ` --lock ${o.lock}`} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
     return 1
   }
   return harnessError ? 2 : 0
 }
 
-module.exports = { main, parse }
+module.exports = { main, parse, workloadOf }
 
 if (require.main === module) {
   main(process.argv.slice(2)).then((code) => { process.exitCode = code; setTimeout(() => process.exit(code), 2000).unref() }, (err) => { console.error(err); process.exitCode = 2 })
