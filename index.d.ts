@@ -416,6 +416,14 @@ export declare class WebLock {
   readonly fencingToken: bigint
   /** Aborted with a LockLostError when the lock is lost (stolen, or not extended in time). */
   readonly signal: AbortSignal
+  /**
+   * True while the lock is held: false from the lease's local deadline on, even before the
+   * loss is reported (a process paused or an event loop stalled past it cannot keep it
+   * true). Not in the Web Locks specification, whose locks cannot be lost.
+   */
+  readonly held: boolean
+  /** Until when this process treats the lock as held, in ms since the epoch (see `Lock#validUntil`). */
+  readonly validUntil: number | null
   /** 'Lock', as the Web Locks interface's objects say through Object.prototype.toString. */
   readonly [Symbol.toStringTag]: 'Lock'
   toJSON(): { name: string; mode: WebLockMode; fencingToken: string }

@@ -8,7 +8,8 @@
 const { describe, test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { scenarios, nodeDivergences } = require('./weblocks.scenarios')
-const { prefix, eventually } = require('./helpers')
+const { prefix, eventually, needRedis, REDIS_URL } = require('./helpers')
+const { tcpProxy } = require('./fixtures/tcp-proxy')
 const { connect, LockClosedError } = require('..')
 
 const nodeLocks = globalThis.navigator?.locks ?? require('node:worker_threads').locks
@@ -121,5 +122,46 @@ describe('a lease let lapse by stopExtending ends without a process warning', ()
       assert.equal(outer.stopExtending(), true)
     }), [])
     assert.equal(outer.held, false)
+  })
+})
+
+describe('a WebLock reads its lease as a Lock does', () => {
+  test('held and validUntil are true and a future time in the callback, false and null after it', async () => {
+    const locks = await connect('memory://weblocks-held')
+    try {
+      let seen = null
+      await locks.request(`${prefix('wl-held')}k`, async (lock) => {
+        seen = lock
+        assert.equal(lock.held, true)
+        assert.ok(lock.validUntil > Date.now(), `validUntil ${lock.validUntil}`)
+      })
+      assert.equal(seen.held, false)
+      assert.equal(seen.validUntil, null)
+    } finally {
+      await locks.close()
+    }
+  })
+
+  test('held turns false at the lease\'s local deadline before any loss is heard, when its extensions go unanswered', async (t) => {
+    if (!(await needRedis(t))) return
+    const proxy = await tcpProxy(Number(new URL(REDIS_URL).port || 6379))
+    const locks = await connect(`redis://127.0.0.1:${proxy.port}`, { ttl: 1000, responseTimeout: 5000 })
+    try {
+      const outcome = locks.request(`${prefix('wl-deadline')}k`, async (lock) => {
+        const deadline = lock.validUntil
+        assert.equal(lock.held, true)
+        proxy.pause()
+        // The event loop blocked past the local deadline: no loss can have been delivered.
+        while (Date.now() <= deadline + 5) { /* spin */ }
+        assert.equal(lock.signal.aborted, false, 'the loss was heard: the test proves nothing')
+        assert.equal(lock.held, false, 'held was still true past the lease\'s local deadline')
+        assert.equal(lock.validUntil, null)
+      })
+      await assert.rejects(outcome, (err) => err.code === 'ERR_LOCK_LOST' || err.name === 'AbortError')
+    } finally {
+      proxy.resume()
+      await locks.close()
+      await proxy.close()
+    }
   })
 })

@@ -69,6 +69,21 @@ class WebLock {
     return this._hold.signal
   }
 
+  /**
+   * True while the lock is held: false from the lease's local deadline on, even before the
+   * loss is reported (a process paused or an event loop stalled past it cannot keep it
+   * true). Not in the Web Locks specification, whose locks cannot be lost: check it (or
+   * `validUntil`) before acting after a wait, as with a Lock.
+   */
+  get held() {
+    return this._hold.held
+  }
+
+  /** Until when this process treats the lock as held, in ms since the epoch (see Lock#validUntil). */
+  get validUntil() {
+    return this._hold.validUntil
+  }
+
   /** 'Lock', the Web Locks interface's name (Object.prototype.toString shows it). */
   get [Symbol.toStringTag]() {
     return 'Lock'
