@@ -23,7 +23,34 @@ class ActorResource extends Resource {
  * Runs schedule `sched` on environment `env`. `o`: { workload, lock, actors, durationMs,
  * params }. Resolves { violations, figures, history, faults, notes }.
  */
+/**
+ * Waits until the store answers a client of the harness directly (not through a relay): a
+ * server killed and restarted by the previous schedule may still be recovering (PostgreSQL
+ * replays its WAL, MariaDB its redo log), and a worker that connects then fails at start,
+ * which is the harness's state, not a finding. Gives up after 60 s (a harness error).
+ */
+async function storeAnswers(env) {
+  for (const s of env.servers) await s.ensure().catch(() => {})
+  if (env.inProcess || env.endpoints.length === 0) return
+  const { connect } = require('..')
+  const until = Date.now() + 60_000
+  for (;;) {
+    let c = null
+    try {
+      c = await connect(env.url(env.endpoints), env.opts)
+      await c.ping()
+      return
+    } catch (err) {
+      if (Date.now() > until) throw new Error(`the store did not answer before the schedule: ${err.message}`)
+      await sleep(250)
+    } finally {
+      if (c !== null) await c.close().catch(() => {})
+    }
+  }
+}
+
 async function runSchedule(env, sched, o) {
+  await storeAnswers(env)
   const prefix = `jepsen:${randomBytes(4).toString('hex')}:`
   const h = new Harness({ store: { name: o.storeName }, prefix })
   h.resource = new ActorResource(now)
