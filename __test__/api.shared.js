@@ -670,6 +670,32 @@ function apiSuite(b) {
       }
     })
 
+    test('acquireAll whose set is complete only past a lease\'s local deadline gives every key back and rejects as not acquired', async (t) => {
+      if (await skipUnlessReady(t)) return
+      const k = key('all-late')
+      const stalled = await connect(b.url)
+      try {
+        // The extension of the key taken first comes back, and the event loop then stalls past
+        // its lease before acquireAll sees it (a loaded machine): the set could not be acted on.
+        const acquire = stalled.acquire.bind(stalled)
+        stalled.acquire = async (name, o) => {
+          const lock = await acquire(name, o)
+          const extend = lock.extend.bind(lock)
+          lock.extend = async (...args) => {
+            const r = await extend(...args)
+            const until = Date.now() + o.ttl + 50
+            while (Date.now() < until) { /* stall */ }
+            return r
+          }
+          return lock
+        }
+        await assert.rejects(stalled.acquireAll([`${k}:a`, `${k}:b`], { ttl: 300, autoExtend: false }), { code: 'ERR_LOCK_ACQUISITION' })
+        await eventually(async () => (await locks.inspect(`${k}:a`)) === null && (await locks.inspect(`${k}:b`)) === null, 5000, 'the keys given back')
+      } finally {
+        await stalled.close()
+      }
+    })
+
     test('acquireAll without a heartbeat resolves with no lease ending before its last key\'s, however long that key took', async (t) => {
       if (await skipUnlessReady(t)) return
       const k = key('all-whole')

@@ -7,6 +7,7 @@ const { inspect } = require('util')
 const { newAbortController } = require('./abort')
 const v = require('./validate')
 const { now } = require('./options')
+const { LockAcquisitionError } = require('./errors')
 
 const { own } = v
 
@@ -119,6 +120,13 @@ async function acquireAll(client, keys, options) {
     if (!resolved.autoExtend) {
       await Promise.all(order.slice(0, -1).map((key) => got.get(key).extend()))
         .catch((err) => { throw set._lostError ?? err })
+    }
+    // Complete only past a lease's local deadline (the event loop stalled longer than the
+    // ttl): the caller could not act on the set. Given back, and the call ends as one that got
+    // nothing, as a single acquisition granted that late does (lib/pending.js).
+    const late = order.find((key) => !got.get(key).held)
+    if (late !== undefined) {
+      throw set._lostError ?? new LockAcquisitionError(`Could not acquire the locks on ${JSON.stringify(keys)}: "${late}" was past its lease when the set was complete`)
     }
   } catch (err) {
     await Promise.all([...got.values()].map((l) => l.release().catch(() => {})))
