@@ -42,6 +42,10 @@ use queue::{
     MAX_LOCAL_HANDOFFS,
 };
 
+/// How many grants past their lease's local deadline one acquisition gives back and asks
+/// again after, while its wait lasts, before it reports that it got nothing.
+pub const LATE_GRANTS: u32 = 3;
+
 /// One store plus the process-local state around it.
 pub struct Engine {
     store: SharedStore,
@@ -222,8 +226,11 @@ impl Engine {
     /// mailbox of a waiter busy with a slow request of its own) is never returned: its
     /// holder could not act on it, and the store may give the key to another as soon as its
     /// lease ends. It is given back in the background as a grant whose reply was lost
-    /// ([`Engine::clean_up`]: a new request of the same owner waits for that), and the call
-    /// reports that it got nothing, as when the wait ran out.
+    /// ([`Engine::clean_up`]: a new request of the same owner waits for that). While the
+    /// call's wait lasts (and it counts no attempts), the call then waits on for the key, at
+    /// the back of this process's queue, with what is left of its wait, up to
+    /// [`LATE_GRANTS`] late grants in all; otherwise it reports that it got nothing, as when
+    /// the wait ran out.
     ///
     /// # Cancel Safety
     /// Cancel safe through `cancel`: when it fires, the call returns `Aborted` and leaves no
@@ -238,25 +245,47 @@ impl Engine {
             // The one place the request is checked: no store sees it otherwise.
             check_permits(count, limit)?;
         }
-        match self.acquire_queued(spec, cancel).await? {
-            Some(grant) if Instant::now() >= lease_end(grant.sent, spec.ttl_ms) => {
-                crate::debug!(
-                    "acquire {:?}: granted past its lease's local deadline; given back",
-                    spec.key
-                );
-                let had_data = spec.data.is_some();
-                let kind = Kind::of(spec);
-                self.clean_up(
-                    kind,
-                    &spec.key,
-                    &spec.owner,
-                    had_data,
-                    grant.sent,
-                    spec.ttl_ms,
-                );
-                Ok(None)
+        let deadline = spec.wait.map(|w| clock::after(Instant::now(), w));
+        let mut again: Option<AcquireSpec> = None;
+        let mut late_grants = 0;
+        loop {
+            let current = again.as_ref().unwrap_or(spec);
+            match self.acquire_queued(current, cancel).await? {
+                Some(grant) if Instant::now() >= lease_end(grant.sent, spec.ttl_ms) => {
+                    let kind = Kind::of(spec);
+                    self.clean_up(
+                        kind,
+                        &spec.key,
+                        &spec.owner,
+                        spec.data.is_some(),
+                        grant.sent,
+                        spec.ttl_ms,
+                    );
+                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    // A try, or a call that counts its attempts, does not ask again; nor does
+                    // one after LATE_GRANTS of them (a store that answers later than the lease
+                    // every time, or a lease of a few ms, would make it spin).
+                    late_grants += 1;
+                    let no_more = spec.max_attempts.is_some()
+                        || spec.wait.is_some_and(|w| w.is_zero())
+                        || late_grants >= LATE_GRANTS;
+                    if no_more || left.is_some_and(|l| l.is_zero()) {
+                        crate::debug!(
+                            "acquire {:?}: granted past its lease's local deadline; given back",
+                            spec.key
+                        );
+                        return Ok(None);
+                    }
+                    crate::debug!(
+                        "acquire {:?}: granted past its lease's local deadline; given back, waiting on",
+                        spec.key
+                    );
+                    let mut next = spec.clone();
+                    next.wait = left;
+                    again = Some(next);
+                }
+                granted => return Ok(granted),
             }
-            granted => Ok(granted),
         }
     }
 

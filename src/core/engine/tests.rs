@@ -402,18 +402,17 @@ async fn a_waiter_whose_own_request_finds_the_lock_handed_to_it_keeps_it() {
     a.abort();
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_lock_handed_to_a_waiter_busy_past_its_lease_is_given_back_not_returned() {
-    // The head waiter's poll is held on the wire while the holder hands it the lock, and
-    // comes back only after the handed lease's local deadline: the waiter could never act on
-    // that grant, so the acquisition returns none and the key is given back.
+/// A waiter whose poll is held on the wire while the holder hands it the lock; the poll
+/// comes back `late_ms` after the handoff, past the handed lease's local deadline (ttl 1 s).
+/// Returns what the waiter's acquisition (wait `wait`) returned, and the engine.
+async fn handed_past_its_lease(wait: Duration, late_ms: u64) -> (Option<Grant>, Arc<Engine>) {
     let probe = Arc::new(Probe::default());
     let e = Engine::new(probe.clone());
     take(&e, "k", "c").await;
     let b = {
         let e = e.clone();
         tokio::spawn(async move {
-            let s = spec("k", "b", 1_000, Some(Duration::from_secs(10)));
+            let s = spec("k", "b", 1_000, Some(wait));
             e.acquire(&s, &CancellationToken::new()).await
         })
     };
@@ -423,13 +422,17 @@ async fn a_lock_handed_to_a_waiter_busy_past_its_lease_is_given_back_not_returne
     tokio::time::sleep(Duration::from_millis(50)).await;
     entered.notified().await;
     assert!(e.release("k", "c", false).await.unwrap());
-    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    tokio::time::sleep(Duration::from_millis(late_ms)).await;
     go.notify_one();
-    assert_eq!(
-        b.await.unwrap().unwrap(),
-        None,
-        "a grant past its lease was returned"
-    );
+    (b.await.unwrap().unwrap(), e)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_handed_to_a_waiter_busy_past_its_lease_is_given_back_not_returned() {
+    // The waiter could never act on that grant, and its wait (1.5 s) ran out meanwhile: the
+    // acquisition returns none and the key is given back.
+    let (got, e) = handed_past_its_lease(Duration::from_millis(1_500), 2_000).await;
+    assert_eq!(got, None, "a grant past its lease was returned");
     settle().await;
     assert_eq!(
         e.inspect("k").await.unwrap(),
@@ -437,6 +440,48 @@ async fn a_lock_handed_to_a_waiter_busy_past_its_lease_is_given_back_not_returne
         "the grant was not given back"
     );
     assert_eq!((e.waiting(), e.cleanups()), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_given_a_lock_past_its_lease_with_wait_left_gives_it_back_and_waits_on() {
+    // The same late grant with 8 s of the wait left: it is given back, and the call asks
+    // again and returns a fresh grant, whose lease runs from that later request.
+    let handed = Instant::now();
+    let (got, e) = handed_past_its_lease(Duration::from_secs(10), 2_000).await;
+    let grant = got.expect("the call gave up with wait left");
+    assert!(
+        grant.sent >= handed + Duration::from_millis(2_000),
+        "the grant returned is the late one"
+    );
+    assert!(
+        Instant::now() < lease_end(grant.sent, 1_000),
+        "returned past its lease"
+    );
+    let info = e.inspect("k").await.unwrap().expect("held");
+    assert_eq!(
+        (info.owner.as_str(), info.fencing_token),
+        ("b", grant.token)
+    );
+    assert_eq!(e.waiting(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquisition_whose_every_grant_comes_past_its_lease_gives_up_after_late_grants_of_them()
+{
+    // Every answer takes about a second, the lease half that: each grant is given back and
+    // asked for again while the wait lasts, but not forever.
+    let probe = Arc::new(Probe::default());
+    probe.later_answers_sooner.store(true, Ordering::SeqCst);
+    let e = Engine::new(probe.clone());
+    let s = spec("k", "b", 500, Some(Duration::from_secs(60)));
+    let got = e.acquire(&s, &CancellationToken::new()).await.unwrap();
+    assert_eq!(got, None, "a grant past its lease was returned");
+    assert_eq!(
+        probe.acquire_asks.load(Ordering::SeqCst),
+        u64::from(LATE_GRANTS)
+    );
+    settle().await;
+    assert_eq!(e.inspect("k").await.unwrap(), None, "a late grant was kept");
 }
 
 #[tokio::test(start_paused = true)]
