@@ -46,6 +46,21 @@ test('the checker reports two believed holds of one key that overlap, and not tw
   assert.deepEqual(run(history(101)).violations, [])
 })
 
+test('the checker reports a lower token seen after a conflicting hold ended, and not after a shared one', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'rw', ...extra })
+  // B was granted first by the store (token 1), but its process saw it only after A's hold
+  // (token 2) had ended.
+  const history = (mode) => [
+    ev('A', 'grant', 0, { g: 'A#1', token: '2', owner: 'oa', held: true, vu: 1000, mode }),
+    ev('A', 'end', 100, { g: 'A#1', why: 'release' }),
+    ev('B', 'grant', 200, { g: 'B#1', token: '1', owner: 'ob', held: true, vu: 1000, mode }),
+    ev('B', 'end', 300, { g: 'B#1', why: 'release' }),
+  ]
+  const run = (events) => check({ events, resourceLog: [], faults: [], model: { kind: 'rw', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
+  assert.match(run(history('x')).violations.join('\n'), /token violation/)
+  assert.deepEqual(run(history('s')).violations, [])
+})
+
 test('the checker reports a job tick run twice, and counts the ticks missed while nothing explains it', () => {
   const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
   const tick = (a, t, id) => ev(a, 'tick', t, { tick: id, g: `${a}#${id}`, real: t + 1_000_000 })

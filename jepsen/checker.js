@@ -130,7 +130,13 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
       const prev = seen.get(h.token)
       if (prev && !(h.adoptOf && prev.owner === h.owner)) { tokenViol++; if (tex.length < 3) tex.push(`${short(key)}: token ${h.token} granted to ${prev.g} and ${h.g}`) }
       if (!prev) seen.set(h.token, h)
-      const before = list.find((p) => p !== h && p.token !== null && p.end < h.start && p.token >= h.token && p.owner !== h.owner)
+      // Only a conflicting grant orders tokens: two shared holds (or two permit holders) may
+      // be granted in one order by the store and seen in the other by their processes (a
+      // reply delayed, an event loop stalled), so the earlier-granted, lower token can begin
+      // after the other ended. An exclusive grant cannot: the other could not have been
+      // granted while its lease was live, and a grant seen past its lease is never returned.
+      const before = list.find((p) => p !== h && p.token !== null && p.end < h.start && p.token >= h.token && p.owner !== h.owner &&
+        model.kind !== 'semaphore' && conflicts(model.kind, p, h))
       if (before && !prev) { tokenViol++; if (tex.length < 3) tex.push(`${short(key)}: ${h.g} granted ${h.token} after ${before.g} held ${before.token}`) }
     }
   }
