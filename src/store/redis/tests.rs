@@ -253,6 +253,40 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     );
 }
 
+/// An unfenced grant in `format` to "a", a refusal to "b", and "a"'s request sent again after
+/// its reply was lost: one SET, no script and no token drawn for the grant; the value is
+/// `values[0]` once granted and `values[1]` once refused; the retry finds its own lock with a
+/// fresh lease.
+async fn unfenced_grant_refusal_and_retry(
+    s: &RedisStore,
+    raw: &redis::aio::MultiplexedConnection,
+    k: &str,
+    format: ValueFormat,
+    values: [&[u8]; 2],
+) {
+    let acquire = |owner: &'static str, ttl_ms| Acquisition {
+        format,
+        ..Acquisition::fenced(owner, ttl_ms)
+    };
+    let scripts_before = calls_of(raw, "evalsha").await;
+    let got = s.try_acquire(k, acquire("a", 10_000)).await.unwrap();
+    assert_eq!(got, Some(0), "granted, without a token");
+    assert_eq!(value_of(raw, k).await, values[0], "the value once granted");
+    assert_eq!(calls_of(raw, "set").await, 1, "one SET NX PX");
+    assert_eq!(calls_of(raw, "incr").await, 0, "no token drawn");
+    let scripts = calls_of(raw, "evalsha").await;
+    assert_eq!(scripts, scripts_before, "no script ran");
+    let refused = s.try_acquire(k, acquire("b", 10_000)).await.unwrap();
+    assert_eq!(refused, None);
+    assert_eq!(value_of(raw, k).await, values[1], "the value once refused");
+    assert_eq!(calls_of(raw, "incr").await, 0, "still no token drawn");
+    let again = s.try_acquire(k, acquire("a", 60_000)).await.unwrap();
+    assert_eq!(again, Some(0));
+    let info = s.inspect(k).await.unwrap().unwrap();
+    assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
+    assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
+}
+
 #[tokio::test]
 async fn an_unfenced_grant_or_handoff_draws_no_token_and_a_refusal_still_gets_the_release_announced(
 ) {
@@ -261,47 +295,9 @@ async fn an_unfenced_grant_or_handoff_draws_no_token_and_a_refusal_still_gets_th
     };
     let value_of = async |k: &str| value_of(&raw, k).await;
     let k = name();
-    let scripts_before = calls_of(&raw, "evalsha").await;
-    let got = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::Unfenced,
-            ..Acquisition::fenced("a", 10_000)
-        },
-    );
-    assert_eq!(got.await.unwrap(), Some(0), "granted, without a token");
-    assert_eq!(value_of(&k).await, b"a\xff");
-    assert_eq!(calls_of(&raw, "set").await, 1, "one SET NX PX");
-    assert_eq!(calls_of(&raw, "incr").await, 0, "no token drawn");
-    assert_eq!(
-        calls_of(&raw, "evalsha").await,
-        scripts_before,
-        "no script ran"
-    );
-
-    // Refused: the script then runs, and marks the value for the release's announcement.
-    let refused = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::Unfenced,
-            ..Acquisition::fenced("b", 10_000)
-        },
-    );
-    assert_eq!(refused.await.unwrap(), None);
-    assert_eq!(value_of(&k).await, b"a\xff\xfe");
-    assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
-    // A request sent again after its reply was lost finds its own lock, with a fresh lease.
-    let again = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::Unfenced,
-            ..Acquisition::fenced("a", 60_000)
-        },
-    );
-    assert_eq!(again.await.unwrap(), Some(0));
-    let info = s.inspect(&k).await.unwrap().unwrap();
-    assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
-    assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
+    let values: [&[u8]; 2] = [b"a\xff", b"a\xff\xfe"];
+    // A refusal runs the script, which marks the value (\xfe) for the release's announcement.
+    unfenced_grant_refusal_and_retry(&s, &raw, &k, ValueFormat::Unfenced, values).await;
     assert_eq!(calls_of(&raw, "publish").await, 0);
     // Handed on to a local waiter that needs no token: none is drawn, and the mark stays.
     let next = next_owner("c", 10_000, ValueFormat::Unfenced);
@@ -330,50 +326,10 @@ async fn a_plain_unfenced_grant_or_handoff_writes_the_bare_owner_and_draws_no_to
     };
     let value_of = async |k: &str| value_of(&raw, k).await;
     let k = name();
-    let scripts_before = calls_of(&raw, "evalsha").await;
-    let got = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::PlainUnfenced,
-            ..Acquisition::fenced("a", 10_000)
-        },
-    );
-    assert_eq!(got.await.unwrap(), Some(0), "granted, without a token");
-    assert_eq!(
-        value_of(&k).await,
-        b"a",
-        "redislock's value: the bare owner"
-    );
-    assert_eq!(calls_of(&raw, "set").await, 1, "one SET PX NX");
-    assert_eq!(calls_of(&raw, "incr").await, 0, "no token drawn");
-    assert_eq!(
-        calls_of(&raw, "evalsha").await,
-        scripts_before,
-        "no script ran"
-    );
-
-    // Refused: the value stays the bare owner (a redislock process compares it whole).
-    let refused = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::PlainUnfenced,
-            ..Acquisition::fenced("b", 10_000)
-        },
-    );
-    assert_eq!(refused.await.unwrap(), None);
-    assert_eq!(value_of(&k).await, b"a");
-    // A request sent again after its reply was lost finds its own lock, with a fresh lease.
-    let again = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::PlainUnfenced,
-            ..Acquisition::fenced("a", 60_000)
-        },
-    );
-    assert_eq!(again.await.unwrap(), Some(0));
-    let info = s.inspect(&k).await.unwrap().unwrap();
-    assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
-    assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
+    // redislock's value, the bare owner, even when refused (a redislock process compares it
+    // whole).
+    let values: [&[u8]; 2] = [b"a", b"a"];
+    unfenced_grant_refusal_and_retry(&s, &raw, &k, ValueFormat::PlainUnfenced, values).await;
     assert!(s.extend(&k, Renewal::new("a", 10_000)).await.unwrap());
     assert_eq!(value_of(&k).await, b"a", "extended, unchanged");
     // Handed on to a local waiter of the same format: the bare next owner, no token drawn,
