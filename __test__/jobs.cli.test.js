@@ -1,5 +1,5 @@
 'use strict'
-// `deadbolt jobs`: the CLI's view of the job run records (lib/cli-jobs.js), run as a user runs
+// `deadbolt jobs`: the CLI's view of the job run records (lib/tools/cli-jobs.js), run as a user runs
 // it (a child process), on a SQLite file: what it reads does not depend on the store.
 
 const { test, after } = require('node:test')

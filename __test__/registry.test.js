@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { connect } = require('..')
 const { stores } = require('../lib/addon')
-const cli = require('../lib/cli')
+const cli = require('../lib/tools/cli')
 
 const STORES = stores()
 

@@ -426,7 +426,7 @@ test('a payload over 1 MiB is refused before it is copied', async () => {
 
 // Found by the fuzz tests; the fix belongs to the Redis key scheme (src/backend/keys.rs).
 // That a Redis key spelling another key's old side key ({k}:fence) is a lock of its own is
-// tested in redis-layout.test.js.
+// tested in redis.layout.test.js.
 
 // ───────────── unknown option keys ─────────────
 

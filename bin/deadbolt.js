@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 'use strict'
-// `npx deadbolt <command> <url> …`: the operator's CLI (see lib/cli.js, or --help).
+// `npx deadbolt <command> <url> …`: the operator's CLI (see lib/tools/cli.js, or --help).
 
-const { main, runsUntilStopped } = require('../lib/cli')
+const { main, runsUntilStopped } = require('../lib/tools/cli')
 
 // `watch`, `top` and `dashboard` run until stopped: a first Ctrl-C or SIGTERM ends them
 // gracefully. Any other command ends at once, as a process without handlers would (it may be

@@ -356,6 +356,26 @@ class Mutex extends Lock {
   }
 }
 
+/**
+ * What a semaphore (on one Redis or over several) sets on the mutex it extends: `limit`
+ * permits on the sorted set `semaphore:<key>`, one of them held as this lock's identifier.
+ */
+function asSemaphore(lock, kind, key, limit) {
+  lock._kind = kind
+  checkCount(limit, 'limit')
+  lock._key = `semaphore:${key}`
+  lock._limit = limit
+  lock._members = [lock._identifier]
+}
+
+/** What a multi-semaphore sets on the semaphore it extends: `permits` members, taken together. */
+function withPermits(lock, kind, permits) {
+  lock._kind = kind
+  checkCount(permits, 'permits')
+  lock._permits = permits
+  lock._members = Array.from({ length: permits }, (_, i) => `${lock._identifier}_${i}`)
+}
+
 /** A semaphore of `limit` permits on one Redis: the sorted set `semaphore:<key>`. */
 class Semaphore extends Mutex {
   /**
@@ -366,11 +386,7 @@ class Semaphore extends Mutex {
    */
   constructor(client, key, limit, options) {
     super(client, key, options)
-    this._kind = 'semaphore'
-    checkCount(limit, 'limit')
-    this._key = `semaphore:${key}`
-    this._limit = limit
-    this._members = [this._identifier]
+    asSemaphore(this, 'semaphore', key, limit)
   }
 
   _acquireOnce(now) {
@@ -397,10 +413,7 @@ class MultiSemaphore extends Semaphore {
    */
   constructor(client, key, limit, permits, options) {
     super(client, key, limit, options)
-    this._kind = 'multi-semaphore'
-    checkCount(permits, 'permits')
-    this._permits = permits
-    this._members = Array.from({ length: permits }, (_, i) => `${this._identifier}_${i}`)
+    withPermits(this, 'multi-semaphore', permits)
   }
 }
 
@@ -473,11 +486,7 @@ class RedlockSemaphore extends RedlockMutex {
    */
   constructor(clients, key, limit, options) {
     super(clients, key, options)
-    this._kind = 'redlock-semaphore'
-    checkCount(limit, 'limit')
-    this._key = `semaphore:${key}`
-    this._limit = limit
-    this._members = [this._identifier]
+    asSemaphore(this, 'redlock-semaphore', key, limit)
   }
 
   _take(client, now) {
@@ -504,10 +513,7 @@ class RedlockMultiSemaphore extends RedlockSemaphore {
    */
   constructor(clients, key, limit, permits, options) {
     super(clients, key, limit, options)
-    this._kind = 'redlock-multi-semaphore'
-    checkCount(permits, 'permits')
-    this._permits = permits
-    this._members = Array.from({ length: permits }, (_, i) => `${this._identifier}_${i}`)
+    withPermits(this, 'redlock-multi-semaphore', permits)
   }
 }
 

@@ -2,7 +2,7 @@
 // The node-redlock 4 face (`deadbolt/redlock/v4`, npm's `latest` redlock): Redlock with
 // lock/acquire, lockWithOptions, unlock/release, extend, disposer and quit, each taking a
 // callback or returning a promise; Redlock.Lock and Redlock.LockError; the `clientError`
-// event. Same wire as the v5 face (lib/redlock-wire.js): v4, v5 and face processes exclude
+// event. Same wire as the v5 face (compat/redlock-wire.js): v4, v5 and face processes exclude
 // each other. node-redlock 4.2.0's own test.js runs against it (__test__/redlock.spec.test.js).
 // Promises are native ones with bluebird's nodeify/asCallback/done and filtered catch, and
 // disposer() works with bluebird's Promise.using, without bluebird installed.
@@ -14,8 +14,8 @@
 
 const { EventEmitter } = require('events')
 const { inspect } = require('util')
-const { CompatPromise } = require('../lib/compat-promise')
-const wire = require('../lib/redlock-wire')
+const { CompatPromise } = require('./compat-promise')
+const wire = require('./redlock-wire')
 
 /** A server's script answered fewer keys than asked: a vote against, not a client error. */
 class Refusal extends Error {}

@@ -1,7 +1,7 @@
 'use strict'
 // The node-redlock 5 face (`deadbolt/redlock`): Redlock with acquire/extend/release/using/quit,
 // Lock, ExecutionError and ResourceLockedError, the `error` event. Wire compatible with
-// node-redlock 4 and 5 (see lib/redlock-wire.js): original and face processes exclude each
+// node-redlock 4 and 5 (see compat/redlock-wire.js): original and face processes exclude each
 // other on the same resources. node-redlock 5.0.0-beta.2's own tests run against it
 // (__test__/redlock.spec.test.js). Where the original has a bug, this face follows its
 // documented intent (docs/redlock.md lists each, with its test):
@@ -18,7 +18,7 @@
 
 const { EventEmitter } = require('events')
 const { inspect } = require('util')
-const wire = require('../lib/redlock-wire')
+const wire = require('./redlock-wire')
 
 /** Marks an ExecutionError whose quorum found the lock gone (not retryable). */
 const GONE = Symbol('gone')

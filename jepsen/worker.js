@@ -19,6 +19,7 @@ const { unsafeClient } = require('./unsafe')
 const { redlockFaceClient } = require('./redlock-face')
 const { redisSemaphoreClient } = require('./redis-semaphore')
 const WORKLOADS = require('./workloads')
+const { offerWrite, serveCommands } = require('../torture/ipc')
 
 const W = process.env.TORTURE_WORKER || String(process.pid)
 const now = () => Number(process.hrtime.bigint()) / 1e6
@@ -31,15 +32,8 @@ let stopped = false
 const running = []
 const clients = []
 
-let writeSeq = 0
-const pendingWrites = new Map()
 function offer(a, key, token, held, g, t0) {
-  const wid = ++writeSeq
-  log({ a, ev: 'write', key, token: String(token), held, g, t0, wid })
-  return new Promise((resolve) => {
-    pendingWrites.set(wid, resolve)
-    process.send({ type: 'write', wid, key, token: String(token), held, a })
-  })
+  return offerWrite(log, { key, token, held }, { g, t0 }, { a })
 }
 
 /** The local deadline `validUntil` (epoch ms) on the monotonic clock, or null. */
@@ -156,21 +150,6 @@ const commands = {
   exit() { setImmediate(() => process.exit(0)); return true },
 }
 
-process.on('message', async (m) => {
-  if (m.type === 'write-result') {
-    const resolve = pendingWrites.get(m.wid)
-    pendingWrites.delete(m.wid)
-    if (resolve) resolve(m.accepted)
-    return
-  }
-  if (m.type !== 'cmd') return
-  try {
-    const value = await commands[m.cmd](m.args ?? {})
-    process.send({ type: 'reply', id: m.id, ok: true, value })
-  } catch (err) {
-    process.send({ type: 'reply', id: m.id, ok: false, error: { code: err.code ?? null, name: err.name, message: String(err.message) } })
-  }
-})
-process.on('disconnect', () => process.exit(0))
+serveCommands(commands)
 process.on('unhandledRejection', (err) => log({ ev: 'error', msg: `unhandled: ${String(err?.stack ?? err).slice(0, 300)}` }))
 log({ ev: 'ready', pid: process.pid })

@@ -172,6 +172,34 @@ async function migrate(from, to, all, slot, { counterFirst, gapMs }) {
   return moved
 }
 
+/**
+ * What every scenario here starts on: throwaway `servers` (a cluster or a Sentinel set),
+ * stopped at the end and searched for leftovers on every node of `urls`; leases of at most
+ * 1 s, and the takeover figures.
+ */
+function onOwnServers(ctx, servers, urls) {
+  const { h } = ctx
+  h.maxTtl = 1000
+  h.figures.takeover = []
+  h.onDispose(() => servers.stop())
+  ctx.raw = new NodesRaw(urls)
+}
+
+/** Workers contending on three keys through `sentinel`'s primary (`options` added to the target). */
+function sentinelLoad(ctx, sentinel, options = {}) {
+  const { h, short } = ctx
+  const keys = [h.key('a'), h.key('b'), h.key('c')]
+  const target = { sentinels: sentinel.urls, name: sentinel.name, ...options }
+  return load(h, target, keys, pick(short, 3, 4), pick(short, 60000, 90000))
+}
+
+/** Stops the workers and checks what they saw; notes how far tokens went back (`why`), if they did. */
+async function settleFailover(h, contending, why) {
+  settle(h, await contending.stop())
+  const drop = tokenDrop(h)
+  if (drop > 0n) h.note(`tokens went back by up to ${drop} ${why}; the resource refused ${h.resource.log.filter((r) => !r.accepted).length} write(s)`)
+}
+
 const slotMigration = {
   name: '16-cluster-migration',
   title: 'keys whose slots move between cluster primaries under load keep one holder and increasing tokens',
@@ -179,11 +207,8 @@ const slotMigration = {
   applies: (store) => store.name === 'redis',
   async run(ctx) {
     const { h, short } = ctx
-    h.maxTtl = 1000
-    h.figures.takeover = []
     const cluster = await startRedisCluster(noSkip, 3)
-    h.onDispose(() => cluster.stop())
-    ctx.raw = new NodesRaw(cluster.urls)
+    onOwnServers(ctx, cluster, cluster.urls)
     const nodes = cluster.nodes.map((n) => {
       const c = new Redis(n.url, { maxRetriesPerRequest: 1 })
       c.on('error', () => {})
@@ -242,11 +267,8 @@ const clusterFailover = {
   applies: (store) => store.name === 'redis',
   async run(ctx) {
     const { h, short } = ctx
-    h.maxTtl = 1000
-    h.figures.takeover = []
     const cluster = await startRedisCluster(noSkip, 3, { replicas: 1 })
-    h.onDispose(() => cluster.stop())
-    ctx.raw = new NodesRaw(cluster.urls)
+    onOwnServers(ctx, cluster, cluster.urls)
     // Three keys in the slots of one primary: its failover concerns every lock in play.
     const owners = await cluster.primaries()
     const victim = owners[0]
@@ -296,8 +318,6 @@ function sentinelFailover(variant) {
     applies: (store) => store.name === 'redis',
     async run(ctx) {
       const { h, short } = ctx
-      h.maxTtl = 1000
-      h.figures.takeover = []
       // Asynchronous replication: two holders across the failover are the documented hazard.
       h.overlapsAllowed = 'SENTINEL FAILOVER promotes a replica that may lack the latest grant'
       // Without acknowledgements, the old primary grants until the sentinels demote it, to
@@ -310,12 +330,9 @@ function sentinelFailover(variant) {
       // promoted one never sees (one run with two replicas and waitReplicas: 1 had 2 stale
       // writes accepted).
       const sentinel = await startRedisSentinel(noSkip, 1)
-      h.onDispose(() => sentinel.stop())
-      ctx.raw = new NodesRaw(sentinel.servers.map((s) => s.url))
-      const keys = [h.key('a'), h.key('b'), h.key('c')]
-      const target = { sentinels: sentinel.urls, name: sentinel.name, ...(acked ? { waitReplicas: 1, waitTimeout: 300 } : {}) }
+      onOwnServers(ctx, sentinel, sentinel.servers.map((s) => s.url))
       const rounds = pick(short, 1, 2)
-      const contending = await load(h, target, keys, pick(short, 3, 4), pick(short, 60000, 90000))
+      const contending = await sentinelLoad(ctx, sentinel, acked ? { waitReplicas: 1, waitTimeout: 300 } : {})
       await granted(h, 20)
       for (let r = 0; r < rounds; r++) {
         const before = await sentinel.primaryPort()
@@ -329,10 +346,7 @@ function sentinelFailover(variant) {
         c.disconnect()
         await granted(h, 20)
       }
-      const out = await contending.stop()
-      settle(h, out)
-      const drop = tokenDrop(h)
-      if (drop > 0n) h.note(`tokens went back by up to ${drop} after the failover; the resource refused ${h.resource.log.filter((r) => !r.accepted).length} write(s)`)
+      await settleFailover(h, contending, 'after the failover')
     },
   }
 }
@@ -355,20 +369,15 @@ const sentinelDoubleFailover = {
   applies: (store) => store.name === 'redis',
   async run(ctx) {
     const { h, short } = ctx
-    h.maxTtl = 1000
-    h.figures.takeover = []
     h.overlapsAllowed = 'a promoted replica may lack the latest grant'
     h.tokensMayRegress = 'the old primary grants until it is demoted'
     const sentinel = await startRedisSentinel(noSkip, 2, { args: [['--replica-priority', '0'], [], ['--replica-priority', '200']] })
-    h.onDispose(() => sentinel.stop())
-    ctx.raw = new NodesRaw(sentinel.servers.map((s) => s.url))
+    onOwnServers(ctx, sentinel, sentinel.servers.map((s) => s.url))
     const [a, b, c] = sentinel.servers
     const raws = [a, c].map((s) => { const r = new Redis(s.url, { maxRetriesPerRequest: 1 }); r.on('error', () => {}); return r })
     h.onDispose(() => raws.forEach((r) => r.disconnect()))
     const [ra, rc] = raws
-    const keys = [h.key('a'), h.key('b'), h.key('c')]
-    const target = { sentinels: sentinel.urls, name: sentinel.name }
-    const contending = await load(h, target, keys, pick(short, 3, 4), pick(short, 60000, 90000))
+    const contending = await sentinelLoad(ctx, sentinel)
     await granted(h, 50)
     await rc.config('SET', 'masterauth', 'not-the-password')
     h.fault('SENTINEL FAILOVER', { from: a.port, to: b.port })
@@ -387,10 +396,7 @@ const sentinelDoubleFailover = {
     }
     h.note(`B stopped ${Date.now() - stoppedAt} ms, until the sentinels promoted C`)
     await granted(h, pick(short, 200, 500), 30000)
-    const out = await contending.stop()
-    settle(h, out)
-    const drop = tokenDrop(h)
-    if (drop > 0n) h.note(`tokens went back by up to ${drop} (the old primary's, until demoted); the resource refused ${h.resource.log.filter((r) => !r.accepted).length} write(s)`)
+    await settleFailover(h, contending, "(the old primary's, until demoted)")
   },
 }
 

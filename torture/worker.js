@@ -11,6 +11,7 @@
 const path = require('node:path')
 const { Worker } = require('node:worker_threads')
 const deadbolt = require('..')
+const { offerWrite, serveCommands } = require('./ipc')
 
 const ID = process.env.TORTURE_WORKER || String(process.pid)
 const now = () => Number(process.hrtime.bigint()) / 1e6
@@ -22,19 +23,12 @@ const holds = new Map()
 const threads = new Map()
 
 // ── the protected resource, reached over IPC ──
-let writeSeq = 0
 let grantSeq = 0 // one id per grant in this worker: tokens alone repeat after a store loses its counters
-const pendingWrites = new Map()
 // `t0`: taken right before `held` was read, while the event's `t` is taken after: on a loaded
 // machine a process can be descheduled between the two, so the read happened somewhere in
 // [t0, t] and the checker only counts overlaps that hold whenever in those spans it was.
 function write(key, token, held, g, t0) {
-  const wid = ++writeSeq
-  log({ ev: 'write', key, token: String(token), held, wid, g, t0 })
-  return new Promise((resolve) => {
-    pendingWrites.set(wid, resolve)
-    process.send({ type: 'write', wid, key, token: String(token), held })
-  })
+  return offerWrite(log, { key, token, held }, { g, t0 })
 }
 
 function client(name = 'c') {
@@ -310,20 +304,5 @@ const commands = {
   exit() { setImmediate(() => process.exit(0)); return true },
 }
 
-process.on('message', async (m) => {
-  if (m.type === 'write-result') {
-    const resolve = pendingWrites.get(m.wid)
-    pendingWrites.delete(m.wid)
-    if (resolve) resolve(m.accepted)
-    return
-  }
-  if (m.type !== 'cmd') return
-  try {
-    const value = await commands[m.cmd](m.args ?? {})
-    process.send({ type: 'reply', id: m.id, ok: true, value })
-  } catch (err) {
-    process.send({ type: 'reply', id: m.id, ok: false, error: { code: err.code ?? null, name: err.name, message: String(err.message) } })
-  }
-})
-process.on('disconnect', () => process.exit(0))
+serveCommands(commands)
 log({ ev: 'ready', pid: process.pid })

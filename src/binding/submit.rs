@@ -10,6 +10,7 @@ use crate::core::error::LockError;
 use crate::core::options::{AcquireSpec, AutoExtend, PermitSpec};
 use crate::core::session::Session;
 use crate::runtime::clock;
+use crate::runtime::debug::debug;
 use crate::store::ValueFormat;
 use napi::bindgen_prelude::Buffer;
 use std::sync::Arc;
@@ -192,7 +193,7 @@ pub(super) async fn guarded(
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        crate::debug!("panic: an operation panicked: {what}");
+        debug!("panic: an operation panicked: {what}");
         completions.error(
             req,
             LockError::Backend(crate::store::StoreError::internal(

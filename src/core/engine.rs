@@ -21,6 +21,7 @@ use crate::core::held::Held;
 use crate::core::kind::Kind;
 use crate::core::options::{AcquireSpec, PermitSpec};
 use crate::runtime::clock;
+use crate::runtime::debug::debug;
 use crate::runtime::lease::lease_end;
 use crate::store::permits::{check_permits, watch_key};
 use crate::store::{
@@ -195,7 +196,7 @@ impl Engine {
     fn wake(&self, key: &str, kind: Kind, released: bool) {
         let queues = self.queues.lock().unwrap();
         if let Some(head) = queues.of(kind).get(key).and_then(|q| q.waiters.front()) {
-            crate::debug!("wake {key:?}: the head waiter looks now");
+            debug!("wake {key:?}: the head waiter looks now");
             if released {
                 head.released.store(true, Ordering::Release);
             }
@@ -270,13 +271,13 @@ impl Engine {
                         || spec.wait.is_some_and(|w| w.is_zero())
                         || late_grants >= LATE_GRANTS;
                     if no_more || left.is_some_and(|l| l.is_zero()) {
-                        crate::debug!(
+                        debug!(
                             "acquire {:?}: granted past its lease's local deadline; given back",
                             spec.key
                         );
                         return Ok(None);
                     }
-                    crate::debug!(
+                    debug!(
                         "acquire {:?}: granted past its lease's local deadline; given back, waiting on",
                         spec.key
                     );
@@ -412,7 +413,7 @@ impl Engine {
             if spec.max_attempts.is_some_and(|max| attempts >= max)
                 || deadline.is_some_and(|d| now >= d)
             {
-                crate::debug!(
+                debug!(
                     "acquire {:?}: gave up after {attempts} attempt(s) in {} ms",
                     spec.key,
                     now.duration_since(started).as_millis()
@@ -485,7 +486,7 @@ impl Engine {
             }
         }
         .inspect_err(|e| {
-            crate::debug!("acquire {:?}: store error ({:?})", spec.key, e.kind);
+            debug!("acquire {:?}: store error ({:?})", spec.key, e.kind);
             if e.kind.outcome_unknown() {
                 let has_data = spec.data.is_some();
                 self.clean_up(kind, &spec.key, &spec.owner, has_data, sent, spec.ttl_ms);
@@ -493,14 +494,14 @@ impl Engine {
         })?;
         match granted {
             Some(token) if nth <= 1 => {
-                crate::debug!("acquire {:?}: granted, token {token}", spec.key)
+                debug!("acquire {:?}: granted, token {token}", spec.key)
             }
-            Some(token) => crate::debug!(
+            Some(token) => debug!(
                 "acquire {:?}: granted, token {token}, at attempt {nth} after {} ms waiting",
                 spec.key,
                 started.elapsed().as_millis()
             ),
-            None if nth <= 1 => crate::debug!("acquire {:?}: busy", spec.key),
+            None if nth <= 1 => debug!("acquire {:?}: busy", spec.key),
             // A waiter's later refusals: its grant (or its end) sums them up.
             None => {}
         }
@@ -611,7 +612,7 @@ impl Engine {
                 self.wake(key, Kind::Permits, true);
                 return Ok(was_held);
             };
-            crate::debug!("handoff {key:?}: permits to the next local waiter, token {token}");
+            debug!("handoff {key:?}: permits to the next local waiter, token {token}");
             waiter
                 .room
                 .store(handed.room.unwrap_or(u32::MAX), Ordering::Release);
@@ -692,7 +693,7 @@ impl Engine {
                 .await;
             let token = match handed {
                 Ok(HandoffOutcome::Handed(token)) => {
-                    crate::debug!("handoff {key:?}: to the next local waiter, token {token}");
+                    debug!("handoff {key:?}: to the next local waiter, token {token}");
                     Grant { token, sent }
                 }
                 // Not handed over (not held any more, or a store that had to release it

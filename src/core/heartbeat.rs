@@ -19,6 +19,7 @@ use crate::core::error::LostReason;
 use crate::core::held::{guard, Held};
 use crate::core::kind::Kind;
 use crate::runtime::clock;
+use crate::runtime::debug::debug;
 use crate::store::{ErrorKind, ExtendItem, SharedStore, StoreError, StoreResult};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -233,7 +234,7 @@ fn schedule_at(timers: &Timers, held: Arc<Held>, at: Instant) {
 /// so it is freed there for others; a lease that reached its local deadline ends in the store
 /// a margin later by itself (releasing it early would shorten the lease others see).
 fn lose(timers: &Timers, held: &Held, reason: LostReason) {
-    crate::debug!("lost {:?}: {reason:?}", held.key);
+    debug!("lost {:?}: {reason:?}", held.key);
     timers.unindex(held);
     unschedule(timers, held);
     if held.lose(reason) && reason == LostReason::MaxHold {
@@ -360,7 +361,7 @@ async fn extend_batch(
     if crate::runtime::debug::enabled() {
         let extended = results.iter().filter(|r| matches!(r, Ok(true))).count();
         let failed = results.iter().filter(|r| r.is_err()).count();
-        crate::debug!(
+        debug!(
             "heartbeat: {} lease(s) in one batch, {extended} extended, {failed} failed, {} ms",
             items.len(),
             done.duration_since(sent).as_millis()

@@ -146,7 +146,7 @@ pub fn wants(format: &str) -> bool {
     filter().wants(namespace(format))
 }
 
-/// Writes one debug line (call through [`crate::debug!`], which checks [`enabled`] first).
+/// Writes one debug line (call through [`debug!`], which checks [`enabled`] first).
 pub fn write(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     // Never `eprintln!`: Node makes a piped stderr non-blocking, and a full pipe would make it
@@ -156,8 +156,7 @@ pub fn write(args: std::fmt::Arguments<'_>) {
 }
 
 /// Logs a debug line when debug output is on for its namespace (the format string's first
-/// word); formats nothing otherwise.
-#[macro_export]
+/// word); formats nothing otherwise. Import it from here: `use crate::runtime::debug::debug;`.
 macro_rules! debug {
     ($format:literal $($rest:tt)*) => {
         if $crate::runtime::debug::enabled() && $crate::runtime::debug::wants($format) {
@@ -165,6 +164,8 @@ macro_rules! debug {
         }
     };
 }
+
+pub(crate) use debug;
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,7 @@
 use super::{Engine, Kind};
 use crate::limits::{ORPHAN_FIRST_PAUSE_MS, ORPHAN_MAX_CLEANUPS};
 use crate::runtime::clock;
+use crate::runtime::debug::debug;
 use crate::store::ErrorKind;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -143,7 +144,7 @@ impl Engine {
         {
             let mut map = orphans.map.lock().unwrap();
             if map.len() >= ORPHAN_MAX_CLEANUPS {
-                crate::debug!(
+                debug!(
                     "acquire {key:?}: outcome unknown; {ORPHAN_MAX_CLEANUPS} clean-ups already \
                      run, so a grant, if any, is left to its lease ({ttl_ms} ms)"
                 );
@@ -157,7 +158,7 @@ impl Engine {
                 orphans.live.fetch_add(1, Ordering::AcqRel);
             }
         }
-        crate::debug!(
+        debug!(
             "acquire {key:?}: outcome unknown; releasing what the store may have granted to \
              this owner in the background"
         );
@@ -177,19 +178,19 @@ impl Engine {
             let key = &id.1;
             match ended {
                 Ended::Released => {
-                    crate::debug!("acquire {key:?}: released the grant whose reply was lost")
+                    debug!("acquire {key:?}: released the grant whose reply was lost")
                 }
-                Ended::NothingHeld => crate::debug!(
-                    "acquire {key:?}: the store holds nothing for the failed acquisition"
-                ),
-                Ended::LeaseOver => crate::debug!(
-                    "acquire {key:?}: the failed acquisition's lease is over; clean-up ends"
-                ),
+                Ended::NothingHeld => {
+                    debug!("acquire {key:?}: the store holds nothing for the failed acquisition")
+                }
+                Ended::LeaseOver => {
+                    debug!("acquire {key:?}: the failed acquisition's lease is over; clean-up ends")
+                }
                 Ended::Superseded => {
-                    crate::debug!("acquire {key:?}: the owner asks for it again; clean-up stops")
+                    debug!("acquire {key:?}: the owner asks for it again; clean-up stops")
                 }
                 Ended::Failed(kind) => {
-                    crate::debug!("acquire {key:?}: clean-up ends on a store error ({kind:?})")
+                    debug!("acquire {key:?}: clean-up ends on a store error ({kind:?})")
                 }
             }
         });

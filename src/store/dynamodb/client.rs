@@ -8,6 +8,7 @@
 //! may echo the `Authorization` header), and nothing here prints a request.
 
 use super::credentials::AwsCredentials;
+use crate::runtime::debug::debug;
 use crate::store::{http, ErrorKind, StoreError};
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
@@ -150,7 +151,7 @@ impl Api {
             if attempt >= MAX_ATTEMPTS || Instant::now() + pause >= deadline {
                 return Err(Failure::Error(error));
             }
-            crate::debug!(
+            debug!(
                 "dynamodb {operation}: retrying in {pause:?} after: {}",
                 error.error
             );

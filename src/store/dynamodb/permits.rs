@@ -15,6 +15,7 @@ use super::client::Failure;
 use super::permit_item::{self, Stored, StoredHolder, StoredWaiter};
 use super::permit_watch::{PermitWatches, Role};
 use super::{first_token, new_version, DynamoStore, EXTEND_CONCURRENCY};
+use crate::runtime::debug::debug;
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
 use crate::store::Renewal;
 use crate::store::{
@@ -295,7 +296,7 @@ impl DynamoStore {
                     return Ok(Some(out));
                 }
                 Err(Failure::Condition(_)) => {
-                    crate::debug!("dynamodb semaphore {name:?}: changed meanwhile, again");
+                    debug!("dynamodb semaphore {name:?}: changed meanwhile, again");
                 }
                 Err(f) => return Err(self.failure(operation, f)),
             }

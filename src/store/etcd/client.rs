@@ -11,6 +11,7 @@
 //! and the token are never printed: `Debug` names the user only.
 
 use super::errors::{self, code};
+use crate::runtime::debug::debug;
 use crate::store::{ErrorKind, StoreError, StoreResult};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
@@ -239,7 +240,7 @@ impl Api {
                 }
                 tokio::time::sleep(pause).await;
             }
-            crate::debug!("etcd {path}: trying another member after: {error}");
+            debug!("etcd {path}: trying another member after: {error}");
         }
     }
 

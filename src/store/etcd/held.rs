@@ -16,6 +16,7 @@ use super::client::{Api, Kv, Retry};
 use super::keys::LockValue;
 use super::leases::Own;
 use super::txn;
+use crate::runtime::debug::debug;
 use crate::store::StoreResult;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -278,7 +279,7 @@ impl Held {
             match self.delete(key, guard, lease).await {
                 Ok(()) => return,
                 Err(e) => {
-                    crate::debug!("etcd: deleting an expired grant failed: {e}");
+                    debug!("etcd: deleting an expired grant failed: {e}");
                     tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
                 }
             }

@@ -21,6 +21,7 @@
 //! a stream, and takes one message a line.
 
 use super::client::{int, Api, Retry};
+use crate::runtime::debug::debug;
 use crate::store::StoreResult;
 use serde_json::json;
 use std::collections::HashMap;
@@ -162,7 +163,7 @@ impl Leases {
             } else {
                 // Every lock and permit attached to it is gone: their holders hear it at their
                 // next extension, which finds the key gone or on another lease.
-                crate::debug!("etcd: lease {} lapsed; its locks are lost", s.id);
+                debug!("etcd: lease {} lapsed; its locks are lost", s.id);
                 *s = Slot::default();
             }
         }

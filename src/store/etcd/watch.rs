@@ -21,6 +21,7 @@
 use super::client::{int, Api, Kv};
 use super::held::{Guard, Held};
 use super::keys;
+use crate::runtime::debug::debug;
 use crate::store::permits::watch_key;
 use crate::store::{Loss, ReleaseNotifications};
 use futures_util::future::BoxFuture;
@@ -109,7 +110,7 @@ impl Watches {
                 match followed {
                     Ok(_) => return,
                     Err((next, why)) => {
-                        crate::debug!("etcd: watch: {why}; opening it again");
+                        debug!("etcd: watch: {why}; opening it again");
                         if next > from {
                             pause = Duration::from_millis(50);
                         }
@@ -245,10 +246,9 @@ fn lost_grant(shared: &Shared, key: &[u8], prev: &Kv) {
         (Some(Guard::Created(_)), Some(owner)) => Loss { key: name, owner },
         _ => return,
     };
-    crate::debug!(
+    debug!(
         "etcd: {:?} of {:?} was deleted by someone else: lost",
-        loss.key,
-        loss.owner
+        loss.key, loss.owner
     );
     let _ = shared.lost.send(loss);
 }

@@ -9,6 +9,7 @@
 //! opened again and every watched name is announced once, since releases made meanwhile went
 //! unheard; until then waiters poll.
 
+use crate::runtime::debug::debug;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -150,7 +151,7 @@ async fn open(pool: &PgPool, channel: &str, bound: Duration) -> Option<PgListene
     match opened {
         Ok(Ok(listener)) => Some(listener),
         Ok(Err(e)) => {
-            crate::debug!(
+            debug!(
                 "postgres: cannot open the listening connection ({:?})",
                 crate::store::sql::errors::kind_of::<super::errors::Postgres>(&e)
             );
@@ -204,7 +205,7 @@ async fn listen(
                 // announced in between went unheard.
                 Ok(None) => shared.wake_all(),
                 Err(e) => {
-                    crate::debug!(
+                    debug!(
                         "postgres: the listening connection ended ({:?}); reopening it",
                         crate::store::sql::errors::kind_of::<super::errors::Postgres>(&e)
                     );

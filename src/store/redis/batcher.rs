@@ -4,6 +4,7 @@
 //! more on the fresh one.
 
 use super::scripts::load_all;
+use crate::runtime::debug::debug;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::{RedisError, RedisResult, Script, ServerErrorKind, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,7 +117,7 @@ async fn send_batch(
     }
     let mut results = conn.req_packed_commands(&pipe, skip, count).await;
     if results.as_ref().is_err_and(is_reconnectable) {
-        crate::debug!(
+        debug!(
             "redis: the connection broke; sending {} command(s) again on a new one",
             replies.len()
         );

@@ -17,6 +17,7 @@
 use super::pipe::{answer_front, deliver, Answered, Deliveries, Pending, PipeHandle};
 use super::scripts::load_all;
 use super::socket::{connect, PipeConfig, Stream};
+use crate::runtime::debug::debug;
 use crate::runtime::flush::{self, Flush};
 use crate::runtime::foreground::{self, Interest, Orphan};
 use bytes::BytesMut;
@@ -162,7 +163,7 @@ impl Lane {
                     }
                 }
                 _ => {
-                    crate::debug!("redis: the foreground connection could not be opened");
+                    debug!("redis: the foreground connection could not be opened");
                     lane.die();
                     return;
                 }
@@ -256,7 +257,7 @@ impl Lane {
                 self.update_interest();
             }
             Err(e) => {
-                crate::debug!("redis: the foreground connection ended ({:?})", e.kind());
+                debug!("redis: the foreground connection ended ({:?})", e.kind());
                 self.die();
                 self.stop_watching();
             }

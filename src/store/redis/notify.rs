@@ -4,6 +4,7 @@
 
 use super::keys::release_channel;
 use super::{Link, RedisStore};
+use crate::runtime::debug::debug;
 use crate::store::ReleaseNotifications;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -144,7 +145,7 @@ impl RedisStore {
             if let Some(store) = weak.upgrade() {
                 *store.subscriber.lock().await = None;
             }
-            crate::debug!("redis: the subscriber connection ended; reopening it for its waiters");
+            debug!("redis: the subscriber connection ended; reopening it for its waiters");
             tokio::spawn(resubscribe(weak));
         });
         *guard = Some(sink.clone());

@@ -24,6 +24,7 @@
 
 use super::scripts::load_all;
 use super::socket::{connect, decode_error, PipeConfig, Stream};
+use crate::runtime::debug::debug;
 use crate::runtime::flush::{self, Flush};
 use bytes::BytesMut;
 use redis::{RedisError, RedisResult, ServerErrorKind, Value};
@@ -348,7 +349,7 @@ async fn drive(shared: Arc<Shared>) {
         {
             Ok(Ok(stream)) => Arc::new(stream),
             Ok(Err(e)) => {
-                crate::debug!("redis: could not connect ({:?})", e.kind());
+                debug!("redis: could not connect ({:?})", e.kind());
                 fail_all(&shared, || e.clone());
                 continue;
             }
@@ -380,7 +381,7 @@ async fn drive(shared: Arc<Shared>) {
             }
         }
         let failure = run(&shared, &stream).await;
-        crate::debug!("redis: the connection ended ({:?})", failure.kind());
+        debug!("redis: the connection ended ({:?})", failure.kind());
         let mut deliveries = Deliveries::new();
         {
             let mut st = lock(&shared.state);
@@ -518,7 +519,7 @@ fn answer(
             Answered::Done(tx, got) => deliveries.push((tx, Ok(got))),
             Answered::NoScript(mut p) => {
                 // The server forgot the scripts (SCRIPT FLUSH): load them again, then repeat.
-                crate::debug!("redis: NOSCRIPT; loading the scripts and sending again");
+                debug!("redis: NOSCRIPT; loading the scripts and sending again");
                 p.deadline = Instant::now() + shared.config.response_timeout;
                 st.scripts_queued = false;
                 let deadline = p.deadline;

@@ -10,6 +10,7 @@
 
 use super::batcher::Command;
 use super::{Node, RedisOptions};
+use crate::runtime::debug::debug;
 use crate::store::{ErrorKind, StoreError, StoreResult};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
@@ -202,7 +203,7 @@ impl Sentinel {
             // The same server, named again in a later epoch: lifted again.
             Some(current) if current.addr == addr => current.node,
             _ => {
-                crate::debug!("sentinel: the primary is now another server; switching to it");
+                debug!("sentinel: the primary is now another server; switching to it");
                 Arc::new(Node::open(primary, &self.opts, false)?)
             }
         };
@@ -261,9 +262,7 @@ impl Sentinel {
             }
         }
         if refused && !other {
-            crate::debug!(
-                "sentinel: SENTINEL MASTER refused; fencing counters lifted per history only"
-            );
+            debug!("sentinel: SENTINEL MASTER refused; fencing counters lifted per history only");
             return Ok(None);
         }
         Err(StoreError::new(
@@ -362,7 +361,7 @@ pub(super) async fn enter(node: &Node, epoch: Option<u64>) -> StoreResult<()> {
         Ok(v) => super::parse(v)?,
         // A user whose ACL denies INFO still gets its locks, without the lift.
         Err(e) if e.kind == ErrorKind::Server => {
-            crate::debug!("sentinel: INFO refused; fencing counters not lifted on this primary");
+            debug!("sentinel: INFO refused; fencing counters not lifted on this primary");
             return Ok(());
         }
         Err(e) => return Err(e),

@@ -5,7 +5,7 @@
 use super::{RedisOptions, RedisStore};
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner, released_until_heard, server_or_skip};
-use crate::store::{Acquisition, Handoff, Renewal};
+use crate::store::{Acquisition, Handoff, NextOwner, Renewal};
 use crate::store::{LockStore, ReleaseNotifications, ValueFormat};
 use std::sync::Arc;
 
@@ -253,72 +253,77 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     );
 }
 
+/// An unfenced grant in `format` to "a", a refusal to "b", and "a"'s request sent again after
+/// its reply was lost: one SET, no script and no token drawn for the grant; the value is
+/// `values[0]` once granted and `values[1]` once refused; the retry finds its own lock with a
+/// fresh lease.
+async fn unfenced_grant_refusal_and_retry(
+    s: &RedisStore,
+    raw: &redis::aio::MultiplexedConnection,
+    k: &str,
+    format: ValueFormat,
+    values: [&[u8]; 2],
+) {
+    let acquire = |owner: &'static str, ttl_ms| Acquisition {
+        format,
+        ..Acquisition::fenced(owner, ttl_ms)
+    };
+    let scripts_before = calls_of(raw, "evalsha").await;
+    let got = s.try_acquire(k, acquire("a", 10_000)).await.unwrap();
+    assert_eq!(got, Some(0), "granted, without a token");
+    assert_eq!(value_of(raw, k).await, values[0], "the value once granted");
+    assert_eq!(calls_of(raw, "set").await, 1, "one SET NX PX");
+    assert_eq!(calls_of(raw, "incr").await, 0, "no token drawn");
+    let scripts = calls_of(raw, "evalsha").await;
+    assert_eq!(scripts, scripts_before, "no script ran");
+    let refused = s.try_acquire(k, acquire("b", 10_000)).await.unwrap();
+    assert_eq!(refused, None);
+    assert_eq!(value_of(raw, k).await, values[1], "the value once refused");
+    assert_eq!(calls_of(raw, "incr").await, 0, "still no token drawn");
+    let again = s.try_acquire(k, acquire("a", 60_000)).await.unwrap();
+    assert_eq!(again, Some(0));
+    let info = s.inspect(k).await.unwrap().unwrap();
+    assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
+    assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
+}
+
+/// "a" hands `k` on to `next` ("c"): granted with no token drawn, the value is then `value`.
+async fn handed_on_without_a_token(
+    s: &RedisStore,
+    raw: &redis::aio::MultiplexedConnection,
+    k: &str,
+    next: &NextOwner<'_>,
+    value: &[u8],
+) {
+    let handed = s.handoff(k, Handoff::new("a", next)).await.unwrap();
+    assert_eq!(handed, Some(0));
+    assert_eq!(value_of(raw, k).await, value, "the value once handed on");
+    assert_eq!(calls_of(raw, "incr").await, 0, "still no token drawn");
+}
+
+/// "c" releases `k`: the key is freed and the release announced, once in the whole test.
+async fn released_and_announced(s: &RedisStore, raw: &redis::aio::MultiplexedConnection, k: &str) {
+    assert!(LockStore::release(s, k, "c").await.unwrap().released);
+    let published = calls_of(raw, "publish").await;
+    assert_eq!(published, 1, "the release is announced");
+    assert_eq!(value_of(raw, k).await, b"", "freed");
+}
+
 #[tokio::test]
 async fn an_unfenced_grant_or_handoff_draws_no_token_and_a_refusal_still_gets_the_release_announced(
 ) {
     let Some((_server, s, raw)) = own_server().await else {
         return;
     };
-    let value_of = async |k: &str| value_of(&raw, k).await;
     let k = name();
-    let scripts_before = calls_of(&raw, "evalsha").await;
-    let got = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::Unfenced,
-            ..Acquisition::fenced("a", 10_000)
-        },
-    );
-    assert_eq!(got.await.unwrap(), Some(0), "granted, without a token");
-    assert_eq!(value_of(&k).await, b"a\xff");
-    assert_eq!(calls_of(&raw, "set").await, 1, "one SET NX PX");
-    assert_eq!(calls_of(&raw, "incr").await, 0, "no token drawn");
-    assert_eq!(
-        calls_of(&raw, "evalsha").await,
-        scripts_before,
-        "no script ran"
-    );
-
-    // Refused: the script then runs, and marks the value for the release's announcement.
-    let refused = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::Unfenced,
-            ..Acquisition::fenced("b", 10_000)
-        },
-    );
-    assert_eq!(refused.await.unwrap(), None);
-    assert_eq!(value_of(&k).await, b"a\xff\xfe");
-    assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
-    // A request sent again after its reply was lost finds its own lock, with a fresh lease.
-    let again = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::Unfenced,
-            ..Acquisition::fenced("a", 60_000)
-        },
-    );
-    assert_eq!(again.await.unwrap(), Some(0));
-    let info = s.inspect(&k).await.unwrap().unwrap();
-    assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
-    assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
+    let values: [&[u8]; 2] = [b"a\xff", b"a\xff\xfe"];
+    // A refusal runs the script, which marks the value (\xfe) for the release's announcement.
+    unfenced_grant_refusal_and_retry(&s, &raw, &k, ValueFormat::Unfenced, values).await;
     assert_eq!(calls_of(&raw, "publish").await, 0);
     // Handed on to a local waiter that needs no token: none is drawn, and the mark stays.
     let next = next_owner("c", 10_000, ValueFormat::Unfenced);
-    assert_eq!(
-        s.handoff(&k, Handoff::new("a", &next)).await.unwrap(),
-        Some(0)
-    );
-    assert_eq!(value_of(&k).await, b"c\xff\xfe");
-    assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
-    let outcome = LockStore::release(&*s, &k, "c").await.unwrap();
-    assert!(outcome.released);
-    assert_eq!(
-        calls_of(&raw, "publish").await,
-        1,
-        "the waiter hears the release"
-    );
-    assert_eq!(value_of(&k).await, b"", "freed");
+    handed_on_without_a_token(&s, &raw, &k, &next, b"c\xff\xfe").await;
+    released_and_announced(&s, &raw, &k).await;
 }
 
 /// The redislock face's default: redislock's value (the bare owner) and redislock's command,
@@ -328,74 +333,20 @@ async fn a_plain_unfenced_grant_or_handoff_writes_the_bare_owner_and_draws_no_to
     let Some((_server, s, raw)) = own_server().await else {
         return;
     };
-    let value_of = async |k: &str| value_of(&raw, k).await;
     let k = name();
-    let scripts_before = calls_of(&raw, "evalsha").await;
-    let got = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::PlainUnfenced,
-            ..Acquisition::fenced("a", 10_000)
-        },
-    );
-    assert_eq!(got.await.unwrap(), Some(0), "granted, without a token");
-    assert_eq!(
-        value_of(&k).await,
-        b"a",
-        "redislock's value: the bare owner"
-    );
-    assert_eq!(calls_of(&raw, "set").await, 1, "one SET PX NX");
-    assert_eq!(calls_of(&raw, "incr").await, 0, "no token drawn");
-    assert_eq!(
-        calls_of(&raw, "evalsha").await,
-        scripts_before,
-        "no script ran"
-    );
-
-    // Refused: the value stays the bare owner (a redislock process compares it whole).
-    let refused = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::PlainUnfenced,
-            ..Acquisition::fenced("b", 10_000)
-        },
-    );
-    assert_eq!(refused.await.unwrap(), None);
-    assert_eq!(value_of(&k).await, b"a");
-    // A request sent again after its reply was lost finds its own lock, with a fresh lease.
-    let again = s.try_acquire(
-        &k,
-        Acquisition {
-            format: ValueFormat::PlainUnfenced,
-            ..Acquisition::fenced("a", 60_000)
-        },
-    );
-    assert_eq!(again.await.unwrap(), Some(0));
-    let info = s.inspect(&k).await.unwrap().unwrap();
-    assert_eq!((info.owner.as_str(), info.fencing_token), ("a", 0));
-    assert!(info.remaining_ms > 50_000, "lease not renewed: {info:?}");
+    // redislock's value, the bare owner, even when refused (a redislock process compares it
+    // whole).
+    let values: [&[u8]; 2] = [b"a", b"a"];
+    unfenced_grant_refusal_and_retry(&s, &raw, &k, ValueFormat::PlainUnfenced, values).await;
     assert!(s.extend(&k, Renewal::new("a", 10_000)).await.unwrap());
-    assert_eq!(value_of(&k).await, b"a", "extended, unchanged");
+    assert_eq!(value_of(&raw, &k).await, b"a", "extended, unchanged");
     // Handed on to a local waiter of the same format: the bare next owner, no token drawn,
     // and a retried handoff finds it.
     let next = next_owner("c", 10_000, ValueFormat::PlainUnfenced);
-    assert_eq!(
-        s.handoff(&k, Handoff::new("a", &next)).await.unwrap(),
-        Some(0)
-    );
-    assert_eq!(value_of(&k).await, b"c");
-    assert_eq!(
-        s.handoff(&k, Handoff::new("a", &next)).await.unwrap(),
-        Some(0)
-    );
-    assert_eq!(calls_of(&raw, "incr").await, 0, "still no token drawn");
-    assert!(LockStore::release(&*s, &k, "c").await.unwrap().released);
-    assert_eq!(
-        calls_of(&raw, "publish").await,
-        1,
-        "a bare owner's release is always announced"
-    );
-    assert_eq!(value_of(&k).await, b"", "freed");
+    handed_on_without_a_token(&s, &raw, &k, &next, b"c").await;
+    handed_on_without_a_token(&s, &raw, &k, &next, b"c").await;
+    // A bare owner's release is always announced.
+    released_and_announced(&s, &raw, &k).await;
 }
 
 #[tokio::test]
@@ -799,7 +750,7 @@ fn bytes_that_are_no_reply_are_another_protocol_in_words() {
 async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
     use super::permits::KeepPlace;
     use crate::store::permit_conformance::req;
-    use crate::store::{ExtendItem, NextOwner, OperatorTools};
+    use crate::store::{ExtendItem, OperatorTools};
     let Some(s) = open() else { return };
     let (k, data) = (name(), Some(&b"payload"[..]));
     let formats = [
@@ -827,62 +778,21 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
     for format in formats {
         for data in [None, data] {
             let k = name();
-            let got = s
-                .try_acquire(
-                    &k,
-                    Acquisition {
-                        data,
-                        format,
-                        ..Acquisition::fenced("a", 10_000)
-                    },
-                )
-                .await
-                .unwrap();
-            assert!(got.is_some());
+            let ask = |owner: &'static str| Acquisition {
+                data,
+                format,
+                ..Acquisition::fenced(owner, 10_000)
+            };
+            let renew = |owner: &'static str| Renewal {
+                has_data: data.is_some(),
+                ..Renewal::new(owner, 10_000)
+            };
+            assert!(s.try_acquire(&k, ask("a")).await.unwrap().is_some());
             // (a bare owner, redislock's value, cannot tell its retry from another owner)
-            s.try_acquire(
-                &k,
-                Acquisition {
-                    data,
-                    format,
-                    ..Acquisition::fenced("a", 10_000)
-                },
-            )
-            .await
-            .unwrap();
-            assert_eq!(
-                s.try_acquire(
-                    &k,
-                    Acquisition {
-                        data,
-                        format,
-                        ..Acquisition::fenced("b", 10_000)
-                    }
-                )
-                .await
-                .unwrap(),
-                None
-            );
-            assert!(s
-                .extend(
-                    &k,
-                    Renewal {
-                        has_data: data.is_some(),
-                        ..Renewal::new("a", 10_000)
-                    }
-                )
-                .await
-                .unwrap());
-            assert!(!s
-                .extend(
-                    &k,
-                    Renewal {
-                        has_data: data.is_some(),
-                        ..Renewal::new("b", 10_000)
-                    }
-                )
-                .await
-                .unwrap());
+            s.try_acquire(&k, ask("a")).await.unwrap();
+            assert_eq!(s.try_acquire(&k, ask("b")).await.unwrap(), None);
+            assert!(s.extend(&k, renew("a")).await.unwrap());
+            assert!(!s.extend(&k, renew("b")).await.unwrap());
             let item = |owner: &str| ExtendItem {
                 key: k.clone(),
                 owner: owner.into(),

@@ -48,6 +48,7 @@ use super::{
     ValueFormat,
 };
 use crate::limits;
+use crate::runtime::debug::debug;
 use crate::runtime::lease::lease_end;
 use crate::store::delegate::delegate;
 use crate::store::Call;
@@ -202,7 +203,7 @@ impl RedlockStore {
                 .filter(|&&(_, t)| t < top)
                 .map(|&(i, _)| i)
                 .collect();
-            crate::debug!(
+            debug!(
                 "redlock {what:?}: tokens differ, raising {} server(s) to {top}",
                 behind.len()
             );
@@ -266,7 +267,7 @@ impl RedlockStore {
         if targets.is_empty() {
             return;
         }
-        crate::debug!("redlock {what:?}: no valid quorum, undoing the partial grant");
+        debug!("redlock {what:?}: no valid quorum, undoing the partial grant");
         let calls = targets.iter().map(|&(i, _)| give_back(i)).collect();
         ask_all(calls, Some(bound), |a| {
             targets

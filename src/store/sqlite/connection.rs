@@ -16,6 +16,7 @@
 
 use super::errors::{closed_error, db_error, is_busy};
 use super::replaced::{file_id, moved, FileId, Ghosts, Lease};
+use crate::runtime::debug::debug;
 use crate::store::{ErrorKind, StoreError, StoreResult};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
@@ -210,7 +211,7 @@ impl SharedConnection {
     async fn leave(&self, mut old: SqliteConnection) {
         self.replacements.fetch_add(1, Ordering::Relaxed);
         self.set_up.store(false, Ordering::Release);
-        crate::debug!("sqlite: the database file was deleted or replaced: reopening it");
+        debug!("sqlite: the database file was deleted or replaced: reopening it");
         let read = tokio::time::timeout(self.open_timeout, self.read_leases(&mut old)).await;
         if let Ok(Ok((leases, counter))) = read {
             lock(&self.ghosts).add(Instant::now(), leases);

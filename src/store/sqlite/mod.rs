@@ -24,6 +24,7 @@ mod sql;
 #[cfg_attr(not(unix), path = "wake_none.rs")]
 mod wake;
 
+use crate::runtime::debug::debug;
 use crate::store::delegate::delegate;
 use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
 use std::path::PathBuf;
@@ -373,7 +374,7 @@ impl LockStore for SqliteStore {
             if self.conn.moved_since_statement() {
                 // Granted in a file deleted or replaced meanwhile: not a grant anyone else
                 // is sure to see. Busy; the next call leaves the old file.
-                crate::debug!("sqlite: try_acquire {key:?}: granted in a replaced file, disowned");
+                debug!("sqlite: try_acquire {key:?}: granted in a replaced file, disowned");
                 return Ok(None);
             }
             self.conn
@@ -457,7 +458,7 @@ impl LockStore for SqliteStore {
             let Some(row) = row else { return Ok(None) };
             if self.conn.moved_since_statement() {
                 // Handed over in a file deleted or replaced meanwhile (see `try_acquire`).
-                crate::debug!("sqlite: handoff {key:?}: handed over in a replaced file, disowned");
+                debug!("sqlite: handoff {key:?}: handed over in a replaced file, disowned");
                 return Ok(None);
             }
             self.conn

@@ -15,6 +15,7 @@
 //! registration is not missed.
 
 use super::SqliteStore;
+use crate::runtime::debug::debug;
 use crate::store::ReleaseNotifications;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -128,7 +129,7 @@ impl Wake {
                         true
                     }
                     Err(e) => {
-                        crate::debug!("sqlite: no wake-up socket ({e}); waiters poll");
+                        debug!("sqlite: no wake-up socket ({e}); waiters poll");
                         false
                     }
                 }

@@ -5,7 +5,7 @@ use crate::core::engine::Engine;
 use crate::core::error::LostReason;
 use crate::core::options::AcquireSpec;
 use crate::core::session::EventSink;
-use crate::store::{Acquisition, PermitRequest, ValueFormat};
+use crate::store::{Acquisition, PermitRequest, SharedStore, ValueFormat};
 use std::time::Duration;
 
 struct NoEvents;
@@ -16,6 +16,19 @@ impl EventSink for NoEvents {
 fn session() -> Arc<Session> {
     let store = Arc::new(crate::store::memory::MemoryStore::default());
     Session::open(Engine::new(store), Arc::new(NoEvents))
+}
+
+/// A session on a fresh memory store where `owner` holds "k", and that store (the lock taken
+/// directly, as another process would), with the lock's token.
+async fn session_with_lock(owner: &str) -> (Arc<Session>, SharedStore, u64) {
+    let s = session();
+    let store = s.engine().unwrap().store().clone();
+    let token = store
+        .try_acquire("k", Acquisition::fenced(owner, 60_000))
+        .await
+        .unwrap()
+        .unwrap();
+    (s, store, token)
 }
 
 fn spec(key: &str, owner: &str, kind: Kind, token: u64) -> AdoptSpec {
@@ -93,13 +106,7 @@ async fn nothing_is_adopted_from_an_owner_that_does_not_hold_it() {
 
 #[tokio::test]
 async fn closing_leaves_a_lock_whose_heartbeat_was_stopped() {
-    let s = session();
-    let store = s.engine().unwrap().store().clone();
-    let token = store
-        .try_acquire("k", Acquisition::fenced("o", 60_000))
-        .await
-        .unwrap()
-        .unwrap();
+    let (s, store, token) = session_with_lock("o").await;
     assert!(s
         .adopt(7, spec("k", "o", Kind::Lock, token))
         .await
@@ -143,13 +150,7 @@ async fn permits_are_adopted_and_another_owner_s_are_evicted() {
 
 #[tokio::test]
 async fn of_two_adopters_of_one_lock_only_one_takes_it() {
-    let s = session();
-    let store = s.engine().unwrap().store().clone();
-    store
-        .try_acquire("k", Acquisition::fenced("o", 60_000))
-        .await
-        .unwrap()
-        .unwrap();
+    let (s, _store, _token) = session_with_lock("o").await;
     let mut second = spec("k", "o", Kind::Lock, 0);
     second.new_owner = "other-adopter".into();
     let (a, b) = tokio::join!(
@@ -194,13 +195,7 @@ async fn adopting_a_lock_this_session_holds_ends_the_former_hold_at_once() {
 
 #[tokio::test]
 async fn an_unfenced_lock_is_adopted_without_a_token() {
-    let s = session();
-    let store = s.engine().unwrap().store().clone();
-    store
-        .try_acquire("k", Acquisition::fenced("o", 60_000))
-        .await
-        .unwrap()
-        .unwrap();
+    let (s, _store, _token) = session_with_lock("o").await;
     let mut unfenced = spec("k", "o", Kind::Lock, 0);
     unfenced.fencing = false;
     assert_eq!(s.adopt(7, unfenced).await.unwrap(), Some(0));

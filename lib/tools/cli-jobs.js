@@ -1,8 +1,8 @@
 'use strict'
 // `deadbolt jobs <url> [prefix]`: the last run of each scheduled job, as recorded in the store
-// (lib/jobs.js). Kept apart from lib/cli.js, which only routes the command here.
+// (lib/jobs.js). Kept apart from lib/tools/cli.js, which only routes the command here.
 
-const { holderText } = require('./identity')
+const { holderText } = require('../identity')
 const { visible, jsonLine } = require('./printable')
 
 const HELP = `Usage: deadbolt jobs <url> [prefix] [--limit N] [--json]

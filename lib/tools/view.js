@@ -5,8 +5,8 @@
 // Every row is an object with named fields; a holder is shown by its identity (name@host/pid,
 // lib/identity.js) where its owner token carries one, else by the owner token.
 
-const { MAX_PERMITS } = require('./semaphore')
-const { holderText } = require('./identity')
+const { MAX_PERMITS } = require('../semaphore')
+const { holderText } = require('../identity')
 const { visible, jsonLine } = require('./printable')
 
 /** What the views print for something the store cannot tell. */

@@ -5,10 +5,10 @@
 // same server (host, port or socket path, db, credentials, TLS), trusting the same CA and
 // presenting the same client certificate.
 
-const { typeError } = require('./validate')
-const { redactUrl } = require('./redact')
-const { normalizeTls } = require('./tls')
-const registry = require('./registry')
+const { typeError } = require('../lib/validate')
+const { redactUrl } = require('../lib/redact')
+const { normalizeTls } = require('../lib/tls')
+const registry = require('../lib/registry')
 
 /** The Redis store's entry in the registry: which schemes a URL string may have. */
 const REDIS = registry.byName('redis')

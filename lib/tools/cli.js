@@ -4,10 +4,10 @@
 // 0 done, 1 nothing there (no holder, nothing to free), 2 usage error, 3 the store failed.
 
 const readline = require('readline')
-const { connect } = require('./client')
-const { stores } = require('./addon')
-const { MAX_PERMITS } = require('./semaphore')
-const { holderText, holderFields } = require('./identity')
+const { connect } = require('../client')
+const { stores } = require('../addon')
+const { MAX_PERMITS } = require('../semaphore')
+const { holderText, holderFields } = require('../identity')
 const { Sightings, readFrame, listSome, renderFrame, parseSemaphore, MAX_LIMIT } = require('./view')
 const { serveDashboard } = require('./dashboard')
 const jobsCli = require('./cli-jobs')
@@ -304,7 +304,7 @@ async function main(argv, io) {
   const [command, rawUrl, ...args] = positional
   if (flags.version) {
     // package.json, not a copy: the version npm installed is the one printed.
-    io.out(require('../package.json').version)
+    io.out(require('../../package.json').version)
     return EXIT.ok
   }
   if (command === 'help' && rawUrl !== undefined) {

@@ -21,7 +21,7 @@ const fs = require('fs')
 const path = require('path')
 const { randomBytes, timingSafeEqual } = require('crypto')
 const { Sightings, readFrame } = require('./view')
-const { holderText } = require('./identity')
+const { holderText } = require('../identity')
 const { visible, jsonLine } = require('./printable')
 
 const PAGE = path.join(__dirname, 'dashboard.html')
