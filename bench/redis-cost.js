@@ -32,7 +32,10 @@ const REDIS_SERVER = which('redis-server', ['/usr/sbin', '/usr/local/bin'])
 async function countedRedis(dir) {
   const port = 20000 + Math.floor(Math.random() * 20000)
   const out = path.join(dir, 'callgrind.out')
-  const child = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${out}`, REDIS_SERVER, '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  // `--hz 1`: the server's cron runs HZ times per second of wall time, whatever the clients
+  // do, so at Redis's default of 10 a run that a loaded box makes slower counts more of it
+  // (redislock's pair: 34.6k instructions on a quiet box, 43.2k at load 24). At 1 it is ~1 %.
+  const child = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${out}`, REDIS_SERVER, '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--hz', '1'], { stdio: 'ignore' })
   const kill = () => child.kill('SIGKILL')
   process.on('exit', kill)
   const ping = () => spawnSync('redis-cli', ['-p', String(port), 'PING'], { encoding: 'utf8' }).stdout.trim() === 'PONG'
@@ -104,7 +107,7 @@ async function main() {
   const md = [
     '# Redis instructions per acquire+release pair — `node bench/redis-cost.js`',
     '',
-    `Generated on ${new Date().toISOString()}; median (min–max) of ${cfg.runs} interleaved runs. Scenario 1 (sequential pairs on distinct keys, bench/worker.js) against a private redis-server (${execFileSync(REDIS_SERVER, ['--version'], { encoding: 'utf8' }).trim().split(' ').slice(0, 3).join(' ')}) under callgrind: instructions Redis executed for ${MANY} pairs minus those for ${FEW}, divided by ${MANY - FEW}. Instructions, not seconds: the count does not depend on the load on the machine (a pipelined load costs Redis fewer instructions per command than this sequential one, for every library alike).`,
+    `Generated on ${new Date().toISOString()}; median (min–max) of ${cfg.runs} interleaved runs. Scenario 1 (sequential pairs on distinct keys, bench/worker.js) against a private redis-server (${execFileSync(REDIS_SERVER, ['--version'], { encoding: 'utf8' }).trim().split(' ').slice(0, 3).join(' ')}) (\`--hz 1\`) under callgrind: instructions Redis executed for ${MANY} pairs minus those for ${FEW}, divided by ${MANY - FEW}. Instructions, not seconds: the count barely depends on the load on the machine (the server's cron, which runs per second of wall time, is kept to 1 Hz; a pipelined load costs Redis fewer instructions per command than this sequential one, for every library alike).`,
     '',
     '| library | Redis instructions per pair | ÷ redislock |',
     '| --- | --- | --- |',

@@ -98,6 +98,41 @@ function defaultLockName(key) {
   return name.replace(DIGITS, '*')
 }
 
+/**
+ * Records in reused slots of an array (see `instrument`): `add` gives a record (with a `slot`
+ * field) its place, `take` removes it if it is still there (a record taken twice, or never
+ * added, gives undefined), `takeAll` removes and returns every one.
+ */
+class Slots {
+  constructor() {
+    this.slots = []
+    this.free = []
+  }
+
+  add(rec) {
+    const slot = this.free.length > 0 ? this.free.pop() : this.slots.length
+    this.slots[slot] = rec
+    rec.slot = slot
+    return rec
+  }
+
+  take(rec) {
+    if (rec === undefined || rec.slot < 0 || this.slots[rec.slot] !== rec) return undefined
+    this.slots[rec.slot] = undefined
+    this.free.push(rec.slot)
+    rec.slot = -1
+    return rec
+  }
+
+  takeAll() {
+    const all = this.slots.filter((rec) => rec !== undefined)
+    for (const rec of all) rec.slot = -1
+    this.slots = []
+    this.free = []
+    return all
+  }
+}
+
 /** `@opentelemetry/api`, or an error saying to install it (it is an optional peer dependency). */
 function loadApi() {
   try {
@@ -141,10 +176,17 @@ function instrument(options = {}) {
   const jobRuns = meter.createCounter('deadbolt.job.runs', { unit: '{run}', description: 'Ticks of scheduled jobs and runOnce calls, by result (ran, skipped, failed)' })
   const jobDuration = meter.createHistogram('deadbolt.job.duration', { unit: 's', description: 'How long job runs took, from taking the lock to their end' })
 
-  /** Acquisitions under way: context → { span, attrs }. */
-  const acquiring = new Map()
-  /** Holds: Lock → { span, attrs, at } (removed at release or loss). */
-  const holds = new Map()
+  /**
+   * Acquisitions under way ({ span, s }, its slot on the context under `ACQUIRING`) and holds
+   * ({ span, s, at }, its slot on the Lock under `HOLD`, removed at release or loss). Slots,
+   * not `Map`s keyed by the contexts and locks: a `Map` churned at every operation keeps the
+   * dead entries of its old tables reachable, so every scavenge promoted the records, spans
+   * and locks of the pairs it met (lib/id-map.js; bench/PROFILE.md).
+   */
+  const acquiring = new Slots()
+  const holds = new Slots()
+  const ACQUIRING = Symbol('deadbolt/otel acquisition')
+  const HOLD = Symbol('deadbolt/otel hold')
 
   /**
    * One series per store, kind and lock name: its attributes (made once, frozen: the SDK reads
@@ -206,14 +248,13 @@ function instrument(options = {}) {
       kind: api.SpanKind.INTERNAL,
       attributes: { ...s.attrs, 'deadbolt.lock.key': ctx.key, 'deadbolt.lock.ttl_ms': ctx.ttl, 'deadbolt.lock.permits': ctx.permits },
     })
-    acquiring.set(ctx, { span, s })
+    ctx[ACQUIRING] = acquiring.add({ span, s, slot: -1 })
     s.pending++
   }
 
   function onAcquireSettled(ctx) {
-    const rec = acquiring.get(ctx)
+    const rec = acquiring.take(ctx[ACQUIRING])
     if (rec === undefined) return
-    acquiring.delete(ctx)
     const { span, s } = rec
     const attrs = s.attrs
     span.setAttribute('deadbolt.result', ctx.result)
@@ -231,16 +272,19 @@ function instrument(options = {}) {
         attributes: { ...attrs, 'deadbolt.lock.key': ctx.key, ...(ctx.fencingToken == null ? {} : { 'deadbolt.lock.fencing_token': String(ctx.fencingToken) }) },
         links: [{ context: span.spanContext() }],
       })
-      holds.set(ctx.lock, { span: hold, s, at: performance.now() })
+      ctx.lock[HOLD] = holds.add({ span: hold, s, at: performance.now(), slot: -1 })
       s.held++
     }
   }
 
   /** Ends the hold of `lock` (lost: with its cause). */
   function endHold(lock, cause) {
-    const rec = holds.get(lock)
-    if (rec === undefined) return
-    holds.delete(lock)
+    const rec = holds.take(lock?.[HOLD])
+    if (rec !== undefined) endRecord(rec, cause)
+  }
+
+  /** Ends the hold `rec` (taken from `holds`). */
+  function endRecord(rec, cause) {
     if (cause !== undefined) {
       rec.span.setStatus({ code: api.SpanStatusCode.ERROR, message: `lost: ${cause}` })
       rec.span.setAttribute('error.type', cause)
@@ -296,12 +340,11 @@ function instrument(options = {}) {
     dc.unsubscribe('deadbolt:lost', onLost)
     dc.unsubscribe('deadbolt:job', onJob)
     // What is still open is no longer watched: end it now rather than never.
-    for (const [, { span, s }] of acquiring) {
+    for (const { span, s } of acquiring.takeAll()) {
       span.end()
       s.pending--
     }
-    acquiring.clear()
-    for (const lock of [...holds.keys()]) endHold(lock)
+    for (const rec of holds.takeAll()) endRecord(rec)
     heldCount.removeCallback(observeHeld)
     pendingCount.removeCallback(observePending)
   }
