@@ -61,6 +61,20 @@ test('the checker reports a lower token seen after a conflicting hold ended, and
   assert.deepEqual(run(history('s')).violations, [])
 })
 
+test('the checker lets two Redlock permit holders at once share a token, and nothing else', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'sem', ...extra })
+  const history = (bStart) => [
+    ev('A', 'grant', 0, { g: 'A#1', token: '11', owner: 'oa', held: true, vu: 1000, mode: 'p' }),
+    ev('A', 'end', 100, { g: 'A#1', why: 'release' }),
+    ev('B', 'grant', bStart, { g: 'B#1', token: '11', owner: 'ob', held: true, vu: 1000, mode: 'p' }),
+    ev('B', 'end', bStart + 100, { g: 'B#1', why: 'release' }),
+  ]
+  const run = (events, sharedPermitTokens) => check({ events, resourceLog: [], faults: [], model: { kind: 'semaphore', register: false }, params: { limit: 2 }, bound: () => null, leftover: [], runEnd: 2000, sharedPermitTokens })
+  assert.deepEqual(run(history(50), true).violations, [])
+  assert.match(run(history(50), false).violations.join('\n'), /token 11 granted to/)
+  assert.match(run(history(200), true).violations.join('\n'), /token 11 granted to/)
+})
+
 test('the checker reports a job tick run twice, and counts the ticks missed while nothing explains it', () => {
   const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
   const tick = (a, t, id) => ev(a, 'tick', t, { tick: id, g: `${a}#${id}`, real: t + 1_000_000 })

@@ -118,7 +118,7 @@ async function runSchedule(env, sched, o) {
     return base
   }
   const errors = h.events.filter((e) => e.ev === 'error')
-  const result = check({ events: h.events, resourceLog: h.resource.log, faults: faultsPlayed, model, params, bound, leftover, runEnd: runEnd ?? now() })
+  const result = check({ events: h.events, resourceLog: h.resource.log, faults: faultsPlayed, model, params, bound, leftover, runEnd: runEnd ?? now(), sharedPermitTokens: env.sharedPermitTokens === true })
   result.violations.unshift(...h.violations)
   return {
     seed: sched.seed,

@@ -106,6 +106,9 @@ const STORES = {
       return {
         url: (ports) => ports.map((p) => `redis://127.0.0.1:${p}`),
         endpoints: rs.map((r) => r.port), opts: OPTS,
+        // A permit grant's token is the largest its quorum drew (docs/design.md, Redlock):
+        // two holders granted at once by different quorums may share it.
+        sharedPermitTokens: true,
         faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
         servers: rs.map((r, i) => redisServer(r, `redis${i}`)),
         killConnections: async () => (await Promise.all(raws.map((x) => x.killConnections()))).reduce((a, b) => a + b, 0),
