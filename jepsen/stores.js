@@ -174,6 +174,7 @@ const STORES = {
     available: () => dynaliteInstalled(),
     async start() {
       const d = await startDynalite()
+      let watcher = null
       const table = `jepsen_${randomBytes(3).toString('hex')}`
       const opts = { ...OPTS, createTable: true, credentials: TEST_CREDENTIALS }
       const url = (p) => `dynamodb://${table}?region=us-east-1&endpoint=http://127.0.0.1:${p}`
@@ -183,8 +184,17 @@ const STORES = {
         // dynalite keeps its tables in memory: a kill is a new, empty store, not a restart.
         faults: [...PROCESS, ...NETWORK, 'store-pause'],
         servers: [{ name: 'dynalite', pause: () => stopProcess(d.pid), resume: () => { try { process.kill(d.pid, 'SIGCONT') } catch {} }, kill: async () => {}, start: async () => {}, ensure: async () => { try { process.kill(d.pid, 'SIGCONT') } catch {} } }],
-        leftover: (prefix) => listed(url(d.port), opts, prefix),
-        stop: () => d.stop(),
+        // A lease nobody released (a killed holder's, a job's kept for atLeastFor) stays in
+        // the table until a contender has watched its version stand still for a lease
+        // (docs/stores/dynamodb.md): `list` shows it, and only a client that keeps watching
+        // sees it free. One watching client reads what is left, by `inspect`.
+        leftover: async (prefix) => {
+          watcher ??= await require('..').connect(url(d.port), opts)
+          const live = []
+          for (const l of await watcher.list(prefix, { limit: 1000 })) if ((await watcher.inspect(l.key)) !== null) live.push(l.key)
+          return live
+        },
+        stop: async () => { if (watcher) await watcher.close().catch(() => {}); await d.stop() },
       }
     },
   },
