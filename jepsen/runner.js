@@ -128,7 +128,8 @@ async function runSchedule(env, sched, o) {
     events: h.events,
     register: h.resource.log,
     faults: faultsPlayed,
-    notes: [...h.notes, ...errors.slice(0, 3).map((e) => `worker error: ${e.msg}`)],
+    notes: [...h.notes, ...errors.slice(0, 3).map((e) => `worker error: ${e.msg}`),
+      ...h.events.filter((e) => e.ev === 'connect-retry').slice(0, 3).map((e) => `${e.a}: connect refused at start, asked again (${e.code}: ${e.msg})`)],
     harnessErrors: errors.length,
     start: started,
   }

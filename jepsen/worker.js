@@ -117,11 +117,29 @@ function connect(cfg) {
   return deadbolt.connect(cfg.url, cfg.opts)
 }
 
+/**
+ * A client, asked again for up to 20 s: a worker started while a fault of the previous
+ * schedule still shows (a server recovering, a respawn during a blackhole) has no actor
+ * without one. Each refused try is logged (`connect-retry`, with its code), not thrown.
+ */
+async function connectSoon(cfg, id) {
+  const until = Date.now() + 20_000
+  for (;;) {
+    try {
+      return await connect(cfg)
+    } catch (err) {
+      if (Date.now() > until) throw err
+      log({ a: id, ev: 'connect-retry', code: err.code ?? null, msg: String(err.message).slice(0, 200) })
+      await sleep(250)
+    }
+  }
+}
+
 const commands = {
   async start(cfg) {
     const wl = WORKLOADS[cfg.workload]
     for (const { id, seed } of cfg.actors) {
-      const client = await connect(cfg)
+      const client = await connectSoon(cfg, id)
       clients.push(client)
       const ctx = context(id, client, seed, cfg)
       running.push((async () => {
