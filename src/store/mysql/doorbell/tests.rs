@@ -162,3 +162,56 @@ async fn a_permit_release_rings_the_doorbell_of_a_store_elsewhere_watching_the_s
     assert!(rung(&mut rx, &key).await, "no ring for {key:?}");
     waiter.unwatch(&key).await;
 }
+
+#[tokio::test]
+async fn a_doorbell_whose_connection_was_killed_reconnects_and_rings_again() {
+    use sqlx::Connection as _;
+    // A table of its own, so that the process list tells this doorbell's statement apart.
+    let table = format!("deadbolt_bell_rs_{}", &owner()[..8]);
+    let (holder, waiter) = (
+        crate::store::mysql::tests::on_table(&table),
+        crate::store::mysql::tests::on_table(&table),
+    );
+    let (k, a) = (name(), owner());
+    holder.acquire_fenced(&k, &a, 30_000).await.unwrap();
+    let mut rx = waiter.releases();
+    waiter.watch(&k).await;
+    a_look_after_now(&waiter).await;
+    let mut admin = sqlx::MySqlConnection::connect(TEST_URL).await.unwrap();
+    let pattern = format!("SELECT name FROM `{table}`%");
+    let id: i64 = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let found: Option<i64> = sqlx::query_scalar(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ?",
+            )
+            .bind(&pattern)
+            .fetch_optional(&mut admin)
+            .await
+            .unwrap();
+            if let Some(id) = found {
+                return id;
+            }
+        }
+    })
+    .await
+    .expect("the doorbell's look never seen in the process list");
+    sqlx::query(AssertSqlSafe(format!("KILL CONNECTION {id}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    // Looks count only when they succeed: two more mean a new connection looks.
+    a_look_after_now(&waiter).await;
+    while rx.try_recv().is_ok() {}
+    assert!(holder.release(&k, &a).await.unwrap().released);
+    assert!(
+        rung(&mut rx, &k).await,
+        "no ring for {k:?} after the reconnection"
+    );
+    waiter.unwatch(&k).await;
+    holder.close().await;
+    waiter.close().await;
+    sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS `{table}`")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
