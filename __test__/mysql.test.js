@@ -11,7 +11,7 @@ const { performance } = require('node:perf_hooks')
 const path = require('node:path')
 const readline = require('node:readline')
 const deadbolt = require('..')
-const { MYSQL_URL, needMysql, prefix, sleep } = require('./helpers')
+const { MYSQL_URL, eventually, needMysql, prefix, sleep } = require('./helpers')
 const { ThrowawayMariadb, binaries } = require('./fixtures/mariadb')
 
 const { connect } = deadbolt
@@ -317,6 +317,39 @@ test('cross-process handoff latency with default settings (diagnostic, 50 handof
     await locks.close()
     const code = await other.exited
     assert.equal(code, 0)
+  }
+})
+
+test('a waiter in another process whose own poll is an hour away is woken by the release', async (t) => {
+  if (!(await needMysql(t))) return
+  // A table of this test's own, so that the doorbell's statement seen in the process list
+  // below can only be this waiter's.
+  const table = `deadbolt_bell_${randomBytes(6).toString('hex')}`
+  const locks = await connect(MYSQL_URL, { table })
+  const k = key('bell')
+  const held = await locks.acquire(k)
+  const other = child('mysql-waiter.js', [MYSQL_URL, table, k])
+  try {
+    assert.equal(await other.line(), 'waiting')
+    // The waiter asked once more when it started listening, and is refused; its doorbell
+    // looks at the lease row on its one connection. Only then is the lock released, so that
+    // nothing but the doorbell (the poll being an hour away) can tell the waiter.
+    const conn = await rawMysql()
+    await eventually(async () => {
+      const [rows] = await conn.query('SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE ?', [`SELECT name FROM \`${table}\`%`])
+      return rows[0].n > 0
+    }, 30_000, 'the waiter\'s doorbell to look')
+    assert.equal(await held.release(), true)
+    const [word, token] = (await other.line()).split(' ')
+    assert.equal(word, 'granted')
+    assert.ok(BigInt(token) > held.fencingToken)
+    other.send('done')
+    assert.equal(await other.exited, 0)
+  } finally {
+    other.proc.kill('SIGKILL')
+    await locks.close()
+    const conn = await rawMysql()
+    await conn.query(`DROP TABLE IF EXISTS \`${table}\``)
   }
 })
 

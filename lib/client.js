@@ -410,7 +410,8 @@ class LockClient {
   /**
    * What this client and its store's engine keep right now: `held` (locks this client holds),
    * `waiting` (acquisitions queued in this process for this store), `scheduled` (leases the
-   * heartbeat scheduler looks after), `subscriptions` (Redis release channels listened to),
+   * heartbeat scheduler looks after), `subscriptions` (names whose releases this process
+   * listens for: Redis channels, PostgreSQL notifications, MySQL's doorbell, …),
    * `cleanups` (grants whose reply came too late, being given back in the background).
    */
   stats() {

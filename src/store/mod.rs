@@ -118,7 +118,7 @@ pub struct ReleaseOutcome {
     pub released: bool,
     /// Whether waiters in other processes are known to be listening for this release
     /// (Redis: subscribers other than this process; PostgreSQL: another store was refused
-    /// the lock since it was granted; other stores cannot tell).
+    /// the lock since it was granted; other stores, MySQL included, cannot tell).
     pub others_waiting: bool,
 }
 
@@ -506,5 +506,12 @@ pub trait ReleaseNotifications: Send + Sync {
     /// extension.
     fn losses(&self) -> Option<broadcast::Receiver<Loss>> {
         None
+    }
+
+    /// Whether this store's releases tell when waiters elsewhere listen
+    /// ([`ReleaseOutcome::others_waiting`]). MySQL's waiters look at the lease rows rather
+    /// than being told, so its releases never know.
+    fn tells_others_waiting(&self) -> bool {
+        true
     }
 }

@@ -25,8 +25,10 @@ use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::options::Url;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::{
-    ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseOutcome, StoreResult,
+    ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseNotifications, ReleaseOutcome,
+    StoreResult,
 };
+use doorbell::Doorbell;
 use errors::{retry_on_conflict, retry_transient, Mysql};
 use extend::Leases;
 use futures_util::future::BoxFuture;
@@ -35,6 +37,7 @@ use permits::PermitStatements;
 use sql::{Statements, SQL_PING};
 use tls::apply_tls;
 
+mod doorbell;
 mod errors;
 mod extend;
 mod permits;
@@ -76,6 +79,8 @@ pub struct MysqlStore {
     /// Set once the semaphore tables exist (created on the first semaphore call); left
     /// empty when creating them failed, so the next call tries again.
     permit_tables_ready: OnceCell<()>,
+    /// Release announcements for this process's waiters (see `doorbell`).
+    doorbell: Doorbell,
 }
 
 impl std::fmt::Debug for MysqlStore {
@@ -105,17 +110,20 @@ impl MysqlStore {
     /// `connect_timeout_ms`.
     pub fn connect(url: &str, opts: MysqlOptions) -> StoreResult<MysqlStore> {
         let connect_options = opts.connect_options::<Mysql, MySqlConnectOptions>(url, &URL)?;
+        let quoted_table = format!("`{}`", opts.table);
+        let connect_timeout = Duration::from_millis(opts.connect_timeout_ms);
         Ok(MysqlStore {
+            doorbell: Doorbell::new(&opts.table, connect_options.clone(), connect_timeout),
             connect_options,
             pool_size: opts.pool_size,
-            acquire_timeout: Duration::from_millis(opts.connect_timeout_ms),
+            acquire_timeout: connect_timeout,
             call_timeout: Duration::from_millis(
                 opts.connect_timeout_ms
                     .saturating_add(opts.response_timeout_ms),
             ),
             purge_after: Duration::from_millis(opts.purge_after_ms),
             purged: PurgeClock::default(),
-            sql: Statements::new(&format!("`{}`", opts.table)),
+            sql: Statements::new(&quoted_table),
             pool: OnceLock::new(),
             closed: AtomicBool::new(false),
             connected: OnceCell::new(),
@@ -297,7 +305,8 @@ impl LockStore for MysqlStore {
             .await
             .map_err(|e| db_error::<Mysql>("release", e))?;
             self.purge_if_due(pool);
-            // No announcements: nobody elsewhere is known to wait.
+            // No announcement: waiters elsewhere learn of it through their doorbell, which
+            // looks at the lease row (see `doorbell`).
             Ok(ReleaseOutcome {
                 released: done.rows_affected() > 0,
                 others_waiting: false,
@@ -390,12 +399,19 @@ impl LockStore for MysqlStore {
     fn close(&self) -> BoxFuture<'_, ()> {
         async move {
             self.closed.store(true, Ordering::SeqCst);
+            self.doorbell.stop();
             if let Some(pool) = self.pool.get() {
                 // A connection stuck on a stalled server never comes back: do not wait for it.
                 let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
             }
         }
         .boxed()
+    }
+
+    /// Releases are announced by the doorbell, one connection per store that looks at the
+    /// lease rows of the names this process's waiters wait for (see `doorbell`).
+    fn release_notifications(&self) -> Option<&dyn ReleaseNotifications> {
+        Some(self)
     }
 
     fn operator(&self) -> Option<&dyn OperatorTools> {

@@ -187,6 +187,17 @@ pub(super) fn table_names(table: &str) -> (String, String) {
     )
 }
 
+/// `template` with the names of the semaphore tables of lock table `table` (already
+/// validated), the server clock in ms and the holder kind filled in.
+pub(super) fn fill_template(table: &str, template: &str) -> String {
+    let (semaphores, permits) = table_names(table);
+    template
+        .replace(SEMAPHORES, &format!("`{semaphores}`"))
+        .replace(PERMITS, &format!("`{permits}`"))
+        .replace(NOW_MS, SQL_NOW_MS)
+        .replace(HOLDER_KIND, &HOLDER.to_string())
+}
+
 /// Statement texts of the semaphore tables, shared with spawned tasks without copying.
 pub(super) struct PermitStatements {
     /// Both `CREATE TABLE`s, header table first.
@@ -213,15 +224,7 @@ pub(super) struct PermitStatements {
 impl PermitStatements {
     /// The statements for lock table `table` (already validated).
     pub(super) fn new(table: &str) -> Self {
-        let (semaphores, permits) = table_names(table);
-        let holder = HOLDER.to_string();
-        let fill = |template: &str| -> String {
-            template
-                .replace(SEMAPHORES, &format!("`{semaphores}`"))
-                .replace(PERMITS, &format!("`{permits}`"))
-                .replace(NOW_MS, SQL_NOW_MS)
-                .replace(HOLDER_KIND, &holder)
-        };
+        let fill = |template: &str| -> String { fill_template(table, template) };
         let sql = |template: &str| -> Arc<str> { fill(template).into() };
         let mut extend_many = Vec::new();
         let mut size = 2;
