@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::runtime::debug::debug;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
@@ -272,7 +273,7 @@ impl Task {
         {
             Ok(Ok(conn)) => Some(conn),
             Ok(Err(e)) => {
-                crate::debug!(
+                debug!(
                     "mysql: the doorbell cannot connect ({:?})",
                     crate::store::sql::errors::kind_of::<super::errors::Mysql>(&e)
                 );
@@ -416,7 +417,7 @@ impl Task {
                 }
                 failed => {
                     if let Ok(Err(e)) = failed {
-                        crate::debug!(
+                        debug!(
                             "mysql: the doorbell's look failed ({:?}); reconnecting",
                             crate::store::sql::errors::kind_of::<super::errors::Mysql>(&e)
                         );
