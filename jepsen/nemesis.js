@@ -62,7 +62,11 @@ class Nemesis {
     this.active.add(rec)
     const wait = () => sleep(f.ms)
     try {
-      if (f.kind === 'pause-holder') {
+      if (env.nemesis?.[f.kind]) {
+        // A fault of the store configuration's own (a failover, a clock jump).
+        rec.t = now()
+        await env.nemesis[f.kind](f, rec)
+      } else if (f.kind === 'pause-holder') {
         const w = workers[this.holder(f)].handle
         rec.worker = w.id
         await w.pause()
@@ -104,7 +108,9 @@ class Nemesis {
         rec.server = s.name
         rec.t = now()
         const kill = f.kind.endsWith('-kill')
-        if (kill) { s.killed = (s.killed ?? 0) + 1; await s.kill() } else { s.paused = (s.paused ?? 0) + 1; await s.pause() }
+        // A server chosen when the fault starts (Sentinel's primary) names the one it hit.
+        const hit = kill ? (s.killed = (s.killed ?? 0) + 1, await s.kill()) : (s.paused = (s.paused ?? 0) + 1, await s.pause())
+        if (typeof hit === 'string') rec.server = hit
         await wait()
         if (kill) { if (--s.killed === 0) await s.start() } else if (--s.paused === 0) s.resume()
       } else if (f.kind === 'conn-kill') {

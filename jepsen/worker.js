@@ -127,7 +127,13 @@ const commands = {
   async start(cfg) {
     const wl = WORKLOADS[cfg.workload]
     for (const { id, seed } of cfg.actors) {
-      const client = await connect(cfg)
+      // A connection refused before the actor's first round is no part of the history: on a
+      // loaded machine a Sentinel look-up (every sentinel, then the primary) can overrun
+      // connectTimeout + responseTimeout, so the start tries a few times.
+      let client
+      for (let i = 0; ; i++) {
+        try { client = await connect(cfg); break } catch (err) { if (i >= 4) throw err; await sleep(250) }
+      }
       clients.push(client)
       const ctx = context(id, client, seed, cfg)
       running.push((async () => {
