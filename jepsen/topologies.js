@@ -41,12 +41,12 @@ async function info(port, section) {
 }
 
 /** Polls `fn` (errors count as false) until it is true; throws after `ms` naming `what`. */
-async function until(fn, ms, what, every = 100) {
+async function until(fn, ms, what, every = 100, why = null) {
   const end = Date.now() + ms
   let last = null
   for (;;) {
     try { if (await fn()) return } catch (err) { last = err }
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? ` (${last.message})` : ''}`)
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? ` (${last.message})` : ''}${why ? `: ${JSON.stringify(await why().catch((e) => e.message))}` : ''}`)
     await sleep(every)
   }
 }
@@ -227,12 +227,12 @@ async function startCluster({ primaries = 3, replicas = 1, nodeTimeout = 1500, e
           if (v.some((n) => n.flags.some((f) => f === 'fail' || f === 'fail?' || f === 'handshake' || f === 'noaddr') || n.link !== 'connected')) return false
         }
         for (const s of servers) {
-          if (!(await info(s.port, 'cluster')).cluster_state?.startsWith('ok')) return false
+          if (!/^cluster_state:ok/m.test(String(await ask(s.port, 'CLUSTER', 'INFO')))) return false
           const r = await info(s.port, 'replication')
           if (r.role === 'slave' && r.master_link_status !== 'up') return false
         }
         return true
-      }, ms, 'the cluster to be whole again', 200)
+      }, ms, 'the cluster to be whole again', 200, () => Promise.all(servers.map((s) => clusterNodes(s.port).catch((e) => e.message))))
     },
     /** `CLUSTER FAILOVER` on a replica of the primary `target` picks (modulo); its port pair. */
     async failover(target) {
