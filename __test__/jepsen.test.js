@@ -11,6 +11,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { main, parse, workloadOf } = require('../jepsen/run')
 const { STORES } = require('../jepsen/stores')
+const { execFileSync } = require('node:child_process')
 const { check } = require('../jepsen/checker')
 const { schedule } = require('../jepsen/schedule')
 
@@ -20,6 +21,36 @@ test('the same seed gives the same fault schedule, and another seed another one'
   const env = { kinds: ['pause-holder', 'store-kill', 'net-hold', 'net-latency'], workers: 4, servers: 1, durationMs: 4000, ttl: 1000 }
   assert.deepEqual(schedule(42, env), schedule(42, env))
   assert.notDeepEqual(schedule(42, env).faults, schedule(43, env).faults)
+})
+
+test('a failover fault is drawn with a target and a clock jump with a forward jump of half a lease to three', () => {
+  const env = { kinds: ['failover', 'double-failover', 'clock-jump'], workers: 4, servers: 6, durationMs: 4000, ttl: 1000 }
+  const faults = Array.from({ length: 50 }, (_, i) => schedule(i, env).faults).flat()
+  for (const f of faults.filter((x) => x.kind.endsWith('failover'))) assert.ok(Number.isInteger(f.target) && f.target >= 0 && f.target < 6, JSON.stringify(f))
+  const jumps = faults.filter((x) => x.kind === 'clock-jump')
+  assert.ok(jumps.length > 0)
+  for (const f of jumps) assert.ok(f.jump >= 500 && f.jump <= 3000 && f.ms === 0, JSON.stringify(f))
+})
+
+test('a program started under the harness\'s fake clock sees its wall clock jump forward by what is added', (t) => {
+  const { faketimeLib, Faketime } = require('../jepsen/faketime')
+  if (faketimeLib() === null) {
+    if (process.env.CI) throw new Error('libfaketime is not installed (scripts/services.sh tools)')
+    t.skip('libfaketime is not installed')
+    return
+  }
+  const ft = new Faketime()
+  try {
+    const read = () => BigInt(execFileSync('date', ['+%s'], { env: { ...process.env, ...ft.env() }, encoding: 'utf8' }).trim())
+    const before = read()
+    const day = 86_400
+    ft.jump(day * 1000)
+    const after = read()
+    // The same process image, read twice: a day apart on its clock, whatever the machine's.
+    assert.ok(after - before >= BigInt(day), `${before} then ${after}`)
+  } finally {
+    ft.destroy()
+  }
 })
 
 test('--workload all plays every workload in turn, and one seed always plays the same one', () => {
