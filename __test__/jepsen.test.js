@@ -9,7 +9,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { main, parse, workloadOf } = require('../jepsen/run')
+const { main, parse, workloadOf, insertRows } = require('../jepsen/run')
 const { STORES } = require('../jepsen/stores')
 const { execFileSync } = require('node:child_process')
 const { check } = require('../jepsen/checker')
@@ -51,6 +51,13 @@ test('a program started under the harness\'s fake clock sees its wall clock jump
   } finally {
     ft.destroy()
   }
+})
+
+test('--append puts its rows at the end of the Batches table, not after the sections that follow it', () => {
+  const file = tmp('guarantees.md')
+  fs.writeFileSync(file, '# G\n\n## Batches\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Guarantees\n\ntext\n')
+  insertRows(file, ['| 3 | 4 |'])
+  assert.equal(fs.readFileSync(file, 'utf8'), '# G\n\n## Batches\n\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n\n## Guarantees\n\ntext\n')
 })
 
 test('--workload all plays every workload in turn, and one seed always plays the same one', () => {

@@ -121,7 +121,28 @@ function appendRows(file, o, results) {
   const c = commit()
   const name = o.workload === 'all' ? `all ${Object.keys(WORKLOADS).length} in turn` : o.workload
   const lines = [...kinds].sort().map(([k, r]) => `| ${o.store} | ${name}${LABEL[o.lock]} | ${k} | ${r.schedules} | ${r.ops} | ${r.violations} | ${date} | ${c} | ${o.seed} |`)
-  fs.appendFileSync(file, lines.join('\n') + '\n')
+  insertRows(file, lines)
+}
+
+/**
+ * Puts `lines` at the end of the table under "## Batches" in `file` (the guarantees page has
+ * sections after it), or at the end of the file when it has no such table.
+ */
+function insertRows(file, lines) {
+  const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : ''
+  const all = text.split('\n')
+  const heading = all.findIndex((l) => l.trim() === '## Batches')
+  let at = -1
+  if (heading >= 0) {
+    let i = all.findIndex((l, k) => k > heading && l.startsWith('|'))
+    if (i >= 0) {
+      while (i + 1 < all.length && all[i + 1].startsWith('|')) i++
+      at = i
+    }
+  }
+  if (at < 0) { fs.appendFileSync(file, lines.join('\n') + '\n'); return }
+  all.splice(at + 1, 0, ...lines)
+  fs.writeFileSync(file, all.join('\n'))
 }
 
 /** Runs one schedule of seed `seed`, keeping only its first `keep` faults (all when null). */
@@ -201,7 +222,7 @@ async function main(argv) {
   return harnessError ? 2 : 0
 }
 
-module.exports = { main, parse, workloadOf }
+module.exports = { main, parse, workloadOf, insertRows }
 
 if (require.main === module) {
   main(process.argv.slice(2)).then((code) => { process.exitCode = code; setTimeout(() => process.exit(code), 2000).unref() }, (err) => { console.error(err); process.exitCode = 2 })
