@@ -84,6 +84,21 @@ test('the checker reports two believed holds of one key that overlap, and not tw
   assert.deepEqual(run(history(101)).violations, [])
 })
 
+test('the checker reports a lower token granted after a hold that ended before it was asked for, and not one asked for earlier and answered late', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
+  const history = (askedAt) => [
+    ev('B', 'invoke', askedAt, { f: 'acquire', id: 'B:1' }),
+    ev('A', 'invoke', 10, { f: 'acquire', id: 'A:1' }),
+    ev('A', 'grant', 20, { g: 'A#1', token: '10', owner: 'oa', held: true, vu: 1000 }),
+    ev('A', 'end', 100, { g: 'A#1', why: 'release' }),
+    ev('B', 'grant', 300, { g: 'B#1', token: '9', owner: 'ob', held: true, vu: 1300 }),
+    ev('B', 'end', 400, { g: 'B#1', why: 'release' }),
+  ]
+  const run = (events) => check({ events, resourceLog: [], faults: [], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
+  assert.deepEqual(run(history(5)).violations, [])
+  assert.match(run(history(150)).violations.join(' '), /B#1 granted 9 after A#1 held 10/)
+})
+
 test('the checker reports a job tick run twice, and counts the ticks missed while nothing explains it', () => {
   const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
   const tick = (a, t, id) => ev(a, 'tick', t, { tick: id, g: `${a}#${id}`, real: t + 1_000_000 })
