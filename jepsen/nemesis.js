@@ -75,11 +75,19 @@ class Nemesis {
       } else if (f.kind === 'kill-holder') {
         const i = this.holder(f)
         const w = workers[i].handle
+        // A worker killed by another fault and not yet replaced is left to that fault: two
+        // replacements for one slot would leave one running unwatched (cluster, seed 6298:
+        // its last call, cut at the end, counted as never answered). Not named as `worker`:
+        // the checker ends a worker's holds at its kill.
+        if (!w.alive || workers[i].replacing) { rec.skipped = `${w.id} already killed`; return }
         rec.worker = w.id
+        workers[i].replacing = true
         rec.t = now()
         await w.kill()
-        await wait()
-        await this.run.respawn(i)
+        try {
+          await wait()
+          await this.run.respawn(i)
+        } finally { workers[i].replacing = false }
       } else if (f.kind === 'stall') {
         const w = workers[f.target % workers.length].handle
         rec.worker = w.id
