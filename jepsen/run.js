@@ -118,7 +118,7 @@ function appendRows(file, o, results) {
     }
   }
   const date = new Date().toISOString().slice(0, 10)
-  const c = commit()
+  const c = o.commit ?? commit()
   const name = o.workload === 'all' ? `all ${Object.keys(WORKLOADS).length} in turn` : o.workload
   const lines = [...kinds].sort().map(([k, r]) => `| ${o.store} | ${name}${LABEL[o.lock]} | ${k} | ${r.schedules} | ${r.ops} | ${r.violations} | ${date} | ${c} | ${o.seed} |`)
   insertRows(file, lines)
@@ -164,6 +164,8 @@ async function main(argv) {
   let o
   try { o = parse(argv) } catch (err) { console.error(`${err.message}\n${USAGE}`); return 2 }
   const say = (s) => { if (!o.quiet) console.log(s) }
+  // The commit the batch ran (HEAD may move while a long run goes on).
+  o.commit = commit()
   say(`deadbolt jepsen: store ${o.store}, workload ${o.workload}, lock ${o.lock}, ${o.schedules} schedule(s) of ${o.duration} ms, seed ${o.seed}`)
   let env
   const t0 = Date.now()
