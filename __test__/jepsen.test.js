@@ -9,8 +9,9 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { main, parse, workloadOf } = require('../jepsen/run')
+const { main, parse, workloadOf, insertRows } = require('../jepsen/run')
 const { STORES } = require('../jepsen/stores')
+const { execFileSync } = require('node:child_process')
 const { check } = require('../jepsen/checker')
 const { schedule } = require('../jepsen/schedule')
 
@@ -20,6 +21,43 @@ test('the same seed gives the same fault schedule, and another seed another one'
   const env = { kinds: ['pause-holder', 'store-kill', 'net-hold', 'net-latency'], workers: 4, servers: 1, durationMs: 4000, ttl: 1000 }
   assert.deepEqual(schedule(42, env), schedule(42, env))
   assert.notDeepEqual(schedule(42, env).faults, schedule(43, env).faults)
+})
+
+test('a failover fault is drawn with a target and a clock jump with a forward jump of half a lease to three', () => {
+  const env = { kinds: ['failover', 'double-failover', 'clock-jump'], workers: 4, servers: 6, durationMs: 4000, ttl: 1000 }
+  const faults = Array.from({ length: 50 }, (_, i) => schedule(i, env).faults).flat()
+  for (const f of faults.filter((x) => x.kind.endsWith('failover'))) assert.ok(Number.isInteger(f.target) && f.target >= 0 && f.target < 6, JSON.stringify(f))
+  const jumps = faults.filter((x) => x.kind === 'clock-jump')
+  assert.ok(jumps.length > 0)
+  for (const f of jumps) assert.ok(f.jump >= 500 && f.jump <= 3000 && f.ms === 0, JSON.stringify(f))
+})
+
+test('a program started under the harness\'s fake clock sees its wall clock jump forward by what is added', (t) => {
+  const { faketimeLib, Faketime } = require('../jepsen/faketime')
+  if (faketimeLib() === null) {
+    if (process.env.CI) throw new Error('libfaketime is not installed (scripts/services.sh tools)')
+    t.skip('libfaketime is not installed')
+    return
+  }
+  const ft = new Faketime()
+  try {
+    const read = () => BigInt(execFileSync('date', ['+%s'], { env: { ...process.env, ...ft.env() }, encoding: 'utf8' }).trim())
+    const before = read()
+    const day = 86_400
+    ft.jump(day * 1000)
+    const after = read()
+    // The same process image, read twice: a day apart on its clock, whatever the machine's.
+    assert.ok(after - before >= BigInt(day), `${before} then ${after}`)
+  } finally {
+    ft.destroy()
+  }
+})
+
+test('--append puts its rows at the end of the Batches table, not after the sections that follow it', () => {
+  const file = tmp('guarantees.md')
+  fs.writeFileSync(file, '# G\n\n## Batches\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Guarantees\n\ntext\n')
+  insertRows(file, ['| 3 | 4 |'])
+  assert.equal(fs.readFileSync(file, 'utf8'), '# G\n\n## Batches\n\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n\n## Guarantees\n\ntext\n')
 })
 
 test('--workload all plays every workload in turn, and one seed always plays the same one', () => {
@@ -46,21 +84,6 @@ test('the checker reports two believed holds of one key that overlap, and not tw
   assert.deepEqual(run(history(101)).violations, [])
 })
 
-test('the checker reports a lower token seen after a conflicting hold ended, and not after a shared one', () => {
-  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'rw', ...extra })
-  // B was granted first by the store (token 1), but its process saw it only after A's hold
-  // (token 2) had ended.
-  const history = (mode) => [
-    ev('A', 'grant', 0, { g: 'A#1', token: '2', owner: 'oa', held: true, vu: 1000, mode }),
-    ev('A', 'end', 100, { g: 'A#1', why: 'release' }),
-    ev('B', 'grant', 200, { g: 'B#1', token: '1', owner: 'ob', held: true, vu: 1000, mode }),
-    ev('B', 'end', 300, { g: 'B#1', why: 'release' }),
-  ]
-  const run = (events) => check({ events, resourceLog: [], faults: [], model: { kind: 'rw', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
-  assert.match(run(history('x')).violations.join('\n'), /token violation/)
-  assert.deepEqual(run(history('s')).violations, [])
-})
-
 test('the checker lets two Redlock permit holders at once share a token, and nothing else', () => {
   const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'sem', ...extra })
   const history = (bStart) => [
@@ -73,6 +96,21 @@ test('the checker lets two Redlock permit holders at once share a token, and not
   assert.deepEqual(run(history(50), true).violations, [])
   assert.match(run(history(50), false).violations.join('\n'), /token 11 granted to/)
   assert.match(run(history(200), true).violations.join('\n'), /token 11 granted to/)
+})
+
+test('the checker reports a lower token granted after a hold that ended before it was asked for, and not one asked for earlier and answered late', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
+  const history = (askedAt) => [
+    ev('B', 'invoke', askedAt, { f: 'acquire', id: 'B:1' }),
+    ev('A', 'invoke', 10, { f: 'acquire', id: 'A:1' }),
+    ev('A', 'grant', 20, { g: 'A#1', token: '10', owner: 'oa', held: true, vu: 1000 }),
+    ev('A', 'end', 100, { g: 'A#1', why: 'release' }),
+    ev('B', 'grant', 300, { g: 'B#1', token: '9', owner: 'ob', held: true, vu: 1300 }),
+    ev('B', 'end', 400, { g: 'B#1', why: 'release' }),
+  ]
+  const run = (events) => check({ events, resourceLog: [], faults: [], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
+  assert.deepEqual(run(history(5)).violations, [])
+  assert.match(run(history(150)).violations.join(' '), /B#1 granted 9 after A#1 held 10/)
 })
 
 test('the checker reports a job tick run twice, and counts the ticks missed while nothing explains it', () => {

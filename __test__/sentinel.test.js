@@ -202,3 +202,59 @@ test('a call to a stopped primary fails within connectTimeout + responseTimeout,
     await sentinel.stop()
   }
 })
+
+test('a server that only a minority of the sentinels name as the primary in an epoch is not used, so two servers named in one epoch never draw the same token', async (t) => {
+  // As while a SENTINEL FAILOVER crosses a failover of the sentinels' own (the fault
+  // harness, seeds 6139 and 6177): one sentinel names server P in epoch 5, two name server
+  // Q in epoch 5. Each is a primary of its own; the sentinels of P and of Q never meet.
+  const [p, q] = (await startRedisServersOrSkip(t, 2)) ?? []
+  if (!p) return
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const { live } = require('./fixtures/processes')
+  const { freePort, answers } = require('./helpers')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-sentinel-epoch-'))
+  const sentinels = []
+  try {
+    for (const server of [p, q, q]) {
+      const port = await freePort()
+      const conf = path.join(dir, `sentinel-${port}.conf`)
+      fs.writeFileSync(conf, [`port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, `sentinel monitor mymaster 127.0.0.1 ${server.port} 2`,
+        'sentinel config-epoch mymaster 5', 'sentinel down-after-milliseconds mymaster 60000', ''].join('\n'))
+      const proc = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' })
+      live.add(proc)
+      sentinels.push({ url: `redis://127.0.0.1:${port}`, proc })
+      await eventually(() => answers(port), 5000, `sentinel ${port}`)
+    }
+    const [s0, s1, s2] = sentinels.map((s) => s.url)
+    const key = prefix('sentinel') + 'one-epoch'
+    const onQ = await connect({ sentinels: [s1, s0, s2], name: 'mymaster' })
+    const lock = await onQ.acquire(key)
+    try {
+      // Through s0 first, the client is told P; before, it lifted P into epoch 5's band too
+      // and drew the very token Q had just granted.
+      await assert.rejects(async () => {
+        const onP = await connect({ sentinels: [s0, s1, s2], name: 'mymaster' }, { connectTimeout: 1000, responseTimeout: 1000 })
+        try {
+          const other = await onP.acquire(key)
+          assert.fail(`granted ${other.fencingToken} on P while Q granted ${lock.fencingToken}`)
+        } finally {
+          await onP.close()
+        }
+      }, (err) => err.code !== 'ERR_ASSERTION')
+    } finally {
+      await lock.release()
+      await onQ.close()
+    }
+  } finally {
+    for (const s of sentinels) s.proc.kill('SIGKILL')
+    await p.kill()
+    await q.kill()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+/** `n` throwaway redis-servers, or null (the test skipped) when redis-server is missing. */
+function startRedisServersOrSkip(t, n) {
+  return require('./fixtures/redis-server').startRedisServers(t, n)
+}

@@ -62,7 +62,11 @@ class Nemesis {
     this.active.add(rec)
     const wait = () => sleep(f.ms)
     try {
-      if (f.kind === 'pause-holder') {
+      if (env.nemesis?.[f.kind]) {
+        // A fault of the store configuration's own (a failover, a clock jump).
+        rec.t = now()
+        await env.nemesis[f.kind](f, rec)
+      } else if (f.kind === 'pause-holder') {
         const w = workers[this.holder(f)].handle
         rec.worker = w.id
         await w.pause()
@@ -71,11 +75,19 @@ class Nemesis {
       } else if (f.kind === 'kill-holder') {
         const i = this.holder(f)
         const w = workers[i].handle
+        // A worker killed by another fault and not yet replaced is left to that fault: two
+        // replacements for one slot would leave one running unwatched (cluster, seed 6298:
+        // its last call, cut at the end, counted as never answered). Not named as `worker`:
+        // the checker ends a worker's holds at its kill.
+        if (!w.alive || workers[i].replacing) { rec.skipped = `${w.id} already killed`; return }
         rec.worker = w.id
+        workers[i].replacing = true
         rec.t = now()
         await w.kill()
-        await wait()
-        await this.run.respawn(i)
+        try {
+          await wait()
+          await this.run.respawn(i)
+        } finally { workers[i].replacing = false }
       } else if (f.kind === 'stall') {
         const w = workers[f.target % workers.length].handle
         rec.worker = w.id
@@ -104,7 +116,9 @@ class Nemesis {
         rec.server = s.name
         rec.t = now()
         const kill = f.kind.endsWith('-kill')
-        if (kill) { s.killed = (s.killed ?? 0) + 1; await s.kill() } else { s.paused = (s.paused ?? 0) + 1; await s.pause() }
+        // A server chosen when the fault starts (Sentinel's primary) names the one it hit.
+        const hit = kill ? (s.killed = (s.killed ?? 0) + 1, await s.kill()) : (s.paused = (s.paused ?? 0) + 1, await s.pause())
+        if (typeof hit === 'string') rec.server = hit
         await wait()
         if (kill) { if (--s.killed === 0) await s.start() } else if (--s.paused === 0) s.resume()
       } else if (f.kind === 'conn-kill') {

@@ -98,7 +98,10 @@ async function runSchedule(env, sched, o) {
     await h.stopWorkers()
     for (const w of workers) for (const p of w.proxies ?? []) await p.close()
   }
-  // Leases of killed holders run out by the store's clock.
+  // Leases of killed holders run out by the store's clock. A topology is read once whole
+  // again (a Sentinel set still demoting an old primary may name a server that does not
+  // answer yet); one that does not become whole is a note, and the read is tried anyway.
+  if (env.healthy) await env.healthy().catch((err) => h.note(`not whole again: ${err.message.slice(0, 200)}`))
   let leftover = null
   const until = Date.now() + params.ttl * 2 + 3000
   for (;;) {

@@ -15,6 +15,7 @@ function length(kind, r, ttl) {
     case 'net-reset': return r.int(100, 600)
     case 'net-latency': return r.int(300, 1500)
     case 'conn-kill': return 0
+    case 'clock-jump': return 0 // the clock stays where it jumped
     default: return r.int(300, Math.round(ttl * 2))
   }
 }
@@ -33,7 +34,8 @@ function schedule(seed, { kinds, workers, actors = workers, servers, durationMs,
     if (kind === 'net-latency') f.delay = r.int(50, 600)
     if (['pause-holder', 'kill-holder', 'stall', 'net-cut-one'].includes(kind)) f.target = r.int(0, workers - 1)
     else if (kind.startsWith('net-')) f.target = r.chance(0.5) ? 'all' : r.int(0, workers - 1)
-    else if (kind === 'store-pause' || kind === 'store-kill') f.target = r.int(0, Math.max(0, servers - 1))
+    else if (kind === 'store-pause' || kind === 'store-kill' || kind === 'failover' || kind === 'double-failover') f.target = r.int(0, Math.max(0, servers - 1))
+    else if (kind === 'clock-jump') f.jump = r.int(Math.round(ttl / 2), ttl * 3) // forward, past the lease or not
     faults.push(f)
   }
   faults.sort((a, b) => a.at - b.at)

@@ -10,11 +10,13 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { randomBytes } = require('node:crypto')
-const { ThrowawayRedis, ThrowawayMysql, stopProcess } = require('../torture/servers')
+const { ThrowawayRedis, ThrowawayMysql, stopProcess, sleep } = require('../torture/servers')
 const { STORES: TORTURE_STORES } = require('../torture/stores')
 const { ThrowawayPostgres } = require('../__test__/fixtures/postgres')
 const { startEtcd, etcdInstalled } = require('../__test__/fixtures/etcd')
 const { startDynalite, dynaliteInstalled, TEST_CREDENTIALS } = require('../__test__/fixtures/dynalite')
+const { startSentinelSet, startCluster, ask, info, until, killClients } = require('./topologies')
+const { faketimeLib, Faketime } = require('./faketime')
 
 const rawOf = (name) => TORTURE_STORES.find((s) => s.name === name).raw
 const PROCESS = ['pause-holder', 'kill-holder', 'stall']
@@ -134,37 +136,103 @@ const STORES = {
       }
     },
   },
-  postgres: {
-    available: () => { try { return require('../__test__/fixtures/postgres').binDir() !== null } catch { return false } },
+  postgres: postgresStore({ clock: false }),
+  'postgres-clock': postgresStore({ clock: true }),
+  sentinel: {
+    available: () => ThrowawayRedis.available(),
     async start() {
-      const pg = await ThrowawayPostgres.create({ port: 5600 + Math.floor(Math.random() * 300) })
-      await pg.start()
-      const pid = () => { try { return Number(fs.readFileSync(path.join(pg.datadir, 'postmaster.pid'), 'utf8').split('\n')[0]) } catch { return null } }
-      let paused = []
-      const url = (p) => `postgres://postgres@127.0.0.1:${p}/postgres`
-      const { Client } = require('pg')
+      const set = await startSentinelSet({ replicas: 2 })
+      // The nemesis's server is "the primary the sentinels name when the fault starts": a
+      // pause or kill hits that one, and the heal resumes or restarts every server it hit.
+      const paused = new Set()
+      const killed = new Set()
+      const primary = {
+        name: 'primary',
+        async pause() { const s = await set.primary(); if (!s) return null; paused.add(s); await s.pause(); return `${s.name}:${s.port}` },
+        resume() { for (const s of paused) s.resume(); paused.clear() },
+        async kill() { const s = await set.primary(); if (!s) return null; killed.add(s); await s.kill(); return `${s.name}:${s.port}` },
+        async start() { for (const s of killed) await s.start(); killed.clear() },
+        async ensure() { this.resume(); await this.start(); for (const s of set.servers) await s.ensure() },
+      }
+      const target = (ports) => ({ sentinels: ports.map((p) => `redis://127.0.0.1:${p}`), name: set.name })
       return {
-        url: ([p]) => url(p),
-        endpoints: [pg.port], opts: OPTS,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
-        servers: [{
-          name: 'postgres',
-          async pause() { const p = pid(); if (p) { paused = processTree(p); for (const q of paused) await stopProcess(q).catch(() => {}) } },
-          resume() { for (const q of paused) { try { process.kill(q, 'SIGCONT') } catch {} } paused = [] },
-          async kill() { this.resume(); await pg.stop('immediate') },
-          start: () => pg.start(),
-          async ensure() { this.resume(); await pg.start().catch(() => {}) },
-        }],
-        async killConnections() {
-          const c = new Client({ connectionString: url(pg.port) })
-          await c.connect()
-          try {
-            const r = await c.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'")
-            return r.rowCount
-          } finally { await c.end() }
+        // Workers reach the sentinels through their relays; the sentinels hand out the data
+        // servers' own addresses, so the primary and replicas are reached directly: network
+        // faults hit the sentinel links only.
+        url: target,
+        endpoints: set.sentinels.map((s) => s.port), opts: OPTS,
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', 'failover', 'double-failover'],
+        servers: [primary],
+        killConnections: async () => { const p = await set.primaryPort(); return p ? killClients(p) : 0 },
+        healthy: () => set.healthy(),
+        nemesis: {
+          /** `SENTINEL FAILOVER`; ends once the sentinels name another primary. */
+          async failover(f, rec) {
+            const before = await set.primaryPort()
+            rec.from = before
+            await set.failover()
+            await until(async () => (await set.primaryPort()) !== before, 20000, 'the sentinels to promote a replica')
+            rec.to = await set.primaryPort()
+          },
+          /**
+           * Issue 46's schedule: `SENTINEL FAILOVER` to replica B, with replica C unable to
+           * follow B (a wrong `masterauth`) and the old primary never promoted again
+           * (`replica-priority 0`); then B SIGSTOPped until the sentinels promote C, which
+           * missed every grant and counter lift made on B. `healthy()` undoes the settings.
+           */
+          async 'double-failover'(f, rec) {
+            const a = await set.primary()
+            const [b, c] = set.servers.filter((s) => s !== a).sort((x, y) => ((x.port + f.target) % 7) - ((y.port + f.target) % 7))
+            rec.from = a.port
+            await ask(a.port, 'CONFIG', 'SET', 'replica-priority', '0')
+            await ask(b.port, 'CONFIG', 'SET', 'replica-priority', '10')
+            await ask(c.port, 'CONFIG', 'SET', 'replica-priority', '200')
+            await ask(c.port, 'CONFIG', 'SET', 'masterauth', 'not-the-password')
+            await set.failover()
+            await until(async () => (await set.primaryPort()) === b.port, 20000, 'B to be promoted')
+            await until(async () => Number((await info(c.port, 'replication')).master_port) === b.port, 20000, 'C to be told to follow B')
+            // The old primary follows B by hand, as the torture scenario does (the sentinels
+            // would seconds later): a primary the sentinels still wait to demote holds back
+            // the second failover.
+            await ask(a.port, 'REPLICAOF', '127.0.0.1', String(b.port))
+            await sleep(f.ms)
+            rec.to = b.port
+            await b.pause()
+            try {
+              await until(async () => (await set.primaryPort()) === c.port, 45000, 'C to be promoted')
+            } finally { b.resume() }
+            rec.then = c.port
+          },
         },
-        leftover: (prefix) => listed(url(pg.port), OPTS, prefix),
-        stop: () => pg.destroy(),
+        leftover: (prefix) => listed(target(set.sentinels.map((s) => s.port)), OPTS, prefix),
+        stop: () => set.stop(),
+      }
+    },
+  },
+  cluster: {
+    available: () => ThrowawayRedis.available(),
+    async start() {
+      const c = await startCluster({ primaries: 3, replicas: 1 })
+      const target = { cluster: c.urls }
+      return {
+        // Cluster clients reach every node at the address it announces: no relays.
+        url: () => target,
+        endpoints: [], opts: OPTS,
+        faults: [...PROCESS, 'store-pause', 'store-kill', 'conn-kill', 'failover'],
+        servers: c.servers,
+        killConnections: async () => (await Promise.all(c.servers.map((s) => killClients(s.port)))).reduce((a, b) => a + b, 0),
+        healthy: () => c.healthy(),
+        nemesis: {
+          /** `CLUSTER FAILOVER` on a replica of a primary; ends once the replica is primary. */
+          async failover(f, rec) {
+            const r = await c.failover(f.target)
+            if (!r) { rec.skipped = 'no replica linked'; return }
+            Object.assign(rec, r)
+            await until(async () => (await info(r.to, 'replication')).role === 'master', 20000, 'the replica to be promoted')
+          },
+        },
+        leftover: (prefix) => listed(target, OPTS, prefix),
+        stop: () => c.stop(),
       }
     },
   },
@@ -198,6 +266,65 @@ const STORES = {
       }
     },
   },
+}
+
+/**
+ * PostgreSQL (its leases expire by `clock_timestamp()`, the server's wall clock). With
+ * `clock`, the server runs under libfaketime and the nemesis may jump its clock forward
+ * (`clock-jump`); a configuration of its own, so that the plain one's seeds replay as before.
+ */
+function postgresStore({ clock }) {
+  return {
+    available: () => { try { return require('../__test__/fixtures/postgres').binDir() !== null && (!clock || faketimeLib() !== null) } catch { return false } },
+    async start() {
+      const pg = await ThrowawayPostgres.create({ port: 5600 + Math.floor(Math.random() * 300) })
+      const ft = clock ? new Faketime() : null
+      if (ft) {
+        // Every start (the first, and after a kill) under libfaketime: pg_ctl passes its
+        // environment to the postmaster, which passes it to every backend it forks.
+        const run = pg.run.bind(pg)
+        pg.run = (program, args) => {
+          if (program !== 'pg_ctl' || args[0] !== 'start') return run(program, args)
+          const saved = {}
+          const env = ft.env()
+          for (const k of Object.keys(env)) { saved[k] = process.env[k]; process.env[k] = env[k] }
+          try { return run(program, args) } finally { for (const k of Object.keys(env)) { if (saved[k] === undefined) delete process.env[k]; else process.env[k] = saved[k] } }
+        }
+      }
+      await pg.start()
+      const pid = () => { try { return Number(fs.readFileSync(path.join(pg.datadir, 'postmaster.pid'), 'utf8').split('\n')[0]) } catch { return null } }
+      let paused = []
+      const url = (p) => `postgres://postgres@127.0.0.1:${p}/postgres`
+      const { Client } = require('pg')
+      return {
+        url: ([p]) => url(p),
+        endpoints: [pg.port], opts: OPTS,
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(ft ? ['clock-jump'] : [])],
+        servers: [{
+          name: 'postgres',
+          async pause() { const p = pid(); if (p) { paused = processTree(p); for (const q of paused) await stopProcess(q).catch(() => {}) } },
+          resume() { for (const q of paused) { try { process.kill(q, 'SIGCONT') } catch {} } paused = [] },
+          async kill() { this.resume(); await pg.stop('immediate') },
+          start: () => pg.start(),
+          async ensure() { this.resume(); await pg.start().catch(() => {}) },
+        }],
+        async killConnections() {
+          const c = new Client({ connectionString: url(pg.port) })
+          await c.connect()
+          try {
+            const r = await c.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'")
+            return r.rowCount
+          } finally { await c.end() }
+        },
+        nemesis: ft ? {
+          /** The server's wall clock jumps forward by `f.jump` ms (and stays there). */
+          async 'clock-jump'(f, rec) { ft.jump(f.jump); rec.jump = f.jump; rec.offset = ft.offsetMs },
+        } : undefined,
+        leftover: (prefix) => listed(url(pg.port), OPTS, prefix),
+        async stop() { await pg.destroy(); ft?.destroy() },
+      }
+    },
+  }
 }
 
 function etcdStore(members) {

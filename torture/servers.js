@@ -71,9 +71,16 @@ async function stopProcess(pid) {
 class ThrowawayRedis {
   static available() { return which('redis-server') !== null }
 
-  static async create({ aof = false } = {}) {
+  /**
+   * `extra`: further arguments (or `extra(r)`, given the server once its port and directory
+   * are known); `env`: extra environment variables of the server process; `port`: a function
+   * that picks the port (a free one by default).
+   */
+  static async create({ aof = false, extra = [], env = null, port = freePort } = {}) {
     const r = new ThrowawayRedis(aof)
-    r.port = await freePort()
+    r.env = env
+    r.port = await port()
+    r.extra = typeof extra === 'function' ? extra(r) : extra
     await r.start()
     return r
   }
@@ -83,6 +90,8 @@ class ThrowawayRedis {
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-torture-redis-'))
     this.child = null
     this.port = 0
+    this.extra = []
+    this.env = null
   }
 
   get url() { return `redis://127.0.0.1:${this.port}` }
@@ -94,7 +103,8 @@ class ThrowawayRedis {
     // fsync every write: a SIGKILL then loses nothing, which is what "tokens survive a restart
     // with AOF" needs (the default everysec may lose the last second).
     if (this.aof) args.push('--appendfsync', 'always')
-    const child = spawn('redis-server', args, { stdio: 'ignore' })
+    args.push(...this.extra)
+    const child = spawn('redis-server', args, { stdio: 'ignore', cwd: this.dir, env: this.env ? { ...process.env, ...this.env } : process.env })
     this.child = child
     live.add(child)
     this.exited = new Promise((resolve) => child.once('exit', () => { live.delete(child); if (this.child === child) this.child = null; resolve() }))

@@ -217,10 +217,14 @@ impl Sentinel {
     }
 
     /// The configuration epoch in which the sentinels named `primary` (`SENTINEL MASTER`,
-    /// every sentinel asked at once, the first that names `primary` answers): it grows with
-    /// every failover, and a sentinel changes a primary's address and epoch together. None
-    /// if the sentinels refused the command (an ACL); an error if none named `primary` (the
-    /// primary changed meanwhile) or answered.
+    /// every sentinel asked at once, answered once a majority of the sentinels given name
+    /// `primary` in the same epoch): it grows with every failover. A sentinel alone is not
+    /// believed: while a `SENTINEL FAILOVER` crosses a failover of the sentinels' own, one
+    /// can name the old primary with the new epoch for a moment (seen in the fault harness,
+    /// where the old primary, restarted, was then lifted into the new one's band and tokens
+    /// were drawn twice). None if the sentinels refused the command (an ACL) and none named
+    /// anything; an error if no majority named `primary` in one epoch (the primary changing
+    /// meanwhile) or answered.
     async fn config_epoch(&self, primary: &ConnectionAddr) -> StoreResult<Option<u64>> {
         let (host, port) = match primary {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
@@ -244,6 +248,12 @@ impl Sentinel {
                     .await
             })
             .collect();
+        // A majority of the sentinels given must name `primary` in one epoch: while a
+        // `SENTINEL FAILOVER` crosses a failover of their own, one sentinel can name the old
+        // primary with the new epoch, and a server that still answers as a primary would be
+        // lifted into the same band as the new one (the same tokens drawn twice).
+        let majority = self.sentinels.len() / 2 + 1;
+        let mut named: HashMap<u64, usize> = HashMap::new();
         let (mut refused, mut other) = (false, false);
         while let Some(reply) = asks.next().await {
             match reply {
@@ -251,23 +261,32 @@ impl Sentinel {
                     if m.get("ip").map(String::as_str) == Some(host)
                         && m.get("port").and_then(|p| p.parse().ok()) == Some(port) =>
                 {
-                    let epoch = m.get("config-epoch").and_then(|e| e.parse().ok());
-                    return epoch.map(Some).ok_or_else(|| {
-                        StoreError::internal("SENTINEL MASTER names no config-epoch")
-                    });
+                    let epoch: u64 = m
+                        .get("config-epoch")
+                        .and_then(|e| e.parse().ok())
+                        .ok_or_else(|| {
+                            StoreError::internal("SENTINEL MASTER names no config-epoch")
+                        })?;
+                    let n = named.entry(epoch).or_insert(0);
+                    *n += 1;
+                    if *n >= majority {
+                        return Ok(Some(epoch));
+                    }
                 }
                 Ok(_) => other = true,
                 Err(e) if e.code() == Some("NOPERM") => refused = true,
                 Err(_) => {}
             }
         }
-        if refused && !other {
-            debug!("sentinel: SENTINEL MASTER refused; fencing counters lifted per history only");
+        if refused && !other && named.is_empty() {
+            debug!(
+                "sentinel: SENTINEL MASTER refused; fencing counters lifted per history only"
+            );
             return Ok(None);
         }
         Err(StoreError::new(
             ErrorKind::Unreachable,
-            "no sentinel confirmed the primary and its configuration epoch",
+            "no majority of the sentinels confirmed the primary in one configuration epoch",
         ))
     }
 
