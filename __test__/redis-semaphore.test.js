@@ -334,3 +334,28 @@ test('validUntil is the last confirmation plus lockTimeout while held, and null 
   await lock.release()
   assert.equal(lock.validUntil, null)
 })
+
+test('mutexes taken in the same tick on one ioredis client leave in one socket write', async (t) => {
+  if (!(await needRedis(t))) return
+  const c = new Redis(REDIS_URL)
+  t.after(() => c.quit())
+  await c.ping()
+  const stream = c.stream
+  let writes = 0
+  const write = stream._write
+  const writev = stream._writev
+  stream._write = function (...args) {
+    writes++
+    return write.apply(this, args)
+  }
+  stream._writev = function (...args) {
+    writes++
+    return writev.apply(this, args)
+  }
+  const p = prefix('sem')
+  const mutexes = Array.from({ length: 20 }, (_, i) => new face.Mutex(c, `${p}w${i}`, once))
+  await Promise.all(mutexes.map((m) => m.acquire()))
+  assert.equal(writes, 1)
+  await Promise.all(mutexes.map((m) => m.release()))
+  assert.equal(writes, 2)
+})

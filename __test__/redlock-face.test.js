@@ -291,3 +291,49 @@ test('a retryCount below -1 or a negative retryDelay is refused with ERR_OUT_OF_
   assert.throws(() => new Redlock([c], { retryDelay: -1 }), { code: 'ERR_OUT_OF_RANGE' })
   await assert.rejects(new Redlock([c]).acquire(['k'], 1000, { retryCount: 1.5 }), { code: 'ERR_OUT_OF_RANGE' })
 })
+
+/** Counts the socket writes of an ioredis client from now on (each is one system call). */
+async function countWrites(c) {
+  await c.ping()
+  const stream = c.stream
+  const counts = { writes: 0, chunks: 0 }
+  const write = stream._write
+  const writev = stream._writev
+  stream._write = function (...args) {
+    counts.writes++
+    counts.chunks++
+    return write.apply(this, args)
+  }
+  stream._writev = function (chunks, cb) {
+    counts.writes++
+    counts.chunks += chunks.length
+    return writev.call(this, chunks, cb)
+  }
+  return counts
+}
+
+test('locks taken in the same tick on one ioredis client leave in one socket write', async (t) => {
+  if (!(await needRedis(t))) return
+  const c = client(t)
+  const redlock = new Redlock([c], { retryCount: 0 })
+  const counts = await countWrites(c)
+  const p = prefix('redlock')
+  const locks = await Promise.all(Array.from({ length: 20 }, (_, i) => redlock.acquire([`${p}w${i}`], 60_000)))
+  assert.deepEqual(counts, { writes: 1, chunks: 20 })
+  await Promise.all(locks.map((l) => l.release()))
+  assert.deepEqual(counts, { writes: 2, chunks: 40 })
+})
+
+test('every lock gets a value of its own, 16 random bytes in hex', async (t) => {
+  if (!(await needRedis(t))) return
+  const c = client(t)
+  const redlock = new Redlock([c], { retryCount: 0 })
+  const p = prefix('redlock')
+  // More than one batch of values drawn from the CSPRNG.
+  const locks = await Promise.all(Array.from({ length: 200 }, (_, i) => redlock.acquire([`${p}v${i}`], 60_000)))
+  const values = new Set(locks.map((l) => l.value))
+  assert.equal(values.size, 200)
+  for (const v of values) assert.match(v, /^[0-9a-f]{32}$/)
+  assert.equal(await redisRaw().get(`${p}v7`), locks[7].value)
+  await Promise.all(locks.map((l) => l.release()))
+})
