@@ -10,7 +10,7 @@ const { inspect } = require('node:util')
 const Redis = require('ioredis')
 const { default: Redlock, ExecutionError, ResourceLockedError } = require('../redlock')
 const RedlockV4 = require('../redlock/v4')
-const { REDIS_URL, needRedis, prefix, redisRaw, closeRaw } = require('./helpers')
+const { REDIS_URL, needRedis, prefix, redisRaw, closeRaw, eventually } = require('./helpers')
 const { startRedisCluster } = require('./fixtures/redis-server')
 
 after(closeRaw)
@@ -336,4 +336,44 @@ test('every lock gets a value of its own, 16 random bytes in hex', async (t) => 
   for (const v of values) assert.match(v, /^[0-9a-f]{32}$/)
   assert.equal(await redisRaw().get(`${p}v7`), locks[7].value)
   await Promise.all(locks.map((l) => l.release()))
+})
+
+test('a release hands the lock to an acquisition of the same Redlock waiting on it, not to its next retry', HANG, async (t) => {
+  if (!(await needRedis(t))) return
+  const c = client(t)
+  // Without the wake-up the waiter would ask again only a minute later (past the test's guard).
+  // (One retry at most, so that a failure leaves no timer behind for long.)
+  const redlock = new Redlock([c], { retryCount: 1, retryDelay: 60_000, retryJitter: 0 })
+  const key = prefix('redlock') + 'wake'
+  const first = await redlock.acquire([key], 60_000)
+  const waiting = redlock.acquire([key], 60_000)
+  // Refused once, the waiter pauses.
+  await votesAgainst(redlock, 1)
+  await eventually(() => redlock._waiting.queues.has(key), 20_000, 'the waiter to pause')
+  await first.release()
+  // The waiter's attempt followed the release on the connection: the releaser asking again
+  // at once finds the lock taken.
+  await assert.rejects(redlock.acquire([key], 60_000, { retryCount: 0 }), ExecutionError)
+  const second = await waiting
+  assert.equal(await redisRaw().get(key), second.value)
+  assert.equal(second.attempts.length, 2)
+  await second.release()
+})
+
+test('v4: an unlock hands the lock to a lock() of the same Redlock waiting on it, not to its next retry', HANG, async (t) => {
+  if (!(await needRedis(t))) return
+  const c = client(t)
+  const redlock = new RedlockV4([c], { retryCount: 1, retryDelay: 60_000, retryJitter: 0 })
+  const key = prefix('redlock') + 'v4wake'
+  const first = await redlock.lock(key, 60_000)
+  const waiting = redlock.lock(key, 60_000)
+  // v4 emits nothing on a refusal: wait until the waiter's first attempt was refused and given
+  // back, and it is pausing.
+  await eventually(() => redlock._waiting.queues.has(key), 20_000, 'the waiter to pause')
+  await first.unlock()
+  await assert.rejects(redlock.lockWithOptions(key, 60_000, { retryCount: 0 }), { code: 'ERR_LOCK_ACQUISITION' })
+  const second = await waiting
+  assert.equal(await redisRaw().get(key), second.value)
+  assert.equal(second.attempts, 2)
+  await second.unlock()
 })

@@ -293,6 +293,57 @@ function delay(ms) {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
 }
 
+/**
+ * Acquisitions of one Redlock pausing between attempts, by resource, oldest first, so that a
+ * release through the same Redlock can wake one. Only the time of an attempt moves (the same
+ * script, counted as any retry), so processes running node-redlock see the same commands; a
+ * waiter in another process still waits out its pause.
+ */
+class Waiting {
+  constructor() {
+    this.queues = new Map()
+  }
+
+  /** Resolves after `ms`, or sooner when wake() names one of `keys` and this is the oldest. */
+  pause(keys, ms) {
+    return new Promise((resolve) => {
+      const waiter = { wake: null }
+      const timer = setTimeout(() => waiter.wake(), ms)
+      waiter.wake = () => {
+        clearTimeout(timer)
+        for (const k of keys) {
+          const queue = this.queues.get(k)
+          if (queue === undefined) continue
+          queue.delete(waiter)
+          if (queue.size === 0) this.queues.delete(k)
+        }
+        resolve()
+      }
+      for (const k of keys) {
+        let queue = this.queues.get(k)
+        if (queue === undefined) this.queues.set(k, (queue = new Set()))
+        queue.add(waiter)
+      }
+    })
+  }
+
+  /**
+   * Called once a release of `resources` has been written: the acquisition that has paused
+   * longest on each of them tries again now. It resumes before the releaser does, so its
+   * attempt follows the release on every connection (Redis runs a connection's commands in
+   * order; the face's writes of one tick leave together) and is granted in the release's round
+   * trip instead of up to a retryDelay later, ahead of the releaser asking again. If the
+   * release fails, that attempt was only an early retry. One waiter per resource, not all: the
+   * others would only be refused.
+   */
+  wake(resources) {
+    for (const r of resources) {
+      const queue = this.queues.get(r)
+      if (queue !== undefined) queue.values().next().value.wake()
+    }
+  }
+}
+
 /** A retry's pause: `retryDelay` ± up to `retryJitter`, never negative. */
 function retryPause(retryDelay, retryJitter) {
   return Math.max(0, retryDelay + Math.floor((Math.random() * 2 - 1) * retryJitter))
@@ -314,5 +365,6 @@ module.exports = {
   round,
   expirationOf,
   delay,
+  Waiting,
   retryPause,
 }
