@@ -304,19 +304,32 @@ class Waiting {
     this.queues = new Map()
   }
 
-  /** Resolves after `ms`, or sooner when wake() names one of `keys` and this is the oldest. */
-  pause(keys, ms) {
-    return new Promise((resolve) => {
+  /**
+   * Resolves after `ms`, or sooner when wake() names one of `keys` and this is the oldest;
+   * rejects with the reason of `signal` (optional) once it aborts.
+   */
+  pause(keys, ms, signal) {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason)
       const waiter = { wake: null }
       const timer = setTimeout(() => waiter.wake(), ms)
-      waiter.wake = () => {
+      const leave = () => {
         clearTimeout(timer)
+        signal?.removeEventListener('abort', onAbort)
         for (const k of keys) {
           const queue = this.queues.get(k)
           if (queue === undefined) continue
           queue.delete(waiter)
           if (queue.size === 0) this.queues.delete(k)
         }
+      }
+      const onAbort = () => {
+        leave()
+        reject(signal.reason)
+      }
+      signal?.addEventListener('abort', onAbort, { once: true })
+      waiter.wake = () => {
+        leave()
         resolve()
       }
       for (const k of keys) {
