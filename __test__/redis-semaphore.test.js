@@ -334,3 +334,76 @@ test('validUntil is the last confirmation plus lockTimeout while held, and null 
   await lock.release()
   assert.equal(lock.validUntil, null)
 })
+
+test('mutexes taken in the same tick on one ioredis client leave in one socket write', async (t) => {
+  if (!(await needRedis(t))) return
+  const c = new Redis(REDIS_URL)
+  t.after(() => c.quit())
+  await c.ping()
+  const stream = c.stream
+  let writes = 0
+  const write = stream._write
+  const writev = stream._writev
+  stream._write = function (...args) {
+    writes++
+    return write.apply(this, args)
+  }
+  stream._writev = function (...args) {
+    writes++
+    return writev.apply(this, args)
+  }
+  const p = prefix('sem')
+  const mutexes = Array.from({ length: 20 }, (_, i) => new face.Mutex(c, `${p}w${i}`, once))
+  await Promise.all(mutexes.map((m) => m.acquire()))
+  assert.equal(writes, 1)
+  await Promise.all(mutexes.map((m) => m.release()))
+  assert.equal(writes, 2)
+})
+
+test('a release hands the mutex to an acquisition waiting on it in the same process, not to its next retry', { timeout: 30_000 }, async (t) => {
+  if (!(await needRedis(t))) return
+  const c = new Redis(REDIS_URL)
+  t.after(() => c.quit())
+  const key = prefix('sem') + 'wake'
+  const first = new face.Mutex(c, key, { lockTimeout: 60_000, refreshInterval: 0 })
+  await first.acquire()
+  // Without the wake-up the waiter would ask again only a minute later (past the test's guard).
+  const second = new face.Mutex(c, key, { lockTimeout: 60_000, acquireTimeout: 120_000, acquireAttemptsLimit: 2, retryInterval: 60_000, refreshInterval: 0 })
+  // The waiter is pausing once its first SET NX was answered and its promise jobs ran.
+  const set = c.set
+  let refused
+  const answered = new Promise((resolve) => { refused = resolve })
+  c.set = function (...args) {
+    const reply = set.apply(this, args)
+    reply.then(() => setImmediate(refused), () => {})
+    return reply
+  }
+  const waiting = second.acquire()
+  await answered
+  c.set = set
+  await first.release()
+  // The waiter's attempt followed the release on the connection: a third asking now is refused.
+  const third = new face.Mutex(c, key, { ...once, lockTimeout: 60_000 })
+  assert.equal(await third.tryAcquire(), false)
+  await waiting
+  assert.equal(second.isAcquired, true)
+  assert.equal(await c.get(`mutex:${key}`), second.identifier)
+  await second.release()
+})
+
+test('an abort while an acquisition pauses between attempts rejects it with the signal\'s reason', async (t) => {
+  if (!(await needRedis(t))) return
+  const c = new Redis(REDIS_URL)
+  t.after(() => c.quit())
+  const key = prefix('sem') + 'abort'
+  const first = new face.Mutex(c, key, { lockTimeout: 60_000, refreshInterval: 0 })
+  await first.acquire()
+  const controller = new AbortController()
+  const second = new face.Mutex(c, key, { lockTimeout: 60_000, acquireTimeout: 120_000, retryInterval: 60_000, refreshInterval: 0 })
+  const waiting = second.acquire(controller.signal)
+  const reason = new Error('stop')
+  setImmediate(() => controller.abort(reason))
+  await assert.rejects(waiting, (err) => err === reason)
+  assert.equal(second.isAcquired, false)
+  await first.release()
+})

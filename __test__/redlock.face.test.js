@@ -10,7 +10,7 @@ const { inspect } = require('node:util')
 const Redis = require('ioredis')
 const { default: Redlock, ExecutionError, ResourceLockedError } = require('../redlock')
 const RedlockV4 = require('../redlock/v4')
-const { REDIS_URL, needRedis, prefix, redisRaw, closeRaw } = require('./helpers')
+const { REDIS_URL, needRedis, prefix, redisRaw, closeRaw, eventually } = require('./helpers')
 const { startRedisCluster } = require('./fixtures/redis-server')
 
 after(closeRaw)
@@ -290,4 +290,90 @@ test('a retryCount below -1 or a negative retryDelay is refused with ERR_OUT_OF_
   assert.throws(() => new Redlock([c], { retryCount: -2 }), { code: 'ERR_OUT_OF_RANGE' })
   assert.throws(() => new Redlock([c], { retryDelay: -1 }), { code: 'ERR_OUT_OF_RANGE' })
   await assert.rejects(new Redlock([c]).acquire(['k'], 1000, { retryCount: 1.5 }), { code: 'ERR_OUT_OF_RANGE' })
+})
+
+/** Counts the socket writes of an ioredis client from now on (each is one system call). */
+async function countWrites(c) {
+  await c.ping()
+  const stream = c.stream
+  const counts = { writes: 0, chunks: 0 }
+  const write = stream._write
+  const writev = stream._writev
+  stream._write = function (...args) {
+    counts.writes++
+    counts.chunks++
+    return write.apply(this, args)
+  }
+  stream._writev = function (chunks, cb) {
+    counts.writes++
+    counts.chunks += chunks.length
+    return writev.call(this, chunks, cb)
+  }
+  return counts
+}
+
+test('locks taken in the same tick on one ioredis client leave in one socket write', async (t) => {
+  if (!(await needRedis(t))) return
+  const c = client(t)
+  const redlock = new Redlock([c], { retryCount: 0 })
+  const counts = await countWrites(c)
+  const p = prefix('redlock')
+  const locks = await Promise.all(Array.from({ length: 20 }, (_, i) => redlock.acquire([`${p}w${i}`], 60_000)))
+  assert.deepEqual(counts, { writes: 1, chunks: 20 })
+  await Promise.all(locks.map((l) => l.release()))
+  assert.deepEqual(counts, { writes: 2, chunks: 40 })
+})
+
+test('every lock gets a value of its own, 16 random bytes in hex', async (t) => {
+  if (!(await needRedis(t))) return
+  const c = client(t)
+  const redlock = new Redlock([c], { retryCount: 0 })
+  const p = prefix('redlock')
+  // More than one batch of values drawn from the CSPRNG.
+  const locks = await Promise.all(Array.from({ length: 200 }, (_, i) => redlock.acquire([`${p}v${i}`], 60_000)))
+  const values = new Set(locks.map((l) => l.value))
+  assert.equal(values.size, 200)
+  for (const v of values) assert.match(v, /^[0-9a-f]{32}$/)
+  assert.equal(await redisRaw().get(`${p}v7`), locks[7].value)
+  await Promise.all(locks.map((l) => l.release()))
+})
+
+test('a release hands the lock to an acquisition of the same Redlock waiting on it, not to its next retry', HANG, async (t) => {
+  if (!(await needRedis(t))) return
+  const c = client(t)
+  // Without the wake-up the waiter would ask again only a minute later (past the test's guard).
+  // (One retry at most, so that a failure leaves no timer behind for long.)
+  const redlock = new Redlock([c], { retryCount: 1, retryDelay: 60_000, retryJitter: 0 })
+  const key = prefix('redlock') + 'wake'
+  const first = await redlock.acquire([key], 60_000)
+  const waiting = redlock.acquire([key], 60_000)
+  // Refused once, the waiter pauses.
+  await votesAgainst(redlock, 1)
+  await eventually(() => redlock._waiting.queues.has(key), 20_000, 'the waiter to pause')
+  await first.release()
+  // The waiter's attempt followed the release on the connection: the releaser asking again
+  // at once finds the lock taken.
+  await assert.rejects(redlock.acquire([key], 60_000, { retryCount: 0 }), ExecutionError)
+  const second = await waiting
+  assert.equal(await redisRaw().get(key), second.value)
+  assert.equal(second.attempts.length, 2)
+  await second.release()
+})
+
+test('v4: an unlock hands the lock to a lock() of the same Redlock waiting on it, not to its next retry', HANG, async (t) => {
+  if (!(await needRedis(t))) return
+  const c = client(t)
+  const redlock = new RedlockV4([c], { retryCount: 1, retryDelay: 60_000, retryJitter: 0 })
+  const key = prefix('redlock') + 'v4wake'
+  const first = await redlock.lock(key, 60_000)
+  const waiting = redlock.lock(key, 60_000)
+  // v4 emits nothing on a refusal: wait until the waiter's first attempt was refused and given
+  // back, and it is pausing.
+  await eventually(() => redlock._waiting.queues.has(key), 20_000, 'the waiter to pause')
+  await first.unlock()
+  await assert.rejects(redlock.lockWithOptions(key, 60_000, { retryCount: 0 }), { code: 'ERR_LOCK_ACQUISITION' })
+  const second = await waiting
+  assert.equal(await redisRaw().get(key), second.value)
+  assert.equal(second.attempts, 2)
+  await second.unlock()
 })

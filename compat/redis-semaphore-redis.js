@@ -16,6 +16,7 @@
 // means each package caches its own); their effect on the data is the original's.
 
 const { createHash } = require('crypto')
+const { batchWrites } = require('../lib/redlock-wire')
 
 /** Sets the remaining life of a mutex held by ARGV[1] to ARGV[2] ms: 1, or 0 if not held. */
 const MUTEX_REFRESH = `
@@ -109,10 +110,12 @@ function isNoScript(err) {
 async function run(client, name, key, args) {
   const argv = args.map(String)
   if (isIoredisLike(client)) {
+    batchWrites(client)
     try {
       return await client.evalsha(SHA[name], 1, key, ...argv)
     } catch (err) {
       if (!isNoScript(err)) throw err
+      batchWrites(client)
       return client.eval(SCRIPTS[name], 1, key, ...argv)
     }
   }
@@ -126,6 +129,7 @@ async function run(client, name, key, args) {
 
 /** `SET key value PX ms NX`: true when set. */
 async function setNx(client, key, value, ms) {
+  if (isIoredisLike(client)) batchWrites(client)
   const reply = isIoredisLike(client)
     ? await client.set(key, value, 'PX', ms, 'NX')
     : await send(client, key, ['SET', key, value, 'PX', String(ms), 'NX'])

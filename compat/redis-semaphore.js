@@ -24,6 +24,7 @@
 const { randomUUID } = require('crypto')
 const { LockLostError, LockAcquisitionError } = require('../lib/errors')
 const { ops, isClient } = require('./redis-semaphore-redis')
+const { Waiting } = require('../lib/redlock-wire')
 
 /** A lock was found lost by a refresh (passed to onLockLost). */
 class LostLockError extends LockLostError {}
@@ -87,24 +88,25 @@ function checkCount(value, name) {
   if (!Number.isSafeInteger(value) || value < 1) throw rangeError(`"${name}" must be a positive integer, got ${value}`)
 }
 
-function delay(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason)
-    const onAbort = () => {
-      clearTimeout(timer)
-      reject(signal.reason)
-    }
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort)
-      resolve()
-    }, ms)
-    signal?.addEventListener('abort', onAbort, { once: true })
-  })
-}
-
 /** How many of `n` servers make a Redlock quorum (the original's: a majority, rounded up). */
 function quorum(n) {
   return Math.round((n + 1) / 2)
+}
+
+/**
+ * Acquisitions pausing between attempts, by the client they go through (the first one for
+ * the Redlock variants) and key: a release through this process wakes the oldest, which asks
+ * again at once instead of after its retryInterval. Only the time of an attempt moves (it
+ * counts against acquireAttemptsLimit as any attempt), so processes running redis-semaphore
+ * see the same commands; waiters in other processes still poll.
+ */
+const waitingRooms = new WeakMap()
+
+function waitingRoom(lock) {
+  const client = lock._client ?? lock._clients[0]
+  let room = waitingRooms.get(client)
+  if (room === undefined) waitingRooms.set(client, (room = new Waiting()))
+  return room
 }
 
 /** `fn(client)` on every client, a failure counting as false: the booleans. */
@@ -228,7 +230,7 @@ class Lock {
       this._attemptAt = now
       if (await this._acquireOnce(now)) return true
       await this._undo()
-      await delay(retryInterval, abortSignal)
+      await waitingRoom(this).pause([this._key], retryInterval, abortSignal)
     }
     return false
   }
@@ -317,7 +319,12 @@ class Lock {
     this._acquiredExternally = false
     this._generation++
     if (this._refreshing) await this._refreshing
-    if (held) await this._release()
+    if (!held) return
+    const released = this._release()
+    // The release's commands are written: a waiter woken now sends its attempt behind them, so
+    // it gets the lock (or permit) in the release's round trip.
+    waitingRoom(this).wake([this._key])
+    await released
   }
 }
 

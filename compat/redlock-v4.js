@@ -93,6 +93,8 @@ function Redlock(clients, options) {
   const given = wire.toClients(clients)
   // Not enumerable: util.inspect would otherwise show each client's options, password included.
   Object.defineProperty(this, 'servers', { value: given.map((g) => g.client), enumerable: false, writable: true })
+  // Acquisitions pausing between attempts, woken by this Redlock's unlocks.
+  Object.defineProperty(this, '_waiting', { value: new wire.Waiting(), enumerable: false })
   if (this.servers.length === 0) throw new Error('Redlock must be instantiated with at least one redis server.')
   this.scripts = {
     lockScript: wire.script(this.lockScript),
@@ -144,9 +146,12 @@ Redlock.prototype.release = Redlock.prototype.unlock = function unlock(lock, cal
   const resource = Array.isArray(lock.resource) ? lock.resource : [lock.resource]
   lock.expiration = 0
   const run = async () => {
-    const r = await wire.round(this.servers, this.scripts.unlockScript, resource, [lock.value], () => new Refusal('refused'), (err, refused) => {
+    const sent = wire.round(this.servers, this.scripts.unlockScript, resource, [lock.value], () => new Refusal('refused'), (err, refused) => {
       if (!refused) this.emit('clientError', err)
     })
+    // The release's commands are written: a waiter woken now sends its attempt behind them.
+    this._waiting.wake(resource)
+    const r = await sent
     const stats = await r.stats
     if (stats.votesFor.size >= stats.quorumSize) return undefined
     throw new LockError(`Unable to fully release the lock on resource "${lock.resource}".`, undefined, 'ERR_LOCK_RELEASE')
@@ -206,7 +211,8 @@ Redlock.prototype._lock = function _lock(resource, value, ttl, options, callback
       if (gone || (retryCount !== -1 && attempts > retryCount)) {
         throw new LockError(`Exceeded ${retryCount} attempts to lock the resource "${resource}".`, attempts, extending ? 'ERR_LOCK_EXTEND' : 'ERR_LOCK_ACQUISITION')
       }
-      await wire.delay(wire.retryPause(retryDelay, this.retryJitter))
+      const pause = wire.retryPause(retryDelay, this.retryJitter)
+      await (extending ? wire.delay(pause) : this._waiting.pause(resources, pause))
     }
   }
   return settle(run(), callback)

@@ -134,6 +134,8 @@ class Redlock extends EventEmitter {
     Object.defineProperty(this, 'clients', { value: new Set(unique.keys()), enumerable: false })
     Object.defineProperty(this, '_owned', { value: [...unique.values()].filter((g) => g.owned).map((g) => g.client), enumerable: false })
     Object.defineProperty(this, '_list', { value: [...unique.keys()], enumerable: false })
+    // Acquisitions pausing between attempts, woken by this Redlock's releases.
+    Object.defineProperty(this, '_waiting', { value: new wire.Waiting(), enumerable: false })
     settings = settings ?? {}
     const pick = (k) => (typeof settings[k] === 'number' ? settings[k] : defaultSettings[k])
     this.settings = checkSettings({
@@ -183,10 +185,13 @@ class Redlock extends EventEmitter {
    */
   async release(lock, settings) {
     lock.expiration = 0
-    return this._execute(this.scripts.releaseScript, lock.resources, [lock.value], this._settings(settings), {
+    const released = this._execute(this.scripts.releaseScript, lock.resources, [lock.value], this._settings(settings), {
       code: 'ERR_LOCK_RELEASE',
       final: true,
     })
+    // The release's commands are written: a waiter woken now sends its attempt behind them.
+    this._waiting.wake(lock.resources)
+    return released
   }
 
   /**
@@ -243,7 +248,8 @@ class Redlock extends EventEmitter {
         if (hopeless) Object.defineProperty(err, GONE, { value: true })
         throw err
       }
-      await wire.delay(wire.retryPause(settings.retryDelay, settings.retryJitter))
+      const pause = wire.retryPause(settings.retryDelay, settings.retryJitter)
+      await (giveBack !== undefined ? this._waiting.pause(keys, pause) : wire.delay(pause))
     }
   }
 
