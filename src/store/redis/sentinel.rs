@@ -279,9 +279,7 @@ impl Sentinel {
             }
         }
         if refused && !other && named.is_empty() {
-            debug!(
-                "sentinel: SENTINEL MASTER refused; fencing counters lifted per history only"
-            );
+            debug!("sentinel: SENTINEL MASTER refused; fencing counters lifted per history only");
             return Ok(None);
         }
         Err(StoreError::new(
