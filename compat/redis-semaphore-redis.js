@@ -16,7 +16,7 @@
 // means each package caches its own); their effect on the data is the original's.
 
 const { createHash } = require('crypto')
-const { batchWrites } = require('../lib/redlock-wire')
+const { batchWrites } = require('./redlock-wire')
 
 /** Sets the remaining life of a mutex held by ARGV[1] to ARGV[2] ms: 1, or 0 if not held. */
 const MUTEX_REFRESH = `

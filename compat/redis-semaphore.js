@@ -24,7 +24,7 @@
 const { randomUUID } = require('crypto')
 const { LockLostError, LockAcquisitionError } = require('../lib/errors')
 const { ops, isClient } = require('./redis-semaphore-redis')
-const { Waiting } = require('../lib/redlock-wire')
+const { Waiting } = require('./redlock-wire')
 
 /** A lock was found lost by a refresh (passed to onLockLost). */
 class LostLockError extends LockLostError {}
