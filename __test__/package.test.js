@@ -66,6 +66,13 @@ before(() => {
   const app = path.join(tmp, 'app')
   fs.mkdirSync(app)
   fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true }))
+  // The package's runtime dependencies at their locked versions, in npm's cache first: `npm
+  // ci` leaves tarballs there but not the registry documents an install resolves names by,
+  // so on a fresh machine the offline install below could not find them.
+  const lock = JSON.parse(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8'))
+  for (const name of Object.keys(pkg.dependencies ?? {})) {
+    sh('npm', ['cache', 'add', `${name}@${lock.packages[`node_modules/${name}`].version}`], app)
+  }
   fixture.install = sh('npm', ['install', '--offline', '--no-audit', '--no-fund', fixture.main, fixture.platform], app)
   // Node's typings for the TypeScript program, as an app would have them (copied, not linked).
   for (const types of ['@types/node', 'undici-types']) {
