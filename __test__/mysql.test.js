@@ -353,6 +353,39 @@ test('a waiter in another process whose own poll is an hour away is woken by the
   }
 })
 
+test('a process waiting for five locks held elsewhere looks at them on one connection', async (t) => {
+  if (!(await needMysql(t))) return
+  // A table of this test's own: every doorbell statement on it is this waiter's.
+  const table = `deadbolt_bell_${randomBytes(6).toString('hex')}`
+  const locks = await connect(MYSQL_URL, { table })
+  const keys = Array.from({ length: 5 }, (_, i) => key(`bells${i}`))
+  const held = await Promise.all(keys.map((k) => locks.acquire(k)))
+  const other = child('mysql-waiter.js', [MYSQL_URL, table, keys.join(',')])
+  try {
+    assert.equal(await other.line(), 'waiting')
+    const conn = await rawMysql()
+    // The sessions seen running the doorbell's statement, over 20 sightings of it.
+    const ids = new Set()
+    let seen = 0
+    await eventually(async () => {
+      const [rows] = await conn.query('SELECT ID AS id FROM information_schema.PROCESSLIST WHERE INFO LIKE ?', [`SELECT name FROM \`${table}\`%`])
+      for (const r of rows) ids.add(String(r.id))
+      seen += rows.length
+      return seen >= 20
+    }, 30_000, 'the doorbell to be seen 20 times')
+    assert.equal(ids.size, 1, `the doorbell ran on ${ids.size} sessions for 5 names`)
+    for (const h of held) assert.equal(await h.release(), true)
+    for (let i = 0; i < keys.length; i++) assert.match(await other.line(), /^granted \d+$/)
+    other.send('done')
+    assert.equal(await other.exited, 0)
+  } finally {
+    other.proc.kill('SIGKILL')
+    await locks.close()
+    const conn = await rawMysql()
+    await conn.query(`DROP TABLE IF EXISTS \`${table}\``)
+  }
+})
+
 test('connecting to a MySQL that is not there rejects at once saying the connection was refused', async () => {
   const { connect: connectTo, LockBackendError: BackendError } = require('..')
   await assert.rejects(connectTo('mysql://root@127.0.0.1:1/test', { connectTimeout: 20_000 }), (err) => {
