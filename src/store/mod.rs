@@ -25,6 +25,7 @@ pub mod sql;
 pub mod sqlite;
 pub mod tls;
 pub mod topology;
+pub mod watched;
 
 #[cfg(test)]
 mod conformance;

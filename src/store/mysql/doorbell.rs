@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::runtime::debug::debug;
@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::MysqlStore;
 use crate::store::permits::watch_key;
+use crate::store::watched::Watched;
 use crate::store::ReleaseNotifications;
 
 /// How often the watched names are looked at while any is watched: a waiter learns of a
@@ -65,10 +66,6 @@ const SQL_PERMITS_HEAD: &str =
     "SELECT name, CONCAT(COUNT(*), ':', SUM(permits), ':', SUM(token), ':', SUM(kind))
 FROM {permits} WHERE expires_ms > {now_ms} AND name IN (";
 const SQL_PERMITS_TAIL: &str = " GROUP BY name";
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The texts of a look, `texts[i]` for `1 << i` names: a look pads its names to the next
 /// size (repeating the last), so a few texts, each prepared once, serve every count.
@@ -167,7 +164,7 @@ impl Looks {
 /// What the store and its looking task share.
 struct Shared {
     /// Watched names and how many `watch` calls each has outstanding.
-    watched: Mutex<HashMap<String, usize>>,
+    watched: Watched,
     /// Released names, for the engine.
     released: broadcast::Sender<String>,
     /// Signalled when a name is watched, so an idle task looks again.
@@ -198,7 +195,7 @@ impl Doorbell {
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
-                watched: Mutex::new(HashMap::new()),
+                watched: Watched::default(),
                 released: broadcast::channel(RELEASES_BUFFERED).0,
                 woken: Notify::new(),
                 looks: AtomicU64::new(0),
@@ -260,7 +257,7 @@ struct Task {
 impl Task {
     /// The watched names, in no particular order.
     fn names(&self) -> Vec<String> {
-        lock(&self.shared.watched).keys().cloned().collect()
+        self.shared.watched.keys()
     }
 
     /// Opens the connection, within the bound.
@@ -449,9 +446,7 @@ impl ReleaseNotifications for MysqlStore {
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
             let doorbell = &self.doorbell;
-            *lock(&doorbell.shared.watched)
-                .entry(key.to_owned())
-                .or_insert(0) += 1;
+            doorbell.shared.watched.add(key);
             doorbell.start();
             doorbell.shared.woken.notify_one();
         }
@@ -460,19 +455,13 @@ impl ReleaseNotifications for MysqlStore {
 
     fn unwatch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
-            let mut watched = lock(&self.doorbell.shared.watched);
-            if let Some(count) = watched.get_mut(key) {
-                *count -= 1;
-                if *count == 0 {
-                    watched.remove(key);
-                }
-            }
+            self.doorbell.shared.watched.remove(key);
         }
         .boxed()
     }
 
     fn watched(&self) -> usize {
-        lock(&self.doorbell.shared.watched).len()
+        self.doorbell.shared.watched.len()
     }
 
     fn tells_others_waiting(&self) -> bool {

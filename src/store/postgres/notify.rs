@@ -10,9 +10,9 @@
 //! unheard; until then waiters poll.
 
 use crate::runtime::debug::debug;
-use std::collections::HashMap;
+use crate::store::watched::Watched;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -32,14 +32,10 @@ const RELEASES_BUFFERED: usize = 1024;
 const REOPEN_FIRST: Duration = Duration::from_millis(50);
 const REOPEN_MAX: Duration = Duration::from_secs(1);
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// What the store and its listening task share.
 struct Shared {
     /// Watched names and how many `watch` calls each has outstanding.
-    watched: Mutex<HashMap<String, usize>>,
+    watched: Watched,
     /// Released names, for the engine.
     released: broadcast::Sender<String>,
     /// Whether the listening connection is open and listening.
@@ -52,7 +48,7 @@ impl Shared {
         let Some(key) = decode_hex(payload).and_then(|b| String::from_utf8(b).ok()) else {
             return;
         };
-        if lock(&self.watched).contains_key(&key) {
+        if self.watched.contains(&key) {
             // Nobody listening (no engine) is fine: the send just finds no receiver.
             let _ = self.released.send(key);
         }
@@ -60,8 +56,7 @@ impl Shared {
 
     /// Announces every watched name: releases may have gone unheard.
     fn wake_all(&self) {
-        let keys: Vec<String> = lock(&self.watched).keys().cloned().collect();
-        for key in keys {
+        for key in self.watched.keys() {
             let _ = self.released.send(key);
         }
     }
@@ -100,7 +95,7 @@ impl Notifier {
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
-                watched: Mutex::new(HashMap::new()),
+                watched: Watched::default(),
                 released: broadcast::channel(RELEASES_BUFFERED).0,
                 listening: watch::channel(false).0,
             }),
@@ -229,9 +224,7 @@ impl ReleaseNotifications for PostgresStore {
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
             let notifier = &self.notifier;
-            *lock(&notifier.shared.watched)
-                .entry(key.to_owned())
-                .or_insert(0) += 1;
+            notifier.shared.watched.add(key);
             if notifier.stop.is_cancelled() {
                 return;
             }
@@ -247,18 +240,12 @@ impl ReleaseNotifications for PostgresStore {
 
     fn unwatch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
-            let mut watched = lock(&self.notifier.shared.watched);
-            if let Some(count) = watched.get_mut(key) {
-                *count -= 1;
-                if *count == 0 {
-                    watched.remove(key);
-                }
-            }
+            self.notifier.shared.watched.remove(key);
         }
         .boxed()
     }
 
     fn watched(&self) -> usize {
-        lock(&self.notifier.shared.watched).len()
+        self.notifier.shared.watched.len()
     }
 }

@@ -7,11 +7,11 @@
 use super::quorum::{ask_all, Tally};
 use super::RedlockStore;
 use crate::store::redis::RedisStore;
+use crate::store::watched::Watched;
 use crate::store::ReleaseNotifications;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 enum Change {
@@ -21,7 +21,7 @@ enum Change {
 
 /// The watched keys (with their local watcher counts) and one subscription queue per server.
 pub(super) struct Subscriptions {
-    counts: Mutex<HashMap<String, usize>>,
+    watched: Watched,
     queues: Vec<mpsc::UnboundedSender<Change>>,
 }
 
@@ -48,13 +48,9 @@ impl Subscriptions {
             })
             .collect();
         Subscriptions {
-            counts: Mutex::new(HashMap::new()),
+            watched: Watched::default(),
             queues,
         }
-    }
-
-    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -65,13 +61,8 @@ impl ReleaseNotifications for RedlockStore {
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
-            {
-                let mut counts = self.subscriptions.counts();
-                let n = counts.entry(key.to_string()).or_insert(0);
-                *n += 1;
-                if *n > 1 {
-                    return;
-                }
+            if !self.subscriptions.watched.add(key) {
+                return;
             }
             let acks: Vec<_> = self
                 .subscriptions
@@ -96,18 +87,8 @@ impl ReleaseNotifications for RedlockStore {
 
     fn unwatch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
-            {
-                let mut counts = self.subscriptions.counts();
-                match counts.get_mut(key) {
-                    Some(n) if *n > 1 => {
-                        *n -= 1;
-                        return;
-                    }
-                    Some(_) => {
-                        counts.remove(key);
-                    }
-                    None => return,
-                }
+            if !self.subscriptions.watched.remove(key) {
+                return;
             }
             for queue in &self.subscriptions.queues {
                 let _ = queue.send(Change::Unwatch(key.to_string()));
@@ -117,6 +98,6 @@ impl ReleaseNotifications for RedlockStore {
     }
 
     fn watched(&self) -> usize {
-        self.subscriptions.counts().len()
+        self.subscriptions.watched.len()
     }
 }

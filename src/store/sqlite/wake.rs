@@ -16,24 +16,20 @@
 
 use super::SqliteStore;
 use crate::runtime::debug::debug;
+use crate::store::watched::Watched;
 use crate::store::ReleaseNotifications;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// What the receiving task shares with the store.
 struct Shared {
     /// Names waited for in this process, with the number of `watch` calls for each.
-    watched: Mutex<HashMap<String, usize>>,
+    watched: Watched,
     /// Released names heard from other processes, for the engine.
     released: broadcast::Sender<String>,
 }
@@ -68,7 +64,7 @@ impl Wake {
         Wake {
             addr: own_address(),
             shared: Arc::new(Shared {
-                watched: Mutex::new(HashMap::new()),
+                watched: Watched::default(),
                 released,
             }),
             listening: tokio::sync::OnceCell::new(),
@@ -86,31 +82,7 @@ impl Wake {
     /// file: see `connection`).
     pub fn watched(&self) -> super::connection::WatchedFn {
         let shared = self.shared.clone();
-        Box::new(move || lock(&shared.watched).keys().cloned().collect())
-    }
-
-    /// Counts a `watch` of `key`; true when it is the first (the name must be registered).
-    fn add(&self, key: &str) -> bool {
-        let mut watched = lock(&self.shared.watched);
-        let count = watched.entry(key.to_string()).or_insert(0);
-        *count += 1;
-        *count == 1
-    }
-
-    /// Counts an `unwatch` of `key`; true when it was the last (the name must be unregistered).
-    fn remove(&self, key: &str) -> bool {
-        let mut watched = lock(&self.shared.watched);
-        match watched.get_mut(key) {
-            Some(count) if *count > 1 => {
-                *count -= 1;
-                false
-            }
-            Some(_) => {
-                watched.remove(key);
-                true
-            }
-            None => false,
-        }
+        Box::new(move || shared.watched.keys())
     }
 
     /// Binds the receiving socket and starts its task, once. Returns whether it listens.
@@ -170,7 +142,7 @@ impl Wake {
     /// Passes `key` to this store's own waiters, if it watches it: a release made here that
     /// the side channel does not carry (it skips this store's own address).
     pub fn tell_here(&self, key: &str) {
-        if lock(&self.shared.watched).contains_key(key) {
+        if self.shared.watched.contains(key) {
             // Nobody listening (no engine) is fine: the send finds no receiver.
             let _ = self.shared.released.send(key.to_string());
         }
@@ -256,7 +228,7 @@ async fn receive(
             got = socket.recv(&mut buf) => match got {
                 Ok(n) => {
                     let Ok(key) = std::str::from_utf8(&buf[..n]) else { continue };
-                    if lock(&shared.watched).contains_key(key) {
+                    if shared.watched.contains(key) {
                         // Nobody listening (no engine) is fine: the send finds no receiver.
                         let _ = shared.released.send(key.to_string());
                     }
@@ -320,7 +292,8 @@ impl ReleaseNotifications for SqliteStore {
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
-            if !self.wake.add(key) || !self.wake.listen().await {
+            // Registered at the first watch of the name, unregistered at its last unwatch.
+            if !self.wake.shared.watched.add(key) || !self.wake.listen().await {
                 return;
             }
             // Not registered (the store failed or is slow): this waiter polls.
@@ -331,7 +304,7 @@ impl ReleaseNotifications for SqliteStore {
 
     fn unwatch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
-            if self.wake.remove(key) {
+            if self.wake.shared.watched.remove(key) {
                 // Left behind on failure: the next release of the name, or the next
                 // process to listen, finds this address alive (and keeps it: it is ours)
                 // or gone (and forgets it).
@@ -342,6 +315,6 @@ impl ReleaseNotifications for SqliteStore {
     }
 
     fn watched(&self) -> usize {
-        lock(&self.wake.shared.watched).len()
+        self.wake.shared.watched.len()
     }
 }
