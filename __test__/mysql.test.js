@@ -320,70 +320,66 @@ test('cross-process handoff latency with default settings (diagnostic, 50 handof
   }
 })
 
-test('a waiter in another process whose own poll is an hour away is woken by the release', async (t) => {
-  if (!(await needMysql(t))) return
-  // A table of this test's own, so that the doorbell's statement seen in the process list
-  // below can only be this waiter's.
+/**
+ * Runs `fn({ held, other, doorbellSessions })` with `names` held here in a table of the test's
+ * own (so every doorbell statement on it is the waiter's) and a process waiting for all of
+ * them (`mysql-waiter.js`, its own poll an hour away) that has said `waiting`.
+ * `doorbellSessions()` reads the ids of the sessions running the doorbell's statement now.
+ * Kills the waiter and drops the table afterwards.
+ */
+async function withDoorbellWaiter(names, fn) {
   const table = `deadbolt_bell_${randomBytes(6).toString('hex')}`
   const locks = await connect(MYSQL_URL, { table })
-  const k = key('bell')
-  const held = await locks.acquire(k)
-  const other = child('mysql-waiter.js', [MYSQL_URL, table, k])
+  const held = await Promise.all(names.map((k) => locks.acquire(k)))
+  const other = child('mysql-waiter.js', [MYSQL_URL, table, names.join(',')])
+  const conn = await rawMysql()
+  const doorbellSessions = async () => {
+    const [rows] = await conn.query('SELECT ID AS id FROM information_schema.PROCESSLIST WHERE INFO LIKE ?', [`SELECT name FROM \`${table}\`%`])
+    return rows.map((r) => String(r.id))
+  }
   try {
     assert.equal(await other.line(), 'waiting')
+    await fn({ held, other, doorbellSessions })
+    other.send('done')
+    assert.equal(await other.exited, 0)
+  } finally {
+    other.proc.kill('SIGKILL')
+    await locks.close()
+    await conn.query(`DROP TABLE IF EXISTS \`${table}\``)
+  }
+}
+
+test('a waiter in another process whose own poll is an hour away is woken by the release', async (t) => {
+  if (!(await needMysql(t))) return
+  await withDoorbellWaiter([key('bell')], async ({ held: [held], other, doorbellSessions }) => {
     // The waiter asked once more when it started listening, and is refused; its doorbell
     // looks at the lease row on its one connection. Only then is the lock released, so that
     // nothing but the doorbell (the poll being an hour away) can tell the waiter.
-    const conn = await rawMysql()
-    await eventually(async () => {
-      const [rows] = await conn.query('SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE ?', [`SELECT name FROM \`${table}\`%`])
-      return rows[0].n > 0
-    }, 30_000, 'the waiter\'s doorbell to look')
+    await eventually(async () => (await doorbellSessions()).length > 0, 30_000, 'the waiter\'s doorbell to look')
     assert.equal(await held.release(), true)
     const [word, token] = (await other.line()).split(' ')
     assert.equal(word, 'granted')
     assert.ok(BigInt(token) > held.fencingToken)
-    other.send('done')
-    assert.equal(await other.exited, 0)
-  } finally {
-    other.proc.kill('SIGKILL')
-    await locks.close()
-    const conn = await rawMysql()
-    await conn.query(`DROP TABLE IF EXISTS \`${table}\``)
-  }
+  })
 })
 
 test('a process waiting for five locks held elsewhere looks at them on one connection', async (t) => {
   if (!(await needMysql(t))) return
-  // A table of this test's own: every doorbell statement on it is this waiter's.
-  const table = `deadbolt_bell_${randomBytes(6).toString('hex')}`
-  const locks = await connect(MYSQL_URL, { table })
-  const keys = Array.from({ length: 5 }, (_, i) => key(`bells${i}`))
-  const held = await Promise.all(keys.map((k) => locks.acquire(k)))
-  const other = child('mysql-waiter.js', [MYSQL_URL, table, keys.join(',')])
-  try {
-    assert.equal(await other.line(), 'waiting')
-    const conn = await rawMysql()
+  const names = Array.from({ length: 5 }, (_, i) => key(`bells${i}`))
+  await withDoorbellWaiter(names, async ({ held, other, doorbellSessions }) => {
     // The sessions seen running the doorbell's statement, over 20 sightings of it.
     const ids = new Set()
     let seen = 0
     await eventually(async () => {
-      const [rows] = await conn.query('SELECT ID AS id FROM information_schema.PROCESSLIST WHERE INFO LIKE ?', [`SELECT name FROM \`${table}\`%`])
-      for (const r of rows) ids.add(String(r.id))
-      seen += rows.length
+      const now = await doorbellSessions()
+      for (const id of now) ids.add(id)
+      seen += now.length
       return seen >= 20
     }, 30_000, 'the doorbell to be seen 20 times')
     assert.equal(ids.size, 1, `the doorbell ran on ${ids.size} sessions for 5 names`)
     for (const h of held) assert.equal(await h.release(), true)
-    for (let i = 0; i < keys.length; i++) assert.match(await other.line(), /^granted \d+$/)
-    other.send('done')
-    assert.equal(await other.exited, 0)
-  } finally {
-    other.proc.kill('SIGKILL')
-    await locks.close()
-    const conn = await rawMysql()
-    await conn.query(`DROP TABLE IF EXISTS \`${table}\``)
-  }
+    for (let i = 0; i < names.length; i++) assert.match(await other.line(), /^granted \d+$/)
+  })
 })
 
 test('connecting to a MySQL that is not there rejects at once saying the connection was refused', async () => {
