@@ -701,7 +701,8 @@ export declare class LockClient implements AsyncDisposable {
    * `name` (auto-extended) and resolves with its result once its promise settles, which
    * releases the lock. `shared` and `exclusive` are the read and write holds of the
    * read-write lock `name`. Rejects with `callback`'s error; with an AbortError (`cause`: the
-   * LockLostError) when the lock is stolen or lost meanwhile; with the signal's reason when
+   * LockLostError) when the lock is stolen or lost meanwhile (a lease past its local deadline
+   * when the callback settles counts, reported or not); with the signal's reason when
    * `signal` aborts the wait; with a NotSupportedError DOMException for the combinations the
    * specification refuses and names starting with `-`.
    */

@@ -215,8 +215,13 @@ async function run(client, name, mode, hold, callback) {
     failure = { err }
   }
   signal.removeEventListener('abort', onAbort)
+  // A lease that ran out while the callback ran (a stalled event loop, extensions unanswered)
+  // is a loss even before its report arrives: reported now, it rejects the request as a heard
+  // loss would (the report is queued behind the callback's own continuation otherwise).
+  const lapsed = signal.aborted ? null : hold._checkLost()
   localHolds.delete(hold.owner)
   const released = await release(name, hold, marker)
+  if (lapsed !== null) throw lostError(name, lapsed)
   // Not released because it was no longer held, with no loss heard yet: stolen by another
   // process (or its lease ended) before a heartbeat could tell. The specification rejects a
   // stolen request, whatever its callback did.
