@@ -13,7 +13,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const Redis = require('ioredis')
-const { ThrowawayRedis, freePort, answers, sleep } = require('../torture/servers')
+const { ThrowawayRedis, freePort, answers, sleep, writeSentinelConf } = require('../torture/servers')
 
 const sentinelProcs = new Set()
 process.on('exit', () => { for (const p of sentinelProcs) { try { p.kill('SIGKILL') } catch {} } })
@@ -88,14 +88,7 @@ async function startSentinelSet({ replicas = 2, env = null } = {}) {
   const sentinels = []
   for (let i = 0; i < 3; i++) {
     const port = await freePort()
-    const conf = path.join(dir, `sentinel-${port}.conf`)
-    fs.writeFileSync(conf, [
-      `port ${port}`, 'bind 127.0.0.1', `dir ${dir}`,
-      `sentinel monitor mymaster 127.0.0.1 ${servers[0].port} 2`,
-      'sentinel down-after-milliseconds mymaster 1000',
-      'sentinel failover-timeout mymaster 3000',
-      'sentinel parallel-syncs mymaster 1', '',
-    ].join('\n'))
+    const conf = writeSentinelConf(dir, port, servers[0].port)
     const proc = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' })
     sentinelProcs.add(proc)
     proc.once('exit', () => sentinelProcs.delete(proc))

@@ -199,4 +199,21 @@ class ThrowawayMysql {
   }
 }
 
-module.exports = { ThrowawayRedis, ThrowawayMysql, freePort, answers, sleep, stopProcess }
+/**
+ * Writes the configuration of a throwaway sentinel on `port` into `dir`, monitoring the primary
+ * on `primaryPort` as "mymaster" (quorum 2, down after 1 s, failover timeout 3 s); returns
+ * its path, for `redis-server <path> --sentinel`.
+ */
+function writeSentinelConf(dir, port, primaryPort) {
+  const conf = path.join(dir, `sentinel-${port}.conf`)
+  fs.writeFileSync(conf, [
+    `port ${port}`, 'bind 127.0.0.1', `dir ${dir}`,
+    `sentinel monitor mymaster 127.0.0.1 ${primaryPort} 2`,
+    'sentinel down-after-milliseconds mymaster 1000',
+    'sentinel failover-timeout mymaster 3000',
+    'sentinel parallel-syncs mymaster 1', '',
+  ].join('\n'))
+  return conf
+}
+
+module.exports = { ThrowawayRedis, ThrowawayMysql, freePort, answers, sleep, stopProcess, writeSentinelConf }
