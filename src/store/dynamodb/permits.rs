@@ -26,9 +26,20 @@ use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Most conditional writes one operation makes: each failed condition means another client
-/// changed the semaphore in between.
+/// Most conditional writes an acquisition makes: each failed condition means another client
+/// changed the semaphore in between, and an acquisition that meets them all is busy (its next
+/// poll asks again). Releases and extensions have no next poll: see [`Patience`].
 const MAX_WRITES: u32 = 12;
+
+/// How long an operation keeps writing while every write meets a concurrent change.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Patience {
+    /// At most [`MAX_WRITES`] writes (acquisitions: busy then, the next poll asks again).
+    Writes,
+    /// Until the call's deadline (releases and extensions: however many holders of one
+    /// semaphore change it at once, each gets its write in or meets its deadline).
+    Deadline,
+}
 /// Pause before the second write; each further one doubles it, up to [`BACKOFF_CAP`], and the
 /// actual pause is drawn uniformly below it.
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
@@ -235,18 +246,23 @@ impl DynamoStore {
     }
 
     /// Applies `op` to semaphore `name` and stores the outcome, with optimistic concurrency.
-    /// Writes nothing when `op` changed nothing. `None`: every write met a concurrent change.
+    /// Writes nothing when `op` changed nothing. `None`: every write met a concurrent change,
+    /// for as long as `patience` allows.
     ///
     /// # Cancel Safety
     /// Not cancel safe: a write sent before the future is dropped may take effect.
     async fn update<T>(
         &self,
         name: &str,
+        patience: Patience,
         mut op: impl FnMut(&mut Draft) -> T,
     ) -> StoreResult<Option<T>> {
         let deadline = self.deadline();
         let api = self.api(deadline).await?;
-        for attempt in 0..MAX_WRITES {
+        for attempt in 0u32.. {
+            if patience == Patience::Writes && attempt >= MAX_WRITES {
+                break;
+            }
             if attempt > 0 {
                 let cap = BACKOFF_CAP.min(BACKOFF_BASE.saturating_mul(1 << (attempt - 1).min(10)));
                 let pause = cap.mul_f64(fastrand::f64());
@@ -309,8 +325,8 @@ impl DynamoStore {
         StoreError::new(
             ErrorKind::Server,
             format!(
-                "dynamodb: semaphore {name:?}: {MAX_WRITES} writes in a row met a concurrent \
-                 change; try again"
+                "dynamodb: semaphore {name:?}: every write until the call's deadline met a \
+                 concurrent change; try again"
             ),
         )
     }
@@ -324,7 +340,9 @@ impl DynamoStore {
         req: &PermitRequest<'_>,
     ) -> StoreResult<Option<u64>> {
         check_request(req)?;
-        let granted = self.update(req.name, |d| d.acquire(req)).await?;
+        let granted = self
+            .update(req.name, Patience::Writes, |d| d.acquire(req))
+            .await?;
         // Every write met a concurrent change: busy, as a lock's take after as many failed
         // conditions; the next poll asks again.
         Ok(granted.flatten())
@@ -338,7 +356,7 @@ impl DynamoStore {
     ) -> StoreResult<bool> {
         let (owner, ttl_ms) = (renewal.owner, renewal.ttl_ms);
         super::checks::check_name(name, "semaphore name")?;
-        self.update(name, |d| d.extend(owner, ttl_ms))
+        self.update(name, Patience::Deadline, |d| d.extend(owner, ttl_ms))
             .await?
             .ok_or_else(|| Self::contended(name))
     }
@@ -346,7 +364,7 @@ impl DynamoStore {
     /// Extends the permits of `owners` (owner, ttl) of one semaphore in one write.
     async fn extend_group(&self, name: &str, owners: &[(&str, u64)]) -> StoreResult<Vec<bool>> {
         super::checks::check_name(name, "semaphore name")?;
-        self.update(name, |d| {
+        self.update(name, Patience::Deadline, |d| {
             owners
                 .iter()
                 .map(|(owner, ttl_ms)| d.extend(owner, *ttl_ms))
@@ -412,7 +430,7 @@ impl DynamoStore {
     ) -> StoreResult<ReleaseOutcome> {
         super::checks::check_name(name, "semaphore name")?;
         let released = self
-            .update(name, |d| {
+            .update(name, Patience::Deadline, |d| {
                 let now = d.now;
                 d.table.release(owner, now)
             })

@@ -325,3 +325,31 @@ async fn a_malformed_semaphore_item_is_a_server_error_that_names_it() {
     assert_eq!(err.kind, ErrorKind::Server);
     assert!(err.message.contains(&n), "{err}");
 }
+
+/// Releases and extensions have no next poll to fall back on: however many holders of one
+/// semaphore change it at once, each keeps writing until its deadline, not for a count.
+#[tokio::test]
+async fn many_holders_releasing_one_semaphore_at_once_all_release() {
+    let Some(s) = store() else { return };
+    const HOLDERS: u32 = 48;
+    let n = name();
+    let owners: Vec<String> = (0..HOLDERS).map(|_| owner()).collect();
+    for o in &owners {
+        s.grant(&req(&n, o, 1, HOLDERS)).await;
+    }
+    let extended = futures_util::future::join_all(
+        owners
+            .iter()
+            .map(|o| s.extend_permits(&n, Renewal::new(o, 10_000))),
+    )
+    .await;
+    for e in extended {
+        assert!(e.unwrap(), "an extension of a live holder");
+    }
+    let released =
+        futures_util::future::join_all(owners.iter().map(|o| s.release_permits(&n, o))).await;
+    for r in released {
+        assert!(r.unwrap().released, "a release of a live holder");
+    }
+    assert!(s.permits(&n).await.unwrap().is_empty());
+}
