@@ -384,17 +384,18 @@ function apiSuite(b) {
       }
     })
 
-    test('1 500 acquisitions and releases made in one tick all settle, each with its own lock', { timeout: 60_000 }, async (t) => {
+    test('1 500 acquisitions and releases made in one tick all settle, each with its own lock', { timeout: 120_000 }, async (t) => {
       if (await skipUnlessReady(t)) return
       // More numbers than the operations buffer starts with, and (where the store answers
       // them together, as the memory store does) more completions than one drain takes.
       // What is tested is the client's buffers, not the store's latency: a client of its own
       // whose calls may wait on a loaded server (a single etcd member answering 1 500 writes
-      // beside other specs) longer than the default response timeout.
+      // beside other specs: 16 s once, at load 11) longer than the default response timeout,
+      // wait and lease.
       const locks = await connect(b.url, { responseTimeout: 30_000 })
       t.after(() => locks.close())
       const keys = Array.from({ length: 1500 }, (_, i) => key(`bulk${i}`))
-      const held = await Promise.all(keys.map((k) => locks.acquire(k)))
+      const held = await Promise.all(keys.map((k) => locks.acquire(k, { ttl: 60_000, wait: 60_000 })))
       assert.deepEqual(held.map((l) => l.key), keys)
       assert.equal(new Set(held.map((l) => l.owner)).size, keys.length)
       assert.ok(held.every((l) => l.held))
