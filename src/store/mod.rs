@@ -1,7 +1,8 @@
 //! The store contract: [`LockStore`], the operations every store implements, each one round
 //! trip and atomic on the server, plus optional capabilities the engine discovers through the
 //! trait ([`LockStore::release_notifications`]). Nothing here knows about retries,
-//! heartbeats or JavaScript. Adding a store is its module here and one line in [`registry`].
+//! heartbeats or JavaScript. Adding a store is its module here and its entry in [`registry`]
+//! (CONTRIBUTING.md, "Add a store").
 
 pub mod bounded;
 pub mod connect;
@@ -486,8 +487,9 @@ pub struct Loss {
     pub owner: String,
 }
 
-/// A store capability: release announcements from other processes (Redis pub/sub,
-/// PostgreSQL `LISTEN`/`NOTIFY`).
+/// A store capability: release announcements from other processes (for example Redis pub/sub,
+/// PostgreSQL `LISTEN`/`NOTIFY`; which stores have it: their
+/// [`LockStore::release_notifications`]).
 pub trait ReleaseNotifications: Send + Sync {
     /// A stream of released lock names, for keys being watched. A receiver that lags loses
     /// messages, which costs the waiters one poll each.
