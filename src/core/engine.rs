@@ -25,8 +25,8 @@ use crate::runtime::debug::debug;
 use crate::runtime::lease::lease_end;
 use crate::store::permits::{check_permits, watch_key};
 use crate::store::{
-    Acquisition, Handoff, HandoffOutcome, HeldLock, LockInfo, NextOwner, PermitRequest, Renewal,
-    SharedStore, StoreError, StoreResult,
+    Acquisition, Handoff, HandoffOutcome, HeldLock, LockInfo, NextOwner, PermitRequest, Release,
+    Renewal, SharedStore, StoreError, StoreResult,
 };
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -575,7 +575,7 @@ impl Engine {
                     .and_then(|q| q.next_for_permits())
             };
             let Some((waiter, spec)) = next.and_then(|w| w.permits.map(|p| (w, p))) else {
-                let outcome = self.store.release_permits(key, &owner).await;
+                let outcome = self.store.release_permits(key, Release::new(&owner)).await;
                 self.wake(key, Kind::Permits, true);
                 return outcome.map(|o| *released.get_or_insert(o.released));
             };
@@ -657,7 +657,11 @@ impl Engine {
         let mut inherited: Option<(Instant, u64)> = None;
         loop {
             let Some(waiter) = self.next_for_handoff(key) else {
-                let outcome = self.store.release_held(key, &owner, had_data).await;
+                let release = Release {
+                    owner: &owner,
+                    had_data,
+                };
+                let outcome = self.store.release(key, release).await;
                 if matches!(outcome, Ok(o) if o.others_waiting) && self.has_waiters(key) {
                     // Handoffs kept the key in this process for a while and other processes
                     // wait for it: they heard the release, let them have it first.

@@ -10,7 +10,7 @@
 use super::history::{History, What};
 use super::plan::{Mutant, Plan};
 use crate::store::{
-    Acquisition, Batch, Call, ErrorKind, ExtendItem, Handoff, LockInfo, LockStore,
+    Acquisition, Batch, Call, ErrorKind, ExtendItem, Handoff, LockInfo, LockStore, Release,
     ReleaseNotifications, ReleaseOutcome, Renewal, StoreError, StoreResult,
 };
 use futures_util::future::BoxFuture;
@@ -395,7 +395,8 @@ impl LockStore for SimConn {
         .boxed()
     }
 
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
+    fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let owner = r.owner;
         let call = self.call(
             "release",
             key,

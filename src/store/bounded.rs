@@ -4,7 +4,7 @@
 //! itself writes only its operations. A store that bounds each reply instead (Redis: its
 //! pipelines carry many calls) or a round (Redlock: a quorum) is not wrapped.
 
-use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
+use crate::store::{Acquisition, Batch, Call, Handoff, Release, Renewal};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -130,18 +130,8 @@ impl<S: LockStore> LockStore for Bounded<S> {
         self.call_many("extend", items.len(), fut).boxed()
     }
 
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        self.call("release", self.inner.release(key, owner)).boxed()
-    }
-
-    fn release_held<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        had_data: bool,
-    ) -> Call<'a, ReleaseOutcome> {
-        let fut = self.inner.release_held(key, owner, had_data);
-        self.call("release", fut).boxed()
+    fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        self.call("release", self.inner.release(key, r)).boxed()
     }
 
     fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
@@ -181,8 +171,8 @@ impl<S: LockStore> LockStore for Bounded<S> {
         self.call_many("extend_permits", items.len(), fut).boxed()
     }
 
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        let fut = self.inner.release_permits(name, owner);
+    fn release_permits<'a>(&'a self, name: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let fut = self.inner.release_permits(name, r);
         self.call("release_permits", fut).boxed()
     }
 

@@ -4,7 +4,7 @@
 
 use super::bounded::{bounded, call_timeout};
 use super::{ExtendItem, LockStore, NextOwner, SharedStore, ValueFormat};
-use crate::store::{Acquisition, Handoff, Renewal};
+use crate::store::{Acquisition, Handoff, Release, Renewal};
 use futures_util::future::BoxFuture;
 use std::time::Duration;
 
@@ -86,6 +86,19 @@ pub trait AcquireFenced: LockStore {
             granted.unwrap().expect("granted")
         })
     }
+
+    /// Whether `owner` held `key` and this release freed it; panics on an error.
+    fn released<'a>(&'a self, key: &'a str, owner: &'a str) -> BoxFuture<'a, bool> {
+        let release = self.release(key, Release::new(owner));
+        Box::pin(async move { release.await.unwrap().released })
+    }
+
+    /// Whether `owner` held live permits of semaphore `name` and this release freed them;
+    /// panics on an error.
+    fn permits_released<'a>(&'a self, name: &'a str, owner: &'a str) -> BoxFuture<'a, bool> {
+        let release = self.release_permits(name, Release::new(owner));
+        Box::pin(async move { release.await.unwrap().released })
+    }
 }
 
 impl<S: LockStore + ?Sized> AcquireFenced for S {}
@@ -146,7 +159,7 @@ pub async fn released_until_heard(
         loop {
             holder.acquire_fenced(key, &held_by, 10_000).await;
             assert_eq!(waiter.acquire_fenced(key, &refused, 10_000).await, None);
-            holder.release(key, &held_by).await.unwrap();
+            holder.release(key, Release::new(&held_by)).await.unwrap();
             if let Ok(Ok(heard)) = tokio::time::timeout(Duration::from_millis(100), rx.recv()).await
             {
                 return heard;
@@ -231,7 +244,7 @@ pub async fn an_expired_lock_is_taken_over_with_a_higher_token(s: SharedStore) {
     );
     assert_eq!(info.data.as_deref(), Some(&b"new"[..]));
     assert!(!s.extend(&k, Renewal::new(&a, 10_000)).await.unwrap());
-    assert!(!s.release(&k, &a).await.unwrap().released);
+    assert!(!s.released(&k, &a).await);
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, b);
 }
 
@@ -247,7 +260,7 @@ pub async fn tokens_strictly_increase_across_releases_expiries_and_handoffs(s: S
         assert!(token > last, "round {round}: {token} after {last}");
         last = token;
         if round % 2 == 0 {
-            assert!(s.release(&k, &a).await.unwrap().released);
+            assert!(s.released(&k, &a).await);
         } else {
             let b = owner();
             let next = next_owner(&b, 60, ValueFormat::Fenced);
@@ -272,7 +285,7 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
 ) {
     let (k, a, b, c) = (name(), owner(), owner(), owner());
     let first = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
-    assert!(s.release(&k, &a).await.unwrap().released);
+    assert!(s.released(&k, &a).await);
     let unfenced = s
         .try_acquire(
             &k,
@@ -314,7 +327,7 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
         (b.as_str(), unfenced)
     );
     assert!(s.extend(&k, Renewal::new(&b, 20_000)).await.unwrap());
-    assert!(!s.release(&k, &c).await.unwrap().released);
+    assert!(!s.released(&k, &c).await);
     // Handed on to another owner that needs no token.
     let d = owner();
     let next = next_owner(&d, 10_000, ValueFormat::Unfenced);
@@ -329,21 +342,21 @@ pub async fn an_unfenced_lock_excludes_every_other_owner_and_keeps_tokens_increa
         (info.owner.as_str(), info.fencing_token),
         (d.as_str(), handed)
     );
-    assert!(!s.release(&k, &b).await.unwrap().released);
-    assert!(s.release(&k, &d).await.unwrap().released);
+    assert!(!s.released(&k, &b).await);
+    assert!(s.released(&k, &d).await);
     let data = s
         .acquire_granted(&k, &c, 10_000, Some(b"payload"), ValueFormat::Unfenced)
         .await;
     let info = s.inspect(&k).await.unwrap().unwrap();
     assert_eq!(info.data.as_deref(), Some(&b"payload"[..]));
     assert_eq!(info.fencing_token, data);
-    assert!(s.release(&k, &c).await.unwrap().released);
+    assert!(s.released(&k, &c).await);
     let last = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     assert!(
         last > first.max(unfenced).max(handed).max(data),
         "{last} after {first}, {unfenced}, {handed}, {data}"
     );
-    assert!(s.release(&k, &a).await.unwrap().released);
+    assert!(s.released(&k, &a).await);
     assert_eq!(s.inspect(&k).await.unwrap(), None);
 }
 
@@ -365,10 +378,10 @@ pub async fn extend_is_compare_and_set(s: SharedStore) {
 pub async fn release_is_compare_and_delete(s: SharedStore) {
     let (k, a, b) = (name(), owner(), owner());
     s.acquire_fenced(&k, &a, 10_000).await.unwrap();
-    assert!(!s.release(&k, &b).await.unwrap().released);
+    assert!(!s.released(&k, &b).await);
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().owner, a);
-    assert!(s.release(&k, &a).await.unwrap().released);
-    assert!(!s.release(&k, &a).await.unwrap().released);
+    assert!(s.released(&k, &a).await);
+    assert!(!s.released(&k, &a).await);
     assert_eq!(s.inspect(&k).await.unwrap(), None);
 }
 
@@ -417,7 +430,7 @@ pub async fn inspect_reports_the_holder(s: SharedStore) {
     assert_eq!(info.fencing_token, token);
     assert!((4_000..=5_000).contains(&info.remaining_ms), "{info:?}");
     assert_eq!(info.data.as_deref(), Some(&b"payload"[..]));
-    s.release(&k, &a).await.unwrap();
+    s.release(&k, Release::new(&a)).await.unwrap();
     assert_eq!(s.inspect(&k).await.unwrap(), None);
     let expiring = name();
     s.acquire_fenced(&expiring, &a, 30).await.unwrap();
@@ -476,7 +489,7 @@ pub async fn force_release_frees_a_lock_whoever_holds_it(s: SharedStore) {
         )
         .await
         .unwrap());
-    assert!(!s.release(&k, &a).await.unwrap().released);
+    assert!(!s.released(&k, &a).await);
     s.acquire_fenced(&k, &b, 60_000).await.unwrap();
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().data, None);
 }
@@ -495,7 +508,7 @@ pub async fn list_shows_the_held_locks_under_a_prefix(s: SharedStore) {
     }
     let gone = format!("{prefix}released");
     s.acquire_fenced(&gone, &a, 60_000).await.unwrap();
-    s.release(&gone, &a).await.unwrap();
+    s.release(&gone, Release::new(&a)).await.unwrap();
     // Wildcards in the prefix are literal characters.
     let odd = format!("{}%_*?[x]:", name());
     s.acquire_fenced(&format!("{odd}1"), &a, 60_000)
@@ -531,7 +544,7 @@ pub async fn a_release_is_announced_to_a_waiter_elsewhere_that_was_refused_the_l
     s.acquire_fenced(&k, &a, 10_000).await.unwrap();
     // Refused, as a waiter is before it sleeps.
     assert_eq!(other.acquire_fenced(&k, &w, 10_000).await, None);
-    let outcome = s.release(&k, &a).await.unwrap();
+    let outcome = s.release(&k, Release::new(&a)).await.unwrap();
     let told = outcome.others_waiting || !notes.tells_others_waiting();
     assert!(outcome.released && told, "{outcome:?}");
     assert!(heard(&mut rx, &k, 5_000).await, "no announcement of {k:?}");

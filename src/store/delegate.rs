@@ -41,13 +41,8 @@ macro_rules! delegate {
         }
     };
     (@ release) => {
-        fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> $crate::store::Call<'a, $crate::store::ReleaseOutcome> {
-            Box::pin(Self::release(self, key, owner))
-        }
-    };
-    (@ release_held) => {
-        fn release_held<'a>(&'a self, key: &'a str, owner: &'a str, had_data: bool) -> $crate::store::Call<'a, $crate::store::ReleaseOutcome> {
-            Box::pin(Self::release_held(self, key, owner, had_data))
+        fn release<'a>(&'a self, key: &'a str, r: $crate::store::Release<'a>) -> $crate::store::Call<'a, $crate::store::ReleaseOutcome> {
+            Box::pin(Self::release(self, key, r))
         }
     };
     (@ handoff) => {
@@ -91,8 +86,8 @@ macro_rules! delegate {
         }
     };
     (@ release_permits) => {
-        fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> $crate::store::Call<'a, $crate::store::ReleaseOutcome> {
-            Box::pin(Self::release_permits(self, name, owner))
+        fn release_permits<'a>(&'a self, name: &'a str, r: $crate::store::Release<'a>) -> $crate::store::Call<'a, $crate::store::ReleaseOutcome> {
+            Box::pin(Self::release_permits(self, name, r))
         }
     };
     (@ permits) => {

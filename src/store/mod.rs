@@ -1,7 +1,8 @@
 //! The store contract: [`LockStore`], the operations every store implements, each one round
 //! trip and atomic on the server, plus optional capabilities the engine discovers through the
 //! trait ([`LockStore::release_notifications`]). Nothing here knows about retries,
-//! heartbeats or JavaScript. Adding a store is its module here and one line in [`registry`].
+//! heartbeats or JavaScript. Adding a store is its module here and its entry in [`registry`]
+//! (CONTRIBUTING.md, "Add a store").
 
 pub mod bounded;
 pub mod connect;
@@ -174,6 +175,29 @@ impl<'a> Renewal<'a> {
     }
 }
 
+/// A holder's release of its lock ([`LockStore::release`]) or of its permits of a semaphore
+/// ([`LockStore::release_permits`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Release<'a> {
+    /// Owner token of the holder.
+    pub owner: &'a str,
+    /// Whether the holder may have stored a payload with the lock; `false` only from a holder
+    /// that knows it stored none, so that a store keeping payloads apart may leave the payload
+    /// alone (Redis: one key less in the script). Permits carry none: stores ignore it there.
+    pub had_data: bool,
+}
+
+impl<'a> Release<'a> {
+    /// A release by `owner` that does not say whether it stored a payload (`had_data: true`:
+    /// a store keeping payloads apart clears one if there is one); for permits, the release.
+    pub fn new(owner: &'a str) -> Self {
+        Release {
+            owner,
+            had_data: true,
+        }
+    }
+}
+
 /// Who a lock is handed to by [`LockStore::handoff`].
 #[derive(Debug, Clone, Copy)]
 pub struct NextOwner<'a> {
@@ -264,28 +288,12 @@ pub trait LockStore: Send + Sync + 'static {
     /// Cancel safe: each extension is idempotent.
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a>;
 
-    /// Frees `key` if `owner` still holds it, and announces it to waiters where the store
-    /// can.
+    /// Frees `key` if `r.owner` still holds it, and announces it to waiters where the store
+    /// can (`r.had_data`: see [`Release`]).
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent (a repeat after a lost reply reports `released: false`).
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome>;
-
-    /// [`LockStore::release`] by a holder that knows whether it stored a payload
-    /// (`had_data`), so that a store keeping payloads apart may leave the payload alone when
-    /// there is none (Redis: one key less in the script). By default, `release`.
-    ///
-    /// # Cancel Safety
-    /// As [`LockStore::release`].
-    fn release_held<'a>(
-        &'a self,
-        key: &'a str,
-        owner: &'a str,
-        had_data: bool,
-    ) -> Call<'a, ReleaseOutcome> {
-        let _ = had_data;
-        self.release(key, owner)
-    }
+    fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome>;
 
     /// If `h.from` holds `key`, gives it straight to `h.next` (new lease, new fencing token)
     /// in one atomic step and returns the token; `None` if `h.from` no longer holds it.
@@ -352,7 +360,7 @@ pub trait LockStore: Send + Sync + 'static {
     }
 
     /// Sets the remaining lease of `renewal.owner`'s permits of semaphore `name` to
-    /// `renewal.ttl_ms` if it still holds them ([`Renewal::of_permits`]). Returns whether it
+    /// `renewal.ttl_ms` if it still holds them ([`Renewal::new`]). Returns whether it
     /// did.
     ///
     /// # Cancel Safety
@@ -380,14 +388,14 @@ pub trait LockStore: Send + Sync + 'static {
         .boxed()
     }
 
-    /// Frees `owner`'s permits of semaphore `name` and its place in the queue (a waiter
+    /// Frees `r.owner`'s permits of semaphore `name` and its place in the queue (a waiter
     /// giving up calls it too), and announces it to waiters where the store can.
     /// `released`: whether it held live permits.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        let _ = (name, owner);
+    fn release_permits<'a>(&'a self, name: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let _ = (name, r);
         unsupported("semaphores")
     }
 
@@ -402,7 +410,8 @@ pub trait LockStore: Send + Sync + 'static {
     fn handoff_permits<'a>(&'a self, h: Handoff<'a, PermitRequest<'a>>) -> Call<'a, PermitHandoff> {
         use futures_util::FutureExt;
         async move {
-            let released = self.release_permits(h.next.name, h.from).await?.released;
+            let released = self.release_permits(h.next.name, Release::new(h.from));
+            let released = released.await?.released;
             let granted = self.acquire_permits(h.next).await.unwrap_or(None);
             Ok(PermitHandoff {
                 released,
@@ -478,8 +487,9 @@ pub struct Loss {
     pub owner: String,
 }
 
-/// A store capability: release announcements from other processes (Redis pub/sub,
-/// PostgreSQL `LISTEN`/`NOTIFY`).
+/// A store capability: release announcements from other processes (for example Redis pub/sub,
+/// PostgreSQL `LISTEN`/`NOTIFY`; which stores have it: their
+/// [`LockStore::release_notifications`]).
 pub trait ReleaseNotifications: Send + Sync {
     /// A stream of released lock names, for keys being watched. A receiver that lags loses
     /// messages, which costs the waiters one poll each.

@@ -7,7 +7,7 @@ use super::permits::watch_key;
 use super::{ExtendItem, LockStore, PermitRequest, ReleaseNotifications, SharedStore};
 use crate::store::conformance::AcquireFenced;
 use crate::store::ValueFormat;
-use crate::store::{Handoff, Renewal};
+use crate::store::{Handoff, Release, Renewal};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast::Receiver;
@@ -88,7 +88,7 @@ impl LeftForPurge {
     pub async fn leave<S: LockStore + ?Sized>(s: &S) -> Self {
         let (released, lapsed, owner) = (name(), name(), owner());
         let first = s.grant(&req(&released, &owner, 1, 1)).await;
-        assert!(s.release_permits(&released, &owner).await.unwrap().released);
+        assert!(s.permits_released(&released, &owner).await);
         s.grant(&PermitRequest {
             ttl_ms: 1,
             ..req(&lapsed, &owner, 1, 1)
@@ -166,7 +166,7 @@ pub async fn acquire_and_release_latency<S: LockStore + ?Sized>(
         let n = if fresh_names { name() } else { one.clone() };
         let started = Instant::now();
         s.grant(&req(&n, &a, 1, 3)).await;
-        assert!(s.release_permits(&n, &a).await.unwrap().released);
+        assert!(s.permits_released(&n, &a).await);
         samples.push(started.elapsed());
     }
     samples.sort();
@@ -218,10 +218,10 @@ pub async fn a_queued_request_is_not_overtaken_by_one_it_would_delay(s: SharedSt
     s.refuse(&queued(&n, &r2, 1, 3)).await;
     // A try (not queued) is held back all the same.
     s.refuse(&req(&n, &owner(), 1, 3)).await;
-    assert!(s.release_permits(&n, &r1).await.unwrap().released);
+    assert!(s.permits_released(&n, &r1).await);
     s.refuse(&queued(&n, &r2, 1, 3)).await;
     let tw = s.grant(&queued(&n, &w, 3, 3)).await;
-    assert!(s.release_permits(&n, &w).await.unwrap().released);
+    assert!(s.permits_released(&n, &w).await);
     let tr = s.grant(&queued(&n, &r2, 1, 3)).await;
     assert!(tr > tw);
 }
@@ -235,7 +235,7 @@ pub async fn a_queued_request_asking_again_keeps_its_place_ahead_of_later_ones(s
     s.refuse(&queued(&n, &second, 3, 3)).await;
     // Asking again renews `first`'s place; it must not move behind `second`.
     s.refuse(&queued(&n, &first, 3, 3)).await;
-    assert!(s.release_permits(&n, &h).await.unwrap().released);
+    assert!(s.permits_released(&n, &h).await);
     s.refuse(&queued(&n, &second, 3, 3)).await;
     s.grant(&queued(&n, &first, 3, 3)).await;
 }
@@ -275,7 +275,7 @@ pub async fn expired_permits_are_reclaimed(s: SharedStore) {
         .extend_permits(&n, Renewal::new(&a, 10_000))
         .await
         .unwrap());
-    assert!(!s.release_permits(&n, &a).await.unwrap().released);
+    assert!(!s.permits_released(&n, &a).await);
     assert_eq!(taken(&s, &n).await, 3);
 }
 
@@ -309,7 +309,7 @@ pub async fn permit_tokens_strictly_increase(s: SharedStore) {
         assert!(t > last, "{t} after {last}");
         last = t;
         if i % 2 == 0 {
-            assert!(s.release_permits(&n, &o).await.unwrap().released);
+            assert!(s.permits_released(&n, &o).await);
         } else {
             sleep_ms(80).await;
         }
@@ -336,7 +336,7 @@ pub async fn extend_permits_is_compare_and_set(s: SharedStore) {
         .unwrap());
     sleep_ms(2_000).await;
     assert_eq!(taken(&s, &n).await, 1);
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
     assert!(!s
         .extend_permits(&n, Renewal::new(&a, 10_000))
         .await
@@ -348,11 +348,16 @@ pub async fn extend_permits_is_compare_and_set(s: SharedStore) {
 pub async fn release_permits_frees_only_the_callers(s: SharedStore) {
     let (n, a, w, b) = (name(), owner(), owner(), owner());
     s.grant(&req(&n, &a, 2, 2)).await;
-    assert!(!s.release_permits(&n, &owner()).await.unwrap().released);
+    assert!(
+        !s.release_permits(&n, Release::new(&owner()))
+            .await
+            .unwrap()
+            .released
+    );
     s.refuse(&queued(&n, &w, 2, 2)).await;
-    assert!(!s.release_permits(&n, &w).await.unwrap().released);
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
-    assert!(!s.release_permits(&n, &a).await.unwrap().released);
+    assert!(!s.permits_released(&n, &w).await);
+    assert!(s.permits_released(&n, &a).await);
+    assert!(!s.permits_released(&n, &a).await);
     // w gave up its place: b is not held back by it.
     s.grant(&req(&n, &b, 2, 2)).await;
 }
@@ -390,9 +395,9 @@ pub async fn a_semaphore_and_a_lock_of_one_name_are_independent(s: SharedStore) 
     let n = name();
     let (a, b) = a_lock_and_a_semaphore_of_one_name(&*s, &n).await;
     assert_eq!(s.inspect(&n).await.unwrap().unwrap().owner, a);
-    assert!(s.release(&n, &a).await.unwrap().released);
+    assert!(s.released(&n, &a).await);
     assert_eq!(taken(&s, &n).await, 1);
-    assert!(s.release_permits(&n, &b).await.unwrap().released);
+    assert!(s.permits_released(&n, &b).await);
     assert_eq!(s.inspect(&n).await.unwrap(), None);
 }
 
@@ -438,7 +443,7 @@ pub async fn a_permit_release_is_announced_to_a_waiter_elsewhere(
     let (mut rx, key) = watching(notes, &n).await;
     s.grant(&req(&n, &a, 1, 1)).await;
     other.refuse(&queued(&n, &w, 1, 1)).await;
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
     let announced = heard(&mut rx, &key, 5_000).await;
     notes.unwatch(&key).await;
     assert!(announced, "no announcement under {key:?}");
@@ -460,12 +465,12 @@ pub async fn a_waiter_giving_up_its_place_is_announced_to_the_waiters_behind_it_
     s.refuse(&queued(&n, &first, 2, 2)).await;
     // Held back by the place ahead of it, which would not fit beside it.
     other.refuse(&queued(&n, &second, 1, 2)).await;
-    let gave_up = s.release_permits(&n, &first).await.unwrap();
+    let gave_up = s.release_permits(&n, Release::new(&first)).await.unwrap();
     assert!(!gave_up.released, "{gave_up:?}");
     let announced = heard(&mut rx, &key, 5_000).await;
     other.grant(&queued(&n, &second, 1, 2)).await;
     other.refuse(&queued(&n, &owner(), 2, 2)).await;
-    let released = s.release_permits(&n, &a).await.unwrap();
+    let released = s.release_permits(&n, Release::new(&a)).await.unwrap();
     notes.unwatch(&key).await;
     assert!(announced, "no announcement under {key:?}");
     assert!(released.released, "{released:?}");
@@ -480,7 +485,7 @@ pub async fn a_release_of_permits_nobody_held_tells_nobody(s: SharedStore, other
     if let Some(notes) = other.release_notifications() {
         notes.watch(&key).await;
     }
-    let outcome = s.release_permits(&n, &owner()).await.unwrap();
+    let outcome = s.release_permits(&n, Release::new(&owner())).await.unwrap();
     if let Some(notes) = other.release_notifications() {
         notes.unwatch(&key).await;
     }
@@ -501,7 +506,7 @@ pub async fn a_place_queued_through_one_store_holds_back_a_request_through_anoth
     }
     s.refuse(&queued(&n, &w, 2, 2)).await;
     other.refuse(&req(&n, &b, 1, 2)).await;
-    assert!(!s.release_permits(&n, &w).await.unwrap().released);
+    assert!(!s.permits_released(&n, &w).await);
     other.grant(&req(&n, &b, 1, 2)).await;
 }
 

@@ -1,7 +1,7 @@
 //! `Debug` output that never shows a secret: a struct names only the fields it lists
 //! ([`debug_fields!`](crate::store::redact::debug_fields)), and secret material appears as
-//! whether it is set and a per-process [`fingerprint`] (so that the engine registry, keyed by
-//! `Debug` output, tells two sets apart without printing either).
+//! whether it is set and a per-process [`fingerprint`] (so that two settings' `Debug` output
+//! tells them apart without printing either).
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash};

@@ -3,13 +3,11 @@
 //! names them by the shape of its first argument (`lib/topology.js` checks them); they reach
 //! the native side as [`Topology`] in the connection options, and [`open`] builds their store.
 
+use super::redact::fingerprint;
 use super::redis::{Acks, RedisOptions, RedisStore};
 use super::redlock::RedlockStore;
 use super::{SharedStore, StoreError};
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::BuildHasher;
-use std::sync::OnceLock;
 
 /// Which servers a store spans, when one URL does not say it.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
@@ -43,17 +41,6 @@ pub struct SentinelTarget {
     pub wait_timeout_ms: u64,
 }
 
-impl Topology {
-    /// A fingerprint of the server list (URLs may hold passwords): SipHash under keys drawn
-    /// once per process, so it tells lists apart within this process and means nothing
-    /// outside it.
-    fn fingerprint(&self) -> String {
-        static KEYS: OnceLock<(RandomState, RandomState)> = OnceLock::new();
-        let (a, b) = KEYS.get_or_init(|| (RandomState::new(), RandomState::new()));
-        format!("{:016x}{:016x}", a.hash_one(self), b.hash_one(self))
-    }
-}
-
 /// Shows the form and how many servers, and a fingerprint of the URLs (never the URLs: a URL
 /// may hold a password).
 impl fmt::Debug for Topology {
@@ -63,19 +50,19 @@ impl fmt::Debug for Topology {
             Topology::Redlock(servers) => f
                 .debug_struct("Redlock")
                 .field("servers", &servers.len())
-                .field("fingerprint", &self.fingerprint())
+                .field("fingerprint", &fingerprint(self))
                 .finish(),
             Topology::Cluster(seeds) => f
                 .debug_struct("Cluster")
                 .field("seeds", &seeds.len())
-                .field("fingerprint", &self.fingerprint())
+                .field("fingerprint", &fingerprint(self))
                 .finish(),
             Topology::Sentinel(t) => f
                 .debug_struct("Sentinel")
                 .field("sentinels", &t.sentinels.len())
                 .field("wait_replicas", &t.wait_replicas)
                 .field("wait_timeout_ms", &t.wait_timeout_ms)
-                .field("fingerprint", &self.fingerprint())
+                .field("fingerprint", &fingerprint(self))
                 .finish(),
         }
     }

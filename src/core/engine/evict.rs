@@ -3,7 +3,7 @@
 
 use super::Engine;
 use crate::core::kind::Kind;
-use crate::store::StoreResult;
+use crate::store::{Release, StoreResult};
 
 impl Engine {
     /// Frees `owner`'s permits of semaphore `key` (and its place in the store's queue)
@@ -14,7 +14,7 @@ impl Engine {
     /// # Cancel Safety
     /// Cancel safe: idempotent.
     pub async fn evict_permits(&self, key: &str, owner: &str) -> StoreResult<bool> {
-        let outcome = self.store.release_permits(key, owner).await?;
+        let outcome = self.store.release_permits(key, Release::new(owner)).await?;
         self.wake(key, Kind::Permits, true);
         Ok(outcome.released)
     }

@@ -157,7 +157,7 @@ async fn a_busy_key_is_polled_every_retry_delay_when_nobody_announces_its_releas
     };
     settle().await;
     tokio::time::sleep(Duration::from_millis(1_000)).await;
-    store.release("k", "outsider").await.unwrap();
+    store.release("k", Release::new("outsider")).await.unwrap();
     let released_at = Instant::now();
     let grant = waiter.await.unwrap().unwrap().unwrap();
     // Found at the next poll: within one retry delay (50 ms, no jitter).
@@ -253,11 +253,11 @@ impl crate::store::LockStore for Probe {
     fn release<'a>(
         &'a self,
         key: &'a str,
-        owner: &'a str,
+        r: crate::store::Release<'a>,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::ReleaseOutcome>>
     {
         self.releases.fetch_add(1, Ordering::SeqCst);
-        crate::store::LockStore::release(self.inner.as_ref(), key, owner)
+        crate::store::LockStore::release(self.inner.as_ref(), key, r)
     }
     fn handoff<'a>(
         &'a self,
@@ -301,10 +301,10 @@ impl crate::store::LockStore for Probe {
     fn release_permits<'a>(
         &'a self,
         name: &'a str,
-        owner: &'a str,
+        r: crate::store::Release<'a>,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::ReleaseOutcome>>
     {
-        crate::store::LockStore::release_permits(self.inner.as_ref(), name, owner)
+        crate::store::LockStore::release_permits(self.inner.as_ref(), name, r)
     }
     fn permits<'a>(
         &'a self,
@@ -328,9 +328,13 @@ impl crate::store::LockStore for Probe {
                 go.notified().await;
             }
             let store = self.inner.as_ref();
-            let released = crate::store::LockStore::release_permits(store, next.name, owner)
-                .await?
-                .released;
+            let released = crate::store::LockStore::release_permits(
+                store,
+                next.name,
+                crate::store::Release::new(owner),
+            )
+            .await?
+            .released;
             let granted = crate::store::LockStore::acquire_permits(store, next).await?;
             Ok(crate::store::PermitHandoff {
                 released,

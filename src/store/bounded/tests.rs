@@ -44,7 +44,7 @@ impl LockStore for Stub {
             .boxed()
     }
 
-    fn release<'a>(&'a self, _: &'a str, _: &'a str) -> Call<'a, ReleaseOutcome> {
+    fn release<'a>(&'a self, _: &'a str, _: Release<'a>) -> Call<'a, ReleaseOutcome> {
         self.answer(ReleaseOutcome {
             released: true,
             others_waiting: false,

@@ -28,7 +28,7 @@ pub use config::{DynamoOptions, SortKey};
 pub use credentials::AwsCredentials;
 
 use crate::store::delegate::delegate;
-use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
+use crate::store::{Acquisition, Batch, Call, Handoff, Release, Renewal};
 use crate::store::{
     ErrorKind, ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseOutcome,
     StoreError, StoreResult,
@@ -476,7 +476,8 @@ impl LockStore for DynamoStore {
         .boxed()
     }
 
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
+    fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let owner = r.owner;
         async move {
             let released = self
                 .free(key, |r, delete| r.release(key, owner, delete))

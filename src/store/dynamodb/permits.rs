@@ -17,10 +17,10 @@ use super::permit_watch::{PermitWatches, Role};
 use super::{first_token, new_version, DynamoStore, EXTEND_CONCURRENCY};
 use crate::runtime::debug::debug;
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
-use crate::store::Renewal;
 use crate::store::{
     ErrorKind, ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult,
 };
+use crate::store::{Release, Renewal};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -426,8 +426,9 @@ impl DynamoStore {
     pub(super) async fn release_permits(
         &self,
         name: &str,
-        owner: &str,
+        r: Release<'_>,
     ) -> StoreResult<ReleaseOutcome> {
+        let owner = r.owner;
         super::checks::check_name(name, "semaphore name")?;
         let released = self
             .update(name, Patience::Deadline, |d| {

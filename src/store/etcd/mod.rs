@@ -37,8 +37,8 @@ use crate::store::delegate::delegate;
 use crate::store::tls::TlsOptions;
 use crate::store::Call;
 use crate::store::{
-    Acquisition, ExtendItem, Handoff, LockInfo, LockStore, OperatorTools, ReleaseNotifications,
-    ReleaseOutcome, Renewal, StoreError, StoreResult,
+    Acquisition, ExtendItem, Handoff, LockInfo, LockStore, OperatorTools, Release,
+    ReleaseNotifications, ReleaseOutcome, Renewal, StoreError, StoreResult,
 };
 use client::{b64, int, kvs, revision, succeeded, txn_response, Api, Kv, Retry};
 use futures_util::FutureExt;
@@ -431,7 +431,8 @@ impl EtcdStore {
     /// Releases `key` if `owner` holds it, clearing the waiters' marks. Returns whether it
     /// did, and whether another store had marked it. The deletion is the announcement: every
     /// watching process sees it.
-    async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+    async fn release(&self, key: &str, r: Release<'_>) -> StoreResult<ReleaseOutcome> {
+        let owner = r.owner;
         let k = lock_key(key);
         let guard = Guard::Owner(owner.to_owned());
         let ended = self.held.ended(&k, &guard);

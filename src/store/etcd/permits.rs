@@ -14,8 +14,8 @@ use super::client::{kvs, prefix_end, revision, succeeded, txn_response, Kv, Retr
 use super::held::Guard;
 use super::keys::{holder_key, parse_permit_value, permit_value, queued_key, semaphore_entry};
 use super::{keys, ttl_after, txn, EtcdStore, MAX_STEPS};
-use crate::store::Renewal;
 use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
+use crate::store::{Release, Renewal};
 use serde_json::json;
 
 /// One entry of a semaphore as read.
@@ -236,8 +236,9 @@ impl EtcdStore {
     pub(super) async fn release_permits(
         &self,
         name: &str,
-        owner: &str,
+        r: Release<'_>,
     ) -> StoreResult<ReleaseOutcome> {
+        let owner = r.owner;
         let hk = holder_key(name, owner);
         let qk = queued_key(name, owner);
         let body = txn::txn(vec![], vec![txn::delete(&hk), txn::delete(&qk)], vec![]);

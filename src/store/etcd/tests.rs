@@ -62,7 +62,7 @@ async fn a_lock_is_exclusive_across_stores_and_tokens_are_revisions_that_grow() 
     let (k, x, y) = (name(), owner(), owner());
     let first = a.acquire_fenced(&k, &x, 10_000).await.unwrap();
     assert_eq!(b.acquire_fenced(&k, &y, 10_000).await, None);
-    assert!(a.release(&k, &x).await.unwrap().released);
+    assert!(a.released(&k, &x).await);
     let second = b.acquire_fenced(&k, &y, 10_000).await.unwrap();
     assert!(second > first);
     // Another store sees the holder and its token.
@@ -118,7 +118,7 @@ async fn a_closed_store_frees_what_was_given_back_and_leaves_a_grant_it_still_ho
         x,
         "left to its lease"
     );
-    let released = b.release(&k2, &x2).await.unwrap();
+    let released = b.release(&k2, Release::new(&x2)).await.unwrap();
     assert!(released.released);
     assert!(!released.others_waiting, "the closed store's mark is gone");
     assert!(b.operator().unwrap().force_release(&k).await.unwrap());
@@ -165,15 +165,20 @@ async fn a_release_says_whether_another_store_was_refused_the_lock_meanwhile() {
     a.acquire_fenced(&k, &x, 10_000).await.unwrap();
     // Refused by its own store only: nobody else waits.
     assert_eq!(a.acquire_fenced(&k, &y, 10_000).await, None);
-    let alone = a.release(&k, &x).await.unwrap();
+    let alone = a.release(&k, Release::new(&x)).await.unwrap();
     assert!(alone.released && !alone.others_waiting);
     a.acquire_fenced(&k, &x, 10_000).await.unwrap();
     assert_eq!(b.acquire_fenced(&k, &y, 10_000).await, None);
-    let waited = a.release(&k, &x).await.unwrap();
+    let waited = a.release(&k, Release::new(&x)).await.unwrap();
     assert!(waited.released && waited.others_waiting);
     // The marks went with the release.
     a.acquire_fenced(&k, &x, 10_000).await.unwrap();
-    assert!(!a.release(&k, &x).await.unwrap().others_waiting);
+    assert!(
+        !a.release(&k, Release::new(&x))
+            .await
+            .unwrap()
+            .others_waiting
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,5 +216,5 @@ async fn a_grant_nobody_times_ends_with_its_etcd_lease_while_the_stores_other_lo
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(s.release(&kept, &x).await.unwrap().released);
+    assert!(s.released(&kept, &x).await);
 }

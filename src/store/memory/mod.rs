@@ -3,7 +3,7 @@
 //! process that connects to `memory://name` shares one store.
 
 use crate::store::permits::PermitTable;
-use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
+use crate::store::{Acquisition, Batch, Call, Handoff, Release, Renewal};
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, NextOwner, OperatorTools, PermitHolder,
     PermitRequest, ReleaseOutcome,
@@ -260,8 +260,8 @@ impl LockStore for MemoryStore {
         ready(out).boxed()
     }
 
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        let released = MemoryStore::release(self, key, owner);
+    fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let released = MemoryStore::release(self, key, r.owner);
         ready(Ok(ReleaseOutcome {
             released,
             others_waiting: false,
@@ -287,8 +287,8 @@ impl LockStore for MemoryStore {
         ready(Ok(MemoryStore::extend_permits(self, name, owner, ttl_ms))).boxed()
     }
 
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        let released = MemoryStore::release_permits(self, name, owner);
+    fn release_permits<'a>(&'a self, name: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let released = MemoryStore::release_permits(self, name, r.owner);
         ready(Ok(ReleaseOutcome {
             released,
             others_waiting: false,

@@ -11,7 +11,7 @@
 
 use crate::store::delegate::delegate;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
-use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
+use crate::store::{Acquisition, Batch, Call, Handoff, Release, Renewal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -290,7 +290,8 @@ impl LockStore for MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: the statement is idempotent, but a dropped call may have freed the lock, and
     /// repeating it then returns `false`.
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
+    fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let owner = r.owner;
         async move {
             check_key::<Mysql>(key)?;
             check_owner::<Mysql>(owner)?;

@@ -15,7 +15,7 @@
 //! Times are milliseconds since the epoch by the server's clock (`UTC_TIMESTAMP(6)`, as the
 //! lock table's), so the rules' arithmetic applies to the stored values as they are.
 
-use crate::store::Renewal;
+use crate::store::{Release, Renewal};
 use std::sync::Arc;
 
 use sqlx::mysql::{MySqlPool, MySqlRow};
@@ -515,7 +515,8 @@ impl MysqlStore {
     /// # Cancel Safety
     /// Cancel safe: the statements are idempotent, but a dropped call may have freed the
     /// permits, and repeating it then returns `false`.
-    pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+    pub async fn release_permits(&self, name: &str, r: Release<'_>) -> StoreResult<ReleaseOutcome> {
+        let owner = r.owner;
         check_key::<Mysql>(name)?;
         check_owner::<Mysql>(owner)?;
         let pool = self.permits_ready().await?;

@@ -17,7 +17,7 @@ mod sql;
 mod tls;
 
 use crate::store::delegate::delegate;
-use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
+use crate::store::{Acquisition, Batch, Call, Handoff, Release, Renewal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -301,7 +301,8 @@ impl LockStore for PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: a dropped call may have freed the lock, and repeating it then reports
     /// `released: false`.
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
+    fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let owner = r.owner;
         async move {
             check_key::<Postgres>(key)?;
             check_owner::<Postgres>(owner)?;

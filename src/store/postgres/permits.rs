@@ -3,7 +3,7 @@
 //! semaphore operation, with tokens from the lock table's sequence and releases announced on
 //! the lock table's channel under [`watch_key`].
 
-use crate::store::Renewal;
+use crate::store::{Release, Renewal};
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 
@@ -100,7 +100,8 @@ impl PostgresStore {
     /// # Cancel Safety
     /// Cancel safe: a dropped call may have freed the permits, and repeating it then reports
     /// `released: false`.
-    pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+    pub async fn release_permits(&self, name: &str, r: Release<'_>) -> StoreResult<ReleaseOutcome> {
+        let owner = r.owner;
         check_semaphore::<Postgres>(name)?;
         check_owner::<Postgres>(owner)?;
         let pool = self.permits_ready().await?;

@@ -172,13 +172,13 @@ async fn a_release_is_announced_to_another_store_that_was_refused_the_lock() {
     let mut releases = waiter.releases();
     waiter.watch(&k).await;
     assert_eq!(waiter.acquire_fenced(&k, &b, 10_000).await, None);
-    let outcome = holder.release(&k, &a).await.unwrap();
+    let outcome = holder.release(&k, Release::new(&a)).await.unwrap();
     assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
     assert_announced(&mut releases, &k).await;
     // The holder takes it again before the waiter: that grant clears the record of who
     // waited, so its release, which nobody was refused since, announces nothing.
     holder.acquire_fenced(&k, &a, 10_000).await;
-    let outcome = holder.release(&k, &a).await.unwrap();
+    let outcome = holder.release(&k, Release::new(&a)).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     assert!(waiter.acquire_fenced(&k, &b, 10_000).await.is_some());
     waiter.unwatch(&k).await;
@@ -194,14 +194,19 @@ async fn a_release_nobody_elsewhere_waits_for_is_not_announced() {
     s.acquire_fenced(&k, &a, 10_000).await;
     // Refused by its own store: local waiters are woken locally, not through the server.
     assert_eq!(s.acquire_fenced(&k, &b, 10_000).await, None);
-    let outcome = s.release(&k, &a).await.unwrap();
+    let outcome = s.release(&k, Release::new(&a)).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     // A later announcement on the same channel arrives, and it is the only one.
     let marker = name();
     other.watch(&marker).await;
     s.acquire_fenced(&marker, &a, 10_000).await;
     other.acquire_fenced(&marker, &b, 10_000).await;
-    assert!(s.release(&marker, &a).await.unwrap().others_waiting);
+    assert!(
+        s.release(&marker, Release::new(&a))
+            .await
+            .unwrap()
+            .others_waiting
+    );
     assert_announced_alone(&mut releases, &marker).await;
 }
 
@@ -223,7 +228,13 @@ async fn an_announcement_reaches_only_a_waiter_of_exactly_that_name() {
     for k in others.iter().chain([&base]) {
         holder.acquire_fenced(k, &a, 10_000).await;
         waiter.acquire_fenced(k, &owner(), 10_000).await;
-        assert!(holder.release(k, &a).await.unwrap().others_waiting);
+        assert!(
+            holder
+                .release(k, Release::new(&a))
+                .await
+                .unwrap()
+                .others_waiting
+        );
     }
     assert_announced_alone(&mut releases, &base).await;
 }
@@ -261,7 +272,13 @@ async fn the_listening_connection_is_reopened_after_the_server_ends_it() {
     assert_announced(&mut releases, &k).await;
     holder.acquire_fenced(&k, &a, 10_000).await;
     waiter.acquire_fenced(&k, &owner(), 10_000).await;
-    assert!(holder.release(&k, &a).await.unwrap().others_waiting);
+    assert!(
+        holder
+            .release(&k, Release::new(&a))
+            .await
+            .unwrap()
+            .others_waiting
+    );
     assert_announced(&mut releases, &k).await;
     holder.close().await;
     waiter.close().await;
@@ -457,7 +474,7 @@ async fn an_account_without_create_rights_uses_a_table_made_for_it_and_fails_on_
     let acquired = limited
         .try_acquire(&k, Acquisition::fenced(&a, 10_000))
         .await;
-    let released = limited.release(&k, &a).await;
+    let released = limited.release(&k, Release::new(&a)).await;
     limited.close().await;
     let missing = PostgresStore::connect(
         &url,

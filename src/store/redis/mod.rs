@@ -37,8 +37,8 @@ use crate::store::delegate::delegate;
 use crate::store::tls::TlsOptions;
 use crate::store::{
     Acquisition, ErrorKind, ExtendItem, Handoff, LockInfo, LockStore, NextOwner, OperatorTools,
-    PermitHandoff, PermitHolder, PermitRequest, ReleaseNotifications, ReleaseOutcome, Renewal,
-    StoreError, StoreResult, ValueFormat,
+    PermitHandoff, PermitHolder, PermitRequest, Release, ReleaseNotifications, ReleaseOutcome,
+    Renewal, StoreError, StoreResult, ValueFormat,
 };
 use crate::store::{Batch, Call};
 use batcher::evalsha;
@@ -378,7 +378,7 @@ impl RedisStore {
         acked: bool,
     ) -> StoreResult<Option<u64>> {
         if !acked {
-            let _ = RedisStore::release(self, key, owner).await;
+            let _ = RedisStore::release(self, key, Release::new(owner)).await;
             return Err(self.not_acked());
         }
         Ok(Some(token))
@@ -431,25 +431,14 @@ impl RedisStore {
             .collect()
     }
 
-    /// See [`LockStore::release`].
+    /// See [`LockStore::release`]: without a payload (`r.had_data: false`) the data key is
+    /// not sent (nor deleted: a lock's payload lives and expires with the holder that stored
+    /// it).
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
-        self.release_held(key, owner, true).await
-    }
-
-    /// See [`LockStore::release_held`]: without a payload the data key is not sent (nor
-    /// deleted: a lock's payload lives and expires with the holder that stored it).
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: idempotent.
-    pub async fn release_held(
-        &self,
-        key: &str,
-        owner: &str,
-        had_data: bool,
-    ) -> StoreResult<ReleaseOutcome> {
+    pub async fn release(&self, key: &str, r: Release<'_>) -> StoreResult<ReleaseOutcome> {
+        let Release { owner, had_data } = r;
         let side = SideKeys::of(key);
         let data_k = if had_data { side.data() } else { Vec::new() };
         let keys: [&[u8]; 2] = [key.as_bytes(), &data_k];
@@ -709,7 +698,6 @@ impl LockStore for RedisStore {
         extend,
         extend_many,
         release,
-        release_held,
         handoff,
         inspect,
         ping,
@@ -732,8 +720,8 @@ impl LockStore for RedisStore {
             .boxed()
     }
 
-    fn release_permits<'a>(&'a self, name: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
-        self.release_permits_keeping(name, owner, None)
+    fn release_permits<'a>(&'a self, name: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        self.release_permits_keeping(name, r.owner, None)
             .map(|r| r.map(|(outcome, _)| outcome))
             .boxed()
     }

@@ -5,7 +5,7 @@
 use super::{RedisOptions, RedisStore};
 use crate::store::conformance::AcquireFenced;
 use crate::store::conformance::{name, next_owner, released_until_heard, server_or_skip};
-use crate::store::{Acquisition, Handoff, NextOwner, Renewal};
+use crate::store::{Acquisition, Handoff, NextOwner, Release, Renewal};
 use crate::store::{LockStore, ReleaseNotifications, ValueFormat};
 use std::sync::Arc;
 
@@ -55,6 +55,14 @@ mod permits {
     crate::permits_suite!(super::open().map(|s| s as _));
 }
 
+/// A release by `owner` that knows it stored no payload (the data key is not sent).
+fn without_data(owner: &str) -> Release<'_> {
+    Release {
+        owner,
+        had_data: false,
+    }
+}
+
 #[tokio::test]
 async fn scripts_are_loaded_again_after_the_server_forgot_them() {
     let Some(s) = open() else { return };
@@ -74,7 +82,7 @@ async fn scripts_are_loaded_again_after_the_server_forgot_them() {
     }];
     raw_command(&["SCRIPT", "FLUSH"]).await;
     assert!(s.extend_many(&items).await[0].as_ref().unwrap());
-    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    assert!(s.released(&k, "a").await);
 }
 
 #[tokio::test]
@@ -86,7 +94,9 @@ async fn a_release_by_a_holder_without_a_payload_frees_the_lock_and_one_with_a_p
     let data_key = super::keys::data_key(&k);
     s.acquire_granted(&k, "a", 10_000, Some(b"payload"), ValueFormat::Fenced)
         .await;
-    let outcome = LockStore::release_held(&*s, &k, "a", true).await.unwrap();
+    let outcome = LockStore::release(&*s, &k, Release::new("a"))
+        .await
+        .unwrap();
     assert!(outcome.released);
     let left: Option<Vec<u8>> = redis::cmd("GET")
         .arg(&data_key)
@@ -96,14 +106,14 @@ async fn a_release_by_a_holder_without_a_payload_frees_the_lock_and_one_with_a_p
     assert_eq!(left, None, "the payload went with the lock");
     s.acquire_fenced(&k, "b", 10_000).await.unwrap();
     assert!(
-        LockStore::release_held(&*s, &k, "b", false)
+        LockStore::release(&*s, &k, without_data("b"))
             .await
             .unwrap()
             .released
     );
     assert!(s.inspect(&k).await.unwrap().is_none(), "the lock is free");
     assert!(
-        !LockStore::release_held(&*s, &k, "b", false)
+        !LockStore::release(&*s, &k, without_data("b"))
             .await
             .unwrap()
             .released
@@ -138,7 +148,7 @@ async fn a_release_frees_every_shape_of_the_holders_value_and_no_near_miss_of_it
             .await
             .unwrap();
         for stranger in ["holde", "holderr", "holder\u{fffd}", "Holder"] {
-            let outcome = LockStore::release_held(&*s, &k, stranger, false).await;
+            let outcome = LockStore::release(&*s, &k, without_data(stranger)).await;
             assert!(
                 !outcome.unwrap().released,
                 "{stranger:?} released {value:?}"
@@ -146,7 +156,7 @@ async fn a_release_frees_every_shape_of_the_holders_value_and_no_near_miss_of_it
             assert_eq!(value_of(&conn, &k).await, value);
         }
         assert!(
-            LockStore::release_held(&*s, &k, "holder", false)
+            LockStore::release(&*s, &k, without_data("holder"))
                 .await
                 .unwrap()
                 .released,
@@ -172,7 +182,7 @@ async fn a_killed_connection_is_replaced_within_the_same_call() {
         .arg("SKIPME")
         .arg("yes");
     let _: redis::Value = kill.query_async(&mut conn).await.unwrap();
-    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    assert!(s.released(&k, "a").await);
 }
 
 /// Calls of `command` on the server so far (`INFO commandstats`).
@@ -213,7 +223,9 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     let k = name();
 
     s.acquire_fenced(&k, "a", 10_000).await.unwrap();
-    let outcome = LockStore::release(&*s, &k, "a").await.unwrap();
+    let outcome = LockStore::release(&*s, &k, Release::new("a"))
+        .await
+        .unwrap();
     assert!(outcome.released && !outcome.others_waiting);
     assert_eq!(
         publishes().await,
@@ -234,7 +246,7 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
     assert!(s.extend(&k, Renewal::new("a", 10_000)).await.unwrap());
     // The retried acquisition of its own owner still finds its token.
     assert_eq!(s.acquire_fenced(&k, "a", 10_000).await, Some(token));
-    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    assert!(s.released(&k, "a").await);
     assert_eq!(publishes().await, 1, "refused twice, announced once");
 
     s.acquire_granted(&k, "p", 10_000, None, ValueFormat::Plain)
@@ -245,7 +257,7 @@ async fn a_release_is_announced_only_when_someone_was_refused_the_lock_or_it_is_
         b"p",
         "a bare owner is redislock's format: never marked"
     );
-    assert!(LockStore::release(&*s, &k, "p").await.unwrap().released);
+    assert!(s.released(&k, "p").await);
     assert_eq!(
         publishes().await,
         2,
@@ -303,7 +315,12 @@ async fn handed_on_without_a_token(
 
 /// "c" releases `k`: the key is freed and the release announced, once in the whole test.
 async fn released_and_announced(s: &RedisStore, raw: &redis::aio::MultiplexedConnection, k: &str) {
-    assert!(LockStore::release(s, k, "c").await.unwrap().released);
+    assert!(
+        LockStore::release(s, k, Release::new("c"))
+            .await
+            .unwrap()
+            .released
+    );
     let published = calls_of(raw, "publish").await;
     assert_eq!(published, 1, "the release is announced");
     assert_eq!(value_of(raw, k).await, b"", "freed");
@@ -394,7 +411,7 @@ async fn an_acquire_that_finds_its_own_lock_returns_its_token_with_a_fresh_lease
         .await
         .unwrap();
     assert!(pttl > 50_000, "payload lease not renewed: {pttl}");
-    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    assert!(s.released(&k, "a").await);
 }
 
 /// A raw reply to `args` on a connection of its own.
@@ -428,7 +445,7 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
     assert_eq!(s.inspect(&k).await.unwrap().unwrap().fencing_token, first);
     let exists: i64 = raw_query(&[b"EXISTS", legacy.as_bytes()]).await;
     assert_eq!(exists, 0, "the old counter is deleted");
-    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    assert!(s.released(&k, "a").await);
     // This store no longer looks for it (only 0.1 writes one: here the test does).
     let later = (first + 1_000).to_string();
     raw_command(&["SET", &legacy, &later]).await;
@@ -439,7 +456,7 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
         kept, later,
         "looked at again by a store that was granted the name"
     );
-    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    assert!(s.released(&k, "a").await);
     // A store that never was granted it (another process) looks, and carries it over.
     let fresh = open().unwrap();
     let third = fresh
@@ -451,7 +468,12 @@ async fn a_0_1_counter_is_carried_over_by_each_stores_first_grant_of_the_name() 
     // (a plain value has no token in it, and is the bare owner)
     let value: String = raw_query(&[b"GET", k.as_bytes()]).await;
     assert_eq!(value, "b");
-    assert!(LockStore::release(&*fresh, &k, "b").await.unwrap().released);
+    assert!(
+        LockStore::release(&*fresh, &k, Release::new("b"))
+            .await
+            .unwrap()
+            .released
+    );
 }
 
 /// A Redis Cluster of three throwaway primaries (see [`crate::store::test_servers`]).
@@ -460,7 +482,7 @@ mod cluster {
     use super::super::{RedisOptions, RedisStore};
     use crate::store::conformance::{name, next_owner, AcquireFenced};
     use crate::store::test_servers::{redis_server_or_skip, TestCluster};
-    use crate::store::{ExtendItem, Handoff, LockStore, ValueFormat};
+    use crate::store::{ExtendItem, Handoff, ValueFormat};
     use std::collections::HashSet;
     use std::sync::{Arc, OnceLock};
 
@@ -525,7 +547,7 @@ mod cluster {
                 .await
                 .unwrap()
                 .is_some());
-            assert!(LockStore::release(&*s, k, "b").await.unwrap().released);
+            assert!(s.released(k, "b").await);
         }
     }
 }
@@ -537,7 +559,7 @@ mod cluster_migration {
     use super::super::{RedisOptions, RedisStore};
     use crate::store::conformance::{name, AcquireFenced};
     use crate::store::test_servers::{redis_server_or_skip, TestCluster, TestServer};
-    use crate::store::{ExtendItem, LockStore, ValueFormat};
+    use crate::store::{ExtendItem, LockStore, Release, ValueFormat};
 
     async fn conn(server: &TestServer) -> redis::aio::MultiplexedConnection {
         crate::store::test_servers::redis_connection(&server.url()).await
@@ -658,7 +680,12 @@ mod cluster_migration {
         assert!(store.extend_many(&item).await[0].as_ref().unwrap());
         let info = store.inspect(&k).await.unwrap().unwrap();
         assert_eq!((info.owner.as_str(), info.fencing_token), ("a", first));
-        assert!(LockStore::release(&*store, &k, "a").await.unwrap().released);
+        assert!(
+            LockStore::release(&*store, &k, Release::new("a"))
+                .await
+                .unwrap()
+                .released
+        );
         let second = store.acquire_fenced(&k, "b", 30_000).await.unwrap();
         assert!(second > first, "the slot's counter moved with it");
     }
@@ -695,7 +722,7 @@ async fn a_rediss_url_to_a_plaintext_server_fails_as_a_tls_handshake_within_the_
 async fn a_single_servers_call_future_does_not_carry_the_cluster_and_sentinel_paths() {
     let Some(s) = open() else { return };
     let acquire = RedisStore::try_acquire(&s, "k", Acquisition::fenced("o", 1000));
-    let release = RedisStore::release(&s, "k", "o");
+    let release = RedisStore::release(&s, "k", Release::new("o"));
     let (acquire, release) = (size_of_val(&acquire), size_of_val(&release));
     assert!(acquire <= 2048, "try_acquire's future is {acquire} bytes");
     assert!(release <= 2048, "release's future is {release} bytes");
@@ -774,7 +801,7 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
         .await
         .unwrap()
         .is_some());
-    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    assert!(s.released(&k, "a").await);
     for format in formats {
         for data in [None, data] {
             let k = name();
@@ -805,16 +832,28 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
             assert!(s.raise_token(&k, "a", 1 << 40).await.unwrap());
             // A refused release, then the announced one (someone was refused meanwhile).
             assert!(
-                !s.release_held(&k, "b", data.is_some())
-                    .await
-                    .unwrap()
-                    .released
+                !s.release(
+                    &k,
+                    Release {
+                        owner: "b",
+                        had_data: data.is_some()
+                    }
+                )
+                .await
+                .unwrap()
+                .released
             );
             assert!(
-                s.release_held(&k, "a", data.is_some())
-                    .await
-                    .unwrap()
-                    .released
+                s.release(
+                    &k,
+                    Release {
+                        owner: "a",
+                        had_data: data.is_some()
+                    }
+                )
+                .await
+                .unwrap()
+                .released
             );
         }
     }
@@ -915,7 +954,7 @@ async fn a_primary_of_a_new_replication_history_has_every_counter_lifted_once() 
     };
     let k = name();
     let first = s.acquire_fenced(&k, "a", 10_000).await.unwrap();
-    assert!(LockStore::release(&*s, &k, "a").await.unwrap().released);
+    assert!(s.released(&k, "a").await);
     let node = super::Node::open(
         redis::Client::open(server.url()).unwrap(),
         &RedisOptions::default(),
@@ -928,7 +967,7 @@ async fn a_primary_of_a_new_replication_history_has_every_counter_lifted_once() 
         let s = s.clone();
         async move {
             let t = s.acquire_fenced(&k, owner, 10_000).await.unwrap();
-            assert!(LockStore::release(&*s, &k, owner).await.unwrap().released);
+            assert!(s.released(&k, owner).await);
             t
         }
     };
@@ -972,7 +1011,7 @@ async fn a_primary_in_a_later_configuration_epoch_has_every_counter_in_that_epoc
         let s = s.clone();
         async move {
             let t = s.acquire_fenced(&k, owner, 10_000).await.unwrap();
-            assert!(LockStore::release(&*s, &k, owner).await.unwrap().released);
+            assert!(s.released(&k, owner).await);
             t
         }
     };

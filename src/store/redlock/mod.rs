@@ -44,7 +44,7 @@ mod quorum;
 use super::redis::{RedisOptions, RedisStore};
 use super::{
     Acquisition, ErrorKind, ExtendItem, Handoff, HandoffOutcome, LockInfo, LockStore, NextOwner,
-    OperatorTools, ReleaseNotifications, ReleaseOutcome, Renewal, StoreError, StoreResult,
+    OperatorTools, Release, ReleaseNotifications, ReleaseOutcome, Renewal, StoreError, StoreResult,
     ValueFormat,
 };
 use crate::limits;
@@ -244,7 +244,10 @@ impl RedlockStore {
                     .release_attempt(key, owner, attempt, had_data)
                     .map(|r| r.map(drop))
                     .boxed(),
-                None => server.release(key, owner).map(|r| r.map(drop)).boxed(),
+                None => server
+                    .release(key, Release::new(owner))
+                    .map(|r| r.map(drop))
+                    .boxed(),
             }
         })
         .await
@@ -375,11 +378,13 @@ impl RedlockStore {
         .collect()
     }
 
-    /// See [`LockStore::release`]: released when a quorum freed it.
+    /// See [`LockStore::release`]: released when a quorum freed it. Every server is asked to
+    /// clear the payload too, whatever `r.had_data` says.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn release(&self, key: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+    pub async fn release(&self, key: &str, r: Release<'_>) -> StoreResult<ReleaseOutcome> {
+        let owner = r.owner;
         // While the owner's last attempt was not granted, a release by the owner is the give-
         // back of that attempt (the engine's clean-up of an outcome it did not hear), which
         // must not free a later attempt's grant when it reaches a server late (see `attempt`).
@@ -392,7 +397,7 @@ impl RedlockStore {
             None => self
                 .servers
                 .iter()
-                .map(|s| s.release(key, owner).boxed())
+                .map(|s| s.release(key, Release::new(owner)).boxed())
                 .collect::<Vec<_>>(),
         };
         let q = self.quorum;
@@ -496,7 +501,12 @@ impl RedlockStore {
         // caller's hold ended with the handoff).
         let undo = (next.owner, tag, next.data.is_some());
         self.undo(key, undo, &answers, bound).await;
-        let calls = self.servers.iter().map(|s| s.release(key, owner)).collect();
+        let release = Release::new(owner);
+        let calls = self
+            .servers
+            .iter()
+            .map(|s| s.release(key, release))
+            .collect();
         let released = ask_all(calls, Some(self.response_timeout), |_| false).await;
         self.release_outcome(&released, handed)
             .map(HandoffOutcome::Released)

@@ -36,8 +36,8 @@
 use super::quorum::{ask_all, ask_all_items, ask_grants, no_quorum, Answers, Tally};
 use super::{granted, RedlockStore};
 use crate::store::redis::permits::KeepPlace;
-use crate::store::Renewal;
 use crate::store::{ExtendItem, PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
+use crate::store::{Release, Renewal};
 use futures_util::FutureExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -317,7 +317,8 @@ impl RedlockStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
-    pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+    pub async fn release_permits(&self, name: &str, r: Release<'_>) -> StoreResult<ReleaseOutcome> {
+        let owner = r.owner;
         self.tickets.forget(name, owner);
         let calls = self
             .servers

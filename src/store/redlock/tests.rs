@@ -9,7 +9,7 @@ use crate::store::redis::keys::fence_key;
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::test_servers::{redis_server_or_skip, TestServer};
 use crate::store::ValueFormat;
-use crate::store::{Acquisition, Handoff, Renewal};
+use crate::store::{Acquisition, Handoff, Release, Renewal};
 use crate::store::{ErrorKind, HandoffOutcome, ReleaseNotifications};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -148,7 +148,7 @@ async fn a_paused_server_delays_nothing_while_a_quorum_answers() {
         .extend(&k, Renewal::new("me", 10_000))
         .await
         .unwrap());
-    assert!(redlock.release(&k, "me").await.unwrap().released);
+    assert!(redlock.released(&k, "me").await);
     assert!(started.elapsed() < bound, "{:?}", started.elapsed());
     s[2].resume();
 }
@@ -203,7 +203,7 @@ async fn tokens_increase_even_when_the_largest_came_from_a_server_outside_the_ne
     s[2].pause();
     let first = redlock.acquire_fenced(&k, "a", 10_000).await.unwrap();
     assert_eq!(first, 101);
-    assert!(redlock.release(&k, "a").await.unwrap().released);
+    assert!(redlock.released(&k, "a").await);
     s[2].resume();
     // Server 2 runs the acquisition and the release it missed.
     eventually("server 2 to catch up", || async {
@@ -273,7 +273,7 @@ async fn a_release_with_one_holding_server_down_releases_when_no_quorum_can_rema
         .await
         .expect("granted by servers 0, 1 and 2");
     s[2].kill();
-    let outcome = redlock.release(&k, "a").await.unwrap();
+    let outcome = redlock.release(&k, Release::new("a")).await.unwrap();
     assert!(outcome.released);
     assert_eq!(get(&s[0], k.as_bytes()).await, None);
     assert_eq!(get(&s[1], k.as_bytes()).await, None);
@@ -318,7 +318,7 @@ async fn late_give_back(clean_up: bool) {
     assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
     if clean_up {
         // As the engine does for an outcome it did not hear (the held servers time out).
-        let _ = redlock.release(&k, "me").await;
+        let _ = redlock.release(&k, Release::new("me")).await;
     }
     eventually("the silent servers' connections to be replaced", || async {
         gates.iter().all(gate::Gate::held_ones_closed)
@@ -349,7 +349,7 @@ async fn late_give_back(clean_up: bool) {
     }
     // Nobody else is granted it.
     assert_eq!(redlock.acquire_fenced(&k, "other", 10_000).await, None);
-    assert!(redlock.release(&k, "me").await.unwrap().released);
+    assert!(redlock.released(&k, "me").await);
 }
 
 /// The engine may ask for one owner's permits twice at once: its waiter's own request, and the
@@ -429,6 +429,6 @@ async fn a_refused_request_never_gives_back_the_permits_another_request_of_its_o
         vec![w.as_str()],
         "the handoff's permits are held on every server"
     );
-    assert!(redlock.release_permits(&n, &w).await.unwrap().released);
+    assert!(redlock.permits_released(&n, &w).await);
     assert_eq!(redlock.turns.len(), 0);
 }

@@ -67,7 +67,7 @@ pub async fn a_purged_name_leaves_no_row_and_comes_back_with_a_higher_token<H: S
     let s = H::connect(None, 2, 5_000, true);
     let (k, expired, a) = (name(), name(), owner());
     let first = acquire(&s, &k, &a, 10_000).await.unwrap();
-    assert!(s.release(&k, &a).await.unwrap().released);
+    assert!(s.released(&k, &a).await);
     acquire(&s, &expired, &a, 1).await.unwrap();
     sleep_ms(20).await;
     H::purge(&s).await.unwrap();
@@ -107,10 +107,10 @@ pub async fn tokens_keep_increasing_across_releases_expiries_handoffs_and_new_st
             .unwrap()
             .unwrap();
         assert!(handed > token);
-        assert!(s.release(&k, &b).await.unwrap().released);
+        assert!(s.released(&k, &b).await);
         let released = acquire(&s, &k, &a, 10_000).await.unwrap();
         assert!(released > handed);
-        assert!(s.release(&k, &a).await.unwrap().released);
+        assert!(s.released(&k, &a).await);
         let expiring = acquire(&s, &k, &a, 50).await.unwrap();
         assert!(expiring > released);
         last = expiring;
@@ -145,7 +145,7 @@ pub async fn release_after_expiry_reports_not_released<H: SqlHarness>() {
     let (k, a) = (name(), owner());
     acquire(&s, &k, &a, 50).await.unwrap();
     sleep_ms(150).await;
-    assert!(!s.release(&k, &a).await.unwrap().released);
+    assert!(!s.released(&k, &a).await);
 }
 
 /// A lease taken again after it expired holds no data from the lease before.
@@ -404,7 +404,7 @@ pub async fn holding_2000_locks_at_once_needs_no_connection_per_lock<H: SqlHarne
         let (s, a) = (s.clone(), a.clone());
         tasks.spawn(async move {
             let busy = s.acquire_fenced(&k, &owner(), 1_000).await;
-            let released = s.release(&k, &a).await.unwrap().released;
+            let released = s.released(&k, &a).await;
             (busy, released)
         });
     }
@@ -510,7 +510,7 @@ pub async fn sequential_acquire_and_release_latency<H: SqlHarness>() {
             let k = if new_names { name() } else { same.clone() };
             let started = std::time::Instant::now();
             acquire(&s, &k, &a, 10_000).await.unwrap();
-            assert!(s.release(&k, &a).await.unwrap().released);
+            assert!(s.released(&k, &a).await);
             samples.push(started.elapsed());
         }
         samples.sort();

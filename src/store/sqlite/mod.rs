@@ -26,7 +26,7 @@ mod wake;
 
 use crate::runtime::debug::debug;
 use crate::store::delegate::delegate;
-use crate::store::{Acquisition, Batch, Call, Handoff, Renewal};
+use crate::store::{Acquisition, Batch, Call, Handoff, Release, Renewal};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -408,7 +408,8 @@ impl LockStore for SqliteStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent (a repeat after a dropped call reports `released: false`).
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
+    fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let owner = r.owner;
         async move {
             check_key::<Sqlite>(key)?;
             check_owner::<Sqlite>(owner)?;

@@ -15,8 +15,8 @@ use super::SqliteStore;
 use crate::store::permits::watch_key;
 use crate::store::sql::checks::{check_owner, check_request, check_semaphore};
 use crate::store::sql::extend::Leases;
-use crate::store::Renewal;
 use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreError, StoreResult};
+use crate::store::{Release, Renewal};
 use sqlx::{AssertSqlSafe, Row};
 
 impl SqliteStore {
@@ -77,7 +77,8 @@ impl SqliteStore {
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent (a repeat after a dropped call reports `released: false`).
-    pub async fn release_permits(&self, name: &str, owner: &str) -> StoreResult<ReleaseOutcome> {
+    pub async fn release_permits(&self, name: &str, r: Release<'_>) -> StoreResult<ReleaseOutcome> {
+        let owner = r.owner;
         check_semaphore::<Sqlite>(name)?;
         check_owner::<Sqlite>(owner)?;
         let key = watch_key(name);

@@ -203,7 +203,7 @@ async fn a_release_deletes_the_row_and_tokens_keep_increasing_in_a_new_store_on_
     let (_dir, url, s) = alone();
     let (k, a, b) = (name(), owner(), owner());
     let first = s.acquire_fenced(&k, &a, 10_000).await.unwrap();
-    assert!(s.release(&k, &a).await.unwrap().released);
+    assert!(s.released(&k, &a).await);
     assert_eq!(
         rows(&url, "deadbolt_locks").await,
         0,
@@ -351,7 +351,7 @@ impl Turns for LockTurns {
     }
 
     async fn give(s: &SqliteStore, name: &str, owner: &str) -> bool {
-        s.release(name, owner).await.unwrap().released
+        s.released(name, owner).await
     }
 }
 
@@ -412,7 +412,7 @@ async fn a_write_cancelled_midway_leaves_a_store_that_writes_on() {
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
     let (k, a) = (name(), owner());
     assert!(s.acquire_fenced(&k, &a, 10_000).await.is_some());
-    assert!(s.release(&k, &a).await.unwrap().released);
+    assert!(s.released(&k, &a).await);
 }
 
 #[cfg(unix)]
@@ -472,7 +472,7 @@ mod wake_ups {
             ..
         } = held_and_watched().await;
         assert_eq!(waiting.watched(), 1);
-        let outcome = holding.release(&k, &a).await.unwrap();
+        let outcome = holding.release(&k, Release::new(&a)).await.unwrap();
         assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
         let heard = tokio::time::timeout(Duration::from_secs(5), releases.recv())
             .await
@@ -498,7 +498,7 @@ mod wake_ups {
         waiting.unwatch(&k).await;
         assert_eq!(waiting.watched(), 0);
         holding.acquire_fenced(&k, &a, 10_000).await.unwrap();
-        let outcome = holding.release(&k, &a).await.unwrap();
+        let outcome = holding.release(&k, Release::new(&a)).await.unwrap();
         assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
         assert_eq!(rows(&url, "deadbolt_locks_waiters").await, 0);
     }
@@ -509,7 +509,7 @@ mod wake_ups {
         let (k, a) = (name(), owner());
         s.acquire_fenced(&k, &a, 10_000).await.unwrap();
         s.watch(&k).await;
-        let outcome = s.release(&k, &a).await.unwrap();
+        let outcome = s.release(&k, Release::new(&a)).await.unwrap();
         assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     }
 
@@ -529,7 +529,7 @@ mod wake_ups {
                 .unwrap();
         }
         s.acquire_fenced(&k, &a, 10_000).await.unwrap();
-        let outcome = s.release(&k, &a).await.unwrap();
+        let outcome = s.release(&k, Release::new(&a)).await.unwrap();
         assert!(outcome.released, "{outcome:?}");
         assert!(!outcome.others_waiting, "nobody alive waits");
         waiters_come_to(&url, 0, "the dead registrations were not forgotten").await;

@@ -4,7 +4,7 @@
 use super::super::{Engine, Grant};
 use crate::core::options::AcquireSpec;
 use crate::store::memory::MemoryStore;
-use crate::store::{Acquisition, Batch, Call};
+use crate::store::{Acquisition, Batch, Call, Release};
 use crate::store::{
     ErrorKind, ExtendItem, LockInfo, LockStore, ReleaseOutcome, StoreError, ValueFormat,
 };
@@ -73,7 +73,8 @@ impl LockStore for Lossy {
     fn extend_many<'a>(&'a self, items: &'a [ExtendItem]) -> Batch<'a> {
         LockStore::extend_many(&self.inner, items)
     }
-    fn release<'a>(&'a self, key: &'a str, owner: &'a str) -> Call<'a, ReleaseOutcome> {
+    fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
+        let owner = r.owner;
         Box::pin(async move {
             self.releases.fetch_add(1, Ordering::SeqCst);
             if self

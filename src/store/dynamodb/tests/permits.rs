@@ -86,7 +86,7 @@ async fn permits_held_elsewhere_are_reclaimed_only_after_their_version_was_watch
         .extend_permits(&h.n, Renewal::new(&h.a, 300))
         .await
         .unwrap());
-    assert!(!h.holder.release_permits(&h.n, &h.a).await.unwrap().released);
+    assert!(!h.holder.permits_released(&h.n, &h.a).await);
 }
 
 #[tokio::test]
@@ -208,7 +208,7 @@ async fn delete_on_release_removes_an_idle_semaphores_item_and_the_next_token_co
     };
     let (n, a, b) = (name(), owner(), owner());
     let first = s.grant(&req(&n, &a, 1, 1)).await;
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
     assert_eq!(permit_item(&n).await, None);
     tokio::time::sleep(Duration::from_millis(2)).await;
     let second = s.grant(&req(&n, &b, 1, 1)).await;
@@ -247,9 +247,9 @@ async fn what_is_watched_of_a_semaphore_goes_once_it_is_seen_idle() {
         let (n, x, y) = (name(), owner(), owner());
         a.grant(&req(&n, &x, 1, 1)).await;
         b.refuse(&queued(&n, &y, 1, 1)).await;
-        assert!(a.release_permits(&n, &x).await.unwrap().released);
+        assert!(a.permits_released(&n, &x).await);
         b.grant(&queued(&n, &y, 1, 1)).await;
-        assert!(b.release_permits(&n, &y).await.unwrap().released);
+        assert!(b.permits_released(&n, &y).await);
         // a last saw y queued; its next look finds the semaphore idle.
         assert_eq!(a.permits(&n).await.unwrap(), []);
     }
@@ -267,7 +267,12 @@ async fn a_refused_try_and_a_look_write_nothing() {
         .extend_permits(&n, Renewal::new(&owner(), 1_000))
         .await
         .unwrap());
-    assert!(!s.release_permits(&n, &owner()).await.unwrap().released);
+    assert!(
+        !s.release_permits(&n, Release::new(&owner()))
+            .await
+            .unwrap()
+            .released
+    );
     assert_eq!(s.permits(&n).await.unwrap().len(), 1);
     assert_eq!(stored(&n).await.1, version);
 }

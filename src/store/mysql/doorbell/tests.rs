@@ -6,7 +6,7 @@ use super::*;
 use crate::store::conformance::{name, owner, AcquireFenced};
 use crate::store::mysql::tests::{options, TEST_URL};
 use crate::store::permit_conformance::req;
-use crate::store::LockStore;
+use crate::store::{LockStore, Release};
 use tokio::sync::broadcast::error::TryRecvError;
 
 fn seen(items: &[(&str, Seen)]) -> Vec<(String, Seen)> {
@@ -108,7 +108,7 @@ async fn a_release_rings_the_doorbell_of_a_store_elsewhere_watching_the_held_loc
     a_look_after_now(&waiter).await;
     a_look_after_now(&waiter).await;
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "rung while held");
-    assert!(holder.release(&k, &a).await.unwrap().released);
+    assert!(holder.released(&k, &a).await);
     assert!(rung(&mut rx, &k).await, "no ring for {k:?}");
     waiter.unwatch(&k).await;
     assert_eq!(waiter.watched(), 0);
@@ -129,11 +129,11 @@ async fn one_doorbell_looks_at_more_names_than_one_statement_takes() {
     a_look_after_now(&waiter).await;
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "rung while held");
     let last = keys.last().unwrap();
-    assert!(holder.release(last, &a).await.unwrap().released);
+    assert!(holder.released(last, &a).await);
     assert!(rung(&mut rx, last).await, "no ring for the last name");
     for k in &keys {
         waiter.unwatch(k).await;
-        holder.release(k, &a).await.unwrap();
+        holder.release(k, Release::new(&a)).await.unwrap();
     }
 }
 
@@ -158,7 +158,7 @@ async fn a_permit_release_rings_the_doorbell_of_a_store_elsewhere_watching_the_s
         Err(TryRecvError::Empty),
         "rung while unchanged"
     );
-    assert!(holder.release_permits(&n, &a).await.unwrap().released);
+    assert!(holder.permits_released(&n, &a).await);
     assert!(rung(&mut rx, &key).await, "no ring for {key:?}");
     waiter.unwatch(&key).await;
 }
@@ -202,7 +202,7 @@ async fn a_doorbell_whose_connection_was_killed_reconnects_and_rings_again() {
     // Looks count only when they succeed: two more mean a new connection looks.
     a_look_after_now(&waiter).await;
     while rx.try_recv().is_ok() {}
-    assert!(holder.release(&k, &a).await.unwrap().released);
+    assert!(holder.released(&k, &a).await);
     assert!(
         rung(&mut rx, &k).await,
         "no ring for {k:?} after the reconnection"

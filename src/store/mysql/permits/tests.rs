@@ -3,7 +3,7 @@
 //! not skip, when it is down.
 
 use super::*;
-use crate::store::conformance::{name, owner, sleep_ms};
+use crate::store::conformance::{name, owner, sleep_ms, AcquireFenced};
 use crate::store::mysql::tests::{
     account, drop_account, on_table, options, purging_at_once, PURGE_TABLE, TEST_TABLE, TEST_URL,
 };
@@ -119,7 +119,7 @@ async fn an_account_without_the_create_privilege_uses_existing_semaphore_tables(
     let limited = MysqlStore::connect(&url, options(2)).unwrap();
     let (n, a) = (name(), owner());
     let acquired = limited.acquire_permits(&req(&n, &a, 1, 1)).await;
-    let released = limited.release_permits(&n, &a).await;
+    let released = limited.release_permits(&n, Release::new(&a)).await;
     limited.close().await;
     drop_account(admin, user).await;
     assert!(acquired.unwrap().is_some());
@@ -293,7 +293,7 @@ async fn permit_latency_and_contention() {
                         granted += 1;
                         let holders = s.permits(&n).await.unwrap();
                         assert!(holders.iter().map(|h| h.permits).sum::<u32>() <= 2);
-                        assert!(s.release_permits(&n, &o).await.unwrap().released);
+                        assert!(s.permits_released(&n, &o).await);
                     }
                     None => {
                         refused += 1;

@@ -4,7 +4,7 @@
 
 use crate::store::conformance::AcquireFenced;
 use crate::store::permit_conformance::{queued, req, watching, Ask, LeftForPurge};
-use crate::store::{Acquisition, Renewal};
+use crate::store::{Acquisition, Release, Renewal};
 use crate::store::{LockStore, ValueFormat};
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,7 +179,7 @@ async fn an_account_without_create_rights_uses_semaphore_tables_made_for_it_and_
     let limited = PostgresStore::connect(&url, options(2)).unwrap();
     let b = owner();
     let granted = limited.acquire_permits(&req(&n, &b, 1, 2)).await;
-    let released = limited.release_permits(&n, &b).await;
+    let released = limited.release_permits(&n, Release::new(&b)).await;
     limited.close().await;
     let missing = PostgresStore::connect(&url, bare_opts).unwrap();
     let lock = missing
@@ -229,7 +229,9 @@ async fn bad_requests_are_refused_before_any_io() {
         s.extend_permits("n", Renewal::new("o", too_long))
             .await
             .unwrap_err(),
-        s.release_permits("n", &long_owner).await.unwrap_err(),
+        s.release_permits("n", Release::new(&long_owner))
+            .await
+            .unwrap_err(),
         s.permits(&long_name).await.unwrap_err(),
     ] {
         assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
@@ -243,7 +245,7 @@ async fn an_acquisition_waits_for_the_semaphore_and_then_counts_what_was_committ
     let (s, app) = tagged_store();
     let (n, a, b) = (name(), owner(), owner());
     s.grant(&req(&n, &a, 1, 1)).await;
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
     let mut conn = admin().await;
     let mut tx = conn.begin().await.unwrap();
     let lock = format!("SELECT 1 FROM \"{TEST_TABLE}_sem\" WHERE name = $1 FOR UPDATE");
@@ -303,7 +305,7 @@ async fn a_release_waits_for_an_acquisition_under_way_and_announces_to_the_store
     run(&mut tx, refusal, &[&n]).await;
     let releasing = {
         let (s, n, a) = (s.clone(), n.clone(), a.clone());
-        tokio::spawn(async move { s.release_permits(&n, &a).await })
+        tokio::spawn(async move { s.release_permits(&n, Release::new(&a)).await })
     };
     blocked(&app).await;
     tx.commit().await.unwrap();
@@ -347,18 +349,18 @@ async fn a_release_is_announced_only_when_another_store_was_refused_since_the_qu
     s.grant(&req(&n, &a, 1, 1)).await;
     // Refused by its own store: the engine wakes its own waiters, not the server.
     s.refuse(&queued(&n, &b, 1, 1)).await;
-    let outcome = s.release_permits(&n, &a).await.unwrap();
+    let outcome = s.release_permits(&n, Release::new(&a)).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     s.grant(&queued(&n, &b, 1, 1)).await;
     // Refused by another store: the release is announced there.
     other.refuse(&queued(&n, &w, 1, 1)).await;
-    let outcome = s.release_permits(&n, &b).await.unwrap();
+    let outcome = s.release_permits(&n, Release::new(&b)).await.unwrap();
     assert!(outcome.released && outcome.others_waiting, "{outcome:?}");
     assert_announced(&mut releases, &key).await;
     // Its grant leaves nobody queued, which forgets the refusals: nothing more to announce.
     other.grant(&queued(&n, &w, 1, 1)).await;
     s.grant(&req(&n, &a, 1, 2)).await;
-    let outcome = s.release_permits(&n, &a).await.unwrap();
+    let outcome = s.release_permits(&n, Release::new(&a)).await.unwrap();
     assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     // A later announcement on the same channel arrives, and it is the only one.
     let (marker, m) = (name(), owner());
@@ -366,7 +368,12 @@ async fn a_release_is_announced_only_when_another_store_was_refused_since_the_qu
     other.watch(&marker_key).await;
     s.grant(&req(&marker, &m, 1, 1)).await;
     other.refuse(&queued(&marker, &owner(), 1, 1)).await;
-    assert!(s.release_permits(&marker, &m).await.unwrap().others_waiting);
+    assert!(
+        s.release_permits(&marker, Release::new(&m))
+            .await
+            .unwrap()
+            .others_waiting
+    );
     assert_announced_alone(&mut releases, &marker_key).await;
     other.unwatch(&key).await;
     other.unwatch(&marker_key).await;

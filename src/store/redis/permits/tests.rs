@@ -3,7 +3,7 @@
 //! clock, a script cache the server can forget, and the ticket order Redlock relies on.
 
 use super::KeepPlace;
-use crate::store::conformance::{heard, name, owner, server_or_skip};
+use crate::store::conformance::{heard, name, owner, server_or_skip, AcquireFenced};
 use crate::store::permit_conformance::{item, queued, req, watching, Ask};
 use crate::store::permits::watch_key;
 use crate::store::redis::keys::permits_key;
@@ -50,8 +50,8 @@ async fn a_semaphore_with_nobody_holding_or_queued_leaves_no_key() {
     let (n, a, w) = (name(), owner(), owner());
     s.grant(&req(&n, &a, 1, 1)).await;
     s.refuse(&queued(&n, &w, 1, 1)).await;
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
-    assert!(!s.release_permits(&n, &w).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
+    assert!(!s.permits_released(&n, &w).await);
     let exists: i64 = query(redis::cmd("EXISTS").arg(state(&n))).await;
     assert_eq!(exists, 0);
 }
@@ -95,7 +95,7 @@ async fn the_semaphore_script_is_loaded_again_after_the_server_forgot_it() {
         .unwrap());
     let _: () = query(redis::cmd("SCRIPT").arg("FLUSH")).await;
     assert_eq!(s.extend_all(&[item(&n, &a, 10_000)]).await, [true]);
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
 }
 
 /// Redlock sends one ticket to every server: a waiter with an earlier ticket is ahead of one
@@ -111,7 +111,7 @@ async fn ticketed_waiters_are_queued_in_ticket_order() {
     };
     assert_eq!(ask(&late, 20).await, None);
     assert_eq!(ask(&early, 10).await, None);
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
     assert_eq!(ask(&late, 20).await, None);
     assert!(ask(&early, 10).await.is_some());
 }
@@ -179,7 +179,7 @@ async fn a_handoff_reports_the_permits_a_newcomer_would_find_beside_holders_and_
         .unwrap();
     assert_eq!(h.granted, None, "q is ahead");
     assert_eq!(h.room, Some(1), "b's one and q's three");
-    assert!(!s.release_permits(&n, &q).await.unwrap().released);
+    assert!(!s.permits_released(&n, &q).await);
     let h = s
         .handoff_permits_once(&b, &req(&n, &owner(), 2, 5))
         .await
@@ -223,7 +223,7 @@ async fn a_handoff_leaving_permits_is_not_announced_when_only_the_callers_store_
     assert_eq!(h.room, Some(1));
     assert!(!heard(&mut rx, &key, 300).await, "announced to itself");
     // A plain release still is.
-    assert!(s.release_permits(&n, &b).await.unwrap().released);
+    assert!(s.permits_released(&n, &b).await);
     assert!(
         heard(&mut rx, &key, 5_000).await,
         "the release was not announced"

@@ -57,7 +57,7 @@ async fn permit_tokens_come_from_the_locks_counter_on_every_path_that_grants() {
         "locks draw after it"
     );
     s.refuse(&queued(&n, &w, 1, 1)).await;
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
     // The queued row becomes a holder's through the upsert's update path.
     let granted = s.grant(&queued(&n, &w, 1, 1)).await;
     assert_eq!(granted, 9_000_000_000_000_000_003, "an update raises it");
@@ -69,7 +69,7 @@ async fn a_released_semaphore_leaves_no_row_and_its_tokens_keep_increasing_in_a_
     let (_dir, url, s) = alone();
     let (n, a, b) = (name(), owner(), owner());
     let first = s.grant(&req(&n, &a, 2, 2)).await;
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
     assert_eq!(rows(&url, TABLE).await, 0, "nothing left of the semaphore");
     s.close().await;
     drop(s);
@@ -99,7 +99,7 @@ async fn a_release_deletes_the_semaphores_lapsed_rows_with_the_callers() {
     })
     .await;
     sleep_ms(60).await;
-    assert!(s.release_permits(&n, &a).await.unwrap().released);
+    assert!(s.permits_released(&n, &a).await);
     assert_eq!(rows(&url, TABLE).await, 0);
 }
 
@@ -149,7 +149,7 @@ impl Turns for PermitTurns {
     }
 
     async fn give(s: &SqliteStore, name: &str, owner: &str) -> bool {
-        s.release_permits(name, owner).await.unwrap().released
+        s.permits_released(name, owner).await
     }
 }
 
@@ -175,7 +175,7 @@ mod wake_ups {
         holding.grant(&req(n, &a, 1, 1)).await;
         let mut releases = waiting.releases();
         waiting.watch(&watch_key(n)).await;
-        let outcome = holding.release_permits(n, &a).await.unwrap();
+        let outcome = holding.release_permits(n, Release::new(&a)).await.unwrap();
         assert!(outcome.released, "{outcome:?}");
         let heard = heard(&mut releases, &watch_key(n), 5_000).await;
         (outcome.others_waiting, heard)
@@ -195,7 +195,7 @@ mod wake_ups {
             .acquire_granted(&n, &a, 10_000, None, ValueFormat::Fenced)
             .await;
         waiting.watch(&watch_key(&n)).await;
-        let outcome = holding.release(&n, &a).await.unwrap();
+        let outcome = holding.release(&n, Release::new(&a)).await.unwrap();
         assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
     }
 
@@ -212,7 +212,7 @@ mod wake_ups {
         s.grant(&req(&n, &a, 1, 1)).await;
         let mut releases = s.releases();
         s.watch(&watch_key(&n)).await;
-        let outcome = s.release_permits(&n, &a).await.unwrap();
+        let outcome = s.release_permits(&n, Release::new(&a)).await.unwrap();
         assert!(outcome.released && !outcome.others_waiting, "{outcome:?}");
         assert!(heard(&mut releases, &watch_key(&n), 5_000).await);
     }
