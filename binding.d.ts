@@ -306,6 +306,11 @@ export interface NativeProtocol {
   kindPermitList: number
   /** Completion kind: a heartbeat extended held lock `req` (value unused). */
   kindExtended: number
+  /**
+   * Completion kind: granted, but the lock was no longer live when the record was taken
+   * (value as for `kindGranted`).
+   */
+  kindGrantedLate: number
   /** Why a lock was lost, by the value of a `lost` completion. */
   lostReasons: Array<string>
 }

@@ -382,6 +382,30 @@ test('a process waiting for five locks held elsewhere looks at them on one conne
   })
 })
 
+test('a process that no longer waits for anything closes its doorbell connection while its client stays open', async (t) => {
+  if (!(await needMysql(t))) return
+  await withDoorbellWaiter([key('bell-idle')], async ({ held: [held], other, doorbellSessions }) => {
+    const ids = await eventually(async () => {
+      const now = await doorbellSessions()
+      return now.length > 0 && now
+    }, 30_000, 'the waiter\'s doorbell to look')
+    assert.equal(ids.length, 1)
+    const [bell] = ids
+    // The waiter is granted the lock: it watches no name any more, and keeps its client (and
+    // the lock) open until told `done`, so only the doorbell's own idle close can end the
+    // session (IDLE_CLOSE in src/store/mysql/doorbell.rs). The bound only turns a close that
+    // never comes into a failure.
+    assert.equal(await held.release(), true)
+    assert.match(await other.line(), /^granted \d+$/)
+    const conn = await rawMysql()
+    await eventually(async () => {
+      const [rows] = await conn.query('SELECT ID FROM information_schema.PROCESSLIST WHERE ID = ?', [bell])
+      return rows.length === 0
+    }, 60_000, `the doorbell's session ${bell} to be closed`)
+    assert.equal(other.proc.exitCode, null, 'the waiter is still running')
+  })
+})
+
 test('connecting to a MySQL that is not there rejects at once saying the connection was refused', async () => {
   const { connect: connectTo, LockBackendError: BackendError } = require('..')
   await assert.rejects(connectTo('mysql://root@127.0.0.1:1/test', { connectTimeout: 20_000 }), (err) => {

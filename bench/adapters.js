@@ -157,6 +157,7 @@ function observed(adapter, how) {
     async open() {
       loadDeadbolt()
       if (how === 'channels') undo = subscribeAll()
+      else if (how === 'otel-noop') undo = instrumentOtelNoop()
       else undo = instrumentOtel()
       await adapter.open()
     },
@@ -194,6 +195,17 @@ function instrumentOtel() {
   const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(drop)] })
   const meterProvider = new MeterProvider({ readers: [new Idle()] })
   return instrument({ tracerProvider, meterProvider })
+}
+
+/**
+ * deadbolt/otel on the OpenTelemetry API's no-op providers (no SDK: every span, record and
+ * counter call returns at once), so that what deadbolt/otel and the channels cost by
+ * themselves is told apart from the SDK's own work (`deadbolt-otel` less this row).
+ */
+function instrumentOtelNoop() {
+  const api = require('@opentelemetry/api')
+  const { instrument } = require(path.join(ROOT, 'otel'))
+  return instrument({ tracerProvider: new api.ProxyTracerProvider(), meterProvider: api.metrics.getMeterProvider() })
 }
 
 /** deadbolt from the checkout at BENCH_BASELINE (a build of another commit), for A/B runs. */
@@ -741,6 +753,7 @@ const LIBS = {
   // The cost of being observed, against plain deadbolt in the same run (bench/README.md).
   'deadbolt-channels': { label: 'deadbolt, channels subscribed (no-op)', backend: 'redis', make: (u) => observed(deadbolt(u.redis), 'channels'), scenarios: [1, 2], compareTo: 'deadbolt', deadbolt: true },
   'deadbolt-otel': { label: 'deadbolt, deadbolt/otel on', backend: 'redis', make: (u) => observed(deadbolt(u.redis), 'otel'), scenarios: [1, 2], compareTo: 'deadbolt', deadbolt: true },
+  'deadbolt-otel-noop': { label: 'deadbolt, deadbolt/otel on the API\'s no-op providers (no SDK)', backend: 'redis', make: (u) => observed(deadbolt(u.redis), 'otel-noop'), scenarios: [1, 2], compareTo: 'deadbolt', deadbolt: true },
   redislock: { label: 'redislock 1.3 (redis@3)', backend: 'redis', make: (u) => redislock(u.redis), scenarios: [1, 2, 3, 4] },
   redlock: { label: 'redlock 4 (ioredis)', backend: 'redis', make: (u) => redlock(u.redis), scenarios: [1, 2, 3, 4] },
   redlock5: { label: 'redlock 5.0.0-beta.2 (ioredis)', backend: 'redis', make: (u) => redlock5(u.redis), scenarios: [1, 2, 3, 4] },

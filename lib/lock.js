@@ -54,6 +54,12 @@ class Lock {
      * setImmediate; `stopped`: its holder called `stopExtending`).
      */
     this._extra = onLost === undefined ? null : { onLost, ac: null, lostError: null, later: null, stopped: false }
+    /**
+     * null, or what lib/observe.js remembers of a lock granted while someone listened on the
+     * diagnostics channels ({ kind, store, at }). A field, not a WeakMap entry: a WeakMap set
+     * per acquisition (and its ephemeron work in every GC) cost more (bench/PROFILE.md).
+     */
+    this._observed = null
   }
 
   /** Owner token (the value stored under the key). */

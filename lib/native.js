@@ -23,6 +23,7 @@ const timers = require('timers')
 // The operation protocol is defined once, in the addon (src/binding/protocol.rs).
 const P = protocol()
 const GRANTED = P.kindGranted
+const GRANTED_LATE = P.kindGrantedLate
 const SUCCEEDED = P.kindSucceeded
 const REFUSED = P.kindRefused
 const ACQUIRE_LEN = P.acquireLen
@@ -384,6 +385,11 @@ class Native {
         case GRANTED:
           // Tokens above 2^53 travel apart, as bigints, so they are never rounded.
           p.resolve(value < 0 ? bigTokens[-value - 1] : value)
+          break
+        case GRANTED_LATE:
+          // Granted, but no longer live when the records were taken (the event loop was
+          // stalled past its lease): the native side checked it in this drain's crossing.
+          p.resolve(value < 0 ? bigTokens[-value - 1] : value, true)
           break
         case SUCCEEDED:
           p.resolve(true)

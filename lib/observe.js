@@ -34,13 +34,16 @@ function active(tc) {
 
 /**
  * What this module remembers of a lock granted while someone listened: its kind, store and
- * grant time (for `heldMs`). Weak: a dropped lock takes its entry with it.
+ * grant time (for `heldMs`), in the lock's `_observed` field (lib/lock.js); undefined or null
+ * when it was granted while nobody listened.
  */
-const granted = new WeakMap()
+function observed(lock) {
+  return lock._observed ?? undefined
+}
 
-/** The kind of a Lock or one of its subclasses (an election's lock is a plain Lock: see `granted`). */
+/** The kind of a Lock or one of its subclasses (an election's lock is a plain Lock: see `observed`). */
 function kindOf(lock) {
-  const known = granted.get(lock)
+  const known = observed(lock)
   if (known !== undefined) return known.kind
   if (lock.permits === undefined) return 'lock'
   const mode = lock.mode
@@ -87,12 +90,13 @@ function acquireEnd(ctx) {
 
 /** Acquisition `ctx` settled: `result` and the Lock (granted) or the error (rejected). */
 function acquireSettled(ctx, result, lock, err) {
+  const now = performance.now()
   ctx.result = result
-  ctx.waitedMs = performance.now() - ctx.startedAt
+  ctx.waitedMs = now - ctx.startedAt
   if (lock !== null) {
     ctx.lock = lock
     ctx.fencingToken = lock.fencingToken
-    granted.set(lock, { kind: ctx.kind, store: ctx.store, at: performance.now() })
+    lock._observed = { kind: ctx.kind, store: ctx.store, at: now }
   }
   if (err !== null) {
     ctx.error = err
@@ -115,14 +119,14 @@ function rejectedResult(err, signal) {
  */
 function noteGrant(lock, kind, store) {
   if (active(releaseChannel) || active(extendChannel) || lostChannel.hasSubscribers || leaderChannel.hasSubscribers) {
-    granted.set(lock, { kind, store, at: performance.now() })
+    lock._observed = { kind, store, at: performance.now() }
   }
 }
 
 // ───────────────────────────── release / extend ─────────────────────────────
 
 function holdContext(lock, extra) {
-  const known = granted.get(lock)
+  const known = observed(lock)
   return {
     key: lock.key,
     store: known?.store ?? lock._client._store,
@@ -222,7 +226,7 @@ function lost(lock, cause, err, stopped = false) {
 /** `lock` made its election's candidate leader (`elected`: true) or stopped being one. */
 function leadership(lock, elected, reason) {
   if (!leaderChannel.hasSubscribers) return
-  const known = granted.get(lock)
+  const known = observed(lock)
   leaderChannel.publish({
     key: lock.key,
     store: known?.store ?? lock._client._store,

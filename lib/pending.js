@@ -37,8 +37,11 @@ class PendingAcquire {
     if (this.onAbort !== null) this.o.signal.removeEventListener('abort', this.onAbort)
   }
 
-  /** Outcome from the native side: a fencing token, or false when busy. */
-  resolve(token) {
+  /**
+   * Outcome from the native side: a fencing token, or false when busy. `late`: the grant's
+   * lock was no longer live when its record was taken (see Native#settle).
+   */
+  resolve(token, late = false) {
     this._detach()
     if (token === false) {
       if (this.raise) {
@@ -70,9 +73,10 @@ class PendingAcquire {
       this.rej(err)
       return
     }
-    if (this.lostEarly !== null || !this.client._native_.isHeld(this.req)) {
+    if (this.lostEarly !== null || late) {
       // Past its lease's local deadline by the time this thread sees it (the event loop was
-      // stalled longer than the ttl): the caller could never act on it. Given back, and the
+      // stalled longer than the ttl; the native side checks every grant when the drain takes
+      // the records, so no crossing per grant here): the caller could never act on it. Given back, and the
       // acquisition ends as one that got nothing, as the engine ends one whose grant the
       // store sent that late (docs/design.md, "Grants whose reply was lost").
       this.client._native_.release(this.req).catch(() => {})

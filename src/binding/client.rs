@@ -1,6 +1,6 @@
 //! `NativeClient`: one JavaScript client object's session.
 
-use super::completions::{Completions, DrainFn, Kind};
+use super::completions::{self, Completions, DrainFn, Kind};
 use super::connect_options::NativeConnectOptions;
 use super::direct_drain::DirectDrain;
 use super::engines::shared_engine;
@@ -324,7 +324,10 @@ impl NativeClient {
         // this synchronous call writes into it.
         let into = unsafe { records.as_mut() };
         match self.completions.take_into(into) {
-            Some(n) => i32::try_from(n).unwrap_or(-1),
+            Some(n) => {
+                self.mark_late(&mut into[..n]);
+                i32::try_from(n).unwrap_or(-1)
+            }
             None => -1,
         }
     }
@@ -332,7 +335,8 @@ impl NativeClient {
     /// Takes every completion queued so far.
     #[napi(catch_unwind)]
     pub fn take(&self) -> NativeBatch {
-        let batch = self.completions.take();
+        let mut batch = self.completions.take();
+        self.mark_late(&mut batch.records);
         NativeBatch {
             records: Float64Array::new(batch.records),
             errors: batch
@@ -381,6 +385,13 @@ impl NativeClient {
 }
 
 impl NativeClient {
+    /// Marks the grants among `records` whose locks may no longer be acted on (see
+    /// [`Kind::GrantedLate`]), so JavaScript learns it in the drain's crossing.
+    fn mark_late(&self, records: &mut [f64]) {
+        let now = tokio::time::Instant::now();
+        completions::mark_late(records, |id| self.session.is_held_at(id, now));
+    }
+
     /// Runs `fut` on the runtime for request `req`: its value completes the request through
     /// `done`, its error as a failure, and a panic as an internal error (see
     /// [`submit::guarded`]).

@@ -35,6 +35,21 @@ pub enum Kind {
     PermitList = 7,
     /// A heartbeat extended held lock `req`: value is unused.
     Extended = 8,
+    /// Acquired, but no longer live when JavaScript took the record (its local deadline
+    /// passed, or it was released or lost, while the event loop was busy): value as for
+    /// [`Kind::Granted`]. Only the drain writes it (see [`mark_late`]): the check rides in
+    /// the drain's one crossing instead of one crossing per grant.
+    GrantedLate = 9,
+}
+
+/// Turns each [`Kind::Granted`] record of `records` (triplets) whose lock `live` says may no
+/// longer be acted on into a [`Kind::GrantedLate`] one.
+pub fn mark_late(records: &mut [f64], mut live: impl FnMut(u64) -> bool) {
+    for r in records.chunks_exact_mut(3) {
+        if r[1] == Kind::Granted as u8 as f64 && !live(r[0] as u64) {
+            r[1] = Kind::GrantedLate as u8 as f64;
+        }
+    }
 }
 
 /// What one drain hands to JavaScript.
@@ -257,5 +272,55 @@ impl EventSink for Completions {
 
     fn extended(&self, id: u64) {
         self.record(id as f64, Kind::Extended, 0.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{mark_late, Kind};
+
+    fn kind(k: Kind) -> f64 {
+        k as u8 as f64
+    }
+
+    #[test]
+    fn only_grants_of_locks_no_longer_live_are_marked_late() {
+        let mut records = vec![
+            1.0,
+            kind(Kind::Granted),
+            7.0,
+            2.0,
+            kind(Kind::Granted),
+            8.0,
+            3.0,
+            kind(Kind::Succeeded),
+            0.0,
+            4.0,
+            kind(Kind::Lost),
+            1.0,
+        ];
+        let mut asked = Vec::new();
+        mark_late(&mut records, |id| {
+            asked.push(id);
+            id != 2
+        });
+        assert_eq!(asked, [1, 2], "only grants are checked");
+        assert_eq!(
+            records,
+            [
+                1.0,
+                kind(Kind::Granted),
+                7.0,
+                2.0,
+                kind(Kind::GrantedLate),
+                8.0,
+                3.0,
+                kind(Kind::Succeeded),
+                0.0,
+                4.0,
+                kind(Kind::Lost),
+                1.0,
+            ]
+        );
     }
 }

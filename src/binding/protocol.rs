@@ -122,6 +122,9 @@ pub struct NativeProtocol {
     pub kind_permit_list: u32,
     /// Completion kind: a heartbeat extended held lock `req` (value unused).
     pub kind_extended: u32,
+    /// Completion kind: granted, but the lock was no longer live when the record was taken
+    /// (value as for `kindGranted`).
+    pub kind_granted_late: u32,
     /// Why a lock was lost, by the value of a `lost` completion.
     pub lost_reasons: Vec<String>,
 }
@@ -203,6 +206,7 @@ pub fn protocol() -> NativeProtocol {
         kind_list: Kind::List as u32,
         kind_permit_list: Kind::PermitList as u32,
         kind_extended: Kind::Extended as u32,
+        kind_granted_late: Kind::GrantedLate as u32,
         lost_reasons: LOST_REASONS.iter().map(|s| s.to_string()).collect(),
     }
 }

@@ -186,8 +186,13 @@ impl Session {
     /// Whether held lock `id` may still be acted on: held by this session, neither released
     /// nor lost, and its local deadline not passed (even if the loss is not reported yet).
     pub fn is_held(&self, id: u64) -> bool {
+        self.is_held_at(id, Instant::now())
+    }
+
+    /// [`Session::is_held`] at instant `now` (one clock read for a batch of checks).
+    pub fn is_held_at(&self, id: u64, now: Instant) -> bool {
         let held = guard(&self.held).get(&id).cloned();
-        held.is_some_and(|h| h.is_live(Instant::now()))
+        held.is_some_and(|h| h.is_live(now))
     }
 
     /// How long held lock `id` may still be acted on (see [`Session::is_held`]); `None` when
