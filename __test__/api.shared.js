@@ -242,8 +242,11 @@ function apiSuite(b) {
     test('the data of an auto-extended lock lives as long as the lock', async (t) => {
       if (await skipUnlessReady(t)) return
       const k = key()
-      const lock = await locks.acquire(k, { ttl: 300, autoExtend: true, data: 'payload' })
-      await sleep(1000)
+      const asked = Date.now()
+      const lock = await locks.acquire(k, { ttl: 500, autoExtend: true, data: 'payload' })
+      // Extended until its lease reaches past twice the first one's end.
+      await eventually(() => !lock.held || lock.validUntil > asked + 1000, 5000, 'the lease to be extended twice')
+      assert.equal(lock.held, true, 'the lock was lost')
       assert.equal((await locks.inspect(k)).data, 'payload')
       await lock.release()
     })

@@ -351,8 +351,12 @@ async fn many_holders_releasing_one_semaphore_at_once_all_release() {
     for e in extended {
         assert!(e.unwrap(), "an extension of a live holder");
     }
-    let released =
-        futures_util::future::join_all(owners.iter().map(|o| s.release_permits(&n, o))).await;
+    let released = futures_util::future::join_all(
+        owners
+            .iter()
+            .map(|o| s.release_permits(&n, Release::new(o))),
+    )
+    .await;
     for r in released {
         assert!(r.unwrap().released, "a release of a live holder");
     }
