@@ -148,3 +148,22 @@ test('a grant this thread sees only after its lease ran out is given back, and a
     await locks.close()
   }
 })
+
+test('permits this thread sees only after their lease ran out are given back, and the semaphore rejects with ERR_LOCK_ACQUISITION', async () => {
+  const locks = await connect(`memory://lease-clock-stalled-permits-${process.pid}`)
+  try {
+    const sem = locks.semaphore(prefix('stalled-permits') + 'sem', { limit: 2 })
+    const pending = sem.acquire({ ttl: 50, autoExtend: false })
+    // As for a lock above: the event loop stalls until the native side has granted the
+    // permit and seen its lease run out, so the grant reaches this thread already lost.
+    for (let i = 0; i < 20; i++) await null
+    const giveUp = Date.now() + 10_000
+    let granted = false
+    while (!(granted && locks.stats().held === 0) && Date.now() < giveUp) granted ||= locks.stats().held > 0
+    assert.ok(granted, 'the native side granted the permit while the event loop stalled')
+    await assert.rejects(pending, { code: 'ERR_LOCK_ACQUISITION' })
+    assert.equal(locks.stats().held, 0)
+  } finally {
+    await locks.close()
+  }
+})
