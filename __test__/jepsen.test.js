@@ -84,6 +84,21 @@ test('the checker reports two believed holds of one key that overlap, and not tw
   assert.deepEqual(run(history(101)).violations, [])
 })
 
+test('the checker reports a grant not held when its call settled, and counts one whose lease ran out before its line was written', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
+  const history = (settledHeld) => [
+    ev('A', 'grant', 0, { g: 'A#1', token: '1', owner: 'oa', held: false, settledHeld, vu: null }),
+    ev('A', 'sample', 1, { g: 'A#1', held: false, vu: null, t0: 1 }),
+    ev('A', 'end', 1, { g: 'A#1', why: 'held-false' }),
+  ]
+  const run = (events) => check({ events, resourceLog: [], faults: [], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
+  assert.match(run(history(false)).violations.join('\n'), /1 grant\(s\) arrived already lost: A#1/)
+  assert.match(run(history(undefined)).violations.join('\n'), /arrived already lost/, 'a history without the settled read is judged on the logged one')
+  const lapsed = run(history(true))
+  assert.deepEqual(lapsed.violations, [])
+  assert.equal(lapsed.figures.lapsedBeforeLog, 1)
+})
+
 test('the checker lets two Redlock permit holders at once share a token, and nothing else', () => {
   const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'sem', ...extra })
   const history = (bStart) => [
