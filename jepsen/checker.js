@@ -72,6 +72,12 @@ function holds(events, faults, runEnd) {
   return [...byG.values()]
 }
 
+/** One hold, for a violation's message: grant, owner, token, span and how it ended. */
+function holdNote(h) {
+  const how = h.endT !== null && h.end === h.endT ? h.why : h.lostT !== null && h.end === h.lostT ? 'lost' : h.falseT !== null && h.end === h.falseT ? 'held-false' : h.killed && h.end !== h.vu ? 'killed' : h.vu !== null && h.end === h.vu ? 'deadline' : 'run end'
+  return `${h.g} owner ${h.owner} token ${h.token} ${h.start.toFixed(0)}–${h.end.toFixed(0)} ${how}`
+}
+
 const conflicts = (kind, a, b) => kind === 'exclusive' || a.mode === 'x' || b.mode === 'x'
 
 function check({ events, resourceLog, faults, model, params, bound, leftover, runEnd, sharedPermitTokens = false }) {
@@ -91,9 +97,14 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
       for (const h of list) if (h.end - h.start > 2 * SLACK_MS) { pts.push([h.start + SLACK_MS, 1, h]); pts.push([h.end - SLACK_MS, -1, h]) }
       pts.sort((x, y) => x[0] - y[0] || x[1] - y[1])
       let n = 0
-      for (const [t, d] of pts) {
+      const active = new Set()
+      for (const [t, d, h] of pts) {
         n += d
-        if (n > params.limit) { overlaps++; if (ex.length < 3) ex.push(`${short(key)}: ${n} holders of ${params.limit} permits at ${t.toFixed(0)}`) }
+        if (d > 0) active.add(h)
+        else active.delete(h)
+        // Each holder named with how its hold began and ended, so that a run that cannot be
+        // replayed still tells which grants were out at once and what each believed.
+        if (n > params.limit) { overlaps++; if (ex.length < 3) ex.push(`${short(key)}: ${n} holders of ${params.limit} permits at ${t.toFixed(0)} (${[...active].map(holdNote).join('; ')})`) }
       }
     }
   } else {
