@@ -132,11 +132,12 @@ test('a grant this thread sees only after its lease ran out is given back, and a
   const locks = await connect(`memory://lease-clock-stalled-${process.pid}`)
   try {
     const key = prefix('stalled') + 'k'
-    const pending = locks.acquire(key, { ttl: 50, autoExtend: false })
+    const pending = locks.acquire(key, { ttl: 400, autoExtend: false })
     // Lets the request go out (it is sent from a promise reaction), then the event loop
     // stalls until the native side has granted the lock and then seen its
     // lease run out: the grant reaches this thread already lost. (Bounded, so a mistake
-    // fails instead of hanging.)
+    // fails instead of hanging. The lease is long enough for this loop to see the grant
+    // while it lasts, even on a loaded machine that deschedules it for a while.)
     for (let i = 0; i < 20; i++) await null
     const giveUp = Date.now() + 10_000
     let granted = false
@@ -153,7 +154,7 @@ test('permits this thread sees only after their lease ran out are given back, an
   const locks = await connect(`memory://lease-clock-stalled-permits-${process.pid}`)
   try {
     const sem = locks.semaphore(prefix('stalled-permits') + 'sem', { limit: 2 })
-    const pending = sem.acquire({ ttl: 50, autoExtend: false })
+    const pending = sem.acquire({ ttl: 400, autoExtend: false })
     // As for a lock above: the event loop stalls until the native side has granted the
     // permit and seen its lease run out, so the grant reaches this thread already lost.
     for (let i = 0; i < 20; i++) await null
