@@ -84,6 +84,21 @@ test('the checker reports two believed holds of one key that overlap, and not tw
   assert.deepEqual(run(history(101)).violations, [])
 })
 
+test('the checker reports a grant not held when its call settled, and counts one whose lease ran out before its line was written', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
+  const history = (settledHeld) => [
+    ev('A', 'grant', 0, { g: 'A#1', token: '1', owner: 'oa', held: false, settledHeld, vu: null }),
+    ev('A', 'sample', 1, { g: 'A#1', held: false, vu: null, t0: 1 }),
+    ev('A', 'end', 1, { g: 'A#1', why: 'held-false' }),
+  ]
+  const run = (events) => check({ events, resourceLog: [], faults: [], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
+  assert.match(run(history(false)).violations.join('\n'), /1 grant\(s\) arrived already lost: A#1/)
+  assert.match(run(history(undefined)).violations.join('\n'), /arrived already lost/, 'a history without the settled read is judged on the logged one')
+  const lapsed = run(history(true))
+  assert.deepEqual(lapsed.violations, [])
+  assert.equal(lapsed.figures.lapsedBeforeLog, 1)
+})
+
 test('the checker lets two Redlock permit holders at once share a token, and nothing else', () => {
   const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'sem', ...extra })
   const history = (bStart) => [
@@ -96,6 +111,20 @@ test('the checker lets two Redlock permit holders at once share a token, and not
   assert.deepEqual(run(history(50), true).violations, [])
   assert.match(run(history(50), false).violations.join('\n'), /token 11 granted to/)
   assert.match(run(history(200), true).violations.join('\n'), /token 11 granted to/)
+})
+
+test('the checker names the holds of a semaphore held by more than its limit, with how each ended', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'sem', ...extra })
+  const events = [
+    ev('A', 'grant', 0, { g: 'A#1', token: '1', owner: 'oa', held: true, vu: 1000, mode: 'p' }),
+    ev('B', 'grant', 10, { g: 'B#1', token: '2', owner: 'ob', held: true, vu: 1010, mode: 'p' }),
+    ev('C', 'grant', 20, { g: 'C#1', token: '3', owner: 'oc', held: true, vu: 1020, mode: 'p' }),
+    ev('A', 'end', 100, { g: 'A#1', why: 'release' }),
+    ev('B', 'sample', 200, { g: 'B#1', held: false, vu: null, t0: 200 }),
+  ]
+  const r = check({ events, resourceLog: [], faults: [], model: { kind: 'semaphore', register: false }, params: { limit: 2 }, bound: () => null, leftover: [], runEnd: 2000, sharedPermitTokens: true })
+  const v = r.violations.join('\n')
+  assert.match(v, /3 holders of 2 permits at 25 \(A#1 owner oa token 1 0–100 release; B#1 owner ob token 2 10–200 held-false; C#1 owner oc token 3 20–1020 deadline\)/)
 })
 
 test('the checker reports a lower token granted after a hold that ended before it was asked for, and not one asked for earlier and answered late', () => {

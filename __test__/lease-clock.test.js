@@ -132,16 +132,36 @@ test('a grant this thread sees only after its lease ran out is given back, and a
   const locks = await connect(`memory://lease-clock-stalled-${process.pid}`)
   try {
     const key = prefix('stalled') + 'k'
-    const pending = locks.acquire(key, { ttl: 50, autoExtend: false })
+    const pending = locks.acquire(key, { ttl: 400, autoExtend: false })
     // Lets the request go out (it is sent from a promise reaction), then the event loop
     // stalls until the native side has granted the lock and then seen its
     // lease run out: the grant reaches this thread already lost. (Bounded, so a mistake
-    // fails instead of hanging.)
+    // fails instead of hanging. The lease is long enough for this loop to see the grant
+    // while it lasts, even on a loaded machine that deschedules it for a while.)
     for (let i = 0; i < 20; i++) await null
     const giveUp = Date.now() + 10_000
     let granted = false
     while (!(granted && locks.stats().held === 0) && Date.now() < giveUp) granted ||= locks.stats().held > 0
     assert.ok(granted, 'the native side granted it while the event loop stalled')
+    await assert.rejects(pending, { code: 'ERR_LOCK_ACQUISITION' })
+    assert.equal(locks.stats().held, 0)
+  } finally {
+    await locks.close()
+  }
+})
+
+test('permits this thread sees only after their lease ran out are given back, and the semaphore rejects with ERR_LOCK_ACQUISITION', async () => {
+  const locks = await connect(`memory://lease-clock-stalled-permits-${process.pid}`)
+  try {
+    const sem = locks.semaphore(prefix('stalled-permits') + 'sem', { limit: 2 })
+    const pending = sem.acquire({ ttl: 400, autoExtend: false })
+    // As for a lock above: the event loop stalls until the native side has granted the
+    // permit and seen its lease run out, so the grant reaches this thread already lost.
+    for (let i = 0; i < 20; i++) await null
+    const giveUp = Date.now() + 10_000
+    let granted = false
+    while (!(granted && locks.stats().held === 0) && Date.now() < giveUp) granted ||= locks.stats().held > 0
+    assert.ok(granted, 'the native side granted the permit while the event loop stalled')
     await assert.rejects(pending, { code: 'ERR_LOCK_ACQUISITION' })
     assert.equal(locks.stats().held, 0)
   } finally {

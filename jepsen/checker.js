@@ -19,8 +19,9 @@
 // no token granted twice, and a grant's token above that of every grant of the key that
 // ended before it began; every call settles within its bound (pauses and stalls of its own
 // process not counted); a holder hears of a loss (notice or `held === false`) within
-// LOSS_MS of its local deadline (its own pauses not counted); no grant arrives already lost;
-// nothing of the run left in the store; no call left without an answer (unknown) unless its
+// LOSS_MS of its local deadline (its own pauses not counted); no grant arrives already lost
+// (`held` false when read first thing once its call settled; a lease that runs out between
+// that read and the grant's line is counted as `lapsedBeforeLog`, no violation); nothing of the run left in the store; no call left without an answer (unknown) unless its
 // process was killed.
 
 const { staleAccepted } = require('../torture/checker')
@@ -52,7 +53,7 @@ function holds(events, faults, runEnd) {
   for (const e of events) {
     if (e.ev === 'invoke') asked.set(e.a, e.t)
     if (e.ev === 'grant') {
-      byG.set(e.g, { g: e.g, a: e.a, w: e.w, key: e.key, token: e.token === null ? null : BigInt(e.token), owner: e.owner, mode: e.mode ?? 'x', adoptOf: e.adoptOf ?? null, start: e.t, asked: Math.min(asked.get(e.a) ?? e.t, e.t), vu: e.vu ?? null, heldAtGrant: e.held, endT: null, why: null, lostT: null, falseT: null })
+      byG.set(e.g, { g: e.g, a: e.a, w: e.w, key: e.key, token: e.token === null ? null : BigInt(e.token), owner: e.owner, mode: e.mode ?? 'x', adoptOf: e.adoptOf ?? null, start: e.t, asked: Math.min(asked.get(e.a) ?? e.t, e.t), vu: e.vu ?? null, heldAtGrant: e.settledHeld ?? e.held, heldAtLog: e.held, endT: null, why: null, lostT: null, falseT: null })
       continue
     }
     const h = e.g !== undefined ? byG.get(e.g) : undefined
@@ -69,6 +70,12 @@ function holds(events, faults, runEnd) {
     h.killed = killed !== undefined && killed >= h.start
   }
   return [...byG.values()]
+}
+
+/** One hold, for a violation's message: grant, owner, token, span and how it ended. */
+function holdNote(h) {
+  const how = h.endT !== null && h.end === h.endT ? h.why : h.lostT !== null && h.end === h.lostT ? 'lost' : h.falseT !== null && h.end === h.falseT ? 'held-false' : h.killed && h.end !== h.vu ? 'killed' : h.vu !== null && h.end === h.vu ? 'deadline' : 'run end'
+  return `${h.g} owner ${h.owner} token ${h.token} ${h.start.toFixed(0)}–${h.end.toFixed(0)} ${how}`
 }
 
 const conflicts = (kind, a, b) => kind === 'exclusive' || a.mode === 'x' || b.mode === 'x'
@@ -90,9 +97,14 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
       for (const h of list) if (h.end - h.start > 2 * SLACK_MS) { pts.push([h.start + SLACK_MS, 1, h]); pts.push([h.end - SLACK_MS, -1, h]) }
       pts.sort((x, y) => x[0] - y[0] || x[1] - y[1])
       let n = 0
-      for (const [t, d] of pts) {
+      const active = new Set()
+      for (const [t, d, h] of pts) {
         n += d
-        if (n > params.limit) { overlaps++; if (ex.length < 3) ex.push(`${short(key)}: ${n} holders of ${params.limit} permits at ${t.toFixed(0)}`) }
+        if (d > 0) active.add(h)
+        else active.delete(h)
+        // Each holder named with how its hold began and ended, so that a run that cannot be
+        // replayed still tells which grants were out at once and what each believed.
+        if (n > params.limit) { overlaps++; if (ex.length < 3) ex.push(`${short(key)}: ${n} holders of ${params.limit} permits at ${t.toFixed(0)} (${[...active].map(holdNote).join('; ')})`) }
       }
     }
   } else {
@@ -180,6 +192,10 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
   if (deaf) violations.push(`${deaf} loss(es) heard late: ${dex.join('; ')}`)
   const doa = hs.filter((h) => h.heldAtGrant === false)
   if (doa.length) violations.push(`${doa.length} grant(s) arrived already lost: ${doa.slice(0, 3).map((h) => h.g).join(', ')}`)
+  // Held when the call settled, not by the time the grant was logged: the lease ran out in
+  // between (a grant answered close to its local deadline, then the worker descheduled or
+  // its pipe full). Counted, not a violation: no library can keep a lease from ending.
+  const lapsed = hs.filter((h) => h.heldAtGrant === true && h.heldAtLog === false).length
 
   // 6. bounded state (what the workload keeps by design, such as a job's run record, aside)
   if (leftover !== null && model.keeps) leftover = leftover.filter((k) => !model.keeps(k))
@@ -195,6 +211,7 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
     losses: hs.filter((h) => h.lostT !== null).length,
     faults: faults.length,
     overlaps,
+    ...(lapsed ? { lapsedBeforeLog: lapsed } : {}),
     ...tickFigures,
   }
   return { violations, figures, holds: hs }

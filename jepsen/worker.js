@@ -7,7 +7,9 @@
 // release, close), exit.
 //
 // History lines: invoke / ok / fail {f, key, id} for every call (a call with an invoke and
-// nothing else is unknown); sample {g, held, vu} (a read of `held` and of the local deadline
+// nothing else is unknown); grant {g, key, token, owner, held, settledHeld, vu} (`held` read
+// when the grant is logged, `settledHeld` read first thing once the call settled, before any
+// line is written); sample {g, held, vu} (a read of `held` and of the local deadline
 // `validUntil`, converted to the monotonic clock); write {g, key, token, held} (an offer to
 // the register); lost {g, reason} (onLost, an aborted signal, a revoked term); end {g, why}
 // (the actor stops believing it holds g: before a release, at a `held === false` read, at a
@@ -31,6 +33,19 @@ const log = (e) => process.stdout.write(JSON.stringify({ w: W, t: now(), ...e })
 let stopped = false
 const running = []
 const clients = []
+
+/**
+ * `held` of what a call resolved with (a MultiLock's: of each of its locks), read before
+ * anything else is done with it: a grant is judged on it ("arrived already lost"), not on a
+ * read after the `ok` line, whose write to the orchestrator's pipe may block while that
+ * process lags (at load 30, for longer than what was left of a grant's lease).
+ */
+const settledHeld = new WeakMap()
+function noteSettled(r) {
+  if (r === null || typeof r !== 'object') return
+  if (Array.isArray(r.locks)) for (const l of r.locks) if (l && typeof l === 'object') settledHeld.set(l, l.held)
+  if ('held' in r) settledHeld.set(r, r.held)
+}
 
 function offer(a, key, token, held, g, t0) {
   return offerWrite(log, { key, token, held }, { g, t0 }, { a })
@@ -64,6 +79,7 @@ function context(a, client, seed, cfg) {
       log({ a, ev: 'invoke', f, key, id })
       try {
         const r = await fn()
+        noteSettled(r)
         log({ a, ev: 'ok', f, key, id, ...summary(r) })
         return r
       } catch (err) {
@@ -74,7 +90,7 @@ function context(a, client, seed, cfg) {
     /** A new grant id, logged with what the grant is. */
     granted(key, lock, extra = {}) {
       const g = `${a}#${++grants}`
-      log({ a, ev: 'grant', g, key, token: lock.fencingToken === null ? null : String(lock.fencingToken), owner: lock.owner, held: lock.held, vu: mono(lock.validUntil), ...extra })
+      log({ a, ev: 'grant', g, key, token: lock.fencingToken === null ? null : String(lock.fencingToken), owner: lock.owner, held: lock.held, settledHeld: settledHeld.get(lock), vu: mono(lock.validUntil), ...extra })
       return g
     },
     lost: (g, key) => (err) => log({ a, ev: 'lost', g, key, reason: err?.reason ?? err?.name ?? null }),

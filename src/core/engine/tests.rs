@@ -469,6 +469,70 @@ async fn a_waiter_given_a_lock_past_its_lease_with_wait_left_gives_it_back_and_w
     assert_eq!(e.waiting(), 0);
 }
 
+/// A semaphore's waiter (1 of 2 permits, ttl 1 s, wait `wait`) whose request is held on the
+/// wire for 2 s before it reaches the store, which then grants it: past the lease's local
+/// deadline (from the send). Returns what the acquisition returned, and the engine.
+async fn permits_granted_past_their_lease(wait: Duration) -> (Option<Grant>, Arc<Engine>) {
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    let (entered, go) = probe.hold("b");
+    let b = {
+        let e = e.clone();
+        tokio::spawn(async move {
+            let s = AcquireSpec {
+                permits: Some(PermitSpec { count: 1, limit: 2 }),
+                ..spec("sem", "b", 1_000, Some(wait))
+            };
+            e.acquire(&s, &CancellationToken::new()).await
+        })
+    };
+    entered.notified().await;
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    go.notify_one();
+    (b.await.unwrap().unwrap(), e)
+}
+
+#[tokio::test(start_paused = true)]
+async fn permits_granted_past_their_lease_with_no_wait_left_are_given_back_not_returned() {
+    // Permits go through the same gate as a lock: the grant came 2 s after its request
+    // (ttl 1 s) and the wait (1.5 s) is over, so the call reports none and gives them back.
+    let (got, e) = permits_granted_past_their_lease(Duration::from_millis(1_500)).await;
+    assert_eq!(got, None, "permits past their lease were returned");
+    settle().await;
+    assert_eq!(
+        e.permits("sem").await.unwrap(),
+        vec![],
+        "the permits were not given back"
+    );
+    assert_eq!((e.waiting(), e.cleanups()), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn permits_granted_past_their_lease_with_wait_left_are_given_back_and_asked_for_again() {
+    // The same late grant with 8 s of the wait left: given back, asked for again, and the
+    // grant returned is a fresh one whose lease runs from the later request.
+    let asked = Instant::now();
+    let (got, e) = permits_granted_past_their_lease(Duration::from_secs(10)).await;
+    let grant = got.expect("the call gave up with wait left");
+    assert!(
+        grant.sent >= asked + Duration::from_millis(2_000),
+        "the grant returned is the late one"
+    );
+    assert!(
+        Instant::now() < lease_end(grant.sent, 1_000),
+        "returned past its lease"
+    );
+    settle().await;
+    let holders = e.permits("sem").await.unwrap();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert_eq!(
+        (holders[0].owner.as_str(), holders[0].fencing_token),
+        ("b", grant.token),
+        "the clean-up of the late grant freed the fresh one"
+    );
+    assert_eq!((e.waiting(), e.cleanups()), (0, 0));
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_acquisition_whose_every_grant_comes_past_its_lease_gives_up_after_late_grants_of_them()
 {
