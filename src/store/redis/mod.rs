@@ -705,7 +705,7 @@ impl LockStore for RedisStore {
     );
 
     fn acquire_permits<'a>(&'a self, req: &'a PermitRequest<'a>) -> Call<'a, Option<u64>> {
-        self.acquire_permits_ticketed(req, 0).boxed()
+        self.acquire_permits_ticketed(req, 0, None).boxed()
     }
 
     fn extend_permits<'a>(&'a self, name: &'a str, renewal: Renewal<'a>) -> Call<'a, bool> {
@@ -721,7 +721,7 @@ impl LockStore for RedisStore {
     }
 
     fn release_permits<'a>(&'a self, name: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
-        self.release_permits_keeping(name, r.owner, None)
+        self.release_permits_keeping(name, r.owner, None, None)
             .map(|r| r.map(|(outcome, _)| outcome))
             .boxed()
     }

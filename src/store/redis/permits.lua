@@ -5,6 +5,10 @@
 -- KEYS[1]: the semaphore's state, one string: a MessagePack array
 --   {limit, holders, (owner, permits, token, expires) * holders, (owner, permits, expires,
 --   ticket) * waiters}
+-- A holder granted by a Redlock attempt has `owner 0xFD attempt` (decimal digits) for its
+-- owner: a give-back of that attempt frees only it, and another attempt of the same owner is
+-- refused it (see src/store/redlock/permits.rs). Calls without an attempt go by the owner,
+-- tagged or not. (0xFD is never in UTF-8 text, so no owner a client names contains it.)
 -- with times in ms on the server's clock, the waiters in queue order, and the string's own
 -- expiry at the last lease or place, so an idle semaphore leaves nothing behind.
 -- KEYS[2]: the fencing counter of the slot (acquire, handoff and raise only).
@@ -69,23 +73,39 @@ local function save(s)
   return taken, queued
 end
 
--- Indexes of `owner`'s entries among the holders and in the queue (nil: none), in one pass.
-local function entries_of(s, owner)
-  local qs, mine, place = 3 + 4 * s[2], nil, nil
-  for i = 3, #s, 4 do
-    if s[i] == owner then
-      if i < qs then mine = i else place = i end
-    end
+-- Whether the holder entry's owner `e` is `owner`, bare or tagged by an attempt, and the
+-- attempt's tag ('' when bare).
+local function holds(e, owner)
+  if e == owner then return true, '' end
+  if #e > #owner + 1 and string.byte(e, #owner + 1) == 253 and string.sub(e, 1, #owner) == owner then
+    local tag = string.sub(e, #owner + 2)
+    if string.match(tag, '^%d+$') then return true, tag end
   end
-  return mine, place
+  return false, ''
 end
 
--- Index of `owner`'s entry among the holders, or nil.
+-- Indexes of `owner`'s entries among the holders and in the queue (nil: none), in one pass,
+-- and the holder's attempt tag.
+local function entries_of(s, owner)
+  local qs, mine, place, tag = 3 + 4 * s[2], nil, nil, ''
+  for i = 3, #s, 4 do
+    if i < qs then
+      local is, t = holds(s[i], owner)
+      if is then mine, tag = i, t end
+    elseif s[i] == owner then
+      place = i
+    end
+  end
+  return mine, place, tag
+end
+
+-- Index of `owner`'s entry among the holders (or nil), and its attempt tag.
 local function holder_of(s, owner)
   for i = 3, 2 + 4 * s[2], 4 do
-    if s[i] == owner then return i end
+    local is, tag = holds(s[i], owner)
+    if is then return i, tag end
   end
-  return nil
+  return nil, ''
 end
 
 -- Index of `owner`'s entry in the queue, or nil.
@@ -137,13 +157,18 @@ end
 -- Grants `owner` its `permits` in `s` if they fit beside the holders and the queued requests
 -- ahead of it (an owner that already holds gets its lease renewed and its own token), leaving
 -- out the holder at `free` (a handoff's releasing owner, whose entry a new grant then takes).
--- Returns the token (or nil) and whether the entry at `free` was taken; the caller saves `s`.
-local function grant(s, owner, permits, limit, ttl, free)
+-- With an `attempt` (Redlock), the grant is tagged with it, and an owner's entry of another
+-- attempt (or none) is not its own: the request is refused.
+-- Returns the token (or nil), whether the entry at `free` was taken, and whether the owner
+-- holds by another attempt; the caller saves `s`.
+local function grant(s, owner, permits, limit, ttl, free, attempt)
   local qs = 3 + 4 * s[2]
   local taken = 0
   for i = 3, qs - 1, 4 do
     if i ~= free then
-      if s[i] == owner then
+      local is, tag = holds(s[i], owner)
+      if is then
+        if attempt and tag ~= attempt then return nil, false, true end
         s[i + 3] = now + ttl
         return s[i + 2], false
       end
@@ -161,13 +186,15 @@ local function grant(s, owner, permits, limit, ttl, free)
   if taken + ahead + permits > limit then return nil, false end
   if place then remove_at(s, place) end
   local token = next_token(KEYS[2])
+  local entry = owner
+  if attempt then entry = owner .. '\253' .. attempt end
   if free then
-    s[free], s[free + 1], s[free + 2], s[free + 3] = owner, permits, token, now + ttl
+    s[free], s[free + 1], s[free + 2], s[free + 3] = entry, permits, token, now + ttl
   else
     table.insert(s, qs, now + ttl)
     table.insert(s, qs, token)
     table.insert(s, qs, permits)
-    table.insert(s, qs, owner)
+    table.insert(s, qs, entry)
     s[2] = s[2] + 1
   end
   return token, free ~= nil
@@ -176,18 +203,22 @@ end
 local op = ARGV[1]
 
 if op == 'acquire' then
-  -- ARGV: op, owner, permits, limit, ttl, queue ttl, ticket (0: none).
+  -- ARGV: op, owner, permits, limit, ttl, queue ttl, ticket (0: none), [attempt (Redlock:
+  -- its tag, digits; absent or empty: none)].
   -- Returns the token (a string), or false when refused.
   local owner, permits, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
   local qttl = tonumber(ARGV[6])
+  local attempt = ARGV[8]
+  if attempt == '' then attempt = nil end
   local s, purged = load()
-  local token = grant(s, owner, permits, limit, tonumber(ARGV[5]))
+  local token, _, other = grant(s, owner, permits, limit, tonumber(ARGV[5]), nil, attempt)
   if token then
     s[1] = limit
     save(s)
     return token
   end
-  local changed = qttl > 0 and enqueue(s, owner, permits, qttl, tonumber(ARGV[7]))
+  -- An owner holding by another attempt needs no place.
+  local changed = not other and qttl > 0 and enqueue(s, owner, permits, qttl, tonumber(ARGV[7]))
   if changed or purged or (qttl > 0 and s[1] ~= limit) then
     s[1] = limit
     save(s)
@@ -196,11 +227,12 @@ if op == 'acquire' then
 end
 
 -- Calls `change(s, i)` on the live holder entry of the owner ARGV[2] names, saves, and
--- returns what `change` returned; 0 when that owner holds no live permits.
-local function change_holder(change)
+-- returns what `change` returned; 0 when that owner holds no live permits (or, given an
+-- `attempt`, none of that attempt's).
+local function change_holder(change, attempt)
   local s = load()
-  local mine = holder_of(s, ARGV[2])
-  if not mine then return 0 end
+  local mine, tag = holder_of(s, ARGV[2])
+  if not mine or (attempt and tag ~= attempt) then return 0 end
   local out = change(s, mine)
   save(s)
   return out
@@ -216,12 +248,15 @@ end
 
 if op == 'release' then
   -- ARGV: op, owner, channel, sharded, then for Redlock's undo of a partial grant: permits,
-  -- queue ttl, ticket (the place to keep, when the queue ttl is not 0).
+  -- queue ttl, ticket (the place to keep, when the queue ttl is not 0), attempt (its tag,
+  -- digits; empty: none).
   -- Returns {held live permits (1/0), subscribers the announcement reached (-1: none was
-  -- made), limit}.
-  local owner = ARGV[2]
+  -- made), limit}. An attempt's give-back that finds the owner holding by another attempt
+  -- (a later one, granted before this give-back was read) changes nothing.
+  local owner, attempt = ARGV[2], ARGV[8]
   local s = load()
-  local mine, place = entries_of(s, owner)
+  local mine, place, tag = entries_of(s, owner)
+  if mine and attempt and attempt ~= '' and tag ~= attempt then return {0, -1, s[1]} end
   if place then remove_at(s, place) end
   if mine then remove_holder(s, mine) end
   local qttl = tonumber(ARGV[6] or '0')
@@ -276,16 +311,21 @@ if op == 'read' then
   local s = load()
   local out = {s[1]}
   for i = 3, 2 + 4 * s[2], 4 do
+    -- The owner without an attempt's tag.
+    local owner = string.match(s[i], '^(.-)\253%d+$') or s[i]
     out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] =
-      s[i], s[i + 1], s[i + 2], string.format('%d', s[i + 3] - now)
+      owner, s[i + 1], s[i + 2], string.format('%d', s[i + 3] - now)
   end
   return out
 end
 
 if op == 'raise' then
-  -- Redlock: if the owner still holds permits, lift the slot's counter to at least the token
-  -- and make it the holder's own (counters are decimal strings: compared by length, then by
-  -- digits). ARGV: op, owner, token. Returns 1 if held, else 0.
+  -- Redlock: if the owner still holds permits (given an attempt, that attempt's), lift the
+  -- slot's counter to at least the token and make it the holder's own (counters are decimal
+  -- strings: compared by length, then by digits). ARGV: op, owner, token, [attempt].
+  -- Returns 1 if held, else 0.
+  local attempt = ARGV[4]
+  if attempt == '' then attempt = nil end
   return change_holder(function(s, mine)
     local token = ARGV[3]
     local c = redis.call('GET', KEYS[2])
@@ -294,7 +334,7 @@ if op == 'raise' then
     end
     s[mine + 2] = token
     return 1
-  end)
+  end, attempt)
 end
 
 return redis.error_reply('unknown semaphore operation')

@@ -112,7 +112,10 @@ impl RedisStore {
     /// [`LockStore::acquire_permits`](crate::store::LockStore::acquire_permits), with a
     /// `ticket` that orders a refused request among the queued ones instead of its arrival
     /// (0: at the back, as it arrives). Redlock sends the same ticket to every server, so that
-    /// they all queue alike.
+    /// they all queue alike, and tags the grant with its `attempt`: only a give-back of that
+    /// attempt ([`RedisStore::release_permits_keeping`]) frees it, and a request of another
+    /// attempt of the same owner is refused it (see `store::redlock::permits`). Without an
+    /// attempt, an owner's permits are its own whatever attempt was granted them.
     ///
     /// # Cancel Safety
     /// Not cancel safe: the script may have run when the future is dropped.
@@ -120,11 +123,13 @@ impl RedisStore {
         &self,
         req: &PermitRequest<'_>,
         ticket: u64,
+        attempt: Option<u64>,
     ) -> StoreResult<Option<u64>> {
         let k = Keys::of(req.name);
         let (permits, limit) = (req.permits.to_string(), req.limit.to_string());
         let (ttl, queue_ttl) = (req.ttl_ms.to_string(), req.queue_ttl_ms.to_string());
         let ticket = ticket.to_string();
+        let attempt = attempt.map(|a| a.to_string()).unwrap_or_default();
         let cmd = evalsha(
             &PERMITS,
             &[&k.state, &k.fence()],
@@ -136,6 +141,7 @@ impl RedisStore {
                 ttl.as_bytes(),
                 queue_ttl.as_bytes(),
                 ticket.as_bytes(),
+                attempt.as_bytes(),
             ],
         );
         let (reply, acked) = self.exec_acked(cmd, Some(&PERMITS)).await?;
@@ -143,7 +149,7 @@ impl RedisStore {
         if token.is_some() && !acked {
             // A grant the replicas may not have could vanish in a failover: give it back.
             let _ = self
-                .release_permits_keeping(req.name, req.owner, None)
+                .release_permits_keeping(req.name, req.owner, None, None)
                 .await;
             return Err(self.not_acked());
         }
@@ -199,6 +205,8 @@ impl RedisStore {
     /// [`LockStore::release_permits`](crate::store::LockStore::release_permits), reporting the
     /// semaphore's limit as last asked (0 when it has no state). `keep`: take a place in the
     /// queue afterwards (Redlock's undo of a partial grant to a request that queues).
+    /// `attempt`: give back only that attempt's grant ([`RedisStore::acquire_permits_ticketed`]);
+    /// when the owner holds by another attempt, nothing changes.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
@@ -207,6 +215,7 @@ impl RedisStore {
         name: &str,
         owner: &str,
         keep: Option<KeepPlace>,
+        attempt: Option<u64>,
     ) -> StoreResult<(ReleaseOutcome, u32)> {
         let k = Keys::of(name);
         let channel = release_channel(&k.watch);
@@ -220,6 +229,7 @@ impl RedisStore {
             keep.queue_ttl_ms.to_string(),
             keep.ticket.to_string(),
         );
+        let attempt = attempt.map(|a| a.to_string()).unwrap_or_default();
         let cmd = evalsha(
             &PERMITS,
             &[&k.state],
@@ -231,6 +241,7 @@ impl RedisStore {
                 permits.as_bytes(),
                 queue_ttl.as_bytes(),
                 ticket.as_bytes(),
+                attempt.as_bytes(),
             ],
         );
         let (held, heard, limit): (i64, i64, u32) = parse(self.exec(cmd, Some(&PERMITS)).await?)?;
@@ -289,7 +300,7 @@ impl RedisStore {
             // As in acquire: a grant the replicas may not have is given back, and the next
             // owner asks for itself.
             let _ = self
-                .release_permits_keeping(next.name, next.owner, None)
+                .release_permits_keeping(next.name, next.owner, None, None)
                 .await;
             return Ok(PermitHandoff {
                 released: held == 1,
@@ -315,9 +326,10 @@ impl RedisStore {
         holders_reply(self.exec(cmd, Some(&PERMITS)).await?)
     }
 
-    /// If `owner` still holds permits of `name`, lifts the fencing counter of the semaphore's
-    /// slot to at least `token` and makes `token` the holder's own (Redlock: see
-    /// [`RedisStore::raise_token`]). Returns whether it held them.
+    /// If `owner` still holds permits of `name` (given an `attempt`, by that attempt's grant),
+    /// lifts the fencing counter of the semaphore's slot to at least `token` and makes `token`
+    /// the holder's own (Redlock: see [`RedisStore::raise_token`]). Returns whether it held
+    /// them.
     ///
     /// # Cancel Safety
     /// Cancel safe: idempotent.
@@ -326,9 +338,20 @@ impl RedisStore {
         name: &str,
         owner: &str,
         token: u64,
+        attempt: Option<u64>,
     ) -> StoreResult<bool> {
         let k = Keys::of(name);
-        let cmd = owner_cmd(b"raise", &[&k.state, &k.fence()], owner, token);
+        let (token, attempt) = (token.to_string(), attempt.map(|a| a.to_string()));
+        let cmd = evalsha(
+            &PERMITS,
+            &[&k.state, &k.fence()],
+            &[
+                b"raise",
+                owner.as_bytes(),
+                token.as_bytes(),
+                attempt.as_deref().unwrap_or("").as_bytes(),
+            ],
+        );
         parse::<i64>(self.exec(cmd, Some(&PERMITS)).await?).map(|n| n == 1)
     }
 }

@@ -900,10 +900,18 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
     a.queue_ttl_ms = 5_000;
     let mut b = req(&n, "b", 2, 3);
     b.queue_ttl_ms = 5_000;
-    assert!(s.acquire_permits_ticketed(&a, 0).await.unwrap().is_some());
-    assert!(s.acquire_permits_ticketed(&b, 0).await.unwrap().is_none());
     assert!(s
-        .acquire_permits_ticketed(&req(&n, "c", 1, 3), 9)
+        .acquire_permits_ticketed(&a, 0, None)
+        .await
+        .unwrap()
+        .is_some());
+    assert!(s
+        .acquire_permits_ticketed(&b, 0, None)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(s
+        .acquire_permits_ticketed(&req(&n, "c", 1, 3), 9, None)
         .await
         .unwrap()
         .is_none());
@@ -916,7 +924,7 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
     };
     s.extend_permits_many_limits(&[item]).await;
     assert_eq!(s.permits_limit(&n).await.unwrap().1.len(), 1);
-    assert!(s.raise_permit_token(&n, "a", 1 << 40).await.unwrap());
+    assert!(s.raise_permit_token(&n, "a", 1 << 40, None).await.unwrap());
     assert!(s
         .handoff_permits_once("a", &b)
         .await
@@ -935,13 +943,15 @@ async fn every_path_of_every_script_touches_only_the_keys_it_declares() {
         ticket: 3,
     };
     assert!(
-        s.release_permits_keeping(&n, "d", Some(keep))
+        s.release_permits_keeping(&n, "d", Some(keep), None)
             .await
             .unwrap()
             .0
             .released
     );
-    s.release_permits_keeping(&n, "d", None).await.unwrap();
+    s.release_permits_keeping(&n, "d", None, None)
+        .await
+        .unwrap();
 }
 
 /// What a Sentinel client does before using a primary (`sentinel::enter`): once per

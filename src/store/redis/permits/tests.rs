@@ -107,7 +107,7 @@ async fn ticketed_waiters_are_queued_in_ticket_order() {
     s.grant(&req(&n, &a, 1, 1)).await;
     let ask = async |o: &str, ticket: u64| {
         let r = queued(&n, o, 1, 1);
-        s.acquire_permits_ticketed(&r, ticket).await.unwrap()
+        s.acquire_permits_ticketed(&r, ticket, None).await.unwrap()
     };
     assert_eq!(ask(&late, 20).await, None);
     assert_eq!(ask(&early, 10).await, None);
@@ -127,7 +127,10 @@ async fn a_release_that_keeps_the_place_frees_the_permits_and_still_holds_others
         queue_ttl_ms: 10_000,
         ticket: 5,
     };
-    let (outcome, limit) = s.release_permits_keeping(&n, &w, Some(keep)).await.unwrap();
+    let (outcome, limit) = s
+        .release_permits_keeping(&n, &w, Some(keep), None)
+        .await
+        .unwrap();
     assert!(outcome.released);
     assert_eq!(limit, 2);
     assert!(s.permits(&n).await.unwrap().is_empty());
@@ -242,4 +245,61 @@ async fn a_handoff_leaving_permits_is_announced_to_a_store_elsewhere() {
         "the handoff was not announced"
     );
     other.release_notifications().unwrap().unwatch(&key).await;
+}
+
+/// Redlock tags a grant with its attempt: another attempt of the same owner is refused it
+/// and its give-back frees nothing, while the owner's own listing, extension and release (by
+/// owner, untagged) see the permits as before.
+#[tokio::test]
+async fn an_attempts_grant_is_its_own_and_only_its_give_back_frees_it() {
+    let Some(s) = open() else { return };
+    let (n, a) = (name(), owner());
+    let r = req(&n, &a, 1, 2);
+    let first = s.acquire_permits_ticketed(&r, 0, Some(1)).await.unwrap();
+    assert!(first.is_some());
+    assert_eq!(
+        s.acquire_permits_ticketed(&r, 0, Some(1)).await.unwrap(),
+        first,
+        "the same attempt asking again gets its own token"
+    );
+    assert_eq!(
+        s.acquire_permits_ticketed(&r, 0, Some(2)).await.unwrap(),
+        None
+    );
+    let (outcome, _) = s
+        .release_permits_keeping(&n, &a, None, Some(2))
+        .await
+        .unwrap();
+    assert!(
+        !outcome.released,
+        "another attempt's give-back frees nothing"
+    );
+    assert!(!s
+        .raise_permit_token(&n, &a, 1 << 40, Some(2))
+        .await
+        .unwrap());
+    let holders = s.permits(&n).await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(
+        (holders[0].owner.as_str(), holders[0].fencing_token),
+        (a.as_str(), first.unwrap())
+    );
+    assert!(s
+        .extend_permits(&n, Renewal::new(&a, 10_000))
+        .await
+        .unwrap());
+    let (outcome, _) = s
+        .release_permits_keeping(&n, &a, None, Some(1))
+        .await
+        .unwrap();
+    assert!(outcome.released, "its own give-back frees it");
+    assert!(s.permits(&n).await.unwrap().is_empty());
+    // An untagged request and release go by the owner, whatever attempt holds.
+    let third = s.acquire_permits_ticketed(&r, 0, Some(3)).await.unwrap();
+    assert!(third.is_some());
+    assert_eq!(
+        s.acquire_permits_ticketed(&r, 0, None).await.unwrap(),
+        third
+    );
+    assert!(s.permits_released(&n, &a).await);
 }
