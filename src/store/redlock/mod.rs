@@ -77,6 +77,10 @@ pub struct RedlockStore {
     turns: permits::Turns,
     /// Each owner's last attempt while it is not granted ([`attempt`]).
     latest: Latest,
+    /// The same for semaphores' permits, by semaphore name ([`permits`]).
+    latest_permits: Latest,
+    /// The attempt whose grant of permits each owner holds ([`permits`]).
+    holding: permits::Holding,
 }
 
 /// The servers that granted, with the token each drew.
@@ -140,6 +144,8 @@ impl RedlockStore {
             tickets: permits::Tickets::default(),
             turns: permits::Turns::default(),
             latest: Latest::default(),
+            latest_permits: Latest::default(),
+            holding: permits::Holding::default(),
         }))
     }
 

@@ -32,7 +32,21 @@
 //!   held on too few servers, and lost. So this process's requests of one owner for one
 //!   semaphore run one after the other ([`Turns`]): the second finds the first's grant (and
 //!   is granted the same permits) or finds it given back everywhere.
+//! - **Attempts.** As a lock's (see [`super::attempt`]), every request that does not come
+//!   from an owner holding the permits is an attempt of its own: its grants are tagged with
+//!   the attempt's id beside the owner (`owner 0xFD attempt` in the holder's entry), its
+//!   give-back frees only that attempt's permits, and a request of another attempt of the
+//!   same owner is refused permits an earlier attempt left on a server (they end with their
+//!   lease, or with that attempt's give-back). So a give-back a paused server reads late,
+//!   after the next attempt of the same owner was granted on a new connection, never frees
+//!   that grant; nor does the engine's clean-up of a request whose outcome it did not hear
+//!   (a release by the owner while its last attempt was not granted is that attempt's
+//!   give-back). A request of an owner that holds permits granted to this process
+//!   ([`Holding`]) is of the attempt that holds them: it finds them its own and is granted
+//!   its own token, as the semaphore rules want of an owner asking again (a handoff to a
+//!   local waiter whose own request was just granted).
 
+use super::attempt::new_attempt;
 use super::quorum::{ask_all, ask_all_items, ask_grants, no_quorum, Answers, Tally};
 use super::{granted, RedlockStore};
 use crate::store::redis::permits::KeepPlace;
@@ -106,6 +120,53 @@ pub(super) struct Turns {
 
 /// A semaphore's name and an owner.
 type OwnerOf = (String, String);
+
+/// The attempt whose grant each (semaphore, owner) holds, as far as this process knows, until
+/// the owner releases (or the grant would have ended, once many are kept): a new request of
+/// that owner is of the same attempt (see the module docs).
+#[derive(Default)]
+pub(super) struct Holding {
+    inner: Mutex<HashMap<OwnerOf, (u64, Instant)>>,
+}
+
+/// Past this many kept attempts, those whose grants would have ended are forgotten.
+const PRUNE_ABOVE: usize = 1024;
+
+impl Holding {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerOf, (u64, Instant)>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The attempt of a new request of `owner` for `name`, and whether it is a new one.
+    fn attempt_for(&self, name: &str, owner: &str) -> (u64, bool) {
+        let map = self.map();
+        let held = map
+            .get(&(name.to_owned(), owner.to_owned()))
+            .filter(|(_, until)| *until > Instant::now());
+        match held {
+            Some(&(attempt, _)) => (attempt, false),
+            None => (new_attempt(), true),
+        }
+    }
+
+    /// `attempt` was granted `owner`'s permits of `name`; they may last `lasts` from now.
+    fn granted(&self, name: &str, owner: &str, attempt: u64, lasts: Duration) {
+        let now = Instant::now();
+        let mut map = self.map();
+        if map.len() >= PRUNE_ABOVE {
+            map.retain(|_, (_, until)| *until > now);
+        }
+        map.insert((name.to_owned(), owner.to_owned()), (attempt, now + lasts));
+    }
+
+    /// `owner` released its permits of `name`.
+    fn released(&self, name: &str, owner: &str) {
+        let mut map = self.map();
+        if !map.is_empty() {
+            map.remove(&(name.to_owned(), owner.to_owned()));
+        }
+    }
+}
 
 /// What an owner's requests take turns on.
 type Gate = Arc<tokio::sync::Mutex<()>>;
@@ -223,10 +284,16 @@ impl RedlockStore {
         } else {
             0
         };
+        // An attempt of its own, unless the owner holds permits here (see the module docs).
+        let (attempt, fresh) = self.holding.attempt_for(req.name, req.owner);
+        let (name, owner, lasts) = (req.name, req.owner, self.attempt_lasts(req.ttl_ms));
+        if fresh {
+            self.latest_permits.started(name, owner, attempt, lasts);
+        }
         let calls = self
             .servers
             .iter()
-            .map(|s| s.acquire_permits_ticketed(req, ticket))
+            .map(|s| s.acquire_permits_ticketed(req, ticket, Some(attempt)))
             .collect();
         let (answers, tally) = ask_grants(calls, bound, q).await;
         if tally.yes >= q {
@@ -234,12 +301,14 @@ impl RedlockStore {
             let token = self
                 .settle_with(req.name, &grants, start, req.ttl_ms, q, |i, top| {
                     self.servers[i]
-                        .raise_permit_token(req.name, req.owner, top)
+                        .raise_permit_token(req.name, req.owner, top, Some(attempt))
                         .boxed()
                 })
                 .await;
             if let Some(token) = token {
-                self.tickets.forget(req.name, req.owner);
+                self.tickets.forget(name, owner);
+                self.latest_permits.settled(name, owner);
+                self.holding.granted(name, owner, attempt, lasts);
                 return Ok(Some(token));
             }
         }
@@ -251,7 +320,7 @@ impl RedlockStore {
         });
         self.undo_with(req.name, &answers, bound, |i| {
             self.servers[i]
-                .release_permits_keeping(req.name, req.owner, keep)
+                .release_permits_keeping(name, owner, keep, Some(attempt))
                 .map(|r| r.map(drop))
                 .boxed()
         })
@@ -259,6 +328,8 @@ impl RedlockStore {
         if tally.failed > self.servers.len() - q {
             return Err(no_quorum(&answers, "acquire permits"));
         }
+        // A refusal the caller hears: no clean-up follows (as for a lock's, see `attempt`).
+        self.latest_permits.forget(name, owner, attempt);
         Ok(None)
     }
 
@@ -320,10 +391,15 @@ impl RedlockStore {
     pub async fn release_permits(&self, name: &str, r: Release<'_>) -> StoreResult<ReleaseOutcome> {
         let owner = r.owner;
         self.tickets.forget(name, owner);
+        self.holding.released(name, owner);
+        // While the owner's last attempt was not granted, a release by the owner is that
+        // attempt's give-back (the engine's clean-up of an outcome it did not hear): it must
+        // not free a later attempt's grant when it reaches a server late (see the module docs).
+        let attempt = self.latest_permits.ungranted(name, owner);
         let calls = self
             .servers
             .iter()
-            .map(|s| s.release_permits_keeping(name, owner, None))
+            .map(|s| s.release_permits_keeping(name, owner, None, attempt))
             .collect();
         let answers = ask_all(calls, None, |a| {
             let q = self.permit_quorum(reported_limit(a, |(_, l)| *l));

@@ -432,3 +432,94 @@ async fn a_refused_request_never_gives_back_the_permits_another_request_of_its_o
     assert!(redlock.permits_released(&n, &w).await);
     assert_eq!(redlock.turns.len(), 0);
 }
+
+/// Issue 46's schedule for a semaphore of two permits (a grant needs all three servers):
+/// every server goes silent while a request asks it, the request fails and gives back its
+/// partial grant, the store replaces the connections, and the next request of the same
+/// owner is granted on the new ones. Only then do the servers read the first request's
+/// connections: its acquisition and its give-back. Released by owner, that give-back freed
+/// the permits the caller counted on, on every server: a third holder could be granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_give_back_that_reaches_the_servers_late_never_frees_the_next_requests_permits() {
+    late_permit_give_back(false).await;
+}
+
+/// The same schedule, with the engine's clean-up of the failed request (its outcome was
+/// unknown: a timeout) behind the give-back: a release by owner, which must be the failed
+/// attempt's give-back too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_clean_up_that_reaches_the_servers_late_never_frees_the_next_requests_permits() {
+    late_permit_give_back(true).await;
+}
+
+async fn late_permit_give_back(clean_up: bool) {
+    use crate::store::permit_conformance::req;
+    use crate::store::PermitRequest;
+    let Some(s) = servers(3) else { return };
+    let gates = [
+        gate::Gate::open(&s[0]).await,
+        gate::Gate::open(&s[1]).await,
+        gate::Gate::open(&s[2]).await,
+    ];
+    let urls: Vec<String> = gates.iter().map(gate::Gate::url).collect();
+    // As in `late_give_back`: answers to a request for a 3 s lease are awaited 300 ms, so the
+    // give-back goes out on the same connections before they are replaced (after 800 ms).
+    let redlock = RedlockStore::connect(&urls, &options(800)).unwrap();
+    connected(&redlock).await;
+    let (n, me) = (name(), crate::store::conformance::owner());
+    for g in &gates {
+        g.hold();
+    }
+    let first = PermitRequest {
+        ttl_ms: 3_000,
+        ..req(&n, &me, 1, 2)
+    };
+    let err = redlock.acquire_permits(&first).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
+    if clean_up {
+        // As the engine does for an outcome it did not hear.
+        let _ = redlock.release_permits(&n, Release::new(&me)).await;
+    }
+    eventually("the silent servers' connections to be replaced", || async {
+        gates.iter().all(gate::Gate::held_ones_closed)
+    })
+    .await;
+    let next = PermitRequest {
+        ttl_ms: 10_000,
+        ..req(&n, &me, 1, 2)
+    };
+    assert!(redlock.acquire_permits(&next).await.unwrap().is_some());
+    for g in &gates {
+        g.let_go().await;
+    }
+    eventually(
+        "the servers to run the first request's commands",
+        || async { gates.iter().all(gate::Gate::drained) },
+    )
+    .await;
+    for server in &s {
+        let each = RedisStore::connect(&server.url(), &options(5_000)).unwrap();
+        let (_, holders) = each.permits_limit(&n).await.unwrap();
+        assert_eq!(
+            holders.iter().map(|h| h.owner.as_str()).collect::<Vec<_>>(),
+            vec![me.as_str()],
+            "the next request's permit is held on every server"
+        );
+    }
+    // Nobody else can take the owner's permit: one is left.
+    let other = crate::store::conformance::owner();
+    assert!(redlock
+        .acquire_permits(&req(&n, &other, 1, 2))
+        .await
+        .unwrap()
+        .is_some());
+    let third = crate::store::conformance::owner();
+    assert_eq!(
+        redlock
+            .acquire_permits(&req(&n, &third, 1, 2))
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(redlock.permits_released(&n, &me).await);
+}
