@@ -202,3 +202,23 @@ test('the redis-semaphore face passes a short fault schedule of the mutex worklo
   assert.deepEqual(s.violations, [], `violations (replay: ${doc.replay})`)
   assert.equal(code, 0)
 })
+
+// Sentinel and Cluster clients connect to the addresses the servers announce: each data
+// server announces a relay of the harness, which files every connection under the worker
+// process that opened it, so the network nemesis reaches the data links too. Seed 7000 plays
+// a network fault on every worker (a blackhole on sentinel, dropped requests on cluster).
+for (const store of ['sentinel', 'cluster']) {
+  test(`on ${store}, the workers' connections to the data servers go through the relays the network nemesis faults`, { timeout: 120_000 }, async (t) => {
+    if (!STORES[store].available()) {
+      if (process.env.CI) throw new Error('redis-server is not installed')
+      return t.skip('redis-server is not installed')
+    }
+    const json = tmp(`${store}-data-relays.json`)
+    await main(['--store', store, '--workload', 'mutex', '--schedules', '1', '--seed', '7000', '--duration', '1500', '--no-shrink', '--keep-going', '--quiet', '--json', json])
+    const [s] = JSON.parse(fs.readFileSync(json, 'utf8')).schedules
+    t.diagnostic(`seed ${s.seed}: ops=${s.figures.ops} dataConns=${s.figures.dataConns} faults=${s.faults.map((f) => `${f.kind}→${f.workers ?? ''}`).join(',')} ${s.violations.join(' | ')}`)
+    assert.ok(s.faults.some((f) => f.kind.startsWith('net-') && f.workers === 'all'), 'a network fault on every worker was played')
+    assert.ok(s.figures.dataConns > 0, 'workers reached the data servers through their relays')
+    assert.deepEqual(s.violations, [])
+  })
+}
