@@ -222,3 +222,35 @@ for (const store of ['sentinel', 'cluster']) {
     assert.deepEqual(s.violations, [])
   })
 }
+
+test('a data server\'s shared relay files each connection under the worker process that opened it, and a worker\'s fault holds back only its own', async () => {
+  const net = require('node:net')
+  const { dataRelay } = require('../jepsen/proxy')
+  const seen = []
+  const echo = net.createServer((s) => s.on('data', (d) => { seen.push(String(d)); s.write(d) }))
+  await new Promise((resolve) => echo.listen(0, '127.0.0.1', resolve))
+  const relay = await dataRelay()
+  relay.target = echo.address().port
+  const mine = relay.view(0, () => process.pid)
+  const other = relay.view(1, () => process.ppid)
+  const c = net.connect(relay.port, '127.0.0.1')
+  try {
+    await new Promise((resolve) => c.once('connect', resolve))
+    const roundTrip = (msg) => new Promise((resolve) => { c.once('data', (d) => resolve(String(d))); c.write(msg) })
+    assert.equal(await roundTrip('a'), 'a')
+    assert.deepEqual([mine.connections, other.connections, relay.accepted.get(0), relay.accepted.get(1)], [1, 0, 1, 0])
+    other.holdReplies()
+    assert.equal(await roundTrip('b'), 'b', 'another worker\'s fault leaves this connection be')
+    mine.holdReplies()
+    let delivered = false
+    const held = roundTrip('c').then((d) => { delivered = true; return d })
+    while (mine.heldChunks === 0) await new Promise((resolve) => setImmediate(resolve))
+    assert.deepEqual([seen.includes('c'), delivered, other.heldChunks], [true, false, 0], 'the reply is held back')
+    mine.heal()
+    assert.equal(await held, 'c', 'held back until the heal, then delivered')
+  } finally {
+    c.destroy()
+    await relay.close()
+    await new Promise((resolve) => echo.close(resolve))
+  }
+})

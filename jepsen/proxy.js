@@ -59,6 +59,8 @@ function controls(base, mode, of) {
   return Object.defineProperties(base, Object.getOwnPropertyDescriptors({
     mode,
     get connections() { return of().length },
+    /** Chunks of the server's replies held back now (`holdReplies`). */
+    get heldChunks() { return of().reduce((n, c) => n + c.held.length, 0) },
     /** Every chunk, either way, is delivered `ms` later than it arrived. */
     latency(ms) { mode.latency = ms },
     /** The server's replies are held back until heal (requests still go through). */
