@@ -231,3 +231,55 @@ test('the redis-semaphore face passes a short fault schedule of the mutex worklo
   assert.deepEqual(s.violations, [], `violations (replay: ${doc.replay})`)
   assert.equal(code, 0)
 })
+
+// Sentinel and Cluster clients connect to the addresses the servers announce: each data
+// server announces a relay of the harness, which files every connection under the worker
+// process that opened it, so the network nemesis reaches the data links too. Seed 7000 plays
+// a network fault on every worker (a blackhole on sentinel, dropped requests on cluster).
+for (const store of ['sentinel', 'cluster']) {
+  test(`on ${store}, the workers' connections to the data servers go through the relays the network nemesis faults`, { timeout: 120_000 }, async (t) => {
+    if (!STORES[store].available()) {
+      if (process.env.CI) throw new Error('redis-server is not installed')
+      return t.skip('redis-server is not installed')
+    }
+    const json = tmp(`${store}-data-relays.json`)
+    await main(['--store', store, '--workload', 'mutex', '--schedules', '1', '--seed', '7000', '--duration', '1500', '--no-shrink', '--keep-going', '--quiet', '--json', json])
+    const [s] = JSON.parse(fs.readFileSync(json, 'utf8')).schedules
+    t.diagnostic(`seed ${s.seed}: ops=${s.figures.ops} dataConns=${s.figures.dataConns} faults=${s.faults.map((f) => `${f.kind}→${f.workers ?? ''}`).join(',')} ${s.violations.join(' | ')}`)
+    assert.ok(s.faults.some((f) => f.kind.startsWith('net-') && f.workers === 'all'), 'a network fault on every worker was played')
+    assert.ok(s.figures.dataConns > 0, 'workers reached the data servers through their relays')
+    assert.deepEqual(s.violations, [])
+  })
+}
+
+test('a data server\'s shared relay files each connection under the worker process that opened it, and a worker\'s fault holds back only its own', async () => {
+  const net = require('node:net')
+  const { dataRelay } = require('../jepsen/proxy')
+  const seen = []
+  const echo = net.createServer((s) => s.on('data', (d) => { seen.push(String(d)); s.write(d) }))
+  await new Promise((resolve) => echo.listen(0, '127.0.0.1', resolve))
+  const relay = await dataRelay()
+  relay.target = echo.address().port
+  const mine = relay.view(0, () => process.pid)
+  const other = relay.view(1, () => process.ppid)
+  const c = net.connect(relay.port, '127.0.0.1')
+  try {
+    await new Promise((resolve) => c.once('connect', resolve))
+    const roundTrip = (msg) => new Promise((resolve) => { c.once('data', (d) => resolve(String(d))); c.write(msg) })
+    assert.equal(await roundTrip('a'), 'a')
+    assert.deepEqual([mine.connections, other.connections, relay.accepted.get(0), relay.accepted.get(1)], [1, 0, 1, 0])
+    other.holdReplies()
+    assert.equal(await roundTrip('b'), 'b', 'another worker\'s fault leaves this connection be')
+    mine.holdReplies()
+    let delivered = false
+    const held = roundTrip('c').then((d) => { delivered = true; return d })
+    while (mine.heldChunks === 0) await new Promise((resolve) => setImmediate(resolve))
+    assert.deepEqual([seen.includes('c'), delivered, other.heldChunks], [true, false, 0], 'the reply is held back')
+    mine.heal()
+    assert.equal(await held, 'c', 'held back until the heal, then delivered')
+  } finally {
+    c.destroy()
+    await relay.close()
+    await new Promise((resolve) => echo.close(resolve))
+  }
+})

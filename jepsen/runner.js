@@ -59,7 +59,7 @@ async function runSchedule(env, sched, o) {
   const nWorkers = env.inProcess ? 1 : o.actors
   const workers = []
   let gen = 0
-  const cfgFor = (i, actors) => ({ url: env.url(workers[i].proxies.map((p) => p.port)), opts: env.opts, workload: o.workload, lock: o.lock, prefix, params, actors })
+  const cfgFor = (i, actors) => ({ url: env.url(workers[i].proxies.slice(0, env.endpoints.length).map((p) => p.port)), opts: env.opts, workload: o.workload, lock: o.lock, prefix, params, actors })
   const spawn = async (i, actors) => {
     const handle = new WorkerHandle(h, `w${i}${gen ? `.${gen}` : ''}`, SCRIPT)
     h.workers.push(handle)
@@ -71,7 +71,12 @@ async function runSchedule(env, sched, o) {
   let runEnd = null
   const faultsPlayed = []
   try {
-    for (let i = 0; i < nWorkers; i++) workers.push({ proxies: await Promise.all(env.endpoints.map((p) => faultyProxy(p))) })
+    // A worker's relays: its own to each endpoint, then its view of each data server's shared
+    // relay (a topology's servers announce those), which faults its connections only.
+    for (let i = 0; i < nWorkers; i++) {
+      const own = await Promise.all(env.endpoints.map((p) => faultyProxy(p)))
+      workers.push({ proxies: [...own, ...(env.dataRelays ?? []).map((d) => d.view(i, () => workers[i].handle?.pid))] })
+    }
     const actorsOf = (i, g) => (env.inProcess
       ? sched.actorSeeds.slice(0, o.actors).map((seed, k) => ({ id: `a${k}`, seed }))
       : [{ id: `a${i}${g ? `.${g}` : ''}`, seed: sched.actorSeeds[i] + g }])
@@ -126,7 +131,7 @@ async function runSchedule(env, sched, o) {
   return {
     seed: sched.seed,
     violations: result.violations,
-    figures: { ...result.figures, ms: Math.round(now() - started) },
+    figures: { ...result.figures, ms: Math.round(now() - started), ...(env.dataRelays ? { dataConns: env.dataRelays.reduce((a, d) => a + [...d.accepted.values()].reduce((x, y) => x + y, 0), 0) } : {}) },
     holds: result.holds,
     events: h.events,
     register: h.resource.log,

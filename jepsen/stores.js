@@ -156,11 +156,12 @@ const STORES = {
       }
       const target = (ports) => ({ sentinels: ports.map((p) => `redis://127.0.0.1:${p}`), name: set.name })
       return {
-        // Workers reach the sentinels through their relays; the sentinels hand out the data
-        // servers' own addresses, so the primary and replicas are reached directly: network
-        // faults hit the sentinel links only.
+        // Workers reach the sentinels through relays of their own, and the data servers through
+        // the relays the servers announce (shared, each worker's connections faulted apart):
+        // network faults hit the sentinel links and the data links.
         url: target,
         endpoints: set.sentinels.map((s) => s.port), opts: OPTS,
+        dataRelays: set.servers.map((s) => s.relay),
         faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', 'failover', 'double-failover'],
         servers: [primary],
         killConnections: async () => { const p = await set.primaryPort(); return p ? killClients(p) : 0 },
@@ -183,25 +184,25 @@ const STORES = {
           async 'double-failover'(f, rec) {
             const a = await set.primary()
             const [b, c] = set.servers.filter((s) => s !== a).sort((x, y) => ((x.port + f.target) % 7) - ((y.port + f.target) % 7))
-            rec.from = a.port
+            rec.from = a.relay.port
             await ask(a.port, 'CONFIG', 'SET', 'replica-priority', '0')
             await ask(b.port, 'CONFIG', 'SET', 'replica-priority', '10')
             await ask(c.port, 'CONFIG', 'SET', 'replica-priority', '200')
             await ask(c.port, 'CONFIG', 'SET', 'masterauth', 'not-the-password')
             await set.failover()
-            await until(async () => (await set.primaryPort()) === b.port, 20000, 'B to be promoted')
-            await until(async () => Number((await info(c.port, 'replication')).master_port) === b.port, 20000, 'C to be told to follow B')
+            await until(async () => (await set.primaryPort()) === b.relay.port, 20000, 'B to be promoted')
+            await until(async () => Number((await info(c.port, 'replication')).master_port) === b.relay.port, 20000, 'C to be told to follow B')
             // The old primary follows B by hand, as the torture scenario does (the sentinels
             // would seconds later): a primary the sentinels still wait to demote holds back
             // the second failover.
-            await ask(a.port, 'REPLICAOF', '127.0.0.1', String(b.port))
+            await ask(a.port, 'REPLICAOF', '127.0.0.1', String(b.relay.port))
             await sleep(f.ms)
-            rec.to = b.port
+            rec.to = b.relay.port
             await b.pause()
             try {
-              await until(async () => (await set.primaryPort()) === c.port, 45000, 'C to be promoted')
+              await until(async () => (await set.primaryPort()) === c.relay.port, 45000, 'C to be promoted')
             } finally { b.resume() }
-            rec.then = c.port
+            rec.then = c.relay.port
           },
         },
         leftover: (prefix) => listed(target(set.sentinels.map((s) => s.port)), OPTS, prefix),
@@ -215,10 +216,12 @@ const STORES = {
       const c = await startCluster({ primaries: 3, replicas: 1 })
       const target = { cluster: c.urls }
       return {
-        // Cluster clients reach every node at the address it announces: no relays.
+        // Cluster clients reach every node at the address it announces: its relay (shared,
+        // each worker's connections faulted apart), seeds included.
         url: () => target,
         endpoints: [], opts: OPTS,
-        faults: [...PROCESS, 'store-pause', 'store-kill', 'conn-kill', 'failover'],
+        dataRelays: c.servers.map((s) => s.relay),
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', 'failover'],
         servers: c.servers,
         killConnections: async () => (await Promise.all(c.servers.map((s) => killClients(s.port)))).reduce((a, b) => a + b, 0),
         healthy: () => c.healthy(),

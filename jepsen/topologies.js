@@ -14,6 +14,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const Redis = require('ioredis')
 const { ThrowawayRedis, freePort, answers, sleep, writeSentinelConf } = require('../torture/servers')
+const { dataRelay } = require('./proxy')
 
 const sentinelProcs = new Set()
 process.on('exit', () => { for (const p of sentinelProcs) { try { p.kill('SIGKILL') } catch {} } })
@@ -51,11 +52,15 @@ async function until(fn, ms, what, every = 100, why = null) {
   }
 }
 
-/** The nemesis's view of one data server (pause, resume, kill -9, start again). */
-function handle(r, name) {
+/**
+ * The nemesis's view of one data server (pause, resume, kill -9, start again); `relay`: the
+ * relay it announces as its address (`relay.port`), which the network nemesis turns faulty.
+ */
+function handle(r, name, relay) {
   return {
     name,
     redis: r,
+    relay,
     get port() { return r.port },
     pause: () => r.pause(),
     resume: () => r.resume(),
@@ -81,14 +86,23 @@ async function killClients(port) {
  * its own data and the sentinels turn it into a replica of theirs, as in production.
  */
 async function startSentinelSet({ replicas = 2, env = null } = {}) {
+  // Every data server announces its relay (`replica-announce-port`) and the sentinels monitor
+  // the primary at its relay: the address they name, the replicas they learn and the one
+  // they tell replicas to follow are relays, so clients, replication and sentinel pings all
+  // go through them (only workers' connections are ever faulted: proxy.js dataRelay).
   const servers = []
-  for (let i = 0; i <= replicas; i++) servers.push(handle(await ThrowawayRedis.create({ aof: true, env }), `redis${i}`))
-  for (const s of servers.slice(1)) await ask(s.port, 'REPLICAOF', '127.0.0.1', String(servers[0].port))
+  for (let i = 0; i <= replicas; i++) {
+    const relay = await dataRelay()
+    const r = await ThrowawayRedis.create({ aof: true, env, extra: ['--replica-announce-ip', '127.0.0.1', '--replica-announce-port', String(relay.port)] })
+    relay.target = r.port
+    servers.push(handle(r, `redis${i}`, relay))
+  }
+  for (const s of servers.slice(1)) await ask(s.port, 'REPLICAOF', '127.0.0.1', String(servers[0].relay.port))
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-jepsen-sentinel-'))
   const sentinels = []
   for (let i = 0; i < 3; i++) {
     const port = await freePort()
-    const conf = writeSentinelConf(dir, port, servers[0].port)
+    const conf = writeSentinelConf(dir, port, servers[0].relay.port)
     const proc = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' })
     sentinelProcs.add(proc)
     proc.once('exit', () => sentinelProcs.delete(proc))
@@ -99,7 +113,7 @@ async function startSentinelSet({ replicas = 2, env = null } = {}) {
     name: 'mymaster',
     servers,
     sentinels,
-    /** The port the sentinels name as the primary (asked of each in turn), or null. */
+    /** The port (a relay's) the sentinels name as the primary (asked of each in turn), or null. */
     async primaryPort() {
       for (const s of sentinels) {
         const r = await ask(s.port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', 'mymaster').catch(() => null)
@@ -110,7 +124,7 @@ async function startSentinelSet({ replicas = 2, env = null } = {}) {
     /** The data server the sentinels name as the primary, or null. */
     async primary() {
       const p = await this.primaryPort()
-      return servers.find((s) => s.port === p) ?? null
+      return servers.find((s) => s.relay.port === p) ?? null
     },
     /** `SENTINEL FAILOVER` (asked of each sentinel until one accepts). */
     async failover() {
@@ -138,7 +152,7 @@ async function startSentinelSet({ replicas = 2, env = null } = {}) {
         if (!named.every((n) => Number(n[1]) === p)) return false
         if ((await info(p, 'replication')).role !== 'master') return false
         for (const s of servers) {
-          if (s.port === p) continue
+          if (s.relay.port === p) continue
           const r = await info(s.port, 'replication')
           if (r.role !== 'slave' || Number(r.master_port) !== p || r.master_link_status !== 'up') return false
         }
@@ -157,7 +171,7 @@ async function startSentinelSet({ replicas = 2, env = null } = {}) {
     },
     async stop() {
       for (const s of sentinels) s.proc.kill('SIGKILL')
-      for (const s of servers) await s.redis.destroy()
+      for (const s of servers) { await s.redis.destroy(); await s.relay.close() }
       fs.rmSync(dir, { recursive: true, force: true })
     },
   }
@@ -192,15 +206,21 @@ async function clusterNodes(port) {
  * timeout 1.5 s: a primary paused or killed for longer is replaced by its replica.
  */
 async function startCluster({ primaries = 3, replicas = 1, nodeTimeout = 1500, env = null } = {}) {
+  // Every node announces its relay as its client port (`cluster-announce-port`): the slot map
+  // and the replicas' primaries are relays, so clients and replication go through them (only
+  // workers' connections are ever faulted). The cluster bus stays direct (its own port).
   const servers = []
   for (let i = 0; i < primaries * (1 + replicas); i++) {
-    servers.push(handle(await ThrowawayRedis.create({ aof: true, env, port: clusterPort, extra: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(nodeTimeout)] }), `node${i}`))
+    const relay = await dataRelay()
+    const r = await ThrowawayRedis.create({ aof: true, env, port: clusterPort, extra: (x) => ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(nodeTimeout), '--cluster-announce-ip', '127.0.0.1', '--cluster-announce-port', String(relay.port), '--cluster-announce-bus-port', String(x.port + 10000)] })
+    relay.target = r.port
+    servers.push(handle(r, `node${i}`, relay))
   }
   const { execFile } = require('node:child_process')
   await new Promise((resolve, reject) => execFile('redis-cli', ['--cluster', 'create', ...servers.map((s) => `127.0.0.1:${s.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'], { encoding: 'utf8' }, (err, out, errOut) => (err ? reject(new Error(`redis-cli --cluster create: ${errOut || err.message}`)) : resolve(out))))
   const cluster = {
     servers,
-    urls: servers.map((s) => `redis://127.0.0.1:${s.port}`),
+    urls: servers.map((s) => `redis://127.0.0.1:${s.relay.port}`),
     /** The node on `port`'s view: primaries with slots, each with its replicas. */
     nodes: (port) => clusterNodes(port),
     /**
@@ -237,7 +257,7 @@ async function startCluster({ primaries = 3, replicas = 1, nodeTimeout = 1500, e
       await ask(replica.port, 'CLUSTER', 'FAILOVER')
       return { from: p.port, to: replica.port }
     },
-    async stop() { for (const s of servers) await s.redis.destroy() },
+    async stop() { for (const s of servers) { await s.redis.destroy(); await s.relay.close() } },
   }
   await cluster.healthy(60000)
   return cluster
