@@ -21,7 +21,7 @@ const observe = require('./observe')
 const timers = require('timers')
 
 // The operation protocol is defined once, in the addon (src/binding/protocol.rs).
-const P = protocol()
+const P = checkedProtocol(protocol())
 const GRANTED = P.kindGranted
 const GRANTED_LATE = P.kindGrantedLate
 const SUCCEEDED = P.kindSucceeded
@@ -37,6 +37,23 @@ const LIST = P.kindList
 const PERMIT_LIST = P.kindPermitList
 const EXTENDED = P.kindExtended
 const LOST_REASONS = P.lostReasons
+
+/**
+ * `protocol`, once every field this file reads is there: an addon built from other Rust
+ * sources than this lib/ (a clone rebuilt only in part, an old binary copied in) would hand
+ * over records this file misreads, such as a late grant taken for a live one. Refused at load
+ * instead, with code ERR_LOCK_NO_BINARY.
+ */
+function checkedProtocol(protocol) {
+  const missing = ['kindGranted', 'kindGrantedLate', 'kindSucceeded', 'kindRefused', 'kindLost', 'kindInfo', 'kindList', 'kindPermitList', 'kindExtended',
+    'acquireLen', 'releaseLen', 'extendLen', 'fields', 'lostReasons', 'opAcquire', 'opRelease', 'opExtend',
+    'flagWatchExpiry', 'flagCancellable', 'flagPlain', 'flagUnfenced', 'flagReportExtensions'].filter((name) => protocol[name] === undefined)
+  if (missing.length === 0) return protocol
+  const err = new Error(`deadbolt: the native addon was built from other sources than this package's JavaScript (its protocol has no ${missing.join(', ')}): rebuild it (npm run build) or reinstall deadbolt`)
+  // @ts-ignore: a coded Error, as every error of this package
+  err.code = 'ERR_LOCK_NO_BINARY'
+  throw err
+}
 
 let exitHooked = false
 /**
