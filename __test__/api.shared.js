@@ -254,8 +254,8 @@ function apiSuite(b) {
     test('a lease with autoExtend outlives three times its ttl', async (t) => {
       if (await skipUnlessReady(t)) return
       const k = key()
-      const lock = await locks.acquire(k, { ttl: 300, autoExtend: true })
-      await sleep(1000)
+      const lock = await locks.acquire(k, { ttl: 500, autoExtend: true })
+      await sleep(1600)
       assert.equal(lock.held, true)
       const info = await locks.inspect(k)
       assert.equal(info?.owner, lock.owner)
