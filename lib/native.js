@@ -21,7 +21,7 @@ const observe = require('./observe')
 const timers = require('timers')
 
 // The operation protocol is defined once, in the addon (src/binding/protocol.rs).
-const P = checkedProtocol(protocol())
+const P = checked(protocol())
 const GRANTED = P.kindGranted
 const GRANTED_LATE = P.kindGrantedLate
 const SUCCEEDED = P.kindSucceeded
@@ -37,22 +37,29 @@ const LIST = P.kindList
 const PERMIT_LIST = P.kindPermitList
 const EXTENDED = P.kindExtended
 const LOST_REASONS = P.lostReasons
+const OP_ACQUIRE = P.opAcquire
+const OP_RELEASE = P.opRelease
+const OP_EXTEND = P.opExtend
 
 /**
- * `protocol`, once every field this file reads is there: an addon built from other Rust
- * sources than this lib/ (a clone rebuilt only in part, an old binary copied in) would hand
- * over records this file misreads, such as a late grant taken for a live one. Refused at load
- * instead, with code ERR_LOCK_NO_BINARY.
+ * `protocol`, each of whose fields this file reads once, at load (never on a hot path): a field
+ * the addon lacks, because it was built from other Rust sources than this lib/ (a clone rebuilt
+ * only in part, an old binary copied in), throws ERR_LOCK_NO_BINARY naming it, instead of being
+ * read as undefined and misreading records (a late grant taken for a live one).
+ * @param {import('../binding').NativeProtocol} protocol
+ * @returns {import('../binding').NativeProtocol}
  */
-function checkedProtocol(protocol) {
-  const missing = ['kindGranted', 'kindGrantedLate', 'kindSucceeded', 'kindRefused', 'kindLost', 'kindInfo', 'kindList', 'kindPermitList', 'kindExtended',
-    'acquireLen', 'releaseLen', 'extendLen', 'fields', 'lostReasons', 'opAcquire', 'opRelease', 'opExtend',
-    'flagWatchExpiry', 'flagCancellable', 'flagPlain', 'flagUnfenced', 'flagReportExtensions'].filter((name) => protocol[name] === undefined)
-  if (missing.length === 0) return protocol
-  const err = new Error(`deadbolt: the native addon was built from other sources than this package's JavaScript (its protocol has no ${missing.join(', ')}): rebuild it (npm run build) or reinstall deadbolt`)
-  // @ts-ignore: a coded Error, as every error of this package
-  err.code = 'ERR_LOCK_NO_BINARY'
-  throw err
+function checked(protocol) {
+  return new Proxy(protocol, {
+    get(target, name) {
+      const value = target[/** @type {keyof typeof target} */ (name)]
+      if (value !== undefined) return value
+      const err = new Error(`deadbolt: the native addon was built from other sources than this package's JavaScript (its protocol has no ${String(name)}): rebuild it (npm run build) or reinstall deadbolt`)
+      // @ts-ignore: a coded Error, as every error of this package
+      err.code = 'ERR_LOCK_NO_BINARY'
+      throw err
+    },
+  })
 }
 
 let exitHooked = false
@@ -242,7 +249,7 @@ class Native {
     const dataIndex = a.data === undefined ? -1 : this.data.push(a.data) - 1
     const o = this.room(ACQUIRE_LEN)
     const ops = this.ops
-    ops[o] = P.opAcquire
+    ops[o] = OP_ACQUIRE
     ops[o + F.req] = req
     ops[o + F.ttl] = a.ttl
     ops[o + F.wait] = a.wait
@@ -269,7 +276,7 @@ class Native {
 
   releaseOp(req, id) {
     const o = this.room(RELEASE_LEN)
-    this.ops[o] = P.opRelease
+    this.ops[o] = OP_RELEASE
     this.ops[o + F.req] = req
     this.ops[o + F.id] = id
     this.opRequests.push(req)
@@ -278,7 +285,7 @@ class Native {
 
   extendOp(req, id, ttl) {
     const o = this.room(EXTEND_LEN)
-    this.ops[o] = P.opExtend
+    this.ops[o] = OP_EXTEND
     this.ops[o + F.req] = req
     this.ops[o + F.id] = id
     this.ops[o + F.heldTtl] = ttl
