@@ -16,7 +16,7 @@
 //! can never stop the task that serves every other lock.
 
 use crate::core::error::LostReason;
-use crate::core::held::{guard, Held};
+use crate::core::held::{guard, FastHash, Held};
 use crate::core::kind::Kind;
 use crate::runtime::clock;
 use crate::runtime::debug::debug;
@@ -98,7 +98,7 @@ struct Timers {
     release: ReleaseFn,
     /// Every lock looked after, by key and owner, for the store's loss announcements (a
     /// lock nobody extends is in here too, though not in the timer map).
-    holders: Mutex<HashMap<(String, String), Holders>>,
+    holders: Mutex<HashMap<(String, String), Holders, FastHash>>,
 }
 
 /// The locks of one key and owner (more than one when a lock was adopted in its own process).
@@ -141,7 +141,7 @@ impl Scheduler {
             wakeups: Default::default(),
             closed: AtomicBool::new(false),
             release,
-            holders: Mutex::new(HashMap::new()),
+            holders: Mutex::new(HashMap::default()),
         });
         tokio::spawn(run(store, timers.clone()));
         Scheduler { timers }

@@ -24,6 +24,12 @@ pub type ExtendedFn = Box<dyn Fn(&Held) + Send + Sync>;
 
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
 
+/// The hasher of the engine's maps looked up at every operation (held locks, pending
+/// acquisitions, local queues, the heartbeat's index): foldhash's seeded quality hasher, a
+/// random per-process seed as SipHash's (keys come from callers), at a fraction of its cost
+/// (SipHash was ~3 % of a fenced pair's client CPU in bench/PROFILE.md's profile).
+pub(crate) type FastHash = foldhash::quality::RandomState;
+
 /// Locks a mutex even if a panic elsewhere poisoned it: the state it guards stays consistent
 /// (every critical section here is a few assignments), and one bug must not stop every lock.
 pub(crate) fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

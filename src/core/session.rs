@@ -6,7 +6,7 @@
 
 use crate::core::engine::{Engine, Grant};
 use crate::core::error::{LockError, LostReason};
-use crate::core::held::{guard, Held};
+use crate::core::held::{guard, FastHash, Held};
 use crate::core::kind::Kind;
 use crate::core::options::AcquireSpec;
 use crate::store::{ErrorKind, HeldLock, LockInfo, PermitHolder};
@@ -47,9 +47,9 @@ pub struct Stats {
 pub struct Session {
     /// `None` once closed.
     engine: Mutex<Option<Arc<Engine>>>,
-    held: Mutex<HashMap<u64, Arc<Held>>>,
+    held: Mutex<HashMap<u64, Arc<Held>, FastHash>>,
     /// Cancellation tokens of acquisitions the caller may cancel one by one.
-    pending: Mutex<HashMap<u64, CancellationToken>>,
+    pending: Mutex<HashMap<u64, CancellationToken, FastHash>>,
     /// Cancelled by `close`: every pending acquisition's token is this one or a child of it.
     closing: CancellationToken,
     closed: AtomicBool,
@@ -61,8 +61,8 @@ impl Session {
     pub fn open(engine: Arc<Engine>, events: Arc<dyn EventSink>) -> Arc<Session> {
         Arc::new(Session {
             engine: Mutex::new(Some(engine)),
-            held: Mutex::new(HashMap::new()),
-            pending: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::default()),
+            pending: Mutex::new(HashMap::default()),
             closing: CancellationToken::new(),
             closed: AtomicBool::new(false),
             events,

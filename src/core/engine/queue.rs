@@ -3,6 +3,7 @@
 //! which hands the head position on when it leaves.
 
 use super::Engine;
+use crate::core::held::FastHash;
 use crate::core::kind::Kind;
 use crate::core::options::{AcquireSpec, PermitSpec};
 use crate::store::permits::watch_key;
@@ -142,14 +143,14 @@ pub(super) const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
 /// The local queues: one map per [`Kind`], so a lock and a semaphore of one name never share
 /// a queue.
 #[derive(Default)]
-pub(super) struct Queues(pub(super) [HashMap<String, KeyQueue>; 2]);
+pub(super) struct Queues(pub(super) [HashMap<String, KeyQueue, FastHash>; 2]);
 
 impl Queues {
-    pub(super) fn of(&self, kind: Kind) -> &HashMap<String, KeyQueue> {
+    pub(super) fn of(&self, kind: Kind) -> &HashMap<String, KeyQueue, FastHash> {
         &self.0[kind as usize]
     }
 
-    pub(super) fn of_mut(&mut self, kind: Kind) -> &mut HashMap<String, KeyQueue> {
+    pub(super) fn of_mut(&mut self, kind: Kind) -> &mut HashMap<String, KeyQueue, FastHash> {
         &mut self.0[kind as usize]
     }
 }
