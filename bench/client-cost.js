@@ -22,8 +22,14 @@ const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const DEFAULT_LIBS = ['deadbolt', 'deadbolt-unfenced', 'redislock', 'redis-semaphore']
 const IN_FLIGHT = 100
 
-if (process.argv[2] === '--child') child(...process.argv.slice(3))
-else main()
+// Exits when done: the private redis-server, a child process, would keep the event loop
+// alive (it is killed on exit).
+const done = (p) => p.then(() => process.exit(0), (err) => {
+  console.error(err)
+  process.exit(1)
+})
+if (process.argv[2] === '--child') done(child(...process.argv.slice(3)))
+else done(main())
 
 /** One library, `pairs` pairs, IN_FLIGHT at a time; exits when done. */
 async function child(lib, url, pairs) {
@@ -43,7 +49,6 @@ async function child(lib, url, pairs) {
     }
   })
   await adapter.close()
-  process.exit(0)
 }
 
 async function main() {

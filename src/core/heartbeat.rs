@@ -96,33 +96,72 @@ struct Timers {
     wakeups: std::sync::atomic::AtomicUsize,
     closed: AtomicBool,
     release: ReleaseFn,
-    /// Every lock looked after, by key and owner, for the store's loss announcements (a
-    /// lock nobody extends is in here too, though not in the timer map).
-    holders: Mutex<HashMap<(String, String), Holders, FastHash>>,
+    /// Every lock looked after, by the hash of its key and owner ([`Timers::pair_id`]), for
+    /// the store's loss announcements (a lock nobody extends is in here too, though not in
+    /// the timer map). Keyed by the hash, not by copies of the two strings, which cost two
+    /// allocations at every acquisition and two more at every release only to look the pair
+    /// up (bench/PROFILE.md); a lookup compares each entry's own key and owner, so two pairs
+    /// whose hashes meet share a list and are still told apart.
+    holders: Mutex<HashMap<u64, Holders, FastHash>>,
+    /// The seeded hasher of [`Timers::pair_id`].
+    pair_hash: FastHash,
 }
 
-/// The locks of one key and owner (more than one when a lock was adopted in its own process).
+/// The locks of one key-and-owner hash (more than one when a lock was adopted in its own
+/// process, or when two pairs' hashes meet).
 type Holders = Vec<std::sync::Weak<Held>>;
 
 impl Timers {
+    /// The hash a key and owner are indexed under.
+    fn pair_id(&self, key: &str, owner: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.pair_hash.hash_one((key, owner))
+    }
+
     fn index(&self, held: &Arc<Held>) {
+        let id = self.pair_id(&held.key, &held.owner);
         let mut holders = guard(&self.holders);
-        let list = holders
-            .entry((held.key.clone(), held.owner.clone()))
-            .or_default();
+        let list = holders.entry(id).or_default();
         list.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(held)));
         list.push(Arc::downgrade(held));
     }
 
     fn unindex(&self, held: &Held) {
+        let id = self.pair_id(&held.key, &held.owner);
         let mut holders = guard(&self.holders);
-        let id = (held.key.clone(), held.owner.clone());
         if let Some(list) = holders.get_mut(&id) {
             list.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), held));
             if list.is_empty() {
                 holders.remove(&id);
             }
         }
+    }
+
+    /// Takes the live locks of `key` held by `owner` out of the index.
+    fn take_pair(&self, key: &str, owner: &str) -> Vec<Arc<Held>> {
+        self.take_listed(self.pair_id(key, owner), key, owner)
+    }
+
+    /// Takes the live locks of `key` held by `owner` out of the list under `id`, leaving
+    /// those of other pairs listed there.
+    fn take_listed(&self, id: u64, key: &str, owner: &str) -> Vec<Arc<Held>> {
+        let mut holders = guard(&self.holders);
+        let Some(list) = holders.get_mut(&id) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        list.retain(|w| match w.upgrade() {
+            Some(held) if held.key == key && held.owner == owner => {
+                found.push(held);
+                false
+            }
+            Some(_) => true,
+            None => false,
+        });
+        if list.is_empty() {
+            holders.remove(&id);
+        }
+        found
     }
 }
 
@@ -142,6 +181,7 @@ impl Scheduler {
             closed: AtomicBool::new(false),
             release,
             holders: Mutex::new(HashMap::default()),
+            pair_hash: FastHash::default(),
         });
         tokio::spawn(run(store, timers.clone()));
         Scheduler { timers }
@@ -168,8 +208,7 @@ impl Scheduler {
     /// Reports lost, at once, the locks and permits of `key` held by `owner`: the store saw
     /// them end without their holder (see `ReleaseNotifications::losses`).
     pub fn lost(&self, key: &str, owner: &str) {
-        let found = guard(&self.timers.holders).remove(&(key.to_owned(), owner.to_owned()));
-        for held in found.into_iter().flatten().filter_map(|w| w.upgrade()) {
+        for held in self.timers.take_pair(key, owner) {
             lose(&self.timers, &held, LostReason::NotOwned);
         }
     }

@@ -283,3 +283,54 @@ async fn a_lease_whose_holder_stopped_extending_it_lapses_at_its_deadline_as_exp
     assert_eq!(h.lost_reason(), Some(LostReason::Expired));
     assert!(sched.is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_loss_announced_for_a_key_and_owner_ends_only_that_owners_locks() {
+    let sched = memory_scheduler();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let mine = held(1, 60_000, None, lost.clone());
+    let other_key = held(2, 60_000, None, lost.clone());
+    sched.add(mine.clone());
+    sched.add(other_key.clone());
+    sched.lost("k1", "someone else");
+    assert_eq!(
+        lost.load(Ordering::SeqCst),
+        0,
+        "another owner's loss ends nothing here"
+    );
+    sched.lost("k1", "o");
+    assert_eq!(lost.load(Ordering::SeqCst), 1);
+    assert!(mine.lost_reason().is_some());
+    assert!(other_key.lost_reason().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn pairs_whose_hashes_meet_are_still_told_apart() {
+    let sched = memory_scheduler();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let a = held(1, 60_000, None, lost.clone());
+    let b = held(2, 60_000, None, lost.clone());
+    sched.add(a.clone());
+    sched.add(b.clone());
+    // Both pairs listed under one id, as when their hashes are equal.
+    let shared = 7;
+    {
+        let mut holders = guard(&sched.timers.holders);
+        holders.clear();
+        holders.insert(shared, vec![Arc::downgrade(&a), Arc::downgrade(&b)]);
+    }
+    let found = sched.timers.take_listed(shared, "k2", "o");
+    assert_eq!(found.len(), 1);
+    assert!(Arc::ptr_eq(&found[0], &b), "b, found in the shared list");
+    assert_eq!(
+        guard(&sched.timers.holders)[&shared].len(),
+        1,
+        "a, another pair, stays listed"
+    );
+    let found = sched.timers.take_listed(shared, "k1", "o");
+    assert!(found.len() == 1 && Arc::ptr_eq(&found[0], &a));
+    assert!(
+        guard(&sched.timers.holders).is_empty(),
+        "an emptied list leaves the index"
+    );
+}
