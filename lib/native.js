@@ -11,7 +11,7 @@ const { NativeClient, protocol, releaseOnExit } = require('./addon')
 const { fromNative, LockClosedError } = require('./errors')
 const { scrub } = require('./redact')
 const { secretsOfTarget } = require('./topology')
-const { IdMap } = require('./id-map')
+const { HeldLocks } = require('./held-locks')
 const { debug } = require('./debug')
 const { Requests } = require('./requests')
 const observe = require('./observe')
@@ -117,8 +117,8 @@ class Native {
   constructor(target, options, secrets = []) {
     /** request id → { resolve, reject } (the ids are made here) */
     this.pending = new Requests()
-    /** lock handle → object with `_lost(reason)` */
-    this.holders = new IdMap()
+    /** lock handle (its acquisition's request id) → object with `_lost(reason)` */
+    this.holders = new HeldLocks()
     this.alive = false
     // Acquire/release/extend calls made during one tick are queued here and submitted to
     // the native side together from a microtask: one crossing and at most one wake-up of

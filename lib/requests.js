@@ -93,4 +93,4 @@ function slotOf(id) {
   return id - Math.floor(id / SLOTS) * SLOTS
 }
 
-module.exports = { Requests, SLOTS, MAX_GENERATION }
+module.exports = { Requests, SLOTS, MAX_GENERATION, slotOf }
