@@ -48,10 +48,12 @@ export declare class NativeClient {
    * one crossing and at most one wake-up of the runtime instead of one each.
    *
    * The first `len` numbers of `ops` (a buffer JavaScript reuses from batch to batch) are a
-   * sequence of records laid out as `protocol.rs` defines; strings and payloads come in
-   * order from `strings` and `data` (decoded by `submit::decode`).
+   * sequence of records laid out as `protocol.rs` defines; the records' strings come in
+   * order in `text`, one after the other, and payloads in `data` (decoded by
+   * `submit::decode`). One text for the whole batch: a string per key cost a crossing of
+   * its own (two calls to read it and one to find it in an array).
    */
-  submit(ops: Float64Array, len: number, strings: Array<string>, data: Array<Buffer>): void
+  submit(ops: Float64Array, len: number, text: string, data: Array<Buffer>): void
   /** Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`). */
   cancel(req: number): void
   /**
@@ -343,6 +345,10 @@ export interface NativeRecordFields {
   limit: number
   /** Acquire: owner sequence number. */
   ownerSeq: number
+  /** Acquire: the key's length in UTF-16 code units. */
+  keyLen: number
+  /** Acquire: the owner's length in UTF-16 code units (an owner given as a string). */
+  ownerLen: number
   /** Release and extend: the held lock's handle. */
   id: number
   /** Extend: the new lease. */

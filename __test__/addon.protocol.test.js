@@ -10,12 +10,17 @@ const { execFileSync } = require('node:child_process')
 
 const ROOT = path.join(__dirname, '..')
 
-/** What `require('deadbolt')` does in a child whose addon's protocol lacks `field`. */
+/**
+ * What `require('deadbolt')` does in a child whose addon's protocol lacks `field` (a name of
+ * the protocol, or `fields.<name>` for a field of its record layout).
+ */
 function loadWithout(field) {
+  const [outer, inner] = field.split('.')
+  const drop = inner === undefined ? `delete p[${JSON.stringify(outer)}]` : `delete p[${JSON.stringify(outer)}][${JSON.stringify(inner)}]`
   const script = `
     const binding = require(${JSON.stringify(path.join(ROOT, 'binding.js'))})
     const real = binding.protocol
-    binding.protocol = () => { const p = real(); delete p[${JSON.stringify(field)}]; return p }
+    binding.protocol = () => { const p = real(); ${drop}; return p }
     try { require(${JSON.stringify(ROOT)}); console.log(JSON.stringify({ loaded: true })) } catch (err) {
       console.log(JSON.stringify({ code: err.code, message: err.message }))
     }
@@ -29,6 +34,14 @@ test('an addon whose protocol lacks a field lib/ reads is refused at load with E
   assert.equal(out.code, 'ERR_LOCK_NO_BINARY')
   assert.match(out.message, /kindGrantedLate/)
   assert.match(out.message, /rebuild/)
+})
+
+test('an addon whose record layout lacks a field lib/ writes is refused at load with ERR_LOCK_NO_BINARY naming it', () => {
+  // An older build's acquire record has no key length: its keys came as an array of strings.
+  const out = loadWithout('fields.keyLen')
+  assert.equal(out.loaded, undefined, 'the package loaded with a mismatched addon')
+  assert.equal(out.code, 'ERR_LOCK_NO_BINARY')
+  assert.match(out.message, /keyLen/)
 })
 
 test('the addon built from these sources loads', () => {

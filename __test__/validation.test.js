@@ -247,6 +247,19 @@ test('keys and payloads with well-formed astral characters round-trip', async ()
   assert.equal(await lock.release(), true)
 })
 
+test('keys of every script acquired in one tick are each the key locked', async () => {
+  // One tick's acquisitions cross together, their keys one after the other in one text.
+  const keys = ['plain', 'é', 'ééé:x', '日本語', '😀', 'a😀b\u{10FFFF}', 'z'].map((s) => `${key()}:${s}`)
+  const locks = await Promise.all(keys.map((k) => mem.acquire(k)))
+  for (const [i, k] of keys.entries()) {
+    const info = await mem.inspect(k)
+    assert.equal(info?.key, k)
+    assert.equal(info?.owner, locks[i].owner, k)
+    assert.equal(await mem.tryAcquire(k), null, `${k} was not held`)
+  }
+  for (const lock of locks) assert.equal(await lock.release(), true)
+})
+
 test('a URL with a lone surrogate is refused without echoing it', async () => {
   await assert.rejects(connect('memory://secret\uD800'), (err) => badValue("'url'")(err) && !err.message.includes('secret'))
   assert.throws(() => createLock('redis://:pw\uD800@127.0.0.1:6379'), (err) => badValue("'client'")(err) && !err.message.includes('pw'))

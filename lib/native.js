@@ -27,8 +27,9 @@ const GRANTED_LATE = P.kindGrantedLate
 const SUCCEEDED = P.kindSucceeded
 const REFUSED = P.kindRefused
 const ACQUIRE_LEN = P.acquireLen
-// Where each field of a record goes (src/binding/protocol.rs defines the layout once).
-const F = P.fields
+// Where each field of a record goes (src/binding/protocol.rs defines the layout once), read
+// through the check at load into a plain object (the hot path reads it).
+const F = fieldsOf(checked(P.fields), ['dataIndex', 'extendEvery', 'flags', 'heldTtl', 'id', 'jitter', 'keyLen', 'limit', 'maxAttempts', 'maxHold', 'ownerLen', 'ownerSeq', 'permits', 'req', 'retryDelay', 'ttl', 'wait'])
 const RELEASE_LEN = P.releaseLen
 const EXTEND_LEN = P.extendLen
 const LOST = P.kindLost
@@ -60,6 +61,11 @@ function checked(protocol) {
       throw err
     },
   })
+}
+
+/** The `names` of `fields`, each read once (through `checked`), as a plain frozen object. */
+function fieldsOf(fields, names) {
+  return Object.freeze(Object.fromEntries(names.map((name) => [name, fields[name]])))
 }
 
 let exitHooked = false
@@ -130,7 +136,9 @@ class Native {
     this.opsLen = 0
     this.records = new Float64Array(RECORDS_SIZE)
     this.draining = false
-    this.strings = []
+    // The batch's keys (and owners given as strings) one after the other: one string crosses
+    // per batch, each record giving its strings' lengths.
+    this.text = ''
     this.data = []
     this.opRequests = []
     this.flushQueued = false
@@ -262,13 +270,15 @@ class Native {
     ops[o + F.dataIndex] = dataIndex
     ops[o + F.permits] = a.permits
     ops[o + F.limit] = a.limit
+    ops[o + F.keyLen] = key.length
     if (typeof owner === 'number') {
       // The owner prefix (`setOwnerPrefix`) and this number in base 36, made natively.
       ops[o + F.ownerSeq] = owner
-      this.strings.push(key)
+      this.text += key
     } else {
       ops[o + F.ownerSeq] = -1
-      this.strings.push(key, owner)
+      ops[o + F.ownerLen] = owner.length
+      this.text += key + owner
     }
     this.opRequests.push(req)
     this.queueOps()
@@ -311,15 +321,15 @@ class Native {
     if (queuing === this) queuing = null
     const len = this.opsLen
     if (len === 0) return
-    const { strings, data, opRequests } = this
+    const { text, data, opRequests } = this
     // The native side reads the whole batch before anything else runs, so the buffer is
     // free again as soon as the call returns.
     this.opsLen = 0
-    this.strings = []
+    this.text = ''
     this.data = []
     this.opRequests = []
     try {
-      this.addon.submit(this.ops, len, strings, data)
+      this.addon.submit(this.ops, len, text, data)
     } catch (err) {
       for (const req of opRequests) {
         const p = this.pending.get(req)

@@ -162,18 +162,20 @@ impl NativeClient {
     /// one crossing and at most one wake-up of the runtime instead of one each.
     ///
     /// The first `len` numbers of `ops` (a buffer JavaScript reuses from batch to batch) are a
-    /// sequence of records laid out as `protocol.rs` defines; strings and payloads come in
-    /// order from `strings` and `data` (decoded by `submit::decode`).
+    /// sequence of records laid out as `protocol.rs` defines; the records' strings come in
+    /// order in `text`, one after the other, and payloads in `data` (decoded by
+    /// `submit::decode`). One text for the whole batch: an array of strings cost three napi
+    /// calls per key (to find it in the array, measure it and copy it).
     #[napi(catch_unwind)]
     pub fn submit(
         &self,
         ops: Float64ArraySlice,
         len: u32,
-        strings: Vec<String>,
+        text: String,
         data: Vec<Buffer>,
     ) -> Result<()> {
         let owner_prefix = self.owner_prefix.get().map(String::as_str);
-        let batch = submit::decode(&ops, len, strings, &data, owner_prefix, &self.session)
+        let batch = submit::decode(&ops, len, &text, &data, owner_prefix, &self.session)
             .map_err(|e| Error::new(Status::InvalidArg, e))?;
         // Each operation takes its first step here, and the commands of the whole batch are
         // written from this thread at the end of the scope (see `runtime::first_step`, `runtime::flush`).

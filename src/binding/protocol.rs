@@ -1,15 +1,15 @@
 //! The operation protocol between `lib/native.js` and the addon, defined once here and read
 //! by JavaScript at load time (`protocol()`), with the limits and defaults (`limits()`).
 //!
-//! Operations are submitted as records of numbers in one `Float64Array` per tick (strings and
-//! payloads travel in order beside it); completions come back as `[request, kind, value]`
-//! triplets.
+//! Operations are submitted as records of numbers in one `Float64Array` per tick (the batch's
+//! strings travel beside it as one text, each record giving its strings' lengths; payloads as
+//! buffers); completions come back as `[request, kind, value]` triplets.
 
 use crate::limits as defaults;
 use napi_derive::napi;
 
-/// Op code: acquire. Record: the fields of [`acquire`] in their order, the key from the
-/// strings.
+/// Op code: acquire. Record: the fields of [`acquire`] in their order, the key (and an owner
+/// given as a string) from the batch's text.
 pub const OP_ACQUIRE: u32 = 1;
 /// Op code: release held lock `id`. Record: `[op, req, id]` ([`held`]).
 pub const OP_RELEASE: u32 = 2;
@@ -46,8 +46,14 @@ pub mod acquire {
     /// natively, so the common acquisition sends one string, not two); < 0: the owner is the
     /// next string.
     pub const OWNER_SEQ: usize = 13;
+    /// The key's length in UTF-16 code units (JavaScript's `key.length`): the next so many
+    /// of the batch's text.
+    pub const KEY_LEN: usize = 14;
+    /// With `OWNER_SEQ` < 0, the owner's length in UTF-16 code units: the next so many of the
+    /// batch's text after the key.
+    pub const OWNER_LEN: usize = 15;
     /// Length of an acquire record.
-    pub const LEN: usize = OWNER_SEQ + 1;
+    pub const LEN: usize = OWNER_LEN + 1;
 }
 
 /// Where the fields of release and extend records sit (after the op code and [`REQ`]).
@@ -158,6 +164,10 @@ pub struct NativeRecordFields {
     pub limit: u32,
     /// Acquire: owner sequence number.
     pub owner_seq: u32,
+    /// Acquire: the key's length in UTF-16 code units.
+    pub key_len: u32,
+    /// Acquire: the owner's length in UTF-16 code units (an owner given as a string).
+    pub owner_len: u32,
     /// Release and extend: the held lock's handle.
     pub id: u32,
     /// Extend: the new lease.
@@ -189,6 +199,8 @@ pub fn protocol() -> NativeProtocol {
             permits: acquire::PERMITS as u32,
             limit: acquire::LIMIT as u32,
             owner_seq: acquire::OWNER_SEQ as u32,
+            key_len: acquire::KEY_LEN as u32,
+            owner_len: acquire::OWNER_LEN as u32,
             id: held::ID as u32,
             held_ttl: held::TTL as u32,
         },

@@ -35,21 +35,22 @@ pub(super) enum Op {
     },
 }
 
-/// Decodes the first `len` numbers of `ops`, taking keys and owners from `strings` and
-/// payloads from `data`, in order. `owner_prefix`: what owners made from an `ownerSeq` start
-/// with. A cancellable acquisition is registered with `session` here, on the submitting
-/// thread, so a cancel that follows the submission finds it even before its task starts.
-/// Nothing runs unless the whole batch decodes; the error says what was malformed.
+/// Decodes the first `len` numbers of `ops`, taking keys and owners from `text` (each record
+/// gives their lengths in UTF-16 code units, as JavaScript counts them) and payloads from
+/// `data`, in order. `owner_prefix`: what owners made from an `ownerSeq` start with. A
+/// cancellable acquisition is registered with `session` here, on the submitting thread, so a
+/// cancel that follows the submission finds it even before its task starts. Nothing runs
+/// unless the whole batch decodes; the error says what was malformed.
 pub(super) fn decode(
     ops: &[f64],
     len: u32,
-    strings: Vec<String>,
+    text: &str,
     data: &[Buffer],
     owner_prefix: Option<&str>,
     session: &Session,
 ) -> Result<Vec<Op>, String> {
     let ops = ops.get(..len as usize).ok_or("len beyond the ops buffer")?;
-    let mut strings = strings.into_iter();
+    let mut rest = text;
     let mut batch = Vec::new();
     let mut i = 0;
     while i < ops.len() {
@@ -63,7 +64,7 @@ pub(super) fn decode(
         let r = ops.get(i..i + need).ok_or("truncated op record")?;
         batch.push(match op {
             OP_ACQUIRE => {
-                let key = strings.next().ok_or("missing key")?;
+                let key = take_units(&mut rest, r[acquire::KEY_LEN])?.to_string();
                 let seq = r[acquire::OWNER_SEQ];
                 let owner = if seq >= 0.0 {
                     let prefix = owner_prefix.ok_or("no owner prefix set")?;
@@ -72,7 +73,7 @@ pub(super) fn decode(
                     }
                     owner_of(prefix, seq as u64)
                 } else {
-                    strings.next().ok_or("missing owner")?
+                    take_units(&mut rest, r[acquire::OWNER_LEN])?.to_string()
                 };
                 let flags = r[acquire::FLAGS] as u32;
                 Op::Acquire {
@@ -94,7 +95,42 @@ pub(super) fn decode(
         });
         i += need;
     }
+    if !rest.is_empty() {
+        return Err("text left over after the last record".into());
+    }
     Ok(batch)
+}
+
+/// Takes from the front of `rest` the string of `units` UTF-16 code units (JavaScript's
+/// `length` of a string it appended to the batch's text). The text reached here as UTF-8,
+/// a lone surrogate as U+FFFD, which is one unit as the surrogate was, so the counts agree.
+fn take_units<'a>(rest: &mut &'a str, units: f64) -> Result<&'a str, &'static str> {
+    // Every unit is at least one byte of UTF-8, so a count past the bytes left is malformed.
+    if !(units >= 0.0 && units.fract() == 0.0 && units <= rest.len() as f64) {
+        return Err("a string length beyond the batch's text");
+    }
+    let n = units as usize;
+    let end = if rest.as_bytes()[..n].is_ascii() {
+        // The common case: n ASCII bytes are n units, and byte n starts a character.
+        n
+    } else {
+        let mut counted = 0;
+        let mut end = rest.len();
+        for (at, c) in rest.char_indices() {
+            if counted >= n {
+                end = at;
+                break;
+            }
+            counted += c.len_utf16();
+        }
+        if counted != n {
+            return Err("a string length that splits a character");
+        }
+        end
+    };
+    let (taken, left) = rest.split_at(end);
+    *rest = left;
+    Ok(taken)
 }
 
 /// The acquisition an acquire record `r` asks for.
@@ -262,7 +298,7 @@ fn complete(completions: &Completions, req: f64, result: Result<bool, LockError>
 
 #[cfg(test)]
 mod tests {
-    use super::{catch_panics, owner_of};
+    use super::{catch_panics, owner_of, take_units};
     use std::sync::{Arc, Mutex};
 
     #[tokio::test]
@@ -299,6 +335,33 @@ mod tests {
             (9_007_199_254_740_991, "2gosa7pa2gv"),
         ] {
             assert_eq!(owner_of("p.", seq), format!("p.{js}"));
+        }
+    }
+
+    #[test]
+    fn strings_are_taken_from_the_text_by_their_javascript_lengths() {
+        // "é" and "€" are one unit each, "😀" two (a surrogate pair): JavaScript's lengths.
+        let text = "ab\u{e9}\u{20ac}x\u{1f600}yz\u{fffd}!";
+        let mut rest = text;
+        let mut parts = Vec::new();
+        for units in [2.0, 2.0, 3.0, 0.0, 2.0, 2.0] {
+            parts.push(take_units(&mut rest, units).unwrap());
+        }
+        assert_eq!(
+            parts,
+            ["ab", "\u{e9}\u{20ac}", "x\u{1f600}", "", "yz", "\u{fffd}!"]
+        );
+        assert_eq!(rest, "");
+    }
+
+    #[test]
+    fn a_length_that_splits_a_character_or_overruns_the_text_is_refused() {
+        // Half of a surrogate pair.
+        assert!(take_units(&mut "\u{1f600}", 1.0).is_err());
+        assert!(take_units(&mut "abc", 4.0).is_err());
+        assert!(take_units(&mut "\u{e9}", 2.0).is_err());
+        for bad in [-1.0, 1.5, f64::NAN, f64::INFINITY] {
+            assert!(take_units(&mut "abc", bad).is_err(), "{bad}");
         }
     }
 }
