@@ -50,8 +50,8 @@ export declare class NativeClient {
    * The first `len` numbers of `ops` (a buffer JavaScript reuses from batch to batch) are a
    * sequence of records laid out as `protocol.rs` defines; the records' strings come in
    * order in `text`, one after the other, and payloads in `data` (decoded by
-   * `submit::decode`). One text for the whole batch: a string per key cost a crossing of
-   * its own (two calls to read it and one to find it in an array).
+   * `submit::decode`). One text for the whole batch: an array of strings cost three napi
+   * calls per key (to find it in the array, measure it and copy it).
    */
   submit(ops: Float64Array, len: number, text: string, data: Array<Buffer>): void
   /** Cancels pending acquisition `req` (its completion reports `ERR_LOCK_ABORTED`). */
