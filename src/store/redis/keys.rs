@@ -101,6 +101,23 @@ pub fn slot_tag(key: &str) -> &'static str {
     &slot_tags()[hash_slot(key.as_bytes())]
 }
 
+/// Room for a key that needs no name in it ([`SideKeys::fence_inline`]): the reserved byte,
+/// `deadbolt:fence:{`, a slot's tag (at most [`MAX_TAG_LEN`]) and `}`.
+const INLINE_KEY: usize = 1 + 16 + MAX_TAG_LEN + 1;
+
+/// A short key on the stack (see [`SideKeys::fence_inline`]).
+pub struct InlineKey {
+    bytes: [u8; INLINE_KEY],
+    len: usize,
+}
+
+impl std::ops::Deref for InlineKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 /// A lock name and the tag of its slot: every side key of one operation is made from one
 /// hash of the name.
 #[derive(Clone, Copy)]
@@ -139,6 +156,21 @@ impl<'a> SideKeys<'a> {
     /// Key of the fencing counter that serves the name (shared by every name in its slot).
     pub fn fence(&self) -> Vec<u8> {
         self.reserved("fence", false)
+    }
+
+    /// [`SideKeys::fence`], made on the stack: an acquisition names it every time, and a
+    /// slot's tag is a few base-36 digits, so it always fits.
+    pub fn fence_inline(&self) -> InlineKey {
+        const PREFIX: &[u8] = b"deadbolt:fence:{";
+        let mut key = InlineKey {
+            bytes: [0; INLINE_KEY],
+            len: 0,
+        };
+        for part in [&[RESERVED][..], PREFIX, self.tag.as_bytes(), b"}"] {
+            key.bytes[key.len..key.len + part.len()].copy_from_slice(part);
+            key.len += part.len();
+        }
+        key
     }
 
     /// Key of the name's data payload (expires with the lock).

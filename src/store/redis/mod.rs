@@ -62,6 +62,18 @@ fn parse<T: redis::FromRedisValue>(v: Value) -> StoreResult<T> {
 
 /// A script's token reply: a decimal string (exact beyond 2^53), or nil when refused.
 fn token_reply(v: Value) -> StoreResult<Option<u64>> {
+    // The script's reply is a bulk string of digits (a token may be past 2^53) or nil: read
+    // straight from its bytes, without a String made of them; any other reply goes through
+    // redis-rs's conversion as before.
+    match &v {
+        Value::Nil => return Ok(None),
+        Value::BulkString(b) => {
+            if let Some(t) = std::str::from_utf8(b).ok().and_then(|t| t.parse().ok()) {
+                return Ok(Some(t));
+            }
+        }
+        _ => {}
+    }
     match parse::<Option<String>>(v)? {
         None => Ok(None),
         Some(t) => t
@@ -307,9 +319,10 @@ impl RedisStore {
         }
         // The 0.1 counter matters only to a token: an unfenced request never looks for it.
         let check = !unfenced && self.legacy_checked.must_check(key);
-        let ttl = ttl_ms.to_string();
+        let mut ttl = itoa::Buffer::new();
+        let ttl = ttl.format(ttl_ms);
         let side = SideKeys::of(key);
-        let fence = side.fence();
+        let fence = side.fence_inline();
         // The data key goes only with a payload, and the 0.1 counter is named (and so looked
         // at, and its name made) only while this store has not been granted the name.
         let data_k = if data.is_some() {
@@ -338,12 +351,9 @@ impl RedisStore {
             (ValueFormat::Fenced, true) => b"l",
             (ValueFormat::Plain, true) => b"pl",
         };
-        let tagged;
+        let mut tagged = [0u8; 23];
         let mode: &[u8] = match attempt {
-            Some(attempt) => {
-                tagged = [mode, b"a", attempt.to_string().as_bytes()].concat();
-                &tagged
-            }
+            Some(attempt) => tagged_mode(mode, attempt, &mut tagged),
             None => mode,
         };
         let args: [&[u8]; 4] = [owner.as_bytes(), ttl.as_bytes(), mode, data.unwrap_or(b"")];
@@ -743,6 +753,18 @@ impl LockStore for RedisStore {
     fn operator(&self) -> Option<&dyn OperatorTools> {
         Some(self)
     }
+}
+
+/// `mode` followed by `a` and `attempt` in decimal (the acquire script's attempt tag), in
+/// `buf`: a mode is at most 2 bytes and a u64 at most 20 digits.
+fn tagged_mode<'a>(mode: &[u8], attempt: u64, buf: &'a mut [u8; 23]) -> &'a [u8] {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(attempt).as_bytes();
+    let len = mode.len() + 1 + digits.len();
+    buf[..mode.len()].copy_from_slice(mode);
+    buf[mode.len()] = b'a';
+    buf[mode.len() + 1..len].copy_from_slice(digits);
+    &buf[..len]
 }
 
 #[cfg(test)]

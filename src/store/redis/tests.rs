@@ -1058,3 +1058,28 @@ async fn a_primary_in_a_later_configuration_epoch_has_every_counter_in_that_epoc
         .unwrap();
     assert!(mark.starts_with("3 "), "marker {mark:?}");
 }
+
+#[test]
+fn an_attempt_tag_follows_the_mode_even_at_its_longest() {
+    let mut buf = [0u8; 23];
+    assert_eq!(super::tagged_mode(b"", 0, &mut buf), b"a0");
+    assert_eq!(super::tagged_mode(b"l", 42, &mut buf), b"la42");
+    assert_eq!(
+        super::tagged_mode(b"pl", u64::MAX, &mut buf),
+        b"pla18446744073709551615"
+    );
+}
+
+#[test]
+fn a_token_reply_is_read_from_its_digits_up_to_the_largest_token() {
+    use redis::Value;
+    let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+    assert_eq!(super::token_reply(Value::Nil).unwrap(), None);
+    assert_eq!(super::token_reply(bulk("7")).unwrap(), Some(7));
+    assert_eq!(
+        super::token_reply(bulk("18446744073709551615")).unwrap(),
+        Some(u64::MAX)
+    );
+    assert!(super::token_reply(bulk("18446744073709551616")).is_err());
+    assert!(super::token_reply(bulk("seven")).is_err());
+}

@@ -118,3 +118,11 @@ fn every_fence_key_names_one_counter_in_each_slot() {
         assert_eq!(super::hash_slot(key), slot);
     }
 }
+
+#[test]
+fn the_fence_key_made_on_the_stack_is_the_fence_key_of_every_slot() {
+    for tag in slot_tags() {
+        let side = SideKeys::of(tag);
+        assert_eq!(&*side.fence_inline(), &side.fence()[..], "{tag}");
+    }
+}
