@@ -108,8 +108,9 @@ struct Timers {
 }
 
 /// The locks of one key-and-owner hash (more than one when a lock was adopted in its own
-/// process, or when two pairs' hashes meet).
-type Holders = Vec<std::sync::Weak<Held>>;
+/// process, or when two pairs' hashes meet), the usual one inline: a vector allocated per
+/// acquisition was one of the allocations of every acquire+release pair.
+type Holders = smallvec::SmallVec<[std::sync::Weak<Held>; 1]>;
 
 impl Timers {
     /// The hash a key and owner are indexed under.

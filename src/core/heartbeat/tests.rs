@@ -317,7 +317,10 @@ async fn pairs_whose_hashes_meet_are_still_told_apart() {
     {
         let mut holders = guard(&sched.timers.holders);
         holders.clear();
-        holders.insert(shared, vec![Arc::downgrade(&a), Arc::downgrade(&b)]);
+        holders.insert(
+            shared,
+            smallvec::smallvec![Arc::downgrade(&a), Arc::downgrade(&b)],
+        );
     }
     let found = sched.timers.take_listed(shared, "k2", "o");
     assert_eq!(found.len(), 1);
