@@ -308,7 +308,13 @@ impl Engine {
             // A try takes no place in the local queue: it holds nobody back (a semaphore's
             // tries may each find permits, and each try meets the store's own answer, an
             // error included). It never barges past local waiters either.
-            if self.queues.lock().unwrap().of(kind).contains_key(&spec.key) {
+            if self
+                .queues
+                .lock()
+                .unwrap()
+                .of(kind)
+                .contains_key(spec.key.as_str())
+            {
                 return Ok(None);
             }
             return self.attempt(spec, false, cancel, (1, started)).await;
@@ -331,12 +337,17 @@ impl Engine {
         // they would ask too, and the store would pick whichever request it saw first).
         let (contended, mut slot) = {
             let mut queues = self.queues.lock().unwrap();
-            let queue = queues.of_mut(kind).entry(spec.key.clone()).or_default();
+            let map = queues.of_mut(kind);
+            let key: Arc<str> = match map.get_key_value(spec.key.as_str()) {
+                Some((key, _)) => key.clone(),
+                None => Arc::from(spec.key.as_str()),
+            };
+            let queue = map.entry(key.clone()).or_default();
             let contended = !queue.waiters.is_empty();
             queue.waiters.push_back(waiter.clone());
             let slot = Slot {
                 engine: self.clone(),
-                key: spec.key.clone(),
+                key,
                 kind,
                 waiter: waiter.clone(),
                 acquired: false,

@@ -141,16 +141,17 @@ pub(super) const MAX_LOCAL_HANDOFFS: u32 = 16;
 pub(super) const FAIRNESS_PAUSE: Duration = Duration::from_millis(5);
 
 /// The local queues: one map per [`Kind`], so a lock and a semaphore of one name never share
-/// a queue.
+/// a queue. A queue's name is shared with its waiters' [`Slot`]s, which find the queue by it
+/// when they leave (one copy of the name per acquisition, not two).
 #[derive(Default)]
-pub(super) struct Queues(pub(super) [HashMap<String, KeyQueue, FastHash>; 2]);
+pub(super) struct Queues(pub(super) [HashMap<Arc<str>, KeyQueue, FastHash>; 2]);
 
 impl Queues {
-    pub(super) fn of(&self, kind: Kind) -> &HashMap<String, KeyQueue, FastHash> {
+    pub(super) fn of(&self, kind: Kind) -> &HashMap<Arc<str>, KeyQueue, FastHash> {
         &self.0[kind as usize]
     }
 
-    pub(super) fn of_mut(&mut self, kind: Kind) -> &mut HashMap<String, KeyQueue, FastHash> {
+    pub(super) fn of_mut(&mut self, kind: Kind) -> &mut HashMap<Arc<str>, KeyQueue, FastHash> {
         &mut self.0[kind as usize]
     }
 }
@@ -211,7 +212,8 @@ impl KeyQueue {
 /// otherwise it is told to look at once.
 pub(super) struct Slot {
     pub(super) engine: Arc<Engine>,
-    pub(super) key: String,
+    /// The name of the queue it holds a place in (shared with the queue's key).
+    pub(super) key: Arc<str>,
     pub(super) kind: Kind,
     pub(super) waiter: Arc<Waiter>,
     pub(super) acquired: bool,
@@ -281,7 +283,7 @@ impl Drop for Slot {
         {
             let mut queues = self.engine.queues.lock().unwrap();
             let map = queues.of_mut(self.kind);
-            if let Some(queue) = map.get_mut(&self.key) {
+            if let Some(queue) = map.get_mut(&*self.key) {
                 let was_head = queue
                     .waiters
                     .front()
@@ -306,7 +308,7 @@ impl Drop for Slot {
                     }
                 } else {
                     unwatch = queue.watching;
-                    map.remove(&self.key);
+                    map.remove(&*self.key);
                 }
             }
         }
