@@ -46,9 +46,11 @@ const OP_EXTEND = P.opExtend
  * `protocol`, each of whose fields this file reads once, at load (never on a hot path): a field
  * the addon lacks, because it was built from other Rust sources than this lib/ (a clone rebuilt
  * only in part, an old binary copied in), throws ERR_LOCK_NO_BINARY naming it, instead of being
- * read as undefined and misreading records (a late grant taken for a live one).
- * @param {import('../binding').NativeProtocol} protocol
- * @returns {import('../binding').NativeProtocol}
+ * read as undefined and misreading records (a late grant taken for a live one). Also wraps the
+ * protocol's record layout (`fields`).
+ * @template {Record<string, any>} T
+ * @param {T} protocol
+ * @returns {T}
  */
 function checked(protocol) {
   return new Proxy(protocol, {
