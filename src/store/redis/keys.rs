@@ -140,8 +140,10 @@ impl<'a> SideKeys<'a> {
         self.tag
     }
 
-    fn reserved(&self, kind: &str, with_key: bool) -> Vec<u8> {
-        let key = if with_key { self.key } else { "" };
+    /// The name's reserved key of `kind`, in its slot: the reserved byte, then
+    /// `deadbolt:<kind>:{<tag>}<name>`.
+    fn reserved(&self, kind: &str) -> Vec<u8> {
+        let key = self.key;
         let mut out = Vec::with_capacity(1 + 9 + kind.len() + 2 + self.tag.len() + 1 + key.len());
         out.push(RESERVED);
         out.extend_from_slice(b"deadbolt:");
@@ -155,7 +157,7 @@ impl<'a> SideKeys<'a> {
 
     /// Key of the fencing counter that serves the name (shared by every name in its slot).
     pub fn fence(&self) -> Vec<u8> {
-        self.reserved("fence", false)
+        self.fence_inline().to_vec()
     }
 
     /// [`SideKeys::fence`], made on the stack: an acquisition names it every time, and a
@@ -175,7 +177,7 @@ impl<'a> SideKeys<'a> {
 
     /// Key of the name's data payload (expires with the lock).
     pub fn data(&self) -> Vec<u8> {
-        self.reserved("data", true)
+        self.reserved("data")
     }
 
     /// Pub/sub channel on which a release of the name is announced.
@@ -205,7 +207,7 @@ pub fn data_key(key: &str) -> Vec<u8> {
 /// (`fence_key(watch_key)`) and the release channel (`release_channel(watch_key)`) that serve
 /// it, so the three share a slot: announcing on that channel is where waiters listen.
 pub fn permits_key(watch_key: &str) -> Vec<u8> {
-    SideKeys::of(watch_key).reserved("permits", true)
+    SideKeys::of(watch_key).reserved("permits")
 }
 
 /// Pub/sub channel on which a release of `key` is announced.

@@ -120,9 +120,9 @@ fn every_fence_key_names_one_counter_in_each_slot() {
 }
 
 #[test]
-fn the_fence_key_made_on_the_stack_is_the_fence_key_of_every_slot() {
+fn the_fence_key_of_every_slot_is_the_reserved_byte_the_counter_name_and_its_tag() {
     for tag in slot_tags() {
-        let side = SideKeys::of(tag);
-        assert_eq!(&*side.fence_inline(), &side.fence()[..], "{tag}");
+        let expected = [&[RESERVED][..], b"deadbolt:fence:{", tag.as_bytes(), b"}"].concat();
+        assert_eq!(&*SideKeys::of(tag).fence_inline(), &expected[..], "{tag}");
     }
 }
