@@ -85,8 +85,13 @@ class History {
       for (const id of now.keys()) if (!this.last.locks.has(id)) sample.grants++
       for (const [id, l] of this.last.locks) {
         if (now.has(id)) continue
-        // Its lease would have ended by now: it was let run out, not released.
-        if (this.last.at + l.leaseMs <= frame.at) sample.expiries++
+        // The last frame's store read its lease no earlier than `last.at`, so the lease ended
+        // no earlier than `last.at + leaseMs`; this frame's store saw the key gone no later
+        // than `answeredAt`. Gone before the earliest end it could have had: released.
+        // Otherwise it ran out (or was let go within one read's time of its end). Judged by
+        // this frame's `at` instead, a lease that ran out while the read was on its way was
+        // counted as a release.
+        if (this.last.at + l.leaseMs <= frame.answeredAt) sample.expiries++
         else sample.releases++
       }
     }

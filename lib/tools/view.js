@@ -73,8 +73,9 @@ async function listSome(client, prefix, limit) {
 }
 
 /**
- * Reads one frame: `{ at, prefix, locks, more, semaphores, leaders, jobs }`, locks sorted by
- * key, jobs (their last run, lib/jobs.js) by name; `more`: more locks are held than the
+ * Reads one frame: `{ at, answeredAt, prefix, locks, more, semaphores, leaders, jobs }`: `at`
+ * when the reads were sent, `answeredAt` when the last was answered (the store served each
+ * between the two), locks sorted by key, jobs (their last run, lib/jobs.js) by name; `more`: more locks are held than the
  * `limit` shown. `what`: { prefix, limit, semaphores: [{ name, limit }], elections: [name] }.
  * Its load on the store: one listing of at most limit + 1 locks, one read per semaphore and
  * per election named, and one listing of at most `limit` job records.
@@ -102,9 +103,11 @@ async function readFrame(client, what) {
     // The last run of each scheduled job under the prefix (lib/jobs.js).
     client.jobs({ prefix: what.prefix ?? '', limit: what.limit ?? 1000 }),
   ])
+  const answeredAt = Date.now()
   held.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
   return {
     at,
+    answeredAt,
     prefix: what.prefix ?? '',
     more,
     locks: held.map((i) => ({
