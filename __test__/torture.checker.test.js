@@ -1,30 +1,27 @@
 'use strict'
-// The short form of the torture suite (torture/): every scenario against every store, one
-// test each, failing on any violated invariant. `npm run torture` runs the full form.
-// A scenario whose server is missing fails under CI and is skipped elsewhere.
+// The torture suite's own checks: its checker against crafted logs, and the short form's
+// parts (torture.shared.js) covering every scenario on every store exactly once.
 
-const { test, after } = require('node:test')
-const { STORES } = require('../torture/stores')
-const { SCENARIOS, applies } = require('../torture/scenarios')
-const { runScenario, disposeReusable, line } = require('../torture/run')
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { cases } = require('./torture.shared')
 
-after(disposeReusable)
-
-for (const store of STORES) {
-  for (const sc of SCENARIOS) {
-    if (!applies(sc, store)) continue
-    test(`${store.name}: ${sc.title}`, { timeout: 180_000 }, async (t) => {
-      const r = await runScenario(store, sc, { short: true })
-      t.diagnostic(line(r))
-      for (const n of r.notes) t.diagnostic(n)
-      if (r.status === 'skip') return t.skip(r.reason)
-      if (r.status === 'fail') throw new Error(`${r.violations.length} violated invariant(s):\n  - ${r.violations.join('\n  - ')}`)
-    })
-  }
-}
+test("every scenario on every store runs in exactly one of the short form's spec files", () => {
+  const all = cases()
+  assert.ok(all.length > 0)
+  // Two cases with one name would make a title run twice and hide the other.
+  assert.equal(new Set(all.map((c) => `${c.store.name}\u0000${c.sc.name}`)).size, all.length)
+  const parts = new Set(all.map((c) => c.part))
+  const files = fs.readdirSync(__dirname).filter((f) => /^torture\.\w+\.test\.js$/.test(f) && f !== path.basename(__filename))
+  const ran = files.map((f) => /tortureTests\('(\w+)'\)/.exec(fs.readFileSync(path.join(__dirname, f), 'utf8'))?.[1])
+  // Each part in one file named after it, and no file running a part that has no case.
+  assert.deepEqual(ran.toSorted(), [...parts].toSorted())
+  for (const [i, f] of files.entries()) assert.equal(f, `torture.${ran[i]}.test.js`)
+})
 
 test('the torture checker counts overlaps, stale writes and token violations in a crafted log', () => {
-  const assert = require('node:assert/strict')
   const { overlaps, staleAccepted, tokenViolations } = require('../torture/checker')
   const w = (w, g, t, held, key = 'k', token = String(g)) => ({ ev: 'write', w, g, t, held, key, token })
   // A holds 0..10; B believes it holds from 5: one overlap of 5 ms. C after A stopped: none.
