@@ -12,8 +12,7 @@
 use crate::store::delegate::delegate;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{Acquisition, Batch, Call, Handoff, Release, Renewal};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlRow};
@@ -23,6 +22,7 @@ use tokio::sync::OnceCell;
 use crate::store::sql::checks::{check_handoff, check_key, check_lease, check_owner};
 use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::options::Url;
+use crate::store::sql::pool::ServerPool;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::{
     ExtendItem, HeldLock, LockInfo, LockStore, OperatorTools, ReleaseNotifications, ReleaseOutcome,
@@ -54,9 +54,8 @@ pub type MysqlOptions = crate::store::sql::options::ServerOptions;
 ///
 /// Any number of locks can be held at once: each costs one row, no connection.
 pub struct MysqlStore {
-    connect_options: MySqlConnectOptions,
-    pool_size: u32,
-    acquire_timeout: Duration,
+    /// The pool, built and logged in on first use, and whether the store is closed.
+    server: ServerPool<Mysql, sqlx::MySql>,
     /// Bound on its background work and on `close`, as on a call (the registry bounds calls
     /// with [`crate::store::bounded`]).
     call_timeout: Duration,
@@ -65,13 +64,6 @@ pub struct MysqlStore {
     /// When the last purge started.
     purged: PurgeClock,
     sql: Statements,
-    /// Built on first use rather than in `connect`, because building a pool spawns its
-    /// maintenance task, which needs to run inside a tokio runtime.
-    pool: OnceLock<MySqlPool>,
-    closed: AtomicBool,
-    /// Set once a first connection logged in (see [`MysqlStore::connected`]); left empty when
-    /// that failed, so the next operation tries again.
-    connected: OnceCell<()>,
     /// Left empty when creating the table failed, so the next operation tries again.
     table_ready: OnceCell<()>,
     /// Statements of the semaphore tables (see `permits`).
@@ -87,9 +79,9 @@ impl std::fmt::Debug for MysqlStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Connect options hold the password.
         f.debug_struct("MysqlStore")
-            .field("host", &self.connect_options.get_host())
-            .field("port", &self.connect_options.get_port())
-            .field("pool_size", &self.pool_size)
+            .field("host", &self.server.options().get_host())
+            .field("port", &self.server.options().get_port())
+            .field("pool_size", &self.server.size())
             .finish_non_exhaustive()
     }
 }
@@ -114,9 +106,7 @@ impl MysqlStore {
         let connect_timeout = Duration::from_millis(opts.connect_timeout_ms);
         Ok(MysqlStore {
             doorbell: Doorbell::new(&opts.table, connect_options.clone(), connect_timeout),
-            connect_options,
-            pool_size: opts.pool_size,
-            acquire_timeout: connect_timeout,
+            server: ServerPool::new(connect_options, opts.pool_size, connect_timeout),
             call_timeout: Duration::from_millis(
                 opts.connect_timeout_ms
                     .saturating_add(opts.response_timeout_ms),
@@ -124,9 +114,6 @@ impl MysqlStore {
             purge_after: Duration::from_millis(opts.purge_after_ms),
             purged: PurgeClock::default(),
             sql: Statements::new(&quoted_table),
-            pool: OnceLock::new(),
-            closed: AtomicBool::new(false),
-            connected: OnceCell::new(),
             table_ready: OnceCell::new(),
             permit_sql: PermitStatements::new(&opts.table),
             permit_tables_ready: OnceCell::new(),
@@ -399,12 +386,8 @@ impl LockStore for MysqlStore {
     /// back. Operations after this fail with a `BackendError`.
     fn close(&self) -> BoxFuture<'_, ()> {
         async move {
-            self.closed.store(true, Ordering::SeqCst);
             self.doorbell.stop();
-            if let Some(pool) = self.pool.get() {
-                // A connection stuck on a stalled server never comes back: do not wait for it.
-                let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
-            }
+            self.server.close(self.call_timeout).await;
         }
         .boxed()
     }

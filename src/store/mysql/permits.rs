@@ -27,6 +27,7 @@ use super::MysqlStore;
 use crate::store::permits::{PermitTable, TableHolder, TableWaiter};
 use crate::store::sql::checks::{check_key, check_owner, check_request};
 use crate::store::sql::errors::{db_error, read};
+use crate::store::sql::pool::created_or_readable;
 use crate::store::{PermitHolder, PermitRequest, ReleaseOutcome, StoreResult};
 
 /// `kind` of a holder's row.
@@ -587,31 +588,21 @@ impl MysqlStore {
         Ok(pool)
     }
 
+    /// Creates the semaphore tables if they do not exist, or accepts ones the account can
+    /// read (as for the lock table).
     async fn ensure_permit_tables(&self, pool: &MySqlPool) -> StoreResult<()> {
-        let mut failure = None;
+        let mut created = Ok(());
         for create in &self.permit_sql.create {
-            if let Err(e) = sqlx::query(AssertSqlSafe(create.clone()))
+            created = sqlx::query(AssertSqlSafe(create.clone()))
                 .execute(pool)
                 .await
-            {
-                failure = Some(e);
+                .map(drop);
+            if created.is_err() {
                 break;
             }
         }
-        let Some(e) = failure else {
-            return Ok(());
-        };
-        // As for the lock table: an account without the CREATE privilege may use tables its
-        // DBA created.
-        if e.as_database_error().is_some() {
-            let probe = sqlx::query(AssertSqlSafe(self.permit_sql.probe.clone()))
-                .execute(pool)
-                .await;
-            if probe.is_ok() {
-                return Ok(());
-            }
-        }
-        Err(db_error::<Mysql>("creating the semaphore tables", e))
+        let probe = || sqlx::query(AssertSqlSafe(self.permit_sql.probe.clone())).execute(pool);
+        created_or_readable::<Mysql, _, _, _>(created, probe, "creating the semaphore tables").await
     }
 }
 

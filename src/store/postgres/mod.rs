@@ -18,8 +18,7 @@ mod tls;
 
 use crate::store::delegate::delegate;
 use crate::store::{Acquisition, Batch, Call, Handoff, Release, Renewal};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -36,6 +35,7 @@ use crate::store::sql::checks::{check_handoff, check_key, check_lease, check_own
 use crate::store::sql::errors::{db_error, read};
 use crate::store::sql::extend::Leases;
 use crate::store::sql::options::Url;
+use crate::store::sql::pool::ServerPool;
 use crate::store::sql::purge::PurgeClock;
 use crate::store::sql::rows::{prefix_end, LeaseRow, Remaining};
 use crate::store::{
@@ -56,14 +56,13 @@ pub type PostgresOptions = crate::store::sql::options::ServerOptions;
 ///
 /// Any number of locks can be held at once: each costs one row, no connection.
 pub struct PostgresStore {
-    connect_options: PgConnectOptions,
-    /// [`Self::connect_options`] without the startup parameters the store adds.
+    /// The pool's connect options without the startup parameters the store adds.
     plain_options: PgConnectOptions,
     /// The `statement_timeout` the sessions are opened with, in milliseconds, as the server
     /// reports it in `pg_settings` (see [`PostgresStore::log_in`]).
     statement_timeout_ms: String,
-    pool_size: u32,
-    acquire_timeout: Duration,
+    /// The pool, built and logged in on first use, and whether the store is closed.
+    server: ServerPool<Postgres, sqlx::Postgres>,
     /// Bound on its background work and on `close`, as on a call (the registry bounds calls
     /// with [`crate::store::bounded`]).
     call_timeout: Duration,
@@ -79,13 +78,6 @@ pub struct PostgresStore {
     id: [u8; 16],
     /// The announcement channel: the table's name.
     channel: String,
-    /// Built on first use rather than in `connect`, because building a pool spawns its
-    /// maintenance task, which needs to run inside a tokio runtime.
-    pool: OnceLock<PgPool>,
-    closed: AtomicBool,
-    /// Set once a first session was opened and checked (see [`PostgresStore::connected`]);
-    /// left empty when that failed, so the next operation tries again.
-    connected: OnceCell<()>,
     /// Left empty when creating the table failed, so the next operation tries again.
     table_ready: OnceCell<()>,
     /// The same for the semaphore tables, created on the first semaphore operation.
@@ -97,9 +89,9 @@ impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Connect options hold the password.
         f.debug_struct("PostgresStore")
-            .field("host", &self.connect_options.get_host())
-            .field("port", &self.connect_options.get_port())
-            .field("pool_size", &self.pool_size)
+            .field("host", &self.server.options().get_host())
+            .field("port", &self.server.options().get_port())
+            .field("pool_size", &self.server.size())
             .finish_non_exhaustive()
     }
 }
@@ -139,11 +131,9 @@ impl PostgresStore {
         let connect_timeout = Duration::from_millis(opts.connect_timeout_ms);
         Ok(PostgresStore {
             notifier: Notifier::new(&opts.table, connect_options.clone(), connect_timeout),
-            connect_options,
+            server: ServerPool::new(connect_options, opts.pool_size, connect_timeout),
             plain_options,
             statement_timeout_ms,
-            pool_size: opts.pool_size,
-            acquire_timeout: connect_timeout,
             call_timeout: Duration::from_millis(
                 opts.connect_timeout_ms
                     .saturating_add(opts.response_timeout_ms),
@@ -157,9 +147,6 @@ impl PostgresStore {
             permit_sql: PermitStatements::new(&opts.table),
             id: *uuid::Uuid::new_v4().as_bytes(),
             channel: opts.table.clone(),
-            pool: OnceLock::new(),
-            closed: AtomicBool::new(false),
-            connected: OnceCell::new(),
             table_ready: OnceCell::new(),
             permits_ready: OnceCell::new(),
         })
@@ -398,12 +385,8 @@ impl LockStore for PostgresStore {
     /// connections in use to come back. Operations after this fail with `Closed`.
     fn close(&self) -> BoxFuture<'_, ()> {
         async move {
-            self.closed.store(true, Ordering::SeqCst);
             self.notifier.stop();
-            if let Some(pool) = self.pool.get() {
-                // A connection stuck on a stalled server never comes back: do not wait for it.
-                let _ = tokio::time::timeout(self.call_timeout, pool.close()).await;
-            }
+            self.server.close(self.call_timeout).await;
         }
         .boxed()
     }

@@ -1,18 +1,32 @@
 //! The PostgreSQL store's pool and schema readiness, both lazy: the pool is built, the
 //! server reached, the session checked as the store's own and the tables created on first
-//! use, and a failure is tried again by the next call.
+//! use, and a failure is tried again by the next call (the pool itself is the SQL core's
+//! [`ServerPool`](crate::store::sql::pool::ServerPool)).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{AssertSqlSafe, Connection, Row};
 
 use super::errors::{is_protocol_violation, Postgres};
 use super::PostgresStore;
-use crate::store::protocol::{self, Expect};
+use crate::store::protocol::Expect;
 use crate::store::sql::errors::{connect_error, db_error};
-use crate::store::sql::pool::{built_pool, connected_pool};
+use crate::store::sql::pool::{created_or_readable, ServerAddress};
 use crate::store::{ErrorKind, StoreError, StoreResult};
+
+impl ServerAddress for PgConnectOptions {
+    const PROTOCOL: Expect = Expect::Postgres;
+
+    fn address(&self) -> (&str, u16, Option<&Path>) {
+        (
+            self.get_host(),
+            self.get_port(),
+            self.get_socket().map(PathBuf::as_path),
+        )
+    }
+}
 
 impl PostgresStore {
     /// The pool, built on first use, once the table exists.
@@ -35,21 +49,7 @@ impl PostgresStore {
     /// [`Self::log_in`]); creates nothing (read-only operations use it, so that looking never
     /// runs DDL).
     pub(super) async fn connected(&self) -> StoreResult<&PgPool> {
-        let pool = self.pool()?;
-        connected_pool::<_, Postgres, _>(pool, &self.closed, &self.connected, || async {
-            self.probe().await?;
-            self.log_in_checked(pool).await
-        })
-        .await
-    }
-
-    /// The server as messages name it: `host:port`, or the socket's path.
-    pub(super) fn server(&self) -> String {
-        let opts = &self.connect_options;
-        match opts.get_socket() {
-            Some(path) => path.display().to_string(),
-            None => format!("{}:{}", opts.get_host(), opts.get_port()),
-        }
+        self.server.connected(|pool| self.log_in(pool)).await
     }
 
     /// Opens a first pooled session (kept in the pool for the next statement), so that a
@@ -67,7 +67,7 @@ impl PostgresStore {
     ///
     /// [`ErrorKind::Unsupported`]: crate::store::ErrorKind::Unsupported
     pub(super) async fn log_in(&self, pool: &PgPool) -> StoreResult<()> {
-        let connecting = format!("connecting to {}", self.server());
+        let connecting = format!("connecting to {}", self.server.server());
         let mut conn = match pool.acquire().await {
             Ok(conn) => conn,
             Err(e) if is_protocol_violation(&e) && self.accepted_without_options().await => {
@@ -81,7 +81,13 @@ impl PostgresStore {
                     ),
                 ))
             }
-            Err(e) => return Err(connect_error::<Postgres>(&self.server(), "PostgreSQL", e)),
+            Err(e) => {
+                return Err(connect_error::<Postgres>(
+                    &self.server.server(),
+                    "PostgreSQL",
+                    e,
+                ))
+            }
         };
         // A simple query: no prepared statement, whatever stands in front of the server.
         let setting: Option<String> =
@@ -108,66 +114,19 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// [`Self::log_in`], unless what answers at the address turns out not to speak
-    /// PostgreSQL's protocol first: looked at once the login is slow (see
-    /// [`protocol::wrong_protocol`]), so that a URL pointed at an HTTP or Redis port, which
-    /// never answers the driver, fails in milliseconds rather than at the connect timeout.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe, as [`Self::log_in`] is.
-    pub(super) async fn log_in_checked(&self, pool: &PgPool) -> StoreResult<()> {
-        let opts = &self.connect_options;
-        if opts.get_socket().is_some() {
-            return self.log_in(pool).await;
-        }
-        let check = async {
-            tokio::time::sleep(protocol::SLOW_LOGIN).await;
-            let (host, port) = (opts.get_host(), opts.get_port());
-            protocol::wrong_protocol(
-                "postgres",
-                host,
-                port,
-                self.acquire_timeout,
-                Expect::Postgres,
-            )
-            .await
-        };
-        tokio::select! {
-            done = self.log_in(pool) => done,
-            wrong = check => Err(wrong),
-        }
-    }
-
     /// Whether the server accepts a login without the startup parameters the store adds
     /// (`options`, `extra_float_digits`): then it was those it refused.
     pub(super) async fn accepted_without_options(&self) -> bool {
-        let attempt = tokio::time::timeout(self.acquire_timeout, async {
+        let attempt = tokio::time::timeout(self.server.acquire_timeout(), async {
             let conn = sqlx::PgConnection::connect_with(&self.plain_options).await?;
             conn.close().await
         });
         matches!(attempt.await, Ok(Ok(())))
     }
 
-    /// Before the first use of the pool, one plain TCP connection to the server: sqlx's pool
-    /// treats "connection refused" as a server still starting and retries until the connect
-    /// timeout, then reports only "pool timed out". A server that is not there is reported as
-    /// such, at once. Other outcomes are left to the pool.
-    pub(super) async fn probe(&self) -> StoreResult<()> {
-        let opts = &self.connect_options;
-        if opts.get_socket().is_some() {
-            return Ok(());
-        }
-        crate::store::refused::check_not_refused(
-            "postgres",
-            opts.get_host(),
-            opts.get_port(),
-            self.acquire_timeout,
-        )
-        .await
-    }
-
     /// Runs the `create` script; if the server refuses it, accepts tables that `probe` can
-    /// read. `what` names the step in the error.
+    /// read (an account without CREATE on the schema fails here even when they exist). `what`
+    /// names the step in the error.
     pub(super) async fn ensure_schema(
         &self,
         pool: &PgPool,
@@ -178,31 +137,8 @@ impl PostgresStore {
         let created = sqlx::raw_sql(AssertSqlSafe(create.clone()))
             .execute(pool)
             .await;
-        let Err(e) = created else {
-            return Ok(());
-        };
-        // An account without CREATE on the schema fails here even when the table exists:
-        // accept the table if it can be read. Only when the server answered, or an
-        // unreachable server would make the caller wait for a second timeout.
-        if e.as_database_error().is_some() {
-            let probe = sqlx::query(AssertSqlSafe(probe.clone()))
-                .execute(pool)
-                .await;
-            if probe.is_ok() {
-                return Ok(());
-            }
-        }
-        Err(db_error::<Postgres>(what, e))
-    }
-
-    pub(super) fn pool(&self) -> StoreResult<&PgPool> {
-        built_pool::<_, Postgres>(
-            &self.pool,
-            &self.closed,
-            self.pool_size,
-            self.acquire_timeout,
-            &self.connect_options,
-        )
+        let probe = || sqlx::query(AssertSqlSafe(probe.clone())).execute(pool);
+        created_or_readable::<Postgres, _, _, _>(created, probe, what).await
     }
 }
 
