@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::MysqlStore;
 use crate::store::permits::watch_key;
-use crate::store::watched::Watched;
+use crate::store::sql::releases::{Releases, Reopen};
 use crate::store::ReleaseNotifications;
 
 /// How often the watched names are looked at while any is watched: a waiter learns of a
@@ -45,14 +45,6 @@ pub(super) const MAX_NAMES: usize = 256;
 
 /// With nothing watched for this long, the connection is closed.
 pub(super) const IDLE_CLOSE: Duration = Duration::from_secs(10);
-
-/// Releases buffered for the engine before a slow receiver loses some (each loss costs its
-/// waiter one poll).
-const RELEASES_BUFFERED: usize = 1024;
-
-/// First and longest pause between attempts to reopen the connection.
-const REOPEN_FIRST: Duration = Duration::from_millis(50);
-const REOPEN_MAX: Duration = Duration::from_secs(1);
 
 // Which of the names bound are held by a live lease: the lease table's primary key. It is
 // followed by `?, ` repeated and `?)`, one placeholder per name.
@@ -163,10 +155,8 @@ impl Looks {
 
 /// What the store and its looking task share.
 struct Shared {
-    /// Watched names and how many `watch` calls each has outstanding.
-    watched: Watched,
-    /// Released names, for the engine.
-    released: broadcast::Sender<String>,
+    /// Watched names, and released ones for the engine.
+    releases: Releases,
     /// Signalled when a name is watched, so an idle task looks again.
     woken: Notify,
     /// Looks completed (for tests: a look that started after an event has completed once
@@ -195,8 +185,7 @@ impl Doorbell {
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
-                watched: Watched::default(),
-                released: broadcast::channel(RELEASES_BUFFERED).0,
+                releases: Releases::default(),
                 woken: Notify::new(),
                 looks: AtomicU64::new(0),
             }),
@@ -257,7 +246,7 @@ struct Task {
 impl Task {
     /// The watched names, in no particular order.
     fn names(&self) -> Vec<String> {
-        self.shared.watched.keys()
+        self.shared.releases.watched.keys()
     }
 
     /// Opens the connection, within the bound.
@@ -369,7 +358,7 @@ impl Task {
     async fn run(self) {
         let mut conn: Option<MySqlConnection> = None;
         let mut looks = Looks::default();
-        let mut pause = REOPEN_FIRST;
+        let mut reopen = Reopen::default();
         loop {
             match self.idle(conn.is_some()).await {
                 None => break,
@@ -388,14 +377,12 @@ impl Task {
                     opened = self.open() => opened,
                 };
                 if conn.is_none() {
-                    tokio::select! {
-                        _ = self.stop.cancelled() => break,
-                        _ = tokio::time::sleep(pause) => {}
+                    if !reopen.wait(&self.stop).await {
+                        break;
                     }
-                    pause = (pause * 2).min(REOPEN_MAX);
                     continue;
                 }
-                pause = REOPEN_FIRST;
+                reopen.opened();
                 looks.forget();
             }
             let names = self.names();
@@ -408,8 +395,7 @@ impl Task {
                 Ok(Ok(seen)) => {
                     self.shared.looks.fetch_add(1, Ordering::AcqRel);
                     for name in looks.record(seen) {
-                        // Nobody listening (no engine) is fine: the send finds no receiver.
-                        let _ = self.shared.released.send(name);
+                        self.shared.releases.announce(name);
                     }
                 }
                 failed => {
@@ -438,7 +424,7 @@ impl Task {
 
 impl ReleaseNotifications for MysqlStore {
     fn releases(&self) -> broadcast::Receiver<String> {
-        self.doorbell.shared.released.subscribe()
+        self.doorbell.shared.releases.subscribe()
     }
 
     /// Adds `key` to the names looked at; returns at once (the first look at a name rings
@@ -446,7 +432,7 @@ impl ReleaseNotifications for MysqlStore {
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
             let doorbell = &self.doorbell;
-            doorbell.shared.watched.add(key);
+            doorbell.shared.releases.watched.add(key);
             doorbell.start();
             doorbell.shared.woken.notify_one();
         }
@@ -454,14 +440,11 @@ impl ReleaseNotifications for MysqlStore {
     }
 
     fn unwatch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
-        async move {
-            self.doorbell.shared.watched.remove(key);
-        }
-        .boxed()
+        self.doorbell.shared.releases.unwatch(key)
     }
 
     fn watched(&self) -> usize {
-        self.doorbell.shared.watched.len()
+        self.doorbell.shared.releases.watched.len()
     }
 
     fn tells_others_waiting(&self) -> bool {

@@ -10,7 +10,7 @@
 //! unheard; until then waiters poll.
 
 use crate::runtime::debug::debug;
-use crate::store::watched::Watched;
+use crate::store::sql::releases::{Releases, Reopen};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,20 +24,10 @@ use tokio_util::sync::CancellationToken;
 use super::PostgresStore;
 use crate::store::ReleaseNotifications;
 
-/// Releases buffered for the engine before a slow receiver loses some (each loss costs its
-/// waiter one poll).
-const RELEASES_BUFFERED: usize = 1024;
-
-/// First and longest pause between attempts to reopen the listening connection.
-const REOPEN_FIRST: Duration = Duration::from_millis(50);
-const REOPEN_MAX: Duration = Duration::from_secs(1);
-
 /// What the store and its listening task share.
 struct Shared {
-    /// Watched names and how many `watch` calls each has outstanding.
-    watched: Watched,
-    /// Released names, for the engine.
-    released: broadcast::Sender<String>,
+    /// Watched names, and released ones for the engine.
+    releases: Releases,
     /// Whether the listening connection is open and listening.
     listening: watch::Sender<bool>,
 }
@@ -48,16 +38,15 @@ impl Shared {
         let Some(key) = decode_hex(payload).and_then(|b| String::from_utf8(b).ok()) else {
             return;
         };
-        if self.watched.contains(&key) {
-            // Nobody listening (no engine) is fine: the send just finds no receiver.
-            let _ = self.released.send(key);
+        if self.releases.watched.contains(&key) {
+            self.releases.announce(key);
         }
     }
 
     /// Announces every watched name: releases may have gone unheard.
     fn wake_all(&self) {
-        for key in self.watched.keys() {
-            let _ = self.released.send(key);
+        for key in self.releases.watched.keys() {
+            self.releases.announce(key);
         }
     }
 }
@@ -95,8 +84,7 @@ impl Notifier {
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
-                watched: Watched::default(),
-                released: broadcast::channel(RELEASES_BUFFERED).0,
+                releases: Releases::default(),
                 listening: watch::channel(false).0,
             }),
             channel: channel.to_owned(),
@@ -165,7 +153,7 @@ async fn listen(
     bound: Duration,
     stop: CancellationToken,
 ) {
-    let mut pause = REOPEN_FIRST;
+    let mut reopen = Reopen::default();
     let mut first = true;
     'reopen: while !stop.is_cancelled() {
         let opened = tokio::select! {
@@ -173,14 +161,12 @@ async fn listen(
             opened = open(&pool, &channel, bound) => opened,
         };
         let Some(mut listener) = opened else {
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(pause) => {}
+            if !reopen.wait(&stop).await {
+                break;
             }
-            pause = (pause * 2).min(REOPEN_MAX);
             continue;
         };
-        pause = REOPEN_FIRST;
+        reopen.opened();
         shared.listening.send_replace(true);
         // Releases made while the connection was down went unheard. (Before the first
         // opening, nothing was missed: `watch` returns once listening, and its caller looks
@@ -218,13 +204,13 @@ async fn listen(
 
 impl ReleaseNotifications for PostgresStore {
     fn releases(&self) -> broadcast::Receiver<String> {
-        self.notifier.shared.released.subscribe()
+        self.notifier.shared.releases.subscribe()
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         async move {
             let notifier = &self.notifier;
-            notifier.shared.watched.add(key);
+            notifier.shared.releases.watched.add(key);
             if notifier.stop.is_cancelled() {
                 return;
             }
@@ -239,13 +225,10 @@ impl ReleaseNotifications for PostgresStore {
     }
 
     fn unwatch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
-        async move {
-            self.notifier.shared.watched.remove(key);
-        }
-        .boxed()
+        self.notifier.shared.releases.unwatch(key)
     }
 
     fn watched(&self) -> usize {
-        self.notifier.shared.watched.len()
+        self.notifier.shared.releases.watched.len()
     }
 }

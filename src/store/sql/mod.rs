@@ -14,6 +14,7 @@ pub mod extend;
 pub mod options;
 pub mod pool;
 pub mod purge;
+pub mod releases;
 pub mod rows;
 pub mod tls;
 
