@@ -100,13 +100,17 @@ pub async fn keep_alive(
     Ok(out)
 }
 
-/// Grants a lease for locks of `ttl_ms`.
-async fn grant(api: &Api, ttl_ms: u64, deadline: Instant) -> StoreResult<Own> {
+/// Grants a lease of `secs` seconds: its id, and until when it lives (reckoned from before
+/// the request was sent, by the TTL the server granted).
+///
+/// # Cancel Safety
+/// Cancel safe: a lease granted and never used lapses by itself.
+async fn grant_secs(api: &Api, secs: i64, deadline: Instant) -> StoreResult<(i64, Instant)> {
     let sent = Instant::now();
     let reply = api
         .call(
             "/v3/lease/grant",
-            &json!({"TTL": lease_secs(ttl_ms).to_string()}),
+            &json!({"TTL": secs.to_string()}),
             deadline,
             Retry::Safe,
         )
@@ -117,10 +121,17 @@ async fn grant(api: &Api, ttl_ms: u64, deadline: Instant) -> StoreResult<Own> {
             "etcd: lease grant: no lease in the answer",
         ));
     }
+    Ok((id, sent + Duration::from_secs(ttl as u64)))
+}
+
+/// Grants a lease for locks of `ttl_ms`.
+async fn grant(api: &Api, ttl_ms: u64, deadline: Instant) -> StoreResult<Own> {
+    let secs = lease_secs(ttl_ms);
+    let (id, good_until) = grant_secs(api, secs, deadline).await?;
     Ok(Own {
         id,
-        secs: lease_secs(ttl_ms),
-        good_until: sent + Duration::from_secs(ttl as u64),
+        secs,
+        good_until,
     })
 }
 
@@ -167,24 +178,10 @@ impl Leases {
                 *s = Slot::default();
             }
         }
-        let sent = Instant::now();
-        let reply = api
-            .call(
-                "/v3/lease/grant",
-                &json!({"TTL": secs.to_string()}),
-                deadline,
-                Retry::Safe,
-            )
-            .await?;
-        let (id, ttl) = (int(reply.get("ID")), int(reply.get("TTL")));
-        if id == 0 || ttl <= 0 {
-            return Err(crate::store::StoreError::internal(
-                "etcd: lease grant: no lease in the answer",
-            ));
-        }
+        let (id, good_until) = grant_secs(api, secs, deadline).await?;
         *s = Slot {
             id,
-            good_until: Some(sent + Duration::from_secs(ttl as u64)),
+            good_until: Some(good_until),
         };
         Ok(id)
     }
