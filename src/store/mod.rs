@@ -124,6 +124,18 @@ pub struct ReleaseOutcome {
     pub others_waiting: bool,
 }
 
+impl ReleaseOutcome {
+    /// The outcome of a release that no waiter in another process is known to listen for
+    /// (`others_waiting: false`): what a release that freed nothing answers, and every
+    /// release of a store that cannot tell.
+    pub fn unannounced(released: bool) -> Self {
+        Self {
+            released,
+            others_waiting: false,
+        }
+    }
+}
+
 /// Who an acquisition takes a lock for, and how ([`LockStore::try_acquire`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Acquisition<'a> {
@@ -315,10 +327,7 @@ pub trait LockStore: Send + Sync + 'static {
             .map(|r| {
                 r.map(|handed| match handed {
                     Some(token) => HandoffOutcome::Handed(token),
-                    None => HandoffOutcome::Released(ReleaseOutcome {
-                        released: false,
-                        others_waiting: false,
-                    }),
+                    None => HandoffOutcome::Released(ReleaseOutcome::unannounced(false)),
                 })
             })
             .boxed()

@@ -486,10 +486,7 @@ impl LockStore for DynamoStore {
                 self.watches.forget(key);
             }
             // No announcements: waiters elsewhere poll.
-            Ok(ReleaseOutcome {
-                released,
-                others_waiting: false,
-            })
+            Ok(ReleaseOutcome::unannounced(released))
         }
         .boxed()
     }

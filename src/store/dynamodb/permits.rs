@@ -438,10 +438,7 @@ impl DynamoStore {
             .await?
             .ok_or_else(|| Self::contended(name))?;
         // No announcements: waiters elsewhere poll.
-        Ok(ReleaseOutcome {
-            released,
-            others_waiting: false,
-        })
+        Ok(ReleaseOutcome::unannounced(released))
     }
 
     /// See [`crate::store::LockStore::permits`]: one read, nothing written.

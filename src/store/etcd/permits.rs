@@ -255,10 +255,7 @@ impl EtcdStore {
         });
         self.held.forget(&hk);
         self.held.forget(&qk);
-        Ok(ReleaseOutcome {
-            released,
-            others_waiting: false,
-        })
+        Ok(ReleaseOutcome::unannounced(released))
     }
 
     /// See [`LockStore::permits`](crate::store::LockStore::permits).

@@ -262,11 +262,7 @@ impl LockStore for MemoryStore {
 
     fn release<'a>(&'a self, key: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
         let released = MemoryStore::release(self, key, r.owner);
-        ready(Ok(ReleaseOutcome {
-            released,
-            others_waiting: false,
-        }))
-        .boxed()
+        ready(Ok(ReleaseOutcome::unannounced(released))).boxed()
     }
 
     fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
@@ -289,11 +285,7 @@ impl LockStore for MemoryStore {
 
     fn release_permits<'a>(&'a self, name: &'a str, r: Release<'a>) -> Call<'a, ReleaseOutcome> {
         let released = MemoryStore::release_permits(self, name, r.owner);
-        ready(Ok(ReleaseOutcome {
-            released,
-            others_waiting: false,
-        }))
-        .boxed()
+        ready(Ok(ReleaseOutcome::unannounced(released))).boxed()
     }
 
     fn permits<'a>(&'a self, name: &'a str) -> Call<'a, Vec<PermitHolder>> {

@@ -295,10 +295,7 @@ impl LockStore for MysqlStore {
             self.purge_if_due(pool);
             // No announcement: waiters elsewhere learn of it through their doorbell, which
             // looks at the lease row (see `doorbell`).
-            Ok(ReleaseOutcome {
-                released: done.rows_affected() > 0,
-                others_waiting: false,
-            })
+            Ok(ReleaseOutcome::unannounced(done.rows_affected() > 0))
         }
         .boxed()
     }

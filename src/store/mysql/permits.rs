@@ -542,10 +542,7 @@ impl MysqlStore {
         }
         self.purge_if_due(pool);
         // No announcements, as for locks.
-        Ok(ReleaseOutcome {
-            released: held,
-            others_waiting: false,
-        })
+        Ok(ReleaseOutcome::unannounced(held))
     }
 
     /// The live holders of `name`, remaining leases by the server's clock.

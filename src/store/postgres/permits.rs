@@ -120,10 +120,7 @@ impl PostgresStore {
         .map_err(|e| db_error::<Postgres>("release_permits", e))?;
         self.purge_if_due(pool);
         let Some(row) = row else {
-            return Ok(ReleaseOutcome {
-                released: false,
-                others_waiting: false,
-            });
+            return Ok(ReleaseOutcome::unannounced(false));
         };
         let decode = |e: sqlx::Error| db_error::<Postgres>("release_permits", e);
         Ok(ReleaseOutcome {

@@ -422,10 +422,7 @@ impl LockStore for SqliteStore {
             let row = w.finish(row).map_err(|e| db_error("release", e))?;
             self.purge_if_due();
             let Some(row) = row else {
-                return Ok(ReleaseOutcome {
-                    released: false,
-                    others_waiting: false,
-                });
+                return Ok(ReleaseOutcome::unannounced(false));
             };
             let (released, others_waiting) = self.deleted(key, &row, "release")?;
             Ok(ReleaseOutcome {

@@ -91,10 +91,7 @@ impl SqliteStore {
             .await;
         let rows = w.finish(rows).map_err(|e| db_error("release_permits", e))?;
         self.purge_if_due();
-        let mut outcome = ReleaseOutcome {
-            released: false,
-            others_waiting: false,
-        };
+        let mut outcome = ReleaseOutcome::unannounced(false);
         for row in &rows {
             let decode = |e| db_error("release_permits", e);
             let mine: bool = row.try_get(0).map_err(decode)?;
