@@ -782,6 +782,10 @@ LIBS.deadbolt.deadbolt = true
 // measured against what it changes, in the same run. Listed only when given.
 if (process.env.BENCH_BASELINE) {
   LIBS['deadbolt-baseline'] = { label: 'deadbolt, baseline build (BENCH_BASELINE)', backend: 'redis', make: (u) => deadbolt(u.redis, {}, loadBaseline), scenarios: [1, 2], compareTo: 'deadbolt', deadbolt: true }
+  // The same on the SQL stores, against their own deadbolt rows.
+  for (const [backend, row] of [['mysql', 'deadbolt-mysql'], ['postgres', 'deadbolt-pg'], ['sqlite', 'deadbolt-sqlite']]) {
+    LIBS[`${row}-baseline`] = { label: `deadbolt (${backend}), baseline build (BENCH_BASELINE)`, backend, make: (u) => deadbolt(u[backend], {}, loadBaseline), scenarios: [1, 2], compareTo: row, deadbolt: true }
+  }
 }
 LIBS['deadbolt-redislock'].deadbolt = true
 // bench/multi.js: backends of several servers; `probe` names the one server whose counters
