@@ -2,8 +2,6 @@
 //! reached and the tables created on first use, and a failure is tried again by the next
 //! call (the pool itself is the SQL core's [`ServerPool`](crate::store::sql::pool::ServerPool)).
 
-use std::path::{Path, PathBuf};
-
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::AssertSqlSafe;
 
@@ -11,20 +9,10 @@ use super::errors::Mysql;
 use super::MysqlStore;
 use crate::store::protocol::Expect;
 use crate::store::sql::errors::connect_error;
-use crate::store::sql::pool::{created_or_readable, ServerAddress};
+use crate::store::sql::pool::{created_or_readable, server_address};
 use crate::store::StoreResult;
 
-impl ServerAddress for MySqlConnectOptions {
-    const PROTOCOL: Expect = Expect::Mysql;
-
-    fn address(&self) -> (&str, u16, Option<&Path>) {
-        (
-            self.get_host(),
-            self.get_port(),
-            self.get_socket().map(PathBuf::as_path),
-        )
-    }
-}
+server_address!(MySqlConnectOptions, Expect::Mysql);
 
 impl MysqlStore {
     /// The pool, built on first use, once the table exists.

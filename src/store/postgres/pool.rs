@@ -3,7 +3,6 @@
 //! use, and a failure is tried again by the next call (the pool itself is the SQL core's
 //! [`ServerPool`](crate::store::sql::pool::ServerPool)).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgPool};
@@ -13,20 +12,10 @@ use super::errors::{is_protocol_violation, Postgres};
 use super::PostgresStore;
 use crate::store::protocol::Expect;
 use crate::store::sql::errors::{connect_error, db_error};
-use crate::store::sql::pool::{created_or_readable, ServerAddress};
+use crate::store::sql::pool::{created_or_readable, server_address};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 
-impl ServerAddress for PgConnectOptions {
-    const PROTOCOL: Expect = Expect::Postgres;
-
-    fn address(&self) -> (&str, u16, Option<&Path>) {
-        (
-            self.get_host(),
-            self.get_port(),
-            self.get_socket().map(PathBuf::as_path),
-        )
-    }
-}
+server_address!(PgConnectOptions, Expect::Postgres);
 
 impl PostgresStore {
     /// The pool, built on first use, once the table exists.

@@ -62,6 +62,26 @@ pub trait ServerAddress {
     fn address(&self) -> (&str, u16, Option<&Path>);
 }
 
+/// Implements [`ServerAddress`] for a sqlx driver's connect options (`$options`), whose server
+/// speaks `$protocol`: sqlx's MySQL and PostgreSQL options name their address with the same
+/// accessors (`get_host`, `get_port`, `get_socket`), but through no trait of sqlx's.
+macro_rules! server_address {
+    ($options:ty, $protocol:expr) => {
+        impl $crate::store::sql::pool::ServerAddress for $options {
+            const PROTOCOL: $crate::store::protocol::Expect = $protocol;
+
+            fn address(&self) -> (&str, u16, Option<&std::path::Path>) {
+                (
+                    self.get_host(),
+                    self.get_port(),
+                    self.get_socket().map(std::path::PathBuf::as_path),
+                )
+            }
+        }
+    };
+}
+pub(crate) use server_address;
+
 /// The connection pool of a store with a server: built on first use by [`lazy_pool`], then
 /// logged in once (a failure is tried again by the next call), and closed with the store.
 /// `D` names the store in its messages.
