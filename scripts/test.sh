@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step says how far into the run it starts, so a slow run shows where its time went.
+step() { printf '\n== %s (at %d s)\n' "$*" "$SECONDS"; }
 
 step "servers and tools"
 bash scripts/services.sh redis mariadb postgres etcd tools
@@ -81,3 +82,4 @@ node scripts/node24.js || echo "Node 24 could not be fetched: weblocks.node24.te
 # child processes, not on the CPU (one at a time they took 19½ minutes here, two 11½).
 step "node --test"
 node --test --test-concurrency=2 __test__/
+step "done"
