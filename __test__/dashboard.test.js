@@ -282,10 +282,11 @@ test("the dashboard's chart counts a holder that let go before its lease ended a
 
 test("the dashboard's chart calls a vanished holder released only when its lease cannot have ended yet", () => {
   // The chart's rule, fed frames by hand (the expiry spec above met this case once in a full
-  // run, and waited in vain for its expiry). A frame's store read each lease between the frame's `at` and its
-  // `answeredAt`. Here the first frame's read of a 1000 ms lease was answered at once (it ends
-  // at 1000); the next frame's reads went out at 990 and were answered at 1010, with the key
-  // gone: the store may have served them after 1000, so the lease may have run out.
+  // run, and waited in vain for its expiry). A frame's store read each lease between the
+  // frame's `at` and its `answeredAt`. Here the first frame's read of a 1000 ms lease was
+  // answered at once (it ends at 1000); the next frame's reads went out at 990 and were
+  // answered at 1010, with the key gone: the store may have served them after 1000, so the
+  // lease may have run out.
   const { History } = require('../lib/tools/dashboard')
   const lock = { key: 'k', owner: 'o', fencingToken: '1', leaseMs: 1000 }
   const ranOut = new History()
