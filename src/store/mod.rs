@@ -22,6 +22,7 @@ pub mod redis;
 pub mod redlock;
 pub mod refused;
 pub mod registry;
+pub mod reopen;
 pub mod sql;
 pub mod sqlite;
 pub mod tls;

@@ -23,6 +23,7 @@ use super::held::{Guard, Held};
 use super::keys;
 use crate::runtime::debug::debug;
 use crate::store::permits::watch_key;
+use crate::store::reopen::Reopen;
 use crate::store::{Loss, ReleaseNotifications};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -103,7 +104,7 @@ impl Watches {
         );
         tokio::spawn(async move {
             let mut from = 0;
-            let mut pause = Duration::from_millis(50);
+            let mut reopen = Reopen::default();
             while !stop.is_cancelled() {
                 let followed = follow(&api, &shared, &tx, &stop, &ready, from).await;
                 ready.send_replace(false);
@@ -111,17 +112,16 @@ impl Watches {
                     Ok(_) => return,
                     Err((next, why)) => {
                         debug!("etcd: watch: {why}; opening it again");
+                        // The stream got further than before: start the back-off afresh.
                         if next > from {
-                            pause = Duration::from_millis(50);
+                            reopen.opened();
                         }
                         from = next;
                     }
                 }
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(pause) => {}
+                if !reopen.wait(&stop).await {
+                    return;
                 }
-                pause = (pause * 2).min(Duration::from_secs(1));
             }
         });
     }

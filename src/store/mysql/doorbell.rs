@@ -33,7 +33,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::MysqlStore;
 use crate::store::permits::watch_key;
-use crate::store::sql::releases::{Releases, Reopen};
+use crate::store::reopen::Reopen;
+use crate::store::sql::releases::Releases;
 use crate::store::ReleaseNotifications;
 
 /// How often the watched names are looked at while any is watched: a waiter learns of a

@@ -10,7 +10,8 @@
 //! unheard; until then waiters poll.
 
 use crate::runtime::debug::debug;
-use crate::store::sql::releases::{Releases, Reopen};
+use crate::store::reopen::Reopen;
+use crate::store::sql::releases::Releases;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,25 +1,17 @@
 //! What the release announcements of the SQL stores with a server share (MySQL's doorbell,
 //! PostgreSQL's `LISTEN`): the names this process's waiters watch and the broadcast of their
-//! releases to the engine, which the store and its background task hold together, and the
-//! back-off of that task between attempts to reopen its connection.
-
-use std::time::Duration;
+//! releases to the engine, which the store and its background task hold together. (The
+//! task's back-off between attempts to reopen its connection is [`crate::store::reopen`].)
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 
 use crate::store::watched::Watched;
 
 /// Releases buffered for the engine before a slow receiver loses some (each loss costs its
 /// waiter one poll).
 pub const RELEASES_BUFFERED: usize = 1024;
-
-/// First and longest pause between attempts to reopen the connection.
-pub const REOPEN_FIRST: Duration = Duration::from_millis(50);
-/// See [`REOPEN_FIRST`].
-pub const REOPEN_MAX: Duration = Duration::from_secs(1);
 
 /// The watched names, each counted, and the broadcast of released names to the engine.
 #[derive(Debug)]
@@ -58,37 +50,5 @@ impl Releases {
             self.watched.remove(key);
         }
         .boxed()
-    }
-}
-
-/// The pause before the next attempt to reopen a connection that failed to open: from
-/// [`REOPEN_FIRST`], doubling up to [`REOPEN_MAX`], and the first again once one opened.
-#[derive(Debug)]
-pub struct Reopen(Duration);
-
-impl Default for Reopen {
-    fn default() -> Self {
-        Reopen(REOPEN_FIRST)
-    }
-}
-
-impl Reopen {
-    /// Waits the pause after a failed attempt, doubling the next one. Returns `false` if
-    /// `stop` came first.
-    ///
-    /// # Cancel Safety
-    /// Cancel safe: a dropped wait leaves the pause as it was.
-    pub async fn wait(&mut self, stop: &CancellationToken) -> bool {
-        tokio::select! {
-            _ = stop.cancelled() => return false,
-            _ = tokio::time::sleep(self.0) => {}
-        }
-        self.0 = (self.0 * 2).min(REOPEN_MAX);
-        true
-    }
-
-    /// A connection opened: the next failure waits the first pause again.
-    pub fn opened(&mut self) {
-        self.0 = REOPEN_FIRST;
     }
 }
