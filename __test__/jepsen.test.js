@@ -53,6 +53,33 @@ test('a program started under the harness\'s fake clock sees its wall clock jump
   }
 })
 
+test('a Redis server under the harness\'s clock shim ends a lease early when its clock jumps forward', async (t) => {
+  const { clockShimLib, ClockShim } = require('../jepsen/faketime')
+  const { ThrowawayRedis } = require('../torture/servers')
+  const missing = clockShimLib() === null ? 'a C compiler (cc)' : !ThrowawayRedis.available() ? 'redis-server' : null
+  if (missing) {
+    if (process.env.CI) throw new Error(`${missing} is not installed (scripts/services.sh tools)`)
+    return t.skip(`${missing} is not installed`)
+  }
+  const clock = new ClockShim()
+  const r = await ThrowawayRedis.create({ env: clock.env() })
+  const Redis = require('ioredis')
+  const c = new Redis({ port: r.port, host: '127.0.0.1', maxRetriesPerRequest: 1 })
+  try {
+    const [before] = await c.time()
+    await c.set('lease', 'holder', 'PX', 60_000)
+    clock.jump(3_600_000)
+    const [after] = await c.time()
+    assert.ok(Number(after) - Number(before) >= 3600, `TIME ${before} then ${after}`)
+    // Its minute is up on the server's clock (the key is gone: PTTL -2), an hour early.
+    assert.equal(await c.pttl('lease'), -2)
+  } finally {
+    c.disconnect()
+    await r.destroy()
+    clock.destroy()
+  }
+})
+
 test('--append puts its rows at the end of the Batches table, not after the sections that follow it', () => {
   const file = tmp('guarantees.md')
   fs.writeFileSync(file, '# G\n\n## Batches\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Guarantees\n\ntext\n')

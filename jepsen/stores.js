@@ -16,7 +16,7 @@ const { ThrowawayPostgres } = require('../__test__/fixtures/postgres')
 const { startEtcd, etcdInstalled } = require('../__test__/fixtures/etcd')
 const { startDynalite, dynaliteInstalled, TEST_CREDENTIALS } = require('../__test__/fixtures/dynalite')
 const { startSentinelSet, startCluster, ask, info, until, killClients } = require('./topologies')
-const { faketimeLib, Faketime } = require('./faketime')
+const { faketimeLib, Faketime, clockShimLib, ClockShim } = require('./faketime')
 
 const rawOf = (name) => TORTURE_STORES.find((s) => s.name === name).raw
 const PROCESS = ['pause-holder', 'kill-holder', 'stall']
@@ -81,61 +81,12 @@ const STORES = {
       }
     },
   },
-  redis: {
-    available: () => ThrowawayRedis.available(),
-    async start() {
-      // With AOF (fsync always): tokens survive a kill -9 (without it a restart starts a new
-      // token epoch, as documented).
-      const r = await ThrowawayRedis.create({ aof: true })
-      const raw = rawOf('redis')(r.url)
-      return {
-        url: ([p]) => `redis://127.0.0.1:${p}`,
-        endpoints: [r.port], opts: OPTS,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
-        servers: [redisServer(r, 'redis')],
-        killConnections: () => raw.killConnections(),
-        leftover: async (prefix) => (await raw.leftover(prefix)).extra,
-        stop: async () => { await raw.close(); await r.destroy() },
-      }
-    },
-  },
-  redlock: {
-    available: () => ThrowawayRedis.available(),
-    async start() {
-      const rs = []
-      for (let i = 0; i < 3; i++) rs.push(await ThrowawayRedis.create({ aof: true }))
-      const raws = rs.map((r) => rawOf('redis')(r.url))
-      return {
-        url: (ports) => ports.map((p) => `redis://127.0.0.1:${p}`),
-        endpoints: rs.map((r) => r.port), opts: OPTS,
-        // A permit grant's token is the largest its quorum drew (docs/design.md, Redlock):
-        // two holders granted at once by different quorums may share it.
-        sharedPermitTokens: true,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
-        servers: rs.map((r, i) => redisServer(r, `redis${i}`)),
-        killConnections: async () => (await Promise.all(raws.map((x) => x.killConnections()))).reduce((a, b) => a + b, 0),
-        leftover: async (prefix) => (await Promise.all(raws.map((x) => x.leftover(prefix)))).flatMap((x) => x.extra),
-        stop: async () => { for (const x of raws) await x.close(); for (const r of rs) await r.destroy() },
-      }
-    },
-  },
-  mysql: {
-    available: () => ThrowawayMysql.available(),
-    async start() {
-      const m = await ThrowawayMysql.create()
-      const raw = rawOf('mysql')(m.url)
-      const u = new URL(m.url)
-      return {
-        url: ([p]) => { u.port = String(p); return u.toString() },
-        endpoints: [m.port], opts: OPTS,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
-        servers: [{ name: 'mariadb', pause: () => m.pause(), resume: () => m.resume(), kill: () => m.stop('SIGKILL'), start: () => m.db.start({ timeout: 60000 }), ensure: () => m.ensureRunning() }],
-        killConnections: () => raw.killConnections(),
-        leftover: async (prefix) => (await raw.leftover(prefix)).extra,
-        stop: async () => { await raw.close(); await m.destroy() },
-      }
-    },
-  },
+  redis: redisStore({ clock: false }),
+  'redis-clock': redisStore({ clock: true }),
+  redlock: redlockStore({ clock: false }),
+  'redlock-clock': redlockStore({ clock: true }),
+  mysql: mysqlStore({ clock: false }),
+  'mysql-clock': mysqlStore({ clock: true }),
   postgres: postgresStore({ clock: false }),
   'postgres-clock': postgresStore({ clock: true }),
   sentinel: {
@@ -272,6 +223,102 @@ const STORES = {
 }
 
 /**
+ * The nemesis's `clock-jump` on `clocks` (one per server): the wall clock of server
+ * `f.jump % n` jumps forward by `f.jump` ms and stays there.
+ */
+function clockJump(clocks, names) {
+  return async (f, rec) => {
+    const i = f.jump % clocks.length
+    clocks[i].jump(f.jump)
+    Object.assign(rec, { server: names[i], jump: f.jump, offset: clocks[i].offsetMs })
+  }
+}
+
+/**
+ * One Redis server with AOF (fsync always): tokens survive a kill -9 (without it a restart
+ * starts a new token epoch, as documented). With `clock`, the server runs under the clock
+ * shim and the nemesis may jump its clock forward (`clock-jump`); a configuration of its
+ * own, so that the plain one's seeds replay as before.
+ */
+function redisStore({ clock }) {
+  return {
+    available: () => ThrowawayRedis.available() && (!clock || clockShimLib() !== null),
+    async start() {
+      const ft = clock ? new ClockShim() : null
+      const r = await ThrowawayRedis.create({ aof: true, env: ft?.env() ?? null })
+      const raw = rawOf('redis')(r.url)
+      return {
+        url: ([p]) => `redis://127.0.0.1:${p}`,
+        endpoints: [r.port], opts: OPTS,
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(ft ? ['clock-jump'] : [])],
+        servers: [redisServer(r, 'redis')],
+        killConnections: () => raw.killConnections(),
+        nemesis: ft ? { 'clock-jump': clockJump([ft], ['redis']) } : undefined,
+        leftover: async (prefix) => (await raw.leftover(prefix)).extra,
+        stop: async () => { await raw.close(); await r.destroy(); ft?.destroy() },
+      }
+    },
+  }
+}
+
+/**
+ * Redlock over 3 Redis servers with AOF. With `clock`, the first server runs under the clock
+ * shim and every `clock-jump` moves its clock: a minority whose clock jumps, which the quorum
+ * must absorb (two servers jumping within a lease break Redlock's assumption, documented).
+ */
+function redlockStore({ clock }) {
+  return {
+    available: () => ThrowawayRedis.available() && (!clock || clockShimLib() !== null),
+    async start() {
+      const clocks = clock ? [new ClockShim()] : null
+      const rs = []
+      for (let i = 0; i < 3; i++) rs.push(await ThrowawayRedis.create({ aof: true, env: i === 0 ? clocks?.[0].env() ?? null : null }))
+      const raws = rs.map((r) => rawOf('redis')(r.url))
+      const names = rs.map((_, i) => `redis${i}`)
+      return {
+        url: (ports) => ports.map((p) => `redis://127.0.0.1:${p}`),
+        endpoints: rs.map((r) => r.port), opts: OPTS,
+        // A permit grant's token is the largest its quorum drew (docs/design.md, Redlock):
+        // two holders granted at once by different quorums may share it.
+        sharedPermitTokens: true,
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(clocks ? ['clock-jump'] : [])],
+        servers: rs.map((r, i) => redisServer(r, names[i])),
+        killConnections: async () => (await Promise.all(raws.map((x) => x.killConnections()))).reduce((a, b) => a + b, 0),
+        nemesis: clocks ? { 'clock-jump': clockJump(clocks, names) } : undefined,
+        leftover: async (prefix) => (await Promise.all(raws.map((x) => x.leftover(prefix)))).flatMap((x) => x.extra),
+        stop: async () => { for (const x of raws) await x.close(); for (const r of rs) await r.destroy(); for (const c of clocks ?? []) c.destroy() },
+      }
+    },
+  }
+}
+
+/**
+ * MariaDB (its leases expire by `UTC_TIMESTAMP(6)`, the server's wall clock). With `clock`,
+ * the server runs under the clock shim and the nemesis may jump its clock forward.
+ */
+function mysqlStore({ clock }) {
+  return {
+    available: () => ThrowawayMysql.available() && (!clock || clockShimLib() !== null),
+    async start() {
+      const ft = clock ? new ClockShim() : null
+      const m = await ThrowawayMysql.create({ env: ft?.env() ?? null })
+      const raw = rawOf('mysql')(m.url)
+      const u = new URL(m.url)
+      return {
+        url: ([p]) => { u.port = String(p); return u.toString() },
+        endpoints: [m.port], opts: OPTS,
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(ft ? ['clock-jump'] : [])],
+        servers: [{ name: 'mariadb', pause: () => m.pause(), resume: () => m.resume(), kill: () => m.stop('SIGKILL'), start: () => m.db.start({ timeout: 60000 }), ensure: () => m.ensureRunning() }],
+        killConnections: () => raw.killConnections(),
+        nemesis: ft ? { 'clock-jump': clockJump([ft], ['mariadb']) } : undefined,
+        leftover: async (prefix) => (await raw.leftover(prefix)).extra,
+        stop: async () => { await raw.close(); await m.destroy(); ft?.destroy() },
+      }
+    },
+  }
+}
+
+/**
  * PostgreSQL (its leases expire by `clock_timestamp()`, the server's wall clock). With
  * `clock`, the server runs under libfaketime and the nemesis may jump its clock forward
  * (`clock-jump`); a configuration of its own, so that the plain one's seeds replay as before.
@@ -319,10 +366,7 @@ function postgresStore({ clock }) {
             return r.rowCount
           } finally { await c.end() }
         },
-        nemesis: ft ? {
-          /** The server's wall clock jumps forward by `f.jump` ms (and stays there). */
-          async 'clock-jump'(f, rec) { ft.jump(f.jump); rec.jump = f.jump; rec.offset = ft.offsetMs },
-        } : undefined,
+        nemesis: ft ? { 'clock-jump': clockJump([ft], ['postgres']) } : undefined,
         leftover: (prefix) => listed(url(pg.port), OPTS, prefix),
         async stop() { await pg.destroy(); ft?.destroy() },
       }

@@ -165,8 +165,9 @@ class ThrowawayRedis {
 class ThrowawayMysql {
   static available() { return mariadbBinaries() !== null }
 
-  static async create() {
-    const db = await ThrowawayMariadb.create({ port: 3407 + Math.floor(Math.random() * 400) })
+  /** `env`: extra environment variables of the server process. */
+  static async create({ env = null } = {}) {
+    const db = await ThrowawayMariadb.create({ port: 3407 + Math.floor(Math.random() * 400), env })
     await db.start({ timeout: 60000 })
     const m = new ThrowawayMysql(db)
     return m
