@@ -111,6 +111,24 @@ test('the checker reports two believed holds of one key that overlap, and not tw
   assert.deepEqual(run(history(101)).violations, [])
 })
 
+test('the checker says which overlaps follow a jump of the server\'s clock made while the earlier hold was out, and still reports them', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
+  const events = [
+    ev('A', 'grant', 0, { g: 'A#1', token: '1', owner: 'oa', held: true, vu: 1000 }),
+    ev('B', 'grant', 400, { g: 'B#1', token: '2', owner: 'ob', held: true, vu: 1400 }),
+    ev('A', 'end', 600, { g: 'A#1', why: 'release' }),
+    ev('B', 'end', 700, { g: 'B#1', why: 'release' }),
+  ]
+  const run = (jumpAt) => check({ events, resourceLog: [], faults: [{ kind: 'clock-jump', t: jumpAt, jump: 900 }], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
+  const during = run(300)
+  assert.match(during.violations.join('\n'), /1 overlapping believed hold\(s\), up to 200 ms \(each after a forward jump of the server's clock/)
+  assert.equal(during.figures.overlapsAfterJump, 1)
+  const later = run(500)
+  assert.match(later.violations.join('\n'), /1 overlapping believed hold/)
+  assert.doesNotMatch(later.violations.join('\n'), /jump/, 'a jump after the second grant explains nothing')
+  assert.equal(later.figures.overlapsAfterJump, undefined)
+})
+
 test('the checker reports a grant not held when its call settled, and counts one whose lease ran out before its line was written', () => {
   const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
   const history = (settledHeld) => [
