@@ -130,3 +130,51 @@ test('3 processes × 100 critical sections on one key never overlap, a server ki
     await stopAll(all)
   }
 })
+
+// Redlock's answer to a server whose clock jumps (docs/stores/redis.md, "What Redlock
+// assumes"): the jump ends that server's leases early, and the other servers' still count.
+// One server of three runs under the fault harness's clock shim.
+test('a lock and a semaphore\'s permits stay with their holders when one server\'s clock jumps an hour forward', async (t) => {
+  const { clockShimLib, ClockShim } = require('../jepsen/faketime')
+  const { ThrowawayRedis } = require('../torture/servers')
+  if (!ThrowawayRedis.available() || clockShimLib() === null) {
+    const msg = 'redis-server or a C compiler (cc) is not installed (scripts/services.sh tools)'
+    if (process.env.CI) throw new Error(msg)
+    return t.skip(msg)
+  }
+  const clock = new ClockShim()
+  const servers = [await ThrowawayRedis.create({ env: clock.env() }), await ThrowawayRedis.create(), await ThrowawayRedis.create()]
+  const urls = servers.map((s) => s.url)
+  const opts = { connectTimeout: 1000, responseTimeout: 1000 }
+  const [holder, other] = [await connect(urls, opts), await connect(urls, opts)]
+  try {
+    const k = prefix('redlock-clock')
+    const lock = await holder.acquire(`${k}lock`, { ttl: 60_000 })
+    const permits = await Promise.all([0, 1].map(() => holder.semaphore(`${k}sem`, { limit: 2 }).acquire({ ttl: 60_000 })))
+    const [jumped] = servers
+    const r = new Redis(jumped.url, { maxRetriesPerRequest: 1 })
+    const [before] = await r.time()
+    clock.jump(3_600_000)
+    const [after] = await r.time()
+    r.disconnect()
+    assert.ok(Number(after) - Number(before) >= 3600, 'the first server\'s clock jumped')
+    // That server's grants ran out with its hour; a majority still holds the lock, and two
+    // of three servers still count both permits: a third needs all three.
+    assert.equal(await other.tryAcquire(`${k}lock`), null, 'the lock is not granted again')
+    assert.equal(await other.semaphore(`${k}sem`, { limit: 2 }).tryAcquire(), null, 'no third permit holder')
+    await lock.extend(60_000) // two of three servers extend it (a refusal would reject)
+    assert.equal((await other.inspect(`${k}lock`)).owner, lock.owner)
+    assert.equal(lock.held, true)
+    // 2 permits of 3 servers need all 3 (the permit quorum): the jumped server no longer counts
+    // them, so an extension is refused and the holder hears the loss, loudly.
+    await assert.rejects(permits[0].extend(60_000), { code: 'ERR_LOCK_EXTEND' })
+    assert.equal(permits[0].held, false)
+    await permits[1].release()
+    assert.equal(await lock.release(), true)
+  } finally {
+    await holder.close()
+    await other.close()
+    for (const s of servers) await s.destroy()
+    clock.destroy()
+  }
+})
