@@ -158,6 +158,21 @@ test('the checker lets two Redlock permit holders at once share a token, and not
   assert.match(run(history(200), true).violations.join('\n'), /token 11 granted to/)
 })
 
+test('the checker lets two Redlock shared holders at once share a token, and not a shared and an exclusive one', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'web', ...extra })
+  const history = (modeB) => [
+    ev('A', 'grant', 0, { g: 'A#1', token: '5', owner: null, held: true, vu: 1000, mode: 's' }),
+    ev('B', 'grant', 2, { g: 'B#1', token: '5', owner: null, held: true, vu: 1000, mode: modeB }),
+    ev('A', 'end', 380, { g: 'A#1', why: 'release' }),
+    ev('B', 'end', 620, { g: 'B#1', why: 'release' }),
+  ]
+  // Web Locks, seed 12397 on redlock-clock: two shared requests granted 2 ms apart, token 5.
+  const run = (events, sharedPermitTokens) => check({ events, resourceLog: [], faults: [], model: { kind: 'rw', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000, sharedPermitTokens })
+  assert.deepEqual(run(history('s'), true).violations, [])
+  assert.match(run(history('s'), false).violations.join('\n'), /token 5 granted to A#1 and B#1/)
+  assert.match(run(history('x'), true).violations.join('\n'), /token 5 granted to A#1 and B#1/)
+})
+
 test('the checker names the holds of a semaphore held by more than its limit, with how each ended', () => {
   const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'sem', ...extra })
   const events = [

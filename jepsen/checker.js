@@ -155,9 +155,11 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
     for (const h of list) {
       if (h.token === null) continue
       const prev = seen.get(h.token)
-      // Redlock: two permit holders at once may share a token (documented); never two
-      // holds that did not overlap.
-      const shared = prev && sharedPermitTokens && model.kind === 'semaphore' && prev.start < h.end && h.start < prev.end
+      // Redlock: two permit holders at once, or two shared holders (a read lock, a shared
+      // Web Lock), may share a token (docs/stores/redis.md); never two holds that did not
+      // overlap, nor one that excludes the other.
+      const together = model.kind === 'semaphore' || (prev?.mode !== 'x' && h.mode !== 'x')
+      const shared = prev && sharedPermitTokens && together && prev.start < h.end && h.start < prev.end
       if (prev && !shared && !(h.adoptOf && prev.owner === h.owner)) { tokenViol++; if (tex.length < 3) tex.push(`${short(key)}: token ${h.token} granted to ${prev.g} and ${h.g}`) }
       if (!prev) seen.set(h.token, h)
       // Only a hold that ended before this grant was asked for must have a lower token: the
