@@ -135,7 +135,7 @@ test('3 processes × 100 critical sections on one key never overlap, a server ki
 // assumes"): the jump ends that server's leases early, and the other servers' still count.
 // One server of three runs under the fault harness's clock shim.
 test('a lock and a semaphore\'s permits stay with their holders when one server\'s clock jumps an hour forward', async (t) => {
-  const { clockShimLib, ClockShim } = require('../jepsen/faketime')
+  const { clockShimLib, ClockShim } = require('../jepsen/clock')
   const { ThrowawayRedis } = require('../torture/servers')
   if (!ThrowawayRedis.available() || clockShimLib() === null) {
     const msg = 'redis-server or a C compiler (cc) is not installed (scripts/services.sh tools)'

@@ -1,14 +1,16 @@
-// A server's wall clock that the fault harness can move forward (jepsen/faketime.js builds
+// A server's wall clock that the fault harness can move forward (jepsen/clock.js builds
 // this file with `cc` and preloads it into the server): every read of CLOCK_REALTIME through
 // clock_gettime, gettimeofday or time gets the offset the harness last wrote to the file
 // DEADBOLT_CLOCK_FILE (8 bytes, a little-endian int64 of milliseconds, read through a shared
 // mapping, so a write moves the clock at once). The monotonic clocks are left alone, as a
 // clock stepped by NTP or by hand leaves them.
 //
-// libfaketime does the same for PostgreSQL, but it cannot start redis-server 7.0 here (its
-// jemalloc reads the clock while libfaketime is resolving the real functions, and
-// libfaketime gives up on the recursion). This shim resolves nothing: it asks the kernel
-// itself (the clock_gettime system call), allocates nothing, and so runs under any allocator.
+// Not libfaketime: it cannot start redis-server 7.0 here (its jemalloc reads the clock while
+// libfaketime is resolving the real functions, and libfaketime gives up on the recursion),
+// and a PostgreSQL backend already running under it did not see its offset change. This shim
+// resolves nothing: it asks the kernel itself (the clock_gettime system call), allocates
+// nothing, and so runs under any allocator; a process forked after the first read (a
+// PostgreSQL backend, Redis's AOF rewrite) inherits the mapping.
 
 #define _GNU_SOURCE
 #include <fcntl.h>

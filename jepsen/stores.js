@@ -16,7 +16,7 @@ const { ThrowawayPostgres } = require('../__test__/fixtures/postgres')
 const { startEtcd, etcdInstalled } = require('../__test__/fixtures/etcd')
 const { startDynalite, dynaliteInstalled, TEST_CREDENTIALS } = require('../__test__/fixtures/dynalite')
 const { startSentinelSet, startCluster, ask, info, until, killClients } = require('./topologies')
-const { faketimeLib, Faketime, clockShimLib, ClockShim } = require('./faketime')
+const { clockShimLib, ClockShim } = require('./clock')
 
 const rawOf = (name) => TORTURE_STORES.find((s) => s.name === name).raw
 const PROCESS = ['pause-holder', 'kill-holder', 'stall']
@@ -320,18 +320,19 @@ function mysqlStore({ clock }) {
 
 /**
  * PostgreSQL (its leases expire by `clock_timestamp()`, the server's wall clock). With
- * `clock`, the server runs under libfaketime and the nemesis may jump its clock forward
+ * `clock`, the server runs under the clock shim and the nemesis may jump its clock forward
  * (`clock-jump`); a configuration of its own, so that the plain one's seeds replay as before.
  */
 function postgresStore({ clock }) {
   return {
-    available: () => { try { return require('../__test__/fixtures/postgres').binDir() !== null && (!clock || faketimeLib() !== null) } catch { return false } },
+    available: () => { try { return require('../__test__/fixtures/postgres').binDir() !== null && (!clock || clockShimLib() !== null) } catch { return false } },
     async start() {
       const pg = await ThrowawayPostgres.create({ port: 5600 + Math.floor(Math.random() * 300) })
-      const ft = clock ? new Faketime() : null
+      const ft = clock ? new ClockShim() : null
       if (ft) {
-        // Every start (the first, and after a kill) under libfaketime: pg_ctl passes its
-        // environment to the postmaster, which passes it to every backend it forks.
+        // Every start (the first, and after a kill) under the shim: pg_ctl passes its
+        // environment to the postmaster, which passes it to every backend it forks (and
+        // each backend inherits the postmaster's mapping of the offset file).
         const run = pg.run.bind(pg)
         pg.run = (program, args) => {
           if (program !== 'pg_ctl' || args[0] !== 'start') return run(program, args)

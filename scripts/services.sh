@@ -7,10 +7,10 @@
 # etcd: the tests start throwaway members of their own (__test__/fixtures/etcd.js); this only
 # installs the binary (Debian's etcd-server) when it is missing.
 # tools: the other programs the tests run, installed from Debian's packages when missing: a C
-# compiler (the Rust build), openssl (throwaway CAs for the TLS tests), pgbouncer (started in
-# front of PostgreSQL by __test__/pgbouncer.test.js), chromium (the dashboard test drives it
-# headless through playwright-core; no browser is downloaded), tmux (the `top` test) and
-# libfaketime (the fault harness's `--store postgres-clock`, a server clock that jumps).
+# compiler (the Rust build, and the fault harness's clock shim for a server clock that
+# jumps), openssl (throwaway CAs for the TLS tests), pgbouncer (started in front of PostgreSQL
+# by __test__/pgbouncer.test.js), chromium (the dashboard test drives it headless through
+# playwright-core; no browser is downloaded) and tmux (the `top` test).
 # Usage: scripts/services.sh [redis] [mariadb] [postgres] [etcd] [tools]   (default: all five)
 set -euo pipefail
 
@@ -111,9 +111,8 @@ ensure_tools() {
   [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null || need+=(pgbouncer)
   command -v chromium >/dev/null || need+=(chromium)
   command -v tmux >/dev/null || need+=(tmux)
-  ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(faketime)
   [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
-  echo "tools: cc, openssl, pgbouncer, chromium, tmux, libfaketime"
+  echo "tools: cc, openssl, pgbouncer, chromium, tmux"
 }
 
 for s in "${want[@]}"; do

@@ -1,56 +1,23 @@
 'use strict'
-// A server clock the nemesis can jump: the server runs under libfaketime (LD_PRELOAD), which
-// reads its offset from a file on every clock call (FAKETIME_NO_CACHE), so writing the file
-// moves the server's wall clock at once. Only the wall clock moves (CLOCK_REALTIME, what
-// `clock_timestamp()` and a lease's expiry use); the monotonic clock is left alone
-// (FAKETIME_DONT_FAKE_MONOTONIC), as a clock stepped by NTP or by hand moves.
+// A server clock the nemesis can jump: the server runs with the harness's clock shim preloaded
+// (LD_PRELOAD of jepsen/clock-shim.c, built with `cc` on first use), which answers every read
+// of the wall clock (CLOCK_REALTIME: what `TIME`, a key's expiry, `UTC_TIMESTAMP()` and
+// `clock_timestamp()` use) with the kernel's time plus an offset read through a shared
+// mapping of a file, so writing the file moves the clock of every process of the server at
+// once, sessions already open included. The monotonic clock is left alone, as a clock stepped
+// by NTP or by hand leaves it.
 //
-// Redis cannot run under it here: Debian's libfaketime 0.9.10 and redis-server 7.0 (with its
-// own jemalloc) stop at start-up with "Unexpected recursive calls to clock_gettime()". Redis
-// and MariaDB run under the harness's own shim instead (`ClockShim`, jepsen/clock-shim.c,
-// built with `cc` on first use), which moves the same clocks and resolves nothing at start.
+// Not libfaketime: Debian's 0.9.10 cannot start redis-server 7.0 (with its own jemalloc:
+// "Unexpected recursive calls to clock_gettime()"), and under it a PostgreSQL backend already
+// running did not see the offset file change (`clock_timestamp()` of an open session stayed
+// put after a jump of an hour), so the `postgres-clock` batches before the shim jumped
+// nothing but sessions opened later.
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { execFileSync } = require('node:child_process')
-
-const CANDIDATES = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1', '/usr/local/lib/faketime/libfaketime.so.1']
-
-/** The path of libfaketime, or null when it is not installed (Debian package `faketime`). */
-function faketimeLib() {
-  return CANDIDATES.find((p) => fs.existsSync(p)) ?? null
-}
-
-/** One server's fake clock: starts at the real time, jumps forward by what `jump` adds. */
-class Faketime {
-  constructor() {
-    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-jepsen-faketime-'))
-    this.file = path.join(this.dir, 'offset')
-    this.offsetMs = 0
-    this.write()
-  }
-
-  /** The environment a server must be started with. */
-  env() {
-    return { LD_PRELOAD: faketimeLib(), FAKETIME_TIMESTAMP_FILE: this.file, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' }
-  }
-
-  write() {
-    const tmp = `${this.file}.tmp`
-    fs.writeFileSync(tmp, `+${(this.offsetMs / 1000).toFixed(3)}\n`)
-    fs.renameSync(tmp, this.file)
-  }
-
-  /** Moves the server's wall clock forward by `ms` (it stays there: time does not go back). */
-  jump(ms) {
-    this.offsetMs += ms
-    this.write()
-  }
-
-  destroy() { fs.rmSync(this.dir, { recursive: true, force: true }) }
-}
 
 const SHIM_SRC = path.join(__dirname, 'clock-shim.c')
 let shimBuilt
@@ -81,10 +48,7 @@ function clockShimLib() {
   return out
 }
 
-/**
- * One server's clock under the shim: starts at the real time, jumps forward by what `jump`
- * adds. The same shape as `Faketime`.
- */
+/** One server's clock under the shim: starts at the real time, jumps forward by what `jump` adds. */
 class ClockShim {
   constructor() {
     this.lib = clockShimLib()
@@ -122,4 +86,4 @@ class ClockShim {
   }
 }
 
-module.exports = { faketimeLib, Faketime, clockShimLib, ClockShim }
+module.exports = { clockShimLib, ClockShim }
