@@ -222,15 +222,11 @@ const STORES = {
   },
 }
 
-/**
- * The nemesis's `clock-jump` on `clocks` (one per server): the wall clock of server
- * `f.jump % n` jumps forward by `f.jump` ms and stays there.
- */
-function clockJump(clocks, names) {
+/** The nemesis's `clock-jump` on `shim`'s server: its wall clock jumps forward by `f.jump` ms and stays there. */
+function clockJump(shim, server) {
   return async (f, rec) => {
-    const i = f.jump % clocks.length
-    clocks[i].jump(f.jump)
-    Object.assign(rec, { server: names[i], jump: f.jump, offset: clocks[i].offsetMs })
+    shim.jump(f.jump)
+    Object.assign(rec, { server, jump: f.jump, offset: shim.offsetMs })
   }
 }
 
@@ -244,18 +240,18 @@ function redisStore({ clock }) {
   return {
     available: () => ThrowawayRedis.available() && (!clock || clockShimLib() !== null),
     async start() {
-      const ft = clock ? new ClockShim() : null
-      const r = await ThrowawayRedis.create({ aof: true, env: ft?.env() ?? null })
+      const shim = clock ? new ClockShim() : null
+      const r = await ThrowawayRedis.create({ aof: true, env: shim?.env() ?? null })
       const raw = rawOf('redis')(r.url)
       return {
         url: ([p]) => `redis://127.0.0.1:${p}`,
         endpoints: [r.port], opts: OPTS,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(ft ? ['clock-jump'] : [])],
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(shim ? ['clock-jump'] : [])],
         servers: [redisServer(r, 'redis')],
         killConnections: () => raw.killConnections(),
-        nemesis: ft ? { 'clock-jump': clockJump([ft], ['redis']) } : undefined,
+        nemesis: shim ? { 'clock-jump': clockJump(shim, 'redis') } : undefined,
         leftover: async (prefix) => (await raw.leftover(prefix)).extra,
-        stop: async () => { await raw.close(); await r.destroy(); ft?.destroy() },
+        stop: async () => { await raw.close(); await r.destroy(); shim?.destroy() },
       }
     },
   }
@@ -270,9 +266,9 @@ function redlockStore({ clock }) {
   return {
     available: () => ThrowawayRedis.available() && (!clock || clockShimLib() !== null),
     async start() {
-      const clocks = clock ? [new ClockShim()] : null
+      const shim = clock ? new ClockShim() : null
       const rs = []
-      for (let i = 0; i < 3; i++) rs.push(await ThrowawayRedis.create({ aof: true, env: i === 0 ? clocks?.[0].env() ?? null : null }))
+      for (let i = 0; i < 3; i++) rs.push(await ThrowawayRedis.create({ aof: true, env: i === 0 ? shim?.env() ?? null : null }))
       const raws = rs.map((r) => rawOf('redis')(r.url))
       const names = rs.map((_, i) => `redis${i}`)
       return {
@@ -281,12 +277,12 @@ function redlockStore({ clock }) {
         // A permit grant's token is the largest its quorum drew (docs/design.md, Redlock):
         // two holders granted at once by different quorums may share it.
         sharedPermitTokens: true,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(clocks ? ['clock-jump'] : [])],
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(shim ? ['clock-jump'] : [])],
         servers: rs.map((r, i) => redisServer(r, names[i])),
         killConnections: async () => (await Promise.all(raws.map((x) => x.killConnections()))).reduce((a, b) => a + b, 0),
-        nemesis: clocks ? { 'clock-jump': clockJump(clocks, names) } : undefined,
+        nemesis: shim ? { 'clock-jump': clockJump(shim, names[0]) } : undefined,
         leftover: async (prefix) => (await Promise.all(raws.map((x) => x.leftover(prefix)))).flatMap((x) => x.extra),
-        stop: async () => { for (const x of raws) await x.close(); for (const r of rs) await r.destroy(); for (const c of clocks ?? []) c.destroy() },
+        stop: async () => { for (const x of raws) await x.close(); for (const r of rs) await r.destroy(); shim?.destroy() },
       }
     },
   }
@@ -300,19 +296,19 @@ function mysqlStore({ clock }) {
   return {
     available: () => ThrowawayMysql.available() && (!clock || clockShimLib() !== null),
     async start() {
-      const ft = clock ? new ClockShim() : null
-      const m = await ThrowawayMysql.create({ env: ft?.env() ?? null })
+      const shim = clock ? new ClockShim() : null
+      const m = await ThrowawayMysql.create({ env: shim?.env() ?? null })
       const raw = rawOf('mysql')(m.url)
       const u = new URL(m.url)
       return {
         url: ([p]) => { u.port = String(p); return u.toString() },
         endpoints: [m.port], opts: OPTS,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(ft ? ['clock-jump'] : [])],
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(shim ? ['clock-jump'] : [])],
         servers: [{ name: 'mariadb', pause: () => m.pause(), resume: () => m.resume(), kill: () => m.stop('SIGKILL'), start: () => m.db.start({ timeout: 60000 }), ensure: () => m.ensureRunning() }],
         killConnections: () => raw.killConnections(),
-        nemesis: ft ? { 'clock-jump': clockJump([ft], ['mariadb']) } : undefined,
+        nemesis: shim ? { 'clock-jump': clockJump(shim, 'mariadb') } : undefined,
         leftover: async (prefix) => (await raw.leftover(prefix)).extra,
-        stop: async () => { await raw.close(); await m.destroy(); ft?.destroy() },
+        stop: async () => { await raw.close(); await m.destroy(); shim?.destroy() },
       }
     },
   }
@@ -328,8 +324,8 @@ function postgresStore({ clock }) {
     available: () => { try { return require('../__test__/fixtures/postgres').binDir() !== null && (!clock || clockShimLib() !== null) } catch { return false } },
     async start() {
       const pg = await ThrowawayPostgres.create({ port: 5600 + Math.floor(Math.random() * 300) })
-      const ft = clock ? new ClockShim() : null
-      if (ft) {
+      const shim = clock ? new ClockShim() : null
+      if (shim) {
         // Every start (the first, and after a kill) under the shim: pg_ctl passes its
         // environment to the postmaster, which passes it to every backend it forks (and
         // each backend inherits the postmaster's mapping of the offset file).
@@ -337,7 +333,7 @@ function postgresStore({ clock }) {
         pg.run = (program, args) => {
           if (program !== 'pg_ctl' || args[0] !== 'start') return run(program, args)
           const saved = {}
-          const env = ft.env()
+          const env = shim.env()
           for (const k of Object.keys(env)) { saved[k] = process.env[k]; process.env[k] = env[k] }
           try { return run(program, args) } finally { for (const k of Object.keys(env)) { if (saved[k] === undefined) delete process.env[k]; else process.env[k] = saved[k] } }
         }
@@ -350,7 +346,7 @@ function postgresStore({ clock }) {
       return {
         url: ([p]) => url(p),
         endpoints: [pg.port], opts: OPTS,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(ft ? ['clock-jump'] : [])],
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(shim ? ['clock-jump'] : [])],
         servers: [{
           name: 'postgres',
           async pause() { const p = pid(); if (p) { paused = processTree(p); for (const q of paused) await stopProcess(q).catch(() => {}) } },
@@ -367,9 +363,9 @@ function postgresStore({ clock }) {
             return r.rowCount
           } finally { await c.end() }
         },
-        nemesis: ft ? { 'clock-jump': clockJump([ft], ['postgres']) } : undefined,
+        nemesis: shim ? { 'clock-jump': clockJump(shim, 'postgres') } : undefined,
         leftover: (prefix) => listed(url(pg.port), OPTS, prefix),
-        async stop() { await pg.destroy(); ft?.destroy() },
+        async stop() { await pg.destroy(); shim?.destroy() },
       }
     },
   }
