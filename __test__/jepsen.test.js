@@ -71,6 +71,17 @@ test('--append puts its rows at the end of the Batches table, not after the sect
   assert.equal(fs.readFileSync(file, 'utf8'), '# G\n\n## Batches\n\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n\n## Guarantees\n\ntext\n')
 })
 
+test('--kinds draws faults of the named kinds only, and a kind the store lacks is a harness error', async () => {
+  assert.deepEqual(parse(['--kinds', 'conn-kill,store-kill']).kinds, ['conn-kill', 'store-kill'])
+  const json = tmp('kinds.json')
+  assert.equal(await main(['--store', 'memory', '--kinds', 'store-kill', '--schedules', '1', '--seed', '1', '--quiet', '--json', json]), 2)
+  // SQLite has three kinds (pause-holder, kill-holder, stall); 5 schedules draw 5 to 20 faults.
+  assert.equal(await main(['--store', 'sqlite', '--kinds', 'stall', '--schedules', '5', '--seed', '1', '--duration', '500', '--no-shrink', '--keep-going', '--quiet', '--json', json]), 0)
+  const faults = JSON.parse(fs.readFileSync(json, 'utf8')).schedules.flatMap((s) => s.faults)
+  assert.ok(faults.length >= 5)
+  assert.deepEqual([...new Set(faults.map((f) => f.kind))], ['stall'])
+})
+
 test('--workload all plays every workload in turn, and one seed always plays the same one', () => {
   const o = parse(['--workload', 'all', '--seed', '5000'])
   const names = new Set()
