@@ -234,11 +234,22 @@ const STORES = {
   },
 }
 
-/** The nemesis's `clock-jump` on `shim`'s server: its wall clock jumps forward by `f.jump` ms and stays there. */
-function clockJump(shim, server) {
-  return async (f, rec) => {
+/**
+ * `env` with the `clock-jump` fault on the server `shim` runs (named `server`): its wall
+ * clock jumps forward by the fault's `jump` ms and stays there. `env` itself when there is no
+ * shim (the plain configuration).
+ */
+function withClockJumps(env, shim, server) {
+  if (!shim) return env
+  const jump = async (f, rec) => {
     shim.jump(f.jump)
     Object.assign(rec, { server, jump: f.jump, offset: shim.offsetMs })
+  }
+  return {
+    ...env,
+    faults: [...env.faults, 'clock-jump'],
+    nemesis: { ...env.nemesis, 'clock-jump': jump },
+    stop: async () => { await env.stop(); shim.destroy() },
   }
 }
 
@@ -255,16 +266,15 @@ function redisStore({ clock }) {
       const shim = clock ? new ClockShim() : null
       const r = await ThrowawayRedis.create({ aof: true, env: shim?.env() ?? null })
       const raw = rawOf('redis')(r.url)
-      return {
+      return withClockJumps({
         url: ([p]) => `redis://127.0.0.1:${p}`,
         endpoints: [r.port], opts: OPTS,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(shim ? ['clock-jump'] : [])],
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
         servers: [redisServer(r, 'redis')],
         killConnections: () => raw.killConnections(),
-        nemesis: shim ? { 'clock-jump': clockJump(shim, 'redis') } : undefined,
         leftover: async (prefix) => (await raw.leftover(prefix)).extra,
-        stop: async () => { await raw.close(); await r.destroy(); shim?.destroy() },
-      }
+        stop: async () => { await raw.close(); await r.destroy() },
+      }, shim, 'redis')
     },
   }
 }
@@ -283,19 +293,18 @@ function redlockStore({ clock }) {
       for (let i = 0; i < 3; i++) rs.push(await ThrowawayRedis.create({ aof: true, env: i === 0 ? shim?.env() ?? null : null }))
       const raws = rs.map((r) => rawOf('redis')(r.url))
       const names = rs.map((_, i) => `redis${i}`)
-      return {
+      return withClockJumps({
         url: (ports) => ports.map((p) => `redis://127.0.0.1:${p}`),
         endpoints: rs.map((r) => r.port), opts: OPTS,
         // A permit grant's token is the largest its quorum drew (docs/design.md, Redlock):
         // two holders granted at once by different quorums may share it.
         sharedPermitTokens: true,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(shim ? ['clock-jump'] : [])],
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
         servers: rs.map((r, i) => redisServer(r, names[i])),
         killConnections: () => killOnEach(raws.map((x) => x.killConnections())),
-        nemesis: shim ? { 'clock-jump': clockJump(shim, names[0]) } : undefined,
         leftover: async (prefix) => (await Promise.all(raws.map((x) => x.leftover(prefix)))).flatMap((x) => x.extra),
-        stop: async () => { for (const x of raws) await x.close(); for (const r of rs) await r.destroy(); shim?.destroy() },
-      }
+        stop: async () => { for (const x of raws) await x.close(); for (const r of rs) await r.destroy() },
+      }, shim, names[0])
     },
   }
 }
@@ -312,16 +321,15 @@ function mysqlStore({ clock }) {
       const m = await ThrowawayMysql.create({ env: shim?.env() ?? null })
       const raw = rawOf('mysql')(m.url)
       const u = new URL(m.url)
-      return {
+      return withClockJumps({
         url: ([p]) => { u.port = String(p); return u.toString() },
         endpoints: [m.port], opts: OPTS,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(shim ? ['clock-jump'] : [])],
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
         servers: [{ name: 'mariadb', pause: () => m.pause(), resume: () => m.resume(), kill: () => m.stop('SIGKILL'), start: () => m.db.start({ timeout: 60000 }), ensure: () => m.ensureRunning() }],
         killConnections: () => raw.killConnections(),
-        nemesis: shim ? { 'clock-jump': clockJump(shim, 'mariadb') } : undefined,
         leftover: async (prefix) => (await raw.leftover(prefix)).extra,
-        stop: async () => { await raw.close(); await m.destroy(); shim?.destroy() },
-      }
+        stop: async () => { await raw.close(); await m.destroy() },
+      }, shim, 'mariadb')
     },
   }
 }
@@ -355,10 +363,10 @@ function postgresStore({ clock }) {
       let paused = []
       const url = (p) => `postgres://postgres@127.0.0.1:${p}/postgres`
       const { Client } = require('pg')
-      return {
+      return withClockJumps({
         url: ([p]) => url(p),
         endpoints: [pg.port], opts: OPTS,
-        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill', ...(shim ? ['clock-jump'] : [])],
+        faults: [...PROCESS, ...NETWORK, 'store-pause', 'store-kill', 'conn-kill'],
         servers: [{
           name: 'postgres',
           async pause() { const p = pid(); if (p) { paused = processTree(p); for (const q of paused) await stopProcess(q).catch(() => {}) } },
@@ -375,10 +383,9 @@ function postgresStore({ clock }) {
             return r.rowCount
           } finally { await c.end() }
         },
-        nemesis: shim ? { 'clock-jump': clockJump(shim, 'postgres') } : undefined,
         leftover: (prefix) => listed(url(pg.port), OPTS, prefix),
-        async stop() { await pg.destroy(); shim?.destroy() },
-      }
+        async stop() { await pg.destroy() },
+      }, shim, 'postgres')
     },
   }
 }
