@@ -19,7 +19,7 @@ const { runSchedule } = require('./runner')
 const { timeline } = require('./timeline')
 const WORKLOADS = require('./workloads')
 
-const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|sentinel|cluster|mysql|postgres|redis-clock|redlock-clock|mysql-clock|postgres-clock|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall|jobs|all> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--kinds k1,k2] [--lock unsafe|redlock|redis-semaphore] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
+const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|redlock5|sentinel|cluster|mysql|postgres|redis-clock|redlock-clock|mysql-clock|postgres-clock|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall|jobs|all> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--kinds k1,k2] [--lock unsafe|redlock|redis-semaphore] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
 
 function parse(argv) {
   const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, faults: null, kinds: null, lock: 'real', json: null, append: null, shrink: true, quiet: false, keepGoing: false }

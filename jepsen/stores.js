@@ -96,6 +96,7 @@ const STORES = {
   redis: redisStore({ clock: false }),
   'redis-clock': redisStore({ clock: true }),
   redlock: redlockStore({ clock: false }),
+  redlock5: redlockStore({ clock: false, n: 5 }),
   'redlock-clock': redlockStore({ clock: true }),
   mysql: mysqlStore({ clock: false }),
   'mysql-clock': mysqlStore({ clock: true }),
@@ -280,17 +281,18 @@ function redisStore({ clock }) {
 }
 
 /**
- * Redlock over 3 Redis servers with AOF. With `clock`, the first server runs under the clock
- * shim and every `clock-jump` moves its clock: a minority whose clock jumps, which the quorum
- * must absorb (two servers jumping within a lease break Redlock's assumption, documented).
+ * Redlock over `n` Redis servers with AOF (3, or 5: a semaphore of 2 permits then needs 4 of
+ * them, not all). With `clock`, the first server runs under the clock shim and every
+ * `clock-jump` moves its clock: a minority whose clock jumps, which the quorum must absorb
+ * (two servers jumping within a lease break Redlock's assumption, documented).
  */
-function redlockStore({ clock }) {
+function redlockStore({ clock, n = 3 }) {
   return {
     available: () => ThrowawayRedis.available() && (!clock || clockShimLib() !== null),
     async start() {
       const shim = clock ? new ClockShim() : null
       const rs = []
-      for (let i = 0; i < 3; i++) rs.push(await ThrowawayRedis.create({ aof: true, env: i === 0 ? shim?.env() ?? null : null }))
+      for (let i = 0; i < n; i++) rs.push(await ThrowawayRedis.create({ aof: true, env: i === 0 ? shim?.env() ?? null : null }))
       const raws = rs.map((r) => rawOf('redis')(r.url))
       const names = rs.map((_, i) => `redis${i}`)
       return withClockJumps({
