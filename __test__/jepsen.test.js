@@ -13,6 +13,7 @@ const { main, parse, workloadOf, insertRows } = require('../jepsen/run')
 const { STORES } = require('../jepsen/stores')
 const { check } = require('../jepsen/checker')
 const { schedule } = require('../jepsen/schedule')
+const { prefix } = require('./helpers')
 
 const tmp = (name) => path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-jepsen-test-')), name)
 
@@ -46,7 +47,7 @@ for (const [store, secondGranted] of [['redis-clock', true], ['mysql-clock', tru
     const url = env.url(env.endpoints)
     const [a, b] = [await connect(url, env.opts), await connect(url, env.opts)]
     try {
-      const key = `jepsen:${Math.random().toString(16).slice(2)}:clock`
+      const key = `${prefix('jepsen-clock')}k`
       const held = await a.acquire(key, { ttl: 60_000 })
       assert.equal(await b.tryAcquire(key), null, 'held before the jump')
       const rec = {}

@@ -76,7 +76,8 @@ async function listSome(client, prefix, limit) {
  * Reads one frame: `{ at, answeredAt, prefix, locks, more, semaphores, leaders, jobs }`: `at`
  * when the reads were sent, `answeredAt` when the last was answered (the store served each
  * between the two), locks sorted by key, jobs (their last run, lib/jobs.js) by name; `more`:
- * more locks are held than the `limit` shown. `what`: { prefix, limit, semaphores: [{ name, limit }], elections: [name] }.
+ * more locks are held than the `limit` shown. `what`: { prefix, limit, semaphores:
+ * [{ name, limit }], elections: [name] }.
  * Its load on the store: one listing of at most limit + 1 locks, one read per semaphore and
  * per election named, and one listing of at most `limit` job records.
  */
