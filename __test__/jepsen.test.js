@@ -12,6 +12,7 @@ const path = require('node:path')
 const { main, parse, workloadOf, insertRows } = require('../jepsen/run')
 const { STORES } = require('../jepsen/stores')
 const { check } = require('../jepsen/checker')
+const { HostClockWatch } = require('../jepsen/hostclock')
 const { schedule } = require('../jepsen/schedule')
 const { prefix } = require('./helpers')
 
@@ -123,6 +124,48 @@ test('the checker says which overlaps follow a jump of the server\'s clock made 
   assert.match(later.violations.join('\n'), /1 overlapping believed hold/)
   assert.doesNotMatch(later.violations.join('\n'), /jump/, 'a jump after the second grant explains nothing')
   assert.equal(later.figures.overlapsAfterJump, undefined)
+})
+
+test('the host clock watch reports a step of the wall clock, and neither the jitter of its reads nor a sample preempted between them', () => {
+  let mono = 0
+  let wallOffset = 1_000_000
+  let preempt = 0
+  let reads = 0
+  const watch = new HostClockWatch(() => { const t = mono; mono += preempt; return t }, () => mono + wallOffset + (reads++ % 2))
+  for (let i = 0; i < 20; i++) { mono += 50; watch.sample() }
+  assert.deepEqual(watch.steps, [], 'a millisecond of jitter is no step')
+  preempt = 40
+  wallOffset += 500
+  mono += 50
+  watch.sample()
+  assert.deepEqual(watch.steps, [], 'a sample whose reads are far apart is discarded')
+  preempt = 0
+  mono += 50
+  watch.sample()
+  assert.equal(watch.steps.length, 1)
+  assert.ok(Math.abs(watch.steps[0].ms - 500) <= 1, JSON.stringify(watch.steps))
+  wallOffset -= 200
+  mono += 50
+  watch.sample()
+  assert.equal(watch.steps.length, 2)
+  assert.ok(Math.abs(watch.steps[1].ms + 200) <= 1, 'a backward step is reported too')
+})
+
+test('the checker says which overlaps follow a forward step of the host\'s wall clock, and still reports them', () => {
+  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
+  const events = [
+    ev('A', 'grant', 0, { g: 'A#1', token: '1', owner: 'oa', held: true, vu: 1000 }),
+    ev('B', 'grant', 400, { g: 'B#1', token: '2', owner: 'ob', held: true, vu: 1400 }),
+    ev('A', 'end', 600, { g: 'A#1', why: 'release' }),
+    ev('B', 'end', 700, { g: 'B#1', why: 'release' }),
+  ]
+  const run = (ms) => check({ events, resourceLog: [], faults: [{ kind: 'host-clock-step', t: 300, ms, found: true }], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
+  const forward = run(700)
+  assert.match(forward.violations.join('\n'), /1 overlapping believed hold\(s\), up to 200 ms \(each after a forward step of the host's wall clock/)
+  assert.equal(forward.figures.overlapsAfterHostStep, 1)
+  const backward = run(-700)
+  assert.match(backward.violations.join('\n'), /1 overlapping believed hold/)
+  assert.doesNotMatch(backward.violations.join('\n'), /step/, 'a backward step ends no lease early')
 })
 
 test('the checker reports a grant not held when its call settled, and counts one whose lease ran out before its line was written', () => {

@@ -98,6 +98,11 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
   const jumps = faults.filter((f) => f.kind === 'clock-jump' && f.t !== undefined).map((f) => f.t)
   const jumpedWithin = (from, to) => jumps.some((t) => t >= from && t <= to)
   let afterJump = 0
+  // Likewise an overlap that follows a forward step of the host's wall clock, which the
+  // harness found (jepsen/hostclock.js), not made: every server's leases ended early at once.
+  const steps = faults.filter((f) => f.kind === 'host-clock-step' && f.ms > 0).map((f) => f.t)
+  const steppedWithin = (from, to) => steps.some((t) => t >= from && t <= to)
+  let afterStep = 0
   if (model.kind === 'semaphore') {
     for (const [key, list] of byKey) {
       const pts = []
@@ -111,7 +116,9 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
         else active.delete(h)
         if (n <= params.limit) continue
         overlaps++
-        if (jumpedWithin(Math.min(...[...active].map((x) => x.start)), t)) afterJump++
+        const first = Math.min(...[...active].map((x) => x.start))
+        if (jumpedWithin(first, t)) afterJump++
+        if (steppedWithin(first, t)) afterStep++
         // Each holder named with how its hold began and ended, so that a run that cannot be
         // replayed still tells which grants were out at once and what each believed.
         if (ex.length < 3) ex.push(`${short(key)}: ${n} holders of ${params.limit} permits at ${t.toFixed(0)} (${[...active].map(holdNote).join('; ')})`)
@@ -128,13 +135,16 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
           if (ms <= SLACK_MS) continue
           overlaps++
           if (jumpedWithin(a.start, b.start)) afterJump++
+          if (steppedWithin(a.start, b.start)) afterStep++
           maxOverlapMs = Math.max(maxOverlapMs, ms)
           if (ex.length < 3) ex.push(`${short(key)}: ${a.g} (token ${a.token}) and ${b.g} (token ${b.token}) both believed held for ${ms.toFixed(0)} ms from ${b.start.toFixed(0)}`)
         }
       }
     }
   }
-  const jumped = afterJump ? ` (${afterJump === overlaps ? 'each' : `${afterJump} of them`} after a forward jump of the server's clock while the earlier hold was out)` : ''
+  const share = (n) => (n === overlaps ? 'each' : `${n} of them`)
+  const jumped = (afterJump ? ` (${share(afterJump)} after a forward jump of the server's clock while the earlier hold was out)` : '') +
+    (afterStep ? ` (${share(afterStep)} after a forward step of the host's wall clock, which every server's leases run on, while the earlier hold was out)` : '')
   if (overlaps) violations.push(`${overlaps} overlapping believed hold(s)${maxOverlapMs ? `, up to ${maxOverlapMs.toFixed(0)} ms` : ''}${jumped}: ${ex.join('; ')}`)
 
   // 2. register
@@ -226,6 +236,7 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
     faults: faults.length,
     overlaps,
     ...(afterJump ? { overlapsAfterJump: afterJump } : {}),
+    ...(afterStep ? { overlapsAfterHostStep: afterStep } : {}),
     ...(lapsed ? { lapsedBeforeLog: lapsed } : {}),
     ...tickFigures,
   }

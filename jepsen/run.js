@@ -184,7 +184,7 @@ async function main(argv) {
       const r = await one(env, o, seed, o.faults)
       results.push(r)
       const f = r.figures
-      say(`schedule ${i + 1}/${o.schedules} seed ${seed}${o.workload === 'all' ? ` ${workloadOf(o, seed)}` : ''}: ${r.violations.length ? 'FAIL' : 'ok'} ops=${f.ops} grants=${f.grants} writes=${f.writes} refused=${f.refused} losses=${f.losses}${f.ticks === undefined ? '' : ` ticks=${f.ticks} missed=${f.missed} unexplained=${f.unexplained}`} ms=${f.ms} faults=[${r.faults.map((x) => describe(x.planned ?? x)).join(' ')}]`)
+      say(`schedule ${i + 1}/${o.schedules} seed ${seed}${o.workload === 'all' ? ` ${workloadOf(o, seed)}` : ''}: ${r.violations.length ? 'FAIL' : 'ok'} ops=${f.ops} grants=${f.grants} writes=${f.writes} refused=${f.refused} losses=${f.losses}${f.ticks === undefined ? '' : ` ticks=${f.ticks} missed=${f.missed} unexplained=${f.unexplained}`} ms=${f.ms} faults=[${r.faults.filter((x) => !x.found).map((x) => describe(x.planned ?? x)).join(' ')}]`)
       for (const v of r.violations) say(`    ✗ ${v}`)
       for (const n of r.notes) say(`    · ${n}`)
       if (r.harnessErrors) harnessError = true
@@ -193,7 +193,7 @@ async function main(argv) {
     }
     if (failed && o.shrink && !o.keepGoing) {
       // The shortest prefix of its faults that still fails (each prefix run once).
-      const planned = failed.r.faults.map((x) => x.planned)
+      const planned = failed.r.faults.filter((x) => !x.found).map((x) => x.planned)
       for (let k = 0; k < planned.length; k++) {
         const r = await one(env, o, failed.seed, k)
         say(`  shrink: first ${k} fault(s): ${r.violations.length ? 'still fails' : 'passes'}`)
@@ -221,7 +221,7 @@ async function main(argv) {
   }
   if (o.append) appendRows(o.append, o, results)
   if (failed) {
-    const all = failed.r.faults.map((x) => describe(x.planned ?? x)).join(' ')
+    const all = failed.r.faults.filter((x) => !x.found).map((x) => describe(x.planned ?? x)).join(' ')
     say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${failed.r.faults.length}` : 'not shrunk,'} fault(s) [${all}]`)
     say(`replay: npm run jepsen -- --store ${o.store} --workload ${workloadOf(o, failed.seed)}${o.lock === 'real' ? '' : ` --lock ${o.lock}`}${o.kinds ? ` --kinds ${o.kinds.join(',')}` : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
     return 1

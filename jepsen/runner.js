@@ -10,6 +10,7 @@ const { Resource } = require('../torture/resource')
 const { faultyProxy } = require('./proxy')
 const { Nemesis } = require('./nemesis')
 const { check } = require('./checker')
+const { HostClockWatch } = require('./hostclock')
 const WORKLOADS = require('./workloads')
 
 const SCRIPT = path.join(__dirname, 'worker.js')
@@ -70,6 +71,8 @@ async function runSchedule(env, sched, o) {
   const started = now()
   let runEnd = null
   const faultsPlayed = []
+  // Steps of the host's wall clock, which every server's leases run on (jepsen/hostclock.js).
+  const hostClock = new HostClockWatch(now).start()
   try {
     // A worker's relays: its own to each endpoint, then its view of each data server's shared
     // relay (a topology's servers announce those), which faults its connections only.
@@ -100,6 +103,10 @@ async function runSchedule(env, sched, o) {
     runEnd = now()
     h.figures.workloadMs = runEnd - t0
   } finally {
+    for (const step of hostClock.stop()) {
+      faultsPlayed.push({ kind: 'host-clock-step', t: step.t, ms: step.ms, found: true })
+      h.note(`the host's wall clock stepped by ${step.ms > 0 ? '+' : ''}${step.ms} ms at ${(step.t - started).toFixed(0)} ms`)
+    }
     await h.stopWorkers()
     for (const w of workers) for (const p of w.proxies ?? []) await p.close()
   }
