@@ -304,9 +304,12 @@ impl RedlockStore {
         // owner, redislock's wire format) have no room for a tag.
         let attempt = new_attempt();
         let tag = (format == ValueFormat::Fenced).then_some(attempt);
-        if tag.is_some() {
-            self.latest
-                .started(key, owner, attempt, self.attempt_lasts(ttl_ms));
+        match tag {
+            Some(attempt) => self
+                .latest
+                .started(key, owner, attempt, self.attempt_lasts(ttl_ms)),
+            // An earlier tagged grant of the owner's must not tag this one's release.
+            None => self.latest.forget(key, owner, None),
         }
         let calls = self
             .servers
@@ -320,7 +323,10 @@ impl RedlockStore {
                 .settle_grant(key, (owner, tag), &grants, start, ttl_ms)
                 .await
             {
-                self.latest.settled(key, owner);
+                if let Some(attempt) = tag {
+                    let lasts = self.attempt_lasts(ttl_ms);
+                    self.latest.settled(key, owner, attempt, lasts);
+                }
                 return Ok(Some(token));
             }
         }
@@ -333,7 +339,7 @@ impl RedlockStore {
         // run), so it must not make a release by the owner give back this attempt alone; the
         // owner may hold the lock by an earlier grant (a handoff that raced this attempt).
         if let Some(attempt) = tag {
-            self.latest.forget(key, owner, attempt);
+            self.latest.forget(key, owner, Some(attempt));
         }
         Ok(None)
     }
@@ -346,7 +352,12 @@ impl RedlockStore {
         let calls = self.servers.iter().map(|s| s.extend(key, r)).collect();
         let q = self.quorum;
         let answers = ask_all(calls, None, |a| Tally::of(a, |owned| *owned).settled(q)).await;
-        self.owned(&answers, "extend")
+        let extended = self.owned(&answers, "extend");
+        if matches!(extended, Ok(true)) {
+            self.latest
+                .extended(key, r.owner, self.attempt_lasts(r.ttl_ms));
+        }
+        extended
     }
 
     /// Whether a quorum says yes; `false` when too many said no for a quorum to, an error
@@ -380,7 +391,15 @@ impl RedlockStore {
         })
         .await
         .iter()
-        .map(|answers| self.owned(answers, "extend"))
+        .zip(items)
+        .map(|(answers, item)| {
+            let extended = self.owned(answers, "extend");
+            if matches!(extended, Ok(true)) {
+                let lasts = self.attempt_lasts(item.ttl_ms);
+                self.latest.extended(&item.key, &item.owner, lasts);
+            }
+            extended
+        })
         .collect()
     }
 
@@ -391,10 +410,11 @@ impl RedlockStore {
     /// Cancel safe: idempotent.
     pub async fn release(&self, key: &str, r: Release<'_>) -> StoreResult<ReleaseOutcome> {
         let owner = r.owner;
-        // While the owner's last attempt was not granted, a release by the owner is the give-
-        // back of that attempt (the engine's clean-up of an outcome it did not hear), which
-        // must not free a later attempt's grant when it reaches a server late (see `attempt`).
-        let calls = match self.latest.ungranted(key, owner) {
+        // A release by the owner is that of its last attempt here, granted or not (the
+        // engine's clean-up of an outcome it did not hear, its give-back of a grant that came
+        // past its lease, an ordinary release), which must not free a later attempt's grant
+        // when it reaches a server late (see `attempt`).
+        let calls = match self.latest.release_tag(key, owner) {
             Some(attempt) => self
                 .servers
                 .iter()
@@ -481,9 +501,12 @@ impl RedlockStore {
         // `attempt`): the waiter acquires anew with the same owner if this one fails.
         let attempt = new_attempt();
         let tag = (next.format == ValueFormat::Fenced).then_some(attempt);
-        if tag.is_some() {
-            self.latest
-                .started(key, next.owner, attempt, self.attempt_lasts(next.ttl_ms));
+        match tag {
+            Some(attempt) => {
+                self.latest
+                    .started(key, next.owner, attempt, self.attempt_lasts(next.ttl_ms))
+            }
+            None => self.latest.forget(key, next.owner, None),
         }
         let calls = self
             .servers
@@ -498,7 +521,10 @@ impl RedlockStore {
                 .settle_grant(key, (next.owner, tag), &grants, start, next.ttl_ms)
                 .await
             {
-                self.latest.settled(key, next.owner);
+                if let Some(attempt) = tag {
+                    let lasts = self.attempt_lasts(next.ttl_ms);
+                    self.latest.settled(key, next.owner, attempt, lasts);
+                }
                 return Ok(HandoffOutcome::Handed(token));
             }
         }

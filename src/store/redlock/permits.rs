@@ -159,6 +159,14 @@ impl Holding {
         map.insert((name.to_owned(), owner.to_owned()), (attempt, now + lasts));
     }
 
+    /// `owner`'s permits of `name` were extended: they may last `lasts` from now.
+    fn extended(&self, name: &str, owner: &str, lasts: Duration) {
+        let mut map = self.map();
+        if let Some((_, until)) = map.get_mut(&(name.to_owned(), owner.to_owned())) {
+            *until = (*until).max(Instant::now() + lasts);
+        }
+    }
+
     /// `owner` released its permits of `name`.
     fn released(&self, name: &str, owner: &str) {
         let mut map = self.map();
@@ -307,7 +315,7 @@ impl RedlockStore {
                 .await;
             if let Some(token) = token {
                 self.tickets.forget(name, owner);
-                self.latest_permits.settled(name, owner);
+                self.latest_permits.settled(name, owner, attempt, lasts);
                 self.holding.granted(name, owner, attempt, lasts);
                 return Ok(Some(token));
             }
@@ -329,7 +337,7 @@ impl RedlockStore {
             return Err(no_quorum(&answers, "acquire permits"));
         }
         // A refusal the caller hears: no clean-up follows (as for a lock's, see `attempt`).
-        self.latest_permits.forget(name, owner, attempt);
+        self.latest_permits.forget(name, owner, Some(attempt));
         Ok(None)
     }
 
@@ -346,7 +354,13 @@ impl RedlockStore {
             .map(|s| s.extend_permits_limit(name, owner, ttl_ms))
             .collect();
         let answers = ask_all(calls, None, |a| self.extended(a).1).await;
-        self.extended(&answers).0
+        let extended = self.extended(&answers).0;
+        if matches!(extended, Ok(true)) {
+            let lasts = self.attempt_lasts(ttl_ms);
+            self.latest_permits.extended(name, owner, lasts);
+            self.holding.extended(name, owner, lasts);
+        }
+        extended
     }
 
     /// What `answers` (each server's limit if it extended, else 0) say, by the quorum of the
@@ -378,7 +392,16 @@ impl RedlockStore {
         ask_all_items(calls, items.len(), |a| self.extended(a).1)
             .await
             .iter()
-            .map(|answers| self.extended(answers).0)
+            .zip(items)
+            .map(|(answers, item)| {
+                let extended = self.extended(answers).0;
+                if matches!(extended, Ok(true)) {
+                    let lasts = self.attempt_lasts(item.ttl_ms);
+                    self.latest_permits.extended(&item.key, &item.owner, lasts);
+                    self.holding.extended(&item.key, &item.owner, lasts);
+                }
+                extended
+            })
             .collect()
     }
 
@@ -392,10 +415,10 @@ impl RedlockStore {
         let owner = r.owner;
         self.tickets.forget(name, owner);
         self.holding.released(name, owner);
-        // While the owner's last attempt was not granted, a release by the owner is that
-        // attempt's give-back (the engine's clean-up of an outcome it did not hear): it must
-        // not free a later attempt's grant when it reaches a server late (see the module docs).
-        let attempt = self.latest_permits.ungranted(name, owner);
+        // A release by the owner is that of its last attempt here, granted or not (see
+        // `super::attempt`): it must not free a later attempt's grant when it reaches a server
+        // late (see the module docs).
+        let attempt = self.latest_permits.release_tag(name, owner);
         let calls = self
             .servers
             .iter()

@@ -352,6 +352,55 @@ async fn late_give_back(clean_up: bool) {
     assert!(redlock.released(&k, "me").await);
 }
 
+/// A grant given back after it was granted: the engine's give-back of a grant that reached its
+/// caller past its lease, before the call asks again with the same owner. A majority goes
+/// silent while that release asks it, the store replaces their connections, and once the
+/// first lease has run out the owner's next attempt is granted on the new ones. Only then do
+/// the servers read the release. Sent by owner, it deleted the next attempt's grant there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_attempts_release_that_reaches_a_server_late_never_frees_the_next_grant() {
+    let Some(s) = servers(3) else { return };
+    let gates = [gate::Gate::open(&s[1]).await, gate::Gate::open(&s[2]).await];
+    let urls = vec![s[0].url(), gates[0].url(), gates[1].url()];
+    let redlock = RedlockStore::connect(&urls, &options(800)).unwrap();
+    connected(&redlock).await;
+    let k = name();
+    assert!(redlock.acquire_fenced(&k, "me", 1_000).await.is_some());
+    for g in &gates {
+        g.hold();
+    }
+    // As the engine does with a grant that arrived past its lease (the held servers time out).
+    let _ = redlock.release(&k, Release::new("me")).await;
+    eventually("the silent servers' connections to be replaced", || async {
+        gates.iter().all(gate::Gate::held_ones_closed)
+    })
+    .await;
+    // The held servers keep the first grant until its lease ends.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while redlock.acquire_fenced(&k, "me", 10_000).await.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the owner's next attempt was never granted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for g in &gates {
+        g.let_go().await;
+    }
+    eventually("the servers to run the release", || async {
+        gates.iter().all(gate::Gate::drained)
+    })
+    .await;
+    for server in &s {
+        assert!(
+            get(server, k.as_bytes()).await.is_some(),
+            "the next grant is held on every server"
+        );
+    }
+    assert_eq!(redlock.acquire_fenced(&k, "other", 10_000).await, None);
+    assert!(redlock.released(&k, "me").await);
+}
+
 /// The engine may ask for one owner's permits twice at once: its waiter's own request, and the
 /// handoff a local release makes to it. Here the own request (for both permits of two) is
 /// refused by server 0, where another process holds one, while servers 1 and 2 are still
@@ -452,6 +501,85 @@ async fn a_permit_clean_up_that_reaches_the_servers_late_never_frees_the_next_re
     late_permit_give_back(true).await;
 }
 
+/// The permits' form of
+/// [`a_granted_attempts_release_that_reaches_a_server_late_never_frees_the_next_grant`]: a
+/// release of granted permits (the engine's give-back of a grant that came past its lease)
+/// that every server reads only after the owner's next request was granted on new
+/// connections frees nothing of that grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_requests_release_that_reaches_the_servers_late_never_frees_the_next_grant() {
+    use crate::store::permit_conformance::req;
+    use crate::store::PermitRequest;
+    let Some(s) = servers(3) else { return };
+    let gates = [
+        gate::Gate::open(&s[0]).await,
+        gate::Gate::open(&s[1]).await,
+        gate::Gate::open(&s[2]).await,
+    ];
+    let urls: Vec<String> = gates.iter().map(gate::Gate::url).collect();
+    let redlock = RedlockStore::connect(&urls, &options(800)).unwrap();
+    connected(&redlock).await;
+    let (n, me) = (name(), crate::store::conformance::owner());
+    let first = PermitRequest {
+        ttl_ms: 1_000,
+        ..req(&n, &me, 1, 2)
+    };
+    assert!(redlock.acquire_permits(&first).await.unwrap().is_some());
+    for g in &gates {
+        g.hold();
+    }
+    // As the engine does with a grant that arrived past its lease (every server times out).
+    let _ = redlock.release_permits(&n, Release::new(&me)).await;
+    eventually("the silent servers' connections to be replaced", || async {
+        gates.iter().all(gate::Gate::held_ones_closed)
+    })
+    .await;
+    // The servers keep the first grant until its lease ends.
+    let next = PermitRequest {
+        ttl_ms: 10_000,
+        ..req(&n, &me, 1, 2)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while redlock.acquire_permits(&next).await.unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the owner's next request was never granted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for g in &gates {
+        g.let_go().await;
+    }
+    eventually("the servers to run the release", || async {
+        gates.iter().all(gate::Gate::drained)
+    })
+    .await;
+    for server in &s {
+        let each = RedisStore::connect(&server.url(), &options(5_000)).unwrap();
+        let (_, holders) = each.permits_limit(&n).await.unwrap();
+        assert_eq!(
+            holders.iter().map(|h| h.owner.as_str()).collect::<Vec<_>>(),
+            vec![me.as_str()],
+            "the next request's permit is held on every server"
+        );
+    }
+    let other = crate::store::conformance::owner();
+    assert!(redlock
+        .acquire_permits(&req(&n, &other, 1, 2))
+        .await
+        .unwrap()
+        .is_some());
+    let third = crate::store::conformance::owner();
+    assert_eq!(
+        redlock
+            .acquire_permits(&req(&n, &third, 1, 2))
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(redlock.permits_released(&n, &me).await);
+}
+
 async fn late_permit_give_back(clean_up: bool) {
     use crate::store::permit_conformance::req;
     use crate::store::PermitRequest;
@@ -522,4 +650,38 @@ async fn late_permit_give_back(clean_up: bool) {
         None
     );
     assert!(redlock.permits_released(&n, &me).await);
+}
+
+/// A release by owner names the owner's last attempt, granted or not, for as long as that
+/// attempt's grants may last (extensions lengthen it); a refusal or an untagged grant of the
+/// same owner makes it an ordinary release again; lapsed attempts are swept.
+#[test]
+fn a_release_by_owner_goes_by_its_last_attempt_while_that_attempts_grants_may_last() {
+    use super::attempt::Latest;
+    let (long, none) = (Duration::from_secs(60), Duration::ZERO);
+    let l = Latest::default();
+    l.started("k", "o", 1, none);
+    assert_eq!(l.release_tag("k", "o"), None, "lapsed");
+    l.settled("k", "o", 2, long);
+    assert_eq!(l.release_tag("k", "o"), Some(2), "granted");
+    assert_eq!(l.release_tag("k", "other"), None);
+    l.forget("k", "o", Some(3));
+    assert_eq!(
+        l.release_tag("k", "o"),
+        Some(2),
+        "another attempt's refusal"
+    );
+    l.started("k", "o", 3, long);
+    assert_eq!(l.release_tag("k", "o"), Some(3), "not granted yet");
+    l.forget("k", "o", Some(3));
+    assert_eq!(l.release_tag("k", "o"), None, "refused");
+    l.settled("k", "o", 4, none);
+    l.extended("k", "o", long);
+    assert_eq!(l.release_tag("k", "o"), Some(4), "extended");
+    l.forget("k", "o", None);
+    assert_eq!(l.release_tag("k", "o"), None, "an untagged grant");
+    for i in 0..5_000 {
+        l.started("k", &i.to_string(), i, none);
+    }
+    assert!(l.len() <= 2_048, "lapsed attempts are swept: {}", l.len());
 }
