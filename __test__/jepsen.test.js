@@ -108,14 +108,19 @@ test('the checker reports two believed holds of one key that overlap, and not tw
   assert.deepEqual(run(history(101)).violations, [])
 })
 
-test('the checker says which overlaps follow a jump of the server\'s clock made while the earlier hold was out, and still reports them', () => {
+/** Two holds of one key by two owners that overlap by 200 ms from 400 ms. */
+function overlapping() {
   const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
-  const events = [
+  return [
     ev('A', 'grant', 0, { g: 'A#1', token: '1', owner: 'oa', held: true, vu: 1000 }),
     ev('B', 'grant', 400, { g: 'B#1', token: '2', owner: 'ob', held: true, vu: 1400 }),
     ev('A', 'end', 600, { g: 'A#1', why: 'release' }),
     ev('B', 'end', 700, { g: 'B#1', why: 'release' }),
   ]
+}
+
+test('the checker says which overlaps follow a jump of the server\'s clock made while the earlier hold was out, and still reports them', () => {
+  const events = overlapping()
   const run = (jumpAt) => check({ events, resourceLog: [], faults: [{ kind: 'clock-jump', t: jumpAt, jump: 900 }], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
   const during = run(300)
   assert.match(during.violations.join('\n'), /1 overlapping believed hold\(s\), up to 200 ms \(each after a forward jump of the server's clock/)
@@ -152,13 +157,7 @@ test('the host clock watch reports a step of the wall clock, and neither the jit
 })
 
 test('the checker says which overlaps follow a forward step of the host\'s wall clock, and still reports them', () => {
-  const ev = (a, ev, t, extra) => ({ w: `w${a}`, a, ev, t, key: 'k', ...extra })
-  const events = [
-    ev('A', 'grant', 0, { g: 'A#1', token: '1', owner: 'oa', held: true, vu: 1000 }),
-    ev('B', 'grant', 400, { g: 'B#1', token: '2', owner: 'ob', held: true, vu: 1400 }),
-    ev('A', 'end', 600, { g: 'A#1', why: 'release' }),
-    ev('B', 'end', 700, { g: 'B#1', why: 'release' }),
-  ]
+  const events = overlapping()
   const run = (ms) => check({ events, resourceLog: [], faults: [{ kind: 'host-clock-step', t: 300, ms, found: true }], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
   const forward = run(700)
   assert.match(forward.violations.join('\n'), /1 overlapping believed hold\(s\), up to 200 ms \(each after a forward step of the host's wall clock/)

@@ -299,14 +299,12 @@ async fn a_clean_up_release_that_reaches_a_server_late_never_frees_the_next_atte
 }
 
 async fn late_give_back(clean_up: bool) {
-    let Some(s) = servers(3) else { return };
-    let gates = [gate::Gate::open(&s[1]).await, gate::Gate::open(&s[2]).await];
-    let urls = vec![s[0].url(), gates[0].url(), gates[1].url()];
     // The servers' answers to an acquisition of a 3 s lease are awaited 300 ms, so the
     // give-back goes out on the same connection before the store replaces it (after a
     // response timeout, 800 ms, without a reply).
-    let redlock = RedlockStore::connect(&urls, &options(800)).unwrap();
-    connected(&redlock).await;
+    let Some((s, gates, redlock)) = gated_majority().await else {
+        return;
+    };
     let k = name();
     for g in &gates {
         g.hold();
@@ -320,36 +318,9 @@ async fn late_give_back(clean_up: bool) {
         // As the engine does for an outcome it did not hear (the held servers time out).
         let _ = redlock.release(&k, Release::new("me")).await;
     }
-    eventually("the silent servers' connections to be replaced", || async {
-        gates.iter().all(gate::Gate::held_ones_closed)
-    })
-    .await;
+    connections_replaced(&gates).await;
     redlock.acquire_fenced(&k, "me", 10_000).await.unwrap();
-    for g in &gates {
-        g.let_go().await;
-    }
-    eventually(
-        "the servers to run the first attempt's requests",
-        || async { gates.iter().all(gate::Gate::drained) },
-    )
-    .await;
-    // (Its token as inspect reads it may be another: the first two servers to answer name
-    // the owner, and one of them may not have been raised to the token reported.)
-    let info = redlock.inspect(&k).await.unwrap();
-    assert_eq!(
-        info.map(|i| i.owner),
-        Some("me".to_string()),
-        "the grant is still on a quorum"
-    );
-    for server in &s {
-        assert!(
-            get(server, k.as_bytes()).await.is_some(),
-            "held on every server"
-        );
-    }
-    // Nobody else is granted it.
-    assert_eq!(redlock.acquire_fenced(&k, "other", 10_000).await, None);
-    assert!(redlock.released(&k, "me").await);
+    only_the_next_grant_holds(&gates, &s, &redlock, &k).await;
 }
 
 /// A grant given back after it was granted: the engine's give-back of a grant that reached its
@@ -359,11 +330,9 @@ async fn late_give_back(clean_up: bool) {
 /// the servers read the release. Sent by owner, it deleted the next attempt's grant there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_granted_attempts_release_that_reaches_a_server_late_never_frees_the_next_grant() {
-    let Some(s) = servers(3) else { return };
-    let gates = [gate::Gate::open(&s[1]).await, gate::Gate::open(&s[2]).await];
-    let urls = vec![s[0].url(), gates[0].url(), gates[1].url()];
-    let redlock = RedlockStore::connect(&urls, &options(800)).unwrap();
-    connected(&redlock).await;
+    let Some((s, gates, redlock)) = gated_majority().await else {
+        return;
+    };
     let k = name();
     assert!(redlock.acquire_fenced(&k, "me", 1_000).await.is_some());
     for g in &gates {
@@ -371,10 +340,7 @@ async fn a_granted_attempts_release_that_reaches_a_server_late_never_frees_the_n
     }
     // As the engine does with a grant that arrived past its lease (the held servers time out).
     let _ = redlock.release(&k, Release::new("me")).await;
-    eventually("the silent servers' connections to be replaced", || async {
-        gates.iter().all(gate::Gate::held_ones_closed)
-    })
-    .await;
+    connections_replaced(&gates).await;
     // The held servers keep the first grant until its lease ends.
     let deadline = Instant::now() + Duration::from_secs(5);
     while redlock.acquire_fenced(&k, "me", 10_000).await.is_none() {
@@ -384,21 +350,78 @@ async fn a_granted_attempts_release_that_reaches_a_server_late_never_frees_the_n
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for g in &gates {
+    only_the_next_grant_holds(&gates, &s, &redlock, &k).await;
+}
+
+/// Three servers of the test's own, the last two (a majority) behind a [`gate::Gate`], and a
+/// store on them with a response bound of 800 ms, its connections open (`None`: skipped).
+async fn gated_majority() -> Option<(Vec<TestServer>, [gate::Gate; 2], Arc<RedlockStore>)> {
+    let s = servers(3)?;
+    let gates = [gate::Gate::open(&s[1]).await, gate::Gate::open(&s[2]).await];
+    let urls = vec![s[0].url(), gates[0].url(), gates[1].url()];
+    let redlock = RedlockStore::connect(&urls, &options(800)).unwrap();
+    connected(&redlock).await;
+    Some((s, gates, redlock))
+}
+
+/// Lets the held connections go, waits until the servers ran what they held, and checks that
+/// the lock `k` is still "me"'s on every server: nobody else is granted it.
+async fn only_the_next_grant_holds(
+    gates: &[gate::Gate],
+    s: &[TestServer],
+    redlock: &RedlockStore,
+    k: &str,
+) {
+    for g in gates {
         g.let_go().await;
     }
-    eventually("the servers to run the release", || async {
-        gates.iter().all(gate::Gate::drained)
-    })
+    eventually(
+        "the servers to run what their old connections held",
+        || async { gates.iter().all(gate::Gate::drained) },
+    )
     .await;
-    for server in &s {
+    // (Its token as inspect reads it may be another: the first two servers to answer name
+    // the owner, and one of them may not have been raised to the token reported.)
+    let info = redlock.inspect(k).await.unwrap();
+    assert_eq!(
+        info.map(|i| i.owner),
+        Some("me".to_string()),
+        "the grant is still on a quorum"
+    );
+    for server in s {
         assert!(
             get(server, k.as_bytes()).await.is_some(),
             "the next grant is held on every server"
         );
     }
-    assert_eq!(redlock.acquire_fenced(&k, "other", 10_000).await, None);
-    assert!(redlock.released(&k, "me").await);
+    assert_eq!(redlock.acquire_fenced(k, "other", 10_000).await, None);
+    assert!(redlock.released(k, "me").await);
+}
+
+/// Waits until the store replaced its connections through `gates` (nothing came back on them
+/// for a response timeout).
+async fn connections_replaced(gates: &[gate::Gate]) {
+    eventually("the silent servers' connections to be replaced", || async {
+        gates.iter().all(gate::Gate::held_ones_closed)
+    })
+    .await;
+}
+
+/// Three servers of the test's own, each behind a [`gate::Gate`], and a store on the gates
+/// with a response bound of `response_timeout_ms`, its connections open (`None`: skipped).
+async fn gated_three(
+    response_timeout_ms: u64,
+) -> Option<(Vec<TestServer>, [gate::Gate; 3], Arc<RedlockStore>)> {
+    let s = servers(3)?;
+    let gates = [
+        gate::Gate::open(&s[0]).await,
+        gate::Gate::open(&s[1]).await,
+        gate::Gate::open(&s[2]).await,
+    ];
+    let urls: Vec<String> = gates.iter().map(gate::Gate::url).collect();
+    let redlock = RedlockStore::connect(&urls, &options(response_timeout_ms)).unwrap();
+    connected(&redlock).await;
+    Some((s, gates, redlock))
 }
 
 /// The engine may ask for one owner's permits twice at once: its waiter's own request, and the
@@ -412,15 +435,9 @@ async fn a_refused_request_never_gives_back_the_permits_another_request_of_its_o
     use crate::store::permit_conformance::{req, Ask};
     use crate::store::permits::watch_key;
     use crate::store::PermitRequest;
-    let Some(s) = servers(3) else { return };
-    let gates = [
-        gate::Gate::open(&s[0]).await,
-        gate::Gate::open(&s[1]).await,
-        gate::Gate::open(&s[2]).await,
-    ];
-    let urls: Vec<String> = gates.iter().map(gate::Gate::url).collect();
-    let redlock = RedlockStore::connect(&urls, &options(60_000)).unwrap();
-    connected(&redlock).await;
+    let Some((s, gates, redlock)) = gated_three(60_000).await else {
+        return;
+    };
     let (n, w) = (name(), crate::store::conformance::owner());
     // Counters that make the handoff's grant carry one token everywhere (no raise to fail).
     let fence = fence_key(&watch_key(&n));
@@ -510,15 +527,9 @@ async fn a_permit_clean_up_that_reaches_the_servers_late_never_frees_the_next_re
 async fn a_granted_requests_release_that_reaches_the_servers_late_never_frees_the_next_grant() {
     use crate::store::permit_conformance::req;
     use crate::store::PermitRequest;
-    let Some(s) = servers(3) else { return };
-    let gates = [
-        gate::Gate::open(&s[0]).await,
-        gate::Gate::open(&s[1]).await,
-        gate::Gate::open(&s[2]).await,
-    ];
-    let urls: Vec<String> = gates.iter().map(gate::Gate::url).collect();
-    let redlock = RedlockStore::connect(&urls, &options(800)).unwrap();
-    connected(&redlock).await;
+    let Some((s, gates, redlock)) = gated_three(800).await else {
+        return;
+    };
     let (n, me) = (name(), crate::store::conformance::owner());
     let first = PermitRequest {
         ttl_ms: 1_000,
@@ -530,10 +541,7 @@ async fn a_granted_requests_release_that_reaches_the_servers_late_never_frees_th
     }
     // As the engine does with a grant that arrived past its lease (every server times out).
     let _ = redlock.release_permits(&n, Release::new(&me)).await;
-    eventually("the silent servers' connections to be replaced", || async {
-        gates.iter().all(gate::Gate::held_ones_closed)
-    })
-    .await;
+    connections_replaced(&gates).await;
     // The servers keep the first grant until its lease ends.
     let next = PermitRequest {
         ttl_ms: 10_000,
@@ -547,53 +555,17 @@ async fn a_granted_requests_release_that_reaches_the_servers_late_never_frees_th
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for g in &gates {
-        g.let_go().await;
-    }
-    eventually("the servers to run the release", || async {
-        gates.iter().all(gate::Gate::drained)
-    })
-    .await;
-    for server in &s {
-        let each = RedisStore::connect(&server.url(), &options(5_000)).unwrap();
-        let (_, holders) = each.permits_limit(&n).await.unwrap();
-        assert_eq!(
-            holders.iter().map(|h| h.owner.as_str()).collect::<Vec<_>>(),
-            vec![me.as_str()],
-            "the next request's permit is held on every server"
-        );
-    }
-    let other = crate::store::conformance::owner();
-    assert!(redlock
-        .acquire_permits(&req(&n, &other, 1, 2))
-        .await
-        .unwrap()
-        .is_some());
-    let third = crate::store::conformance::owner();
-    assert_eq!(
-        redlock
-            .acquire_permits(&req(&n, &third, 1, 2))
-            .await
-            .unwrap(),
-        None
-    );
-    assert!(redlock.permits_released(&n, &me).await);
+    only_the_next_permit_holds(&gates, &s, &redlock, &n, &me).await;
 }
 
 async fn late_permit_give_back(clean_up: bool) {
     use crate::store::permit_conformance::req;
     use crate::store::PermitRequest;
-    let Some(s) = servers(3) else { return };
-    let gates = [
-        gate::Gate::open(&s[0]).await,
-        gate::Gate::open(&s[1]).await,
-        gate::Gate::open(&s[2]).await,
-    ];
-    let urls: Vec<String> = gates.iter().map(gate::Gate::url).collect();
     // As in `late_give_back`: answers to a request for a 3 s lease are awaited 300 ms, so the
     // give-back goes out on the same connections before they are replaced (after 800 ms).
-    let redlock = RedlockStore::connect(&urls, &options(800)).unwrap();
-    connected(&redlock).await;
+    let Some((s, gates, redlock)) = gated_three(800).await else {
+        return;
+    };
     let (n, me) = (name(), crate::store::conformance::owner());
     for g in &gates {
         g.hold();
@@ -608,48 +580,58 @@ async fn late_permit_give_back(clean_up: bool) {
         // As the engine does for an outcome it did not hear.
         let _ = redlock.release_permits(&n, Release::new(&me)).await;
     }
-    eventually("the silent servers' connections to be replaced", || async {
-        gates.iter().all(gate::Gate::held_ones_closed)
-    })
-    .await;
+    connections_replaced(&gates).await;
     let next = PermitRequest {
         ttl_ms: 10_000,
         ..req(&n, &me, 1, 2)
     };
     assert!(redlock.acquire_permits(&next).await.unwrap().is_some());
-    for g in &gates {
+    only_the_next_permit_holds(&gates, &s, &redlock, &n, &me).await;
+}
+
+/// Lets the held connections go, waits until every server ran what they held, and checks that
+/// `me`'s next permit (of 2) is held on every server: one more owner is granted, not two.
+async fn only_the_next_permit_holds(
+    gates: &[gate::Gate],
+    s: &[TestServer],
+    redlock: &RedlockStore,
+    n: &str,
+    me: &str,
+) {
+    use crate::store::permit_conformance::req;
+    for g in gates {
         g.let_go().await;
     }
     eventually(
-        "the servers to run the first request's commands",
+        "the servers to run what their old connections held",
         || async { gates.iter().all(gate::Gate::drained) },
     )
     .await;
-    for server in &s {
+    for server in s {
         let each = RedisStore::connect(&server.url(), &options(5_000)).unwrap();
-        let (_, holders) = each.permits_limit(&n).await.unwrap();
+        let (_, holders) = each.permits_limit(n).await.unwrap();
         assert_eq!(
             holders.iter().map(|h| h.owner.as_str()).collect::<Vec<_>>(),
-            vec![me.as_str()],
+            vec![me],
             "the next request's permit is held on every server"
         );
     }
     // Nobody else can take the owner's permit: one is left.
     let other = crate::store::conformance::owner();
     assert!(redlock
-        .acquire_permits(&req(&n, &other, 1, 2))
+        .acquire_permits(&req(n, &other, 1, 2))
         .await
         .unwrap()
         .is_some());
     let third = crate::store::conformance::owner();
     assert_eq!(
         redlock
-            .acquire_permits(&req(&n, &third, 1, 2))
+            .acquire_permits(&req(n, &third, 1, 2))
             .await
             .unwrap(),
         None
     );
-    assert!(redlock.permits_released(&n, &me).await);
+    assert!(redlock.permits_released(n, me).await);
 }
 
 /// A release by owner names the owner's last attempt, granted or not, for as long as that
