@@ -364,14 +364,8 @@ async fn gated_majority() -> Option<(Vec<TestServer>, [gate::Gate; 2], Arc<Redlo
     Some((s, gates, redlock))
 }
 
-/// Lets the held connections go, waits until the servers ran what they held, and checks that
-/// the lock `k` is still "me"'s on every server: nobody else is granted it.
-async fn only_the_next_grant_holds(
-    gates: &[gate::Gate],
-    s: &[TestServer],
-    redlock: &RedlockStore,
-    k: &str,
-) {
+/// Lets the connections `gates` hold go, and waits until the servers ran what they held.
+async fn let_go(gates: &[gate::Gate]) {
     for g in gates {
         g.let_go().await;
     }
@@ -380,6 +374,17 @@ async fn only_the_next_grant_holds(
         || async { gates.iter().all(gate::Gate::drained) },
     )
     .await;
+}
+
+/// [`let_go`], then checks that the lock `k` is still "me"'s on every server: nobody else is
+/// granted it.
+async fn only_the_next_grant_holds(
+    gates: &[gate::Gate],
+    s: &[TestServer],
+    redlock: &RedlockStore,
+    k: &str,
+) {
+    let_go(gates).await;
     // (Its token as inspect reads it may be another: the first two servers to answer name
     // the owner, and one of them may not have been raised to the token reported.)
     let info = redlock.inspect(k).await.unwrap();
@@ -589,8 +594,8 @@ async fn late_permit_give_back(clean_up: bool) {
     only_the_next_permit_holds(&gates, &s, &redlock, &n, &me).await;
 }
 
-/// Lets the held connections go, waits until every server ran what they held, and checks that
-/// `me`'s next permit (of 2) is held on every server: one more owner is granted, not two.
+/// [`let_go`], then checks that `me`'s next permit (of 2) is held on every server: one more
+/// owner is granted, not two.
 async fn only_the_next_permit_holds(
     gates: &[gate::Gate],
     s: &[TestServer],
@@ -599,14 +604,7 @@ async fn only_the_next_permit_holds(
     me: &str,
 ) {
     use crate::store::permit_conformance::req;
-    for g in gates {
-        g.let_go().await;
-    }
-    eventually(
-        "the servers to run what their old connections held",
-        || async { gates.iter().all(gate::Gate::drained) },
-    )
-    .await;
+    let_go(gates).await;
     for server in s {
         let each = RedisStore::connect(&server.url(), &options(5_000)).unwrap();
         let (_, holders) = each.permits_limit(n).await.unwrap();
