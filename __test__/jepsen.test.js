@@ -149,6 +149,7 @@ test('the host clock watch reports a step of the wall clock, and neither the jit
   watch.sample()
   assert.equal(watch.steps.length, 1)
   assert.ok(Math.abs(watch.steps[0].ms - 500) <= 1, JSON.stringify(watch.steps))
+  assert.ok(watch.steps[0].from < watch.steps[0].t, 'made between the kept samples around it')
   wallOffset -= 200
   mono += 50
   watch.sample()
@@ -158,10 +159,12 @@ test('the host clock watch reports a step of the wall clock, and neither the jit
 
 test('the checker says which overlaps follow a forward step of the host\'s wall clock, and still reports them', () => {
   const events = overlapping()
-  const run = (ms) => check({ events, resourceLog: [], faults: [{ kind: 'host-clock-step', t: 300, ms, found: true }], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
+  const run = (ms, from = 300, t = 300) => check({ events, resourceLog: [], faults: [{ kind: 'host-clock-step', from, t, ms, found: true }], model: { kind: 'exclusive', register: false }, params: {}, bound: () => null, leftover: [], runEnd: 2000 })
   const forward = run(700)
   assert.match(forward.violations.join('\n'), /1 overlapping believed hold\(s\), up to 200 ms \(each after a forward step of the host's wall clock/)
   assert.equal(forward.figures.overlapsAfterHostStep, 1)
+  assert.equal(run(700, 380, 430).figures.overlapsAfterHostStep, 1, 'found after the second grant, but perhaps made before it')
+  assert.equal(run(700, 420, 470).figures.overlapsAfterHostStep, undefined, 'made after the second grant')
   const backward = run(-700)
   assert.match(backward.violations.join('\n'), /1 overlapping believed hold/)
   assert.doesNotMatch(backward.violations.join('\n'), /step/, 'a backward step ends no lease early')

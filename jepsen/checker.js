@@ -100,8 +100,9 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
   let afterJump = 0
   // Likewise an overlap that follows a forward step of the host's wall clock, which the
   // harness found (jepsen/hostclock.js), not made: every server's leases ended early at once.
-  const steps = faults.filter((f) => f.kind === 'host-clock-step' && f.ms > 0).map((f) => f.t)
-  const steppedWithin = (from, to) => steps.some((t) => t >= from && t <= to)
+  // A step was made somewhere between the two samples around it (`from` to `t`).
+  const steps = faults.filter((f) => f.kind === 'host-clock-step' && f.ms > 0)
+  const steppedWithin = (from, to) => steps.some((f) => f.t >= from && (f.from ?? f.t) <= to)
   let afterStep = 0
   if (model.kind === 'semaphore') {
     for (const [key, list] of byKey) {

@@ -104,7 +104,7 @@ async function runSchedule(env, sched, o) {
     h.figures.workloadMs = runEnd - t0
   } finally {
     for (const step of hostClock.stop()) {
-      faultsPlayed.push({ kind: 'host-clock-step', t: step.t, ms: step.ms, found: true })
+      faultsPlayed.push({ kind: 'host-clock-step', from: step.from, t: step.t, ms: step.ms, found: true })
       h.note(`the host's wall clock stepped by ${step.ms > 0 ? '+' : ''}${step.ms} ms at ${(step.t - started).toFixed(0)} ms`)
     }
     await h.stopWorkers()
