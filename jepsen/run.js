@@ -157,6 +157,9 @@ async function one(env, o, seed, keep) {
   return runSchedule(env, sched, { storeName: o.store, workload: workloadOf(o, seed), lock: o.lock, actors: o.actors, durationMs: o.duration, params })
 }
 
+/** The faults a schedule played (a host clock step the harness found is not one). */
+const played = (r) => r.faults.filter((x) => !x.found)
+
 function describe(f) {
   return `${f.kind}@${f.at}ms+${f.ms}ms${f.target !== undefined ? `→${f.target}` : ''}`
 }
@@ -184,7 +187,7 @@ async function main(argv) {
       const r = await one(env, o, seed, o.faults)
       results.push(r)
       const f = r.figures
-      say(`schedule ${i + 1}/${o.schedules} seed ${seed}${o.workload === 'all' ? ` ${workloadOf(o, seed)}` : ''}: ${r.violations.length ? 'FAIL' : 'ok'} ops=${f.ops} grants=${f.grants} writes=${f.writes} refused=${f.refused} losses=${f.losses}${f.ticks === undefined ? '' : ` ticks=${f.ticks} missed=${f.missed} unexplained=${f.unexplained}`} ms=${f.ms} faults=[${r.faults.filter((x) => !x.found).map((x) => describe(x.planned ?? x)).join(' ')}]`)
+      say(`schedule ${i + 1}/${o.schedules} seed ${seed}${o.workload === 'all' ? ` ${workloadOf(o, seed)}` : ''}: ${r.violations.length ? 'FAIL' : 'ok'} ops=${f.ops} grants=${f.grants} writes=${f.writes} refused=${f.refused} losses=${f.losses}${f.ticks === undefined ? '' : ` ticks=${f.ticks} missed=${f.missed} unexplained=${f.unexplained}`} ms=${f.ms} faults=[${played(r).map((x) => describe(x.planned ?? x)).join(' ')}]`)
       for (const v of r.violations) say(`    ✗ ${v}`)
       for (const n of r.notes) say(`    · ${n}`)
       if (r.harnessErrors) harnessError = true
@@ -193,7 +196,7 @@ async function main(argv) {
     }
     if (failed && o.shrink && !o.keepGoing) {
       // The shortest prefix of its faults that still fails (each prefix run once).
-      const planned = failed.r.faults.filter((x) => !x.found).map((x) => x.planned)
+      const planned = played(failed.r).map((x) => x.planned)
       for (let k = 0; k < planned.length; k++) {
         const r = await one(env, o, failed.seed, k)
         say(`  shrink: first ${k} fault(s): ${r.violations.length ? 'still fails' : 'passes'}`)
@@ -221,8 +224,8 @@ async function main(argv) {
   }
   if (o.append) appendRows(o.append, o, results)
   if (failed) {
-    const all = failed.r.faults.filter((x) => !x.found).map((x) => describe(x.planned ?? x)).join(' ')
-    say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${failed.r.faults.length}` : 'not shrunk,'} fault(s) [${all}]`)
+    const all = played(failed.r).map((x) => describe(x.planned ?? x)).join(' ')
+    say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${played(failed.r).length}` : 'not shrunk,'} fault(s) [${all}]`)
     say(`replay: npm run jepsen -- --store ${o.store} --workload ${workloadOf(o, failed.seed)}${o.lock === 'real' ? '' : ` --lock ${o.lock}`}${o.kinds ? ` --kinds ${o.kinds.join(',')}` : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
     return 1
   }
