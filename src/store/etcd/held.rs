@@ -115,6 +115,8 @@ impl Held {
 
     /// Records that `key`, created at revision `created`, is held as `guard` says until
     /// `deadline` (a grant or an extension), on its own etcd lease `own`, and times it.
+    /// Returns the owner of the lock this grant replaces, if it was another owner's, of
+    /// another life of the key, and its lease had not ended: that holder lost it.
     pub fn hold_own(
         self: &Arc<Self>,
         key: &[u8],
@@ -122,8 +124,12 @@ impl Held {
         deadline: Instant,
         own: Own,
         created: i64,
-    ) {
-        self.insert(
+    ) -> Option<String> {
+        let owner = match &guard {
+            Guard::Owner(owner) => Some(owner.clone()),
+            Guard::Created(_) => None,
+        };
+        let replaced = self.insert(
             key,
             Entry {
                 guard,
@@ -132,21 +138,36 @@ impl Held {
                 own: Some(own),
                 created,
             },
-        );
+        )?;
+        // Another owner's lock, still held by its lease, that this grant of a new life of the
+        // key replaces: someone else deleted it, and the watch has not told yet (a waiter of
+        // this store polled first).
+        match (replaced.guard, owner) {
+            (Guard::Owner(old), Some(new))
+                if old != new
+                    && replaced.created != created
+                    && replaced.deadline > Instant::now() =>
+            {
+                Some(old)
+            }
+            _ => None,
+        }
     }
 
-    fn insert(self: &Arc<Self>, key: &[u8], entry: Entry) {
-        let fresh = {
+    /// Records `entry` for `key`, timing it unless it extends the same grant; returns the
+    /// entry it replaced.
+    fn insert(self: &Arc<Self>, key: &[u8], entry: Entry) -> Option<Entry> {
+        let (fresh, replaced) = {
             let mut entries = self.entries();
             let fresh = entries.get(key).is_none_or(|e| e.guard != entry.guard);
-            entries.insert(key.to_vec(), entry);
-            fresh
+            (fresh, entries.insert(key.to_vec(), entry))
         };
         if fresh {
             let me = self.clone();
             let key = key.to_vec();
             tokio::spawn(async move { me.time(key).await });
         }
+        replaced
     }
 
     /// Forgets `key` (released, handed to an owner elsewhere, or found gone).

@@ -179,9 +179,15 @@ impl EtcdStore {
 
     /// Records that this store holds `k` as `guard` for `ttl_ms` from now, on its own lease
     /// `own`, the key created at revision `created`; its deletion by anyone else is watched.
+    /// A grant of this store whose key it grants anew to another owner is lost now, whether
+    /// or not the watch told of its deletion yet.
     fn hold(&self, k: &[u8], guard: Guard, ttl_ms: u64, own: Own, created: i64) {
-        self.held
+        let replaced = self
+            .held
             .hold_own(k, guard, ttl_after(ttl_ms), own, created);
+        if let Some(owner) = replaced {
+            self.watches.replaced(k, owner);
+        }
         self.watches.start();
     }
 

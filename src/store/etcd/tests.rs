@@ -218,3 +218,39 @@ async fn a_grant_nobody_times_ends_with_its_etcd_lease_while_the_stores_other_lo
     }
     assert!(s.released(&kept, &x).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_hears_of_its_loss_when_its_deleted_key_is_granted_to_another_before_the_watch_tells(
+) {
+    // A waiter of this store may read the deletion (an operator's, a revoked lease's) and be
+    // granted the key before the watch stream reads it; the stream's event then no longer
+    // matches what this store holds. Without a stream here, the grant alone must tell.
+    let Some(url) = etcd() else { return };
+    let s = EtcdStore::connect(&url, options()).unwrap();
+    s.watches.close();
+    let mut losses = s.watches.losses().unwrap();
+    let (k, x, y) = (name(), owner(), owner());
+    assert!(s
+        .try_acquire(&k, Acquisition::fenced(&x, 10_000))
+        .await
+        .unwrap()
+        .is_some());
+    let deleted = txn::txn(vec![], vec![txn::delete(&lock_key(&k))], vec![]);
+    s.txn(&deleted, Retry::Safe).await.unwrap();
+    assert!(s
+        .try_acquire(&k, Acquisition::fenced(&y, 10_000))
+        .await
+        .unwrap()
+        .is_some());
+    let loss = tokio::time::timeout(Duration::from_secs(2), losses.recv())
+        .await
+        .expect("the holder it replaced was never reported lost")
+        .unwrap();
+    assert_eq!(
+        (loss.key.as_str(), loss.owner.as_str()),
+        (k.as_str(), x.as_str())
+    );
+    // The new holder is not: its own release ends it.
+    assert!(s.released(&k, &y).await);
+    assert!(losses.try_recv().is_err());
+}

@@ -9,7 +9,9 @@
 //! deleted (an operator's force release, a lease etcd revoked or let end): its deletion, with
 //! the value it had (`prev_kv`), is a grant `held.rs` still counts (same holder, lease and
 //! life of the key), and its holder is reported lost through [`ReleaseNotifications::losses`]
-//! rather than at its next extension. This store's own deletions forget the grant first.
+//! rather than at its next extension. This store's own deletions forget the grant first. A
+//! waiter of this store may read the deletion (and be granted the key) before the stream
+//! does: that grant reports the holder it replaced ([`Watches::replaced`]).
 //!
 //! The stream is opened on the first `watch` or grant and kept while the store lives. When it breaks
 //! (a member stopped, lost its leader, a connection that died: TCP keep-alive finds those),
@@ -124,6 +126,19 @@ impl Watches {
                 }
             }
         });
+    }
+
+    /// Reports `owner`'s grant of the lock key `key` lost: this store granted the key anew to
+    /// another owner, so someone else deleted it, and the stream may not have told yet (a
+    /// waiter's poll can read the deletion first). Its deletion, if the stream reads it
+    /// later, no longer matches what this store holds, and is not reported twice.
+    pub fn replaced(&self, key: &[u8], owner: String) {
+        if let Some(name) = keys::lock_name(key) {
+            debug!(
+                "etcd: {name:?} of {owner:?} was deleted by someone else and granted anew: lost"
+            );
+            let _ = self.lost.send(Loss { key: name, owner });
+        }
     }
 
     /// Ends the stream.
