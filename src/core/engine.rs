@@ -235,8 +235,9 @@ impl Engine {
     ///
     /// # Cancel Safety
     /// Cancel safe through `cancel`: when it fires, the call returns `Aborted` and leaves no
-    /// lock behind (a grant that raced the cancellation is released first). Dropping the
-    /// future instead is safe for the queue, but a grant in flight may stay until its ttl.
+    /// lock behind (a grant that raced the cancellation, its own or one a release handed it,
+    /// is released first). Dropping the future instead is safe for the queue, but a grant in
+    /// flight may stay until its ttl.
     pub async fn acquire(
         self: &Arc<Self>,
         spec: &AcquireSpec,
@@ -355,97 +356,105 @@ impl Engine {
             };
             (contended, slot)
         };
-        let mut try_now = true;
-        if !contended && kind == Kind::Lock {
-            // Alone in the queue: ask at once, before subscribing to release announcements, so
-            // an acquisition nobody contends costs one request. (A semaphore's head subscribes
-            // first and asks with a place in the store's queue, below.)
-            attempts = 1;
-            if let Some(token) = self
-                .attempt(spec, false, cancel, (attempts, started))
-                .await?
-            {
-                slot.acquired = true;
-                return Ok(Some(earliest(token, waiter.take_grant())));
-            }
-            // Refused: the next look waits for a release (a local one hands the lock over or
-            // wakes this head, as it is queued already) or a poll, unless it subscribes now.
-            try_now = false;
-        }
-        loop {
-            // (A grant waiting in the mailbox of a cancelled waiter is given back by the
-            // slot's drop.)
-            if cancel.is_cancelled() {
-                return Err(LockError::Aborted);
-            }
-            if let Some(token) = waiter.take_grant() {
-                slot.acquired = true;
-                return Ok(Some(token));
-            }
-            let head = self.is_head(&spec.key, kind, &waiter);
-            if head && !single_shot && self.start_watching(&spec.key, kind).await {
-                // Subscribed only now: a release between the refusal and the subscription
-                // would go unheard, so look once more before sleeping.
-                try_now = true;
-            }
-            if try_now && attempts > 0 && deadline.is_some_and(|d| Instant::now() > d) {
-                // The wait ran out during the last request (a release heard meanwhile, or
-                // the subscription above, asks to look again): no request starts after it,
-                // so the call ends within its wait and one store call.
-                slot.leave_store_queue().await;
-                return Ok(None);
-            }
-            if try_now && head {
-                waiter.released.store(false, Ordering::Release);
-                attempts += 1;
-                // A semaphore's head waiter keeps a place in the store's queue while it waits.
-                slot.queued_in_store |= kind == Kind::Permits && !single_shot;
+        // A cancelled call leaves once it gave back what a release handed it meanwhile.
+        let outcome = async {
+            let mut try_now = true;
+            if !contended && kind == Kind::Lock {
+                // Alone in the queue: ask at once, before subscribing to release announcements, so
+                // an acquisition nobody contends costs one request. (A semaphore's head subscribes
+                // first and asks with a place in the store's queue, below.)
+                attempts = 1;
                 if let Some(token) = self
-                    .attempt(spec, !single_shot, cancel, (attempts, started))
+                    .attempt(spec, false, cancel, (attempts, started))
                     .await?
                 {
                     slot.acquired = true;
-                    if kind == Kind::Permits {
-                        waiter.settle_claim().await;
-                    }
                     return Ok(Some(earliest(token, waiter.take_grant())));
                 }
-                // Refused because a releaser was handing it to us just then?
+                // Refused: the next look waits for a release (a local one hands the lock over or
+                // wakes this head, as it is queued already) or a poll, unless it subscribes now.
+                try_now = false;
+            }
+            loop {
+                // (A grant waiting in the mailbox of a cancelled waiter is given back by the
+                // slot's drop.)
+                if cancel.is_cancelled() {
+                    return Err(LockError::Aborted);
+                }
                 if let Some(token) = waiter.take_grant() {
                     slot.acquired = true;
                     return Ok(Some(token));
                 }
-            } else if try_now {
-                // A poll period spent queued behind local waiters counts as an attempt, so
-                // redislock's `retries` bound the wait the same way with or without a queue.
-                attempts += 1;
-            }
-            let now = Instant::now();
-            if spec.max_attempts.is_some_and(|max| attempts >= max)
-                || deadline.is_some_and(|d| now >= d)
-            {
-                debug!(
-                    "acquire {:?}: gave up after {attempts} attempt(s) in {} ms",
-                    spec.key,
-                    now.duration_since(started).as_millis()
-                );
-                slot.leave_store_queue().await;
-                return Ok(None);
-            }
-            let mut delay = spec.next_delay();
-            if let Some(d) = deadline {
-                delay = delay.min(d - now);
-            }
-            tokio::select! {
-                _ = waiter.notify.notified() => {
-                    // A promotion to head while the predecessor holds the lock is no reason
-                    // to ask the store; a release is.
-                    try_now = waiter.released.load(Ordering::Acquire);
+                let head = self.is_head(&spec.key, kind, &waiter);
+                if head && !single_shot && self.start_watching(&spec.key, kind).await {
+                    // Subscribed only now: a release between the refusal and the subscription
+                    // would go unheard, so look once more before sleeping.
+                    try_now = true;
                 }
-                _ = tokio::time::sleep(delay) => try_now = true,
-                _ = cancel.cancelled() => return Err(LockError::Aborted),
+                if try_now && attempts > 0 && deadline.is_some_and(|d| Instant::now() > d) {
+                    // The wait ran out during the last request (a release heard meanwhile, or
+                    // the subscription above, asks to look again): no request starts after it,
+                    // so the call ends within its wait and one store call.
+                    slot.leave_store_queue().await;
+                    return Ok(None);
+                }
+                if try_now && head {
+                    waiter.released.store(false, Ordering::Release);
+                    attempts += 1;
+                    // A semaphore's head waiter keeps a place in the store's queue while it waits.
+                    slot.queued_in_store |= kind == Kind::Permits && !single_shot;
+                    if let Some(token) = self
+                        .attempt(spec, !single_shot, cancel, (attempts, started))
+                        .await?
+                    {
+                        slot.acquired = true;
+                        if kind == Kind::Permits {
+                            waiter.settle_claim().await;
+                        }
+                        return Ok(Some(earliest(token, waiter.take_grant())));
+                    }
+                    // Refused because a releaser was handing it to us just then?
+                    if let Some(token) = waiter.take_grant() {
+                        slot.acquired = true;
+                        return Ok(Some(token));
+                    }
+                } else if try_now {
+                    // A poll period spent queued behind local waiters counts as an attempt, so
+                    // redislock's `retries` bound the wait the same way with or without a queue.
+                    attempts += 1;
+                }
+                let now = Instant::now();
+                if spec.max_attempts.is_some_and(|max| attempts >= max)
+                    || deadline.is_some_and(|d| now >= d)
+                {
+                    debug!(
+                        "acquire {:?}: gave up after {attempts} attempt(s) in {} ms",
+                        spec.key,
+                        now.duration_since(started).as_millis()
+                    );
+                    slot.leave_store_queue().await;
+                    return Ok(None);
+                }
+                let mut delay = spec.next_delay();
+                if let Some(d) = deadline {
+                    delay = delay.min(d - now);
+                }
+                tokio::select! {
+                    _ = waiter.notify.notified() => {
+                        // A promotion to head while the predecessor holds the lock is no reason
+                        // to ask the store; a release is.
+                        try_now = waiter.released.load(Ordering::Acquire);
+                    }
+                    _ = tokio::time::sleep(delay) => try_now = true,
+                    _ = cancel.cancelled() => return Err(LockError::Aborted),
+                }
             }
         }
+        .await;
+        if matches!(outcome, Err(LockError::Aborted)) {
+            slot.leave_cancelled().await;
+        }
+        outcome
     }
 
     /// One request to the store (`queue`: a semaphore's waiter takes or keeps a place in the

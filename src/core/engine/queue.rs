@@ -223,6 +223,44 @@ pub(super) struct Slot {
 }
 
 impl Slot {
+    /// Leaves after a cancellation: what a release handed this waiter meanwhile (or may have,
+    /// its outcome unknown) is released before the cancelled call returns, so that whoever
+    /// looks right after it finds the key free (a handoff of unknown outcome is given back in
+    /// the background again by `drop`, in case it reaches the store later); a semaphore
+    /// waiter's place in the store's queue is given up too. No handoff reaches the waiter from now on: a releaser that
+    /// finds it gone releases or hands on what it holds itself. A release that fails leaves
+    /// the grant to `drop`, which gives it back in the background as a grant whose reply was
+    /// lost.
+    ///
+    /// # Cancel Safety
+    /// Cancel safe: a grant stays in the mailbox until its release succeeded, and `drop`
+    /// gives back whatever is left there.
+    pub(super) async fn leave_cancelled(&mut self) {
+        let handed = {
+            let mut mailbox = self.waiter.mailbox.lock().unwrap();
+            mailbox.gone = true;
+            mailbox.kept = false;
+            mailbox.grant.is_some() || mailbox.maybe.is_some()
+        };
+        if handed && !self.acquired {
+            let released = self
+                .engine
+                .release_as(
+                    self.kind,
+                    &self.key,
+                    &self.waiter.owner,
+                    self.waiter.data.is_some(),
+                )
+                .await;
+            if released.is_ok() {
+                // A handoff whose outcome is unknown may still reach the store after this
+                // release: `drop` gives that back as a grant whose reply was lost.
+                self.waiter.mailbox.lock().unwrap().grant = None;
+            }
+        }
+        self.leave_store_queue().await;
+    }
+
     /// Gives up a semaphore waiter's place in the store's queue, and waits for that, before
     /// the acquisition reports that it gave up: whoever asks next (the same caller, right
     /// after the rejection) must not find a place nobody holds any more ahead of it. Paths

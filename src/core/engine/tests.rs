@@ -139,6 +139,31 @@ async fn a_cancelled_waiter_leaves_no_queue_and_takes_nothing_later() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_waiter_cancelled_as_a_release_hands_it_the_lock_gives_it_back_before_it_returns() {
+    // An election resigned by every candidate at once: the leader's release hands the lock to
+    // the next candidate just as that one is cancelled. Its call must not return before the
+    // lock is free again, or a read right after it names a candidate that resigned.
+    let e = engine();
+    take(&e, "k", "a").await;
+    let cancel = CancellationToken::new();
+    let s = spec("k", "b", 1_000, None);
+    // Polled here, not spawned: nothing else runs between its return and the look below.
+    let mut waiter = std::pin::pin!(e.acquire(&s, &cancel));
+    let queued = tokio::time::timeout(Duration::from_millis(1), &mut waiter).await;
+    assert!(queued.is_err(), "it waits");
+    assert_eq!(e.waiting(), 1);
+    assert!(e.release("k", "a", false).await.unwrap());
+    cancel.cancel();
+    assert!(matches!(waiter.await, Err(LockError::Aborted)));
+    assert_eq!(
+        e.inspect("k").await.unwrap(),
+        None,
+        "the handed lock is still held"
+    );
+    assert_eq!(e.cleanups(), 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_busy_key_is_polled_every_retry_delay_when_nobody_announces_its_release() {
     let e = engine();
     // Taken directly in the store: its release wakes nobody here.
