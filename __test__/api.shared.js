@@ -311,6 +311,23 @@ function apiSuite(b) {
       assert.equal(await locks.inspect(k), null)
     })
 
+    test('an acquire aborted while its grant is on its way rejects only once the lock is given back', async (t) => {
+      if (await skipUnlessReady(t)) return
+      // The abort follows the request at once: the grant may reach this thread after it
+      // (a fast store), or the cancellation reach the store's answer first (a slow one).
+      // Either way nothing is held once the rejection is seen, not even for a moment.
+      for (let i = 0; i < 5; i++) {
+        const k = key()
+        const held = locks.stats().held
+        const ac = new AbortController()
+        const acquiring = locks.acquire(k, { signal: ac.signal })
+        ac.abort()
+        assert.equal(await acquiring.then(() => 'granted', (e) => e.name), 'AbortError')
+        assert.equal(locks.stats().held, held, `round ${i}: the grant is still held`)
+        assert.equal(await locks.inspect(k), null)
+      }
+    })
+
     test('an already aborted signal rejects at once without touching the store', async (t) => {
       if (await skipUnlessReady(t)) return
       const k = key()

@@ -58,11 +58,11 @@ class PendingAcquire {
     const signal = this.o.signal
     if (signal !== undefined && signal.aborted && !this.client._closed) {
       // The grant raced the abort (the store answered before the cancellation reached the
-      // native side): give the lock back; the caller sees the abort, never a lock.
-      this.client._native_.release(this.req).catch(() => {})
+      // native side): give the lock back; the caller sees the abort, never a lock, and only
+      // once the lock is given back, so that whoever looks right after finds it free.
       const err = abortReason(signal)
       this._traced('aborted', null, err)
-      this.rej(err)
+      this.client._native_.release(this.req).catch(() => {}).then(() => this.rej(err))
       return
     }
     if (this.client._closed) {
