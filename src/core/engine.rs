@@ -318,7 +318,12 @@ impl Engine {
             {
                 return Ok(None);
             }
-            return self.attempt(spec, false, cancel, (1, started)).await;
+            let granted = self.attempt(spec, false, (1, started)).await?;
+            if let Some(grant) = granted.filter(|_| cancel.is_cancelled()) {
+                self.give_back(spec, grant).await;
+                return Err(LockError::Aborted);
+            }
+            return Ok(granted);
         }
         let waiter = Arc::new(Waiter {
             id: self.next_waiter.fetch_add(1, Ordering::Relaxed),
@@ -353,6 +358,7 @@ impl Engine {
                 waiter: waiter.clone(),
                 acquired: false,
                 queued_in_store: false,
+                left: false,
             };
             (contended, slot)
         };
@@ -364,10 +370,8 @@ impl Engine {
                 // an acquisition nobody contends costs one request. (A semaphore's head subscribes
                 // first and asks with a place in the store's queue, below.)
                 attempts = 1;
-                if let Some(token) = self
-                    .attempt(spec, false, cancel, (attempts, started))
-                    .await?
-                {
+                let granted = self.attempt(spec, false, (attempts, started)).await?;
+                if let Some(token) = waiter.unless_cancelled(granted, cancel)? {
                     slot.acquired = true;
                     return Ok(Some(earliest(token, waiter.take_grant())));
                 }
@@ -376,8 +380,8 @@ impl Engine {
                 try_now = false;
             }
             loop {
-                // (A grant waiting in the mailbox of a cancelled waiter is given back by the
-                // slot's drop.)
+                // (A grant waiting in the mailbox of a cancelled waiter is given back as it
+                // leaves, below.)
                 if cancel.is_cancelled() {
                     return Err(LockError::Aborted);
                 }
@@ -403,10 +407,10 @@ impl Engine {
                     attempts += 1;
                     // A semaphore's head waiter keeps a place in the store's queue while it waits.
                     slot.queued_in_store |= kind == Kind::Permits && !single_shot;
-                    if let Some(token) = self
-                        .attempt(spec, !single_shot, cancel, (attempts, started))
-                        .await?
-                    {
+                    let granted = self
+                        .attempt(spec, !single_shot, (attempts, started))
+                        .await?;
+                    if let Some(token) = waiter.unless_cancelled(granted, cancel)? {
                         slot.acquired = true;
                         if kind == Kind::Permits {
                             waiter.settle_claim().await;
@@ -458,9 +462,9 @@ impl Engine {
     }
 
     /// One request to the store (`queue`: a semaphore's waiter takes or keeps a place in the
-    /// store's queue if refused). A grant that raced a cancellation is given back, and so, in
-    /// the background, is one the store may have made when the call failed with its outcome
-    /// unknown (`engine/orphans.rs`).
+    /// store's queue if refused). A grant that raced a cancellation is the caller's to give
+    /// back; one the store may have made when the call failed with its outcome unknown is
+    /// given back in the background (`engine/orphans.rs`).
     ///
     /// `(nth, started)`: which attempt of the acquisition this is and when it began, for the
     /// debug log, which says `busy` once and summarises a wait at its grant (or its end), not
@@ -469,7 +473,6 @@ impl Engine {
         self: &Arc<Self>,
         spec: &AcquireSpec,
         queue: bool,
-        cancel: &CancellationToken,
         (nth, started): (u64, Instant),
     ) -> Result<Option<Grant>, LockError> {
         let kind = Kind::of(spec);
@@ -525,19 +528,28 @@ impl Engine {
             // A waiter's later refusals: its grant (or its end) sums them up.
             None => {}
         }
-        if granted.is_some() && cancel.is_cancelled() {
-            let has_data = spec.data.is_some();
-            if self
-                .release_as(kind, &spec.key, &spec.owner, has_data)
-                .await
-                .is_err()
-            {
-                // Given back in the background, as a grant whose reply was lost.
-                self.clean_up(kind, &spec.key, &spec.owner, has_data, sent, spec.ttl_ms);
-            }
-            return Err(LockError::Aborted);
-        }
         Ok(granted.map(|token| Grant { token, sent }))
+    }
+
+    /// Gives back `grant`, which raced the cancellation of a try that holds no place in the
+    /// local queue: released now, or, if that fails, in the background as a grant whose reply
+    /// was lost.
+    async fn give_back(self: &Arc<Self>, spec: &AcquireSpec, grant: Grant) {
+        let (kind, has_data) = (Kind::of(spec), spec.data.is_some());
+        if self
+            .release_as(kind, &spec.key, &spec.owner, has_data)
+            .await
+            .is_err()
+        {
+            self.clean_up(
+                kind,
+                &spec.key,
+                &spec.owner,
+                has_data,
+                grant.sent,
+                spec.ttl_ms,
+            );
+        }
     }
 
     /// Subscribes the key's queue to release announcements, once. Returns true if it just did.

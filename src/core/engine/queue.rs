@@ -3,6 +3,7 @@
 //! which hands the head position on when it leaves.
 
 use super::Engine;
+use crate::core::error::LockError;
 use crate::core::held::FastHash;
 use crate::core::kind::Kind;
 use crate::core::options::{AcquireSpec, PermitSpec};
@@ -14,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 pub(super) struct Waiter {
     pub(super) id: u64,
@@ -81,6 +83,28 @@ pub(super) struct Mailbox {
 impl Waiter {
     pub(super) fn take_grant(&self) -> Option<Grant> {
         self.mailbox.lock().unwrap().grant.take()
+    }
+
+    /// `granted`, the outcome of this waiter's own request, unless `cancel` fired: then the
+    /// grant joins the mailbox (the earlier send kept, for a clean-up's reckoning), to be given
+    /// back as the waiter leaves ([`Slot::leave_cancelled`]), once it is out of the queue and
+    /// the release cannot hand the lock to it again, and the call is `Aborted`.
+    pub(super) fn unless_cancelled(
+        &self,
+        granted: Option<Grant>,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Grant>, LockError> {
+        match granted {
+            Some(own) if cancel.is_cancelled() => {
+                let mut mailbox = self.mailbox.lock().unwrap();
+                mailbox.grant = Some(match mailbox.grant {
+                    Some(handed) if handed.sent < own.sent => handed,
+                    _ => own,
+                });
+                Err(LockError::Aborted)
+            }
+            granted => Ok(granted),
+        }
     }
 
     /// After the store granted this waiter's own request for permits: makes sure no release
@@ -220,17 +244,70 @@ pub(super) struct Slot {
     /// A semaphore's waiter asked with a place in the store's queue: leaving without a
     /// grant gives the place up, so it holds nobody back.
     pub(super) queued_in_store: bool,
+    /// It left the local queue already ([`Slot::leave_queue`]).
+    pub(super) left: bool,
 }
 
 impl Slot {
-    /// Leaves after a cancellation: what a release handed this waiter meanwhile (or may have,
-    /// its outcome unknown) is released before the cancelled call returns, so that whoever
-    /// looks right after it finds the key free (a handoff of unknown outcome is given back in
-    /// the background again by `drop`, in case it reaches the store later); a semaphore
-    /// waiter's place in the store's queue is given up too. No handoff reaches the waiter from now on: a releaser that
-    /// finds it gone releases or hands on what it holds itself. A release that fails leaves
-    /// the grant to `drop`, which gives it back in the background as a grant whose reply was
-    /// lost.
+    /// Takes the waiter out of its key's queue, once, handing the head position on: after a
+    /// grant the next waiter only learns it is head (the lock is ours now); otherwise it is
+    /// told to look at once. The last waiter out stops watching the key's releases.
+    fn leave_queue(&mut self) {
+        if std::mem::replace(&mut self.left, true) {
+            return;
+        }
+        let mut unwatch = false;
+        {
+            let mut queues = self.engine.queues.lock().unwrap();
+            let map = queues.of_mut(self.kind);
+            if let Some(queue) = map.get_mut(&*self.key) {
+                let was_head = queue
+                    .waiters
+                    .front()
+                    .is_some_and(|h| h.id == self.waiter.id);
+                queue.waiters.retain(|w| w.id != self.waiter.id);
+                let recheck = was_head && std::mem::take(&mut queue.recheck);
+                if let Some(next) = queue.waiters.front() {
+                    if was_head {
+                        // After a lock was granted the next waiter only learns it is head
+                        // (the lock is taken); after permits were, there may be more left,
+                        // unless the handoff that granted them said the next would not fit
+                        // and no permits were freed since without being handed on.
+                        let fits = || {
+                            next.permits.is_some_and(|p| {
+                                p.count <= self.waiter.room.load(Ordering::Acquire)
+                            })
+                        };
+                        if !self.acquired || (self.kind == Kind::Permits && (recheck || fits())) {
+                            next.released.store(true, Ordering::Release);
+                        }
+                        next.notify.notify_one();
+                    }
+                } else {
+                    unwatch = queue.watching;
+                    map.remove(&*self.key);
+                }
+            }
+        }
+        if unwatch {
+            let store = self.engine.store.clone();
+            let key = watched_name(&self.key, self.kind);
+            tokio::spawn(async move {
+                if let Some(notifications) = store.release_notifications() {
+                    notifications.unwatch(&key).await;
+                }
+            });
+        }
+    }
+
+    /// Leaves after a cancellation: what a release handed this waiter meanwhile is released
+    /// before the cancelled call returns, so that whoever looks right after it finds the key
+    /// free; a semaphore waiter's place in the store's queue is given up too. (A handoff whose
+    /// outcome is unknown is given back by `drop` in the background, as before: it may reach
+    /// the store after any release sent now.) The waiter leaves the local queue
+    /// first, so no handoff reaches it from then on (a releaser that still finds it releases
+    /// or hands on what it holds itself). A release that fails leaves the grant to `drop`,
+    /// which gives it back in the background as a grant whose reply was lost.
     ///
     /// # Cancel Safety
     /// Cancel safe: a grant stays in the mailbox until its release succeeded, and `drop`
@@ -240,8 +317,11 @@ impl Slot {
             let mut mailbox = self.waiter.mailbox.lock().unwrap();
             mailbox.gone = true;
             mailbox.kept = false;
-            mailbox.grant.is_some() || mailbox.maybe.is_some()
+            mailbox.grant.is_some()
         };
+        // Out of the queue first: a release meanwhile hands the lock to the next waiter, not
+        // to this one, which would refuse it.
+        self.leave_queue();
         if handed && !self.acquired {
             let released = self
                 .engine
@@ -253,8 +333,6 @@ impl Slot {
                 )
                 .await;
             if released.is_ok() {
-                // A handoff whose outcome is unknown may still reach the store after this
-                // release: `drop` gives that back as a grant whose reply was lost.
                 self.waiter.mailbox.lock().unwrap().grant = None;
             }
         }
@@ -317,48 +395,7 @@ impl Drop for Slot {
                 let _ = engine.release_as(kind, &key, &owner, had_data).await;
             });
         }
-        let mut unwatch = false;
-        {
-            let mut queues = self.engine.queues.lock().unwrap();
-            let map = queues.of_mut(self.kind);
-            if let Some(queue) = map.get_mut(&*self.key) {
-                let was_head = queue
-                    .waiters
-                    .front()
-                    .is_some_and(|h| h.id == self.waiter.id);
-                queue.waiters.retain(|w| w.id != self.waiter.id);
-                let recheck = was_head && std::mem::take(&mut queue.recheck);
-                if let Some(next) = queue.waiters.front() {
-                    if was_head {
-                        // After a lock was granted the next waiter only learns it is head
-                        // (the lock is taken); after permits were, there may be more left,
-                        // unless the handoff that granted them said the next would not fit
-                        // and no permits were freed since without being handed on.
-                        let fits = || {
-                            next.permits.is_some_and(|p| {
-                                p.count <= self.waiter.room.load(Ordering::Acquire)
-                            })
-                        };
-                        if !self.acquired || (self.kind == Kind::Permits && (recheck || fits())) {
-                            next.released.store(true, Ordering::Release);
-                        }
-                        next.notify.notify_one();
-                    }
-                } else {
-                    unwatch = queue.watching;
-                    map.remove(&*self.key);
-                }
-            }
-        }
-        if unwatch {
-            let store = self.engine.store.clone();
-            let key = watched_name(&self.key, self.kind);
-            tokio::spawn(async move {
-                if let Some(notifications) = store.release_notifications() {
-                    notifications.unwatch(&key).await;
-                }
-            });
-        }
+        self.leave_queue();
     }
 }
 
