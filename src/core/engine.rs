@@ -595,7 +595,9 @@ impl Engine {
         let mut owner = owner.to_string();
         let mut released: Option<bool> = None;
         // Loops only when a waiter left while permits handed to it were on the way: they are
-        // released (or handed on) in turn.
+        // released (or handed on) in turn. `inherited`: that grant's send time and lease, to
+        // give it back in the background if this fails.
+        let mut inherited: Option<(Instant, u64)> = None;
         loop {
             // The first waiter no other release is handing permits to, unless that would
             // pass over one whose handoff is still on its way.
@@ -609,6 +611,9 @@ impl Engine {
             let Some((waiter, spec)) = next.and_then(|w| w.permits.map(|p| (w, p))) else {
                 let outcome = self.store.release_permits(key, Release::new(&owner)).await;
                 self.wake(key, Kind::Permits, true);
+                if let (Err(_), Some((sent, ttl_ms))) = (&outcome, inherited) {
+                    self.give_back_inherited(Kind::Permits, key, &owner, false, sent, ttl_ms);
+                }
                 return outcome.map(|o| *released.get_or_insert(o.released));
             };
             // The head asks through the release, without a place of its own in the store's
@@ -632,6 +637,9 @@ impl Engine {
                 Err(e) => {
                     drop(claim);
                     self.wake(key, Kind::Permits, true);
+                    if let Some((sent, ttl_ms)) = inherited {
+                        self.give_back_inherited(Kind::Permits, key, &owner, false, sent, ttl_ms);
+                    }
                     return match released {
                         Some(r) => Ok(r),
                         None => Err(e),
@@ -654,6 +662,7 @@ impl Engine {
                 return Ok(was_held);
             }
             owner = waiter.owner.clone();
+            inherited = Some((sent, waiter.ttl_ms));
         }
     }
 
@@ -702,8 +711,8 @@ impl Engine {
                     // Even a refused release may mean the lease lapsed: let the head look now.
                     self.wake(key, Kind::Lock, true);
                 }
-                if let (Err(e), Some((sent, ttl_ms))) = (&outcome, inherited) {
-                    self.give_back_inherited(key, &owner, had_data, sent, ttl_ms, e);
+                if let (Err(_), Some((sent, ttl_ms))) = (&outcome, inherited) {
+                    self.give_back_inherited(Kind::Lock, key, &owner, had_data, sent, ttl_ms);
                 }
                 return match released {
                     Some(r) => Ok(r),
@@ -743,7 +752,14 @@ impl Engine {
                             self.maybe_handed(key, &waiter, sent);
                         }
                         if let Some((sent, ttl_ms)) = inherited {
-                            self.give_back_inherited(key, &owner, had_data, sent, ttl_ms, e);
+                            self.give_back_inherited(
+                                Kind::Lock,
+                                key,
+                                &owner,
+                                had_data,
+                                sent,
+                                ttl_ms,
+                            );
                         }
                     }
                     return match released {
@@ -782,21 +798,20 @@ impl Engine {
         }
     }
 
-    /// The release or handoff of a grant that was handed to a waiter who had left failed
-    /// (`e`): unless the store says it will not act, that grant is given back in the
-    /// background, as one whose reply was lost.
+    /// The release or handoff of a grant that was handed to a waiter who had left failed:
+    /// that grant is given back in the background, as one whose reply was lost, whatever the
+    /// failure. Nobody else knows of it: a release the store refused (an error reply) left
+    /// it held as surely as one whose outcome is unknown may have.
     fn give_back_inherited(
         self: &Arc<Self>,
+        kind: Kind,
         key: &str,
         owner: &str,
         had_data: bool,
         sent: Instant,
         ttl_ms: u64,
-        e: &StoreError,
     ) {
-        if e.kind.outcome_unknown() {
-            self.clean_up(Kind::Lock, key, owner, had_data, sent, ttl_ms);
-        }
+        self.clean_up(kind, key, owner, had_data, sent, ttl_ms);
     }
 
     fn has_waiters(&self, key: &str) -> bool {

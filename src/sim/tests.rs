@@ -114,6 +114,27 @@ fn a_grant_whose_reply_was_lost_is_given_back_even_after_a_refused_release() {
     replays_clean(2447);
 }
 
+/// A release handed the lock to a waiter that had left; releasing it in turn, on that
+/// waiter's behalf, was refused with a server error, and nobody gave it back: the lock
+/// stayed for its whole lease, held by an owner nobody believed in. A grant inherited from a
+/// waiter that left is given back in the background whatever the failure. Seed 29685.
+#[test]
+fn a_lock_handed_to_a_waiter_that_left_is_given_back_even_after_a_refused_release() {
+    replays_clean(29685);
+}
+
+/// Cancelled waiters first gave back a lock handed to them while still queued: the release
+/// handed it straight back to them, and a chain of them cost a store call each; and a
+/// waiter whose own request and a handoff both gave it the lock released it twice. Either
+/// way the cancelled call overran its bound (a store call and a release after the
+/// cancellation). Seeds 151, 9707, 30139.
+#[test]
+fn a_cancelled_waiter_gives_back_a_handed_lock_once_and_within_its_bound() {
+    for seed in [151, 9707, 30139] {
+        replays_clean(seed);
+    }
+}
+
 /// Runs seeds with `mutant` until the checker reports one; returns the first such seed.
 fn first_caught(mutant: Mutant, within: u64) -> Option<Outcome> {
     run_many(0, within, mutant, 1).into_iter().next()
