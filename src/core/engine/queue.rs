@@ -300,14 +300,15 @@ impl Slot {
         }
     }
 
-    /// Leaves after a cancellation: what a release handed this waiter meanwhile is released
-    /// before the cancelled call returns, so that whoever looks right after it finds the key
-    /// free; a semaphore waiter's place in the store's queue is given up too. (A handoff whose
-    /// outcome is unknown is given back by `drop` in the background, as before: it may reach
-    /// the store after any release sent now.) The waiter leaves the local queue
-    /// first, so no handoff reaches it from then on (a releaser that still finds it releases
-    /// or hands on what it holds itself). A release that fails leaves the grant to `drop`,
-    /// which gives it back in the background as a grant whose reply was lost.
+    /// Leaves after a cancellation: what a release handed this waiter meanwhile (and its own
+    /// grant that raced the cancellation, [`Waiter::unless_cancelled`]) is released before the
+    /// cancelled call returns, so that whoever looks right after it finds the key free; a
+    /// semaphore waiter's place in the store's queue is given up too. The waiter leaves the
+    /// local queue first, so no handoff reaches it from then on (a releaser that still finds
+    /// it releases or hands on what it holds itself). A release that fails leaves the grant
+    /// to `drop`, which gives it back in the background as a grant whose reply was lost; so
+    /// does a handoff whose outcome is unknown, which may reach the store after any release
+    /// sent now.
     ///
     /// # Cancel Safety
     /// Cancel safe: a grant stays in the mailbox until its release succeeded, and `drop`
@@ -334,6 +335,9 @@ impl Slot {
                 .await;
             if released.is_ok() {
                 self.waiter.mailbox.lock().unwrap().grant = None;
+                // A release of permits by their owner gives up its place in the store's
+                // queue too.
+                self.queued_in_store = false;
             }
         }
         self.leave_store_queue().await;
