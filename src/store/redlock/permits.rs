@@ -44,7 +44,9 @@
 //!   give-back). A request of an owner that holds permits granted to this process
 //!   ([`Holding`]) is of the attempt that holds them: it finds them its own and is granted
 //!   its own token, as the semaphore rules want of an owner asking again (a handoff to a
-//!   local waiter whose own request was just granted).
+//!   local waiter whose own request was just granted). Refused (a server down, where the
+//!   quorum is every server), such a request gives nothing back: on the servers that granted
+//!   it, what it found were the permits their holder counts on.
 
 use super::attempt::new_attempt;
 use super::quorum::{ask_all, ask_all_items, ask_grants, no_quorum, Answers, Tally};
@@ -326,18 +328,27 @@ impl RedlockStore {
             queue_ttl_ms: req.queue_ttl_ms,
             ticket,
         });
-        self.undo_with(req.name, &answers, bound, |i| {
-            self.servers[i]
-                .release_permits_keeping(name, owner, keep, Some(attempt))
-                .map(|r| r.map(drop))
-                .boxed()
-        })
-        .await;
+        // A request of the attempt that holds the owner's permits found them its own where it
+        // was granted: giving that back would free the permits their holder counts on (a
+        // server down, where the quorum is every server, refuses it on its own). Only a new
+        // attempt's partial grant is undone.
+        if fresh {
+            self.undo_with(req.name, &answers, bound, |i| {
+                self.servers[i]
+                    .release_permits_keeping(name, owner, keep, Some(attempt))
+                    .map(|r| r.map(drop))
+                    .boxed()
+            })
+            .await;
+        }
         if tally.failed > self.servers.len() - q {
             return Err(no_quorum(&answers, "acquire permits"));
         }
-        // A refusal the caller hears: no clean-up follows (as for a lock's, see `attempt`).
-        self.latest_permits.forget(name, owner, Some(attempt));
+        // A refusal the caller hears: no clean-up follows (as for a lock's, see `attempt`). A
+        // held attempt stays the owner's: a release by the owner is still that attempt's.
+        if fresh {
+            self.latest_permits.forget(name, owner, Some(attempt));
+        }
         Ok(None)
     }
 

@@ -665,3 +665,30 @@ fn a_release_by_owner_goes_by_its_last_attempt_while_that_attempts_grants_may_la
     }
     assert!(l.len() <= 2_048, "lapsed attempts are swept: {}", l.len());
 }
+
+/// A request of an owner that holds permits through this store is of the attempt that holds
+/// them (the handoff to a local waiter whose own request was just granted). Refused (a server
+/// down, where 2 permits on 3 servers need all three), its give-back must not free the
+/// permits the owner holds on the servers that renewed them: their holder still counts on
+/// them, and with them gone a request of another owner could be granted beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_of_a_holding_owner_leaves_its_permits_on_the_servers() {
+    use crate::store::permit_conformance::{req, Ask};
+    let Some((mut s, redlock)) = three_connected().await else {
+        return;
+    };
+    let (n, w) = (name(), crate::store::conformance::owner());
+    redlock.grant(&req(&n, &w, 1, 2)).await;
+    s[2].kill();
+    let again = redlock.acquire_permits(&req(&n, &w, 1, 2)).await;
+    assert!(!matches!(again, Ok(Some(_))), "no quorum: {again:?}");
+    for server in &s[..2] {
+        let alone = RedisStore::connect(&server.url(), &options(5_000)).unwrap();
+        let (_, holders) = alone.permits_limit(&n).await.unwrap();
+        assert_eq!(
+            holders.iter().map(|h| h.owner.as_str()).collect::<Vec<_>>(),
+            vec![w.as_str()],
+            "the held permits are still on every live server"
+        );
+    }
+}
