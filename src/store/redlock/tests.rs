@@ -90,9 +90,11 @@ pub(super) async fn set(server: &TestServer, key: &[u8], value: &[u8]) {
         .unwrap();
 }
 
-/// Polls `check` every 10 ms for up to 5 s.
+/// Polls `check` every 10 ms for up to 20 s: a guard against a hang, not a bound on how
+/// soon (alone, what these tests wait for takes well under a second; under the whole
+/// `cargo test`, beside the simulation's seeds on 2 cores, one wait once took over 5 s).
 async fn eventually<F: std::future::Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while !check().await {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
