@@ -323,24 +323,24 @@ impl Slot {
         // Out of the queue first: a release meanwhile hands the lock to the next waiter, not
         // to this one, which would refuse it.
         self.leave_queue();
-        if handed && !self.acquired {
-            let released = self
-                .engine
-                .release_as(
-                    self.kind,
-                    &self.key,
-                    &self.waiter.owner,
-                    self.waiter.data.is_some(),
-                )
-                .await;
-            if released.is_ok() {
-                self.waiter.mailbox.lock().unwrap().grant = None;
-                // A release of permits by their owner gives up its place in the store's
-                // queue too.
-                self.queued_in_store = false;
-            }
+        if handed && !self.acquired && self.release_own().await.is_ok() {
+            self.waiter.mailbox.lock().unwrap().grant = None;
+            // A release of permits by their owner gives up its place in the store's queue
+            // too.
+            self.queued_in_store = false;
         }
         self.leave_store_queue().await;
+    }
+
+    /// Releases what this waiter's owner holds of the key (a lock, or permits and a place in
+    /// the store's queue).
+    ///
+    /// # Cancel Safety
+    /// As [`Engine::release_as`].
+    async fn release_own(&self) -> crate::store::StoreResult<bool> {
+        let data = self.waiter.data.is_some();
+        let (engine, owner) = (&self.engine, &self.waiter.owner);
+        engine.release_as(self.kind, &self.key, owner, data).await
     }
 
     /// Gives up a semaphore waiter's place in the store's queue, and waits for that, before
@@ -350,15 +350,7 @@ impl Slot {
     /// place up in the background.
     pub(super) async fn leave_store_queue(&mut self) {
         if self.queued_in_store && !self.acquired {
-            let _ = self
-                .engine
-                .release_as(
-                    self.kind,
-                    &self.key,
-                    &self.waiter.owner,
-                    self.waiter.data.is_some(),
-                )
-                .await;
+            let _ = self.release_own().await;
             // Only now: if this future is dropped during the release, `drop` sends it again.
             self.queued_in_store = false;
         }
