@@ -102,7 +102,7 @@ function check({ events, resourceLog, faults, model, params, bound, leftover, ru
   // harness found (jepsen/hostclock.js), not made: every server's leases ended early at once.
   // A step was made somewhere between the two samples around it (`from` to `t`).
   const steps = faults.filter((f) => f.kind === 'host-clock-step' && f.ms > 0)
-  const steppedWithin = (from, to) => steps.some((f) => f.t >= from && (f.from ?? f.t) <= to)
+  const steppedWithin = (from, to) => steps.some((f) => f.t >= from && f.from <= to)
   let afterStep = 0
   if (model.kind === 'semaphore') {
     for (const [key, list] of byKey) {

@@ -224,8 +224,9 @@ async function main(argv) {
   }
   if (o.append) appendRows(o.append, o, results)
   if (failed) {
-    const all = played(failed.r).map((x) => describe(x.planned ?? x)).join(' ')
-    say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${played(failed.r).length}` : 'not shrunk,'} fault(s) [${all}]`)
+    const faults = played(failed.r)
+    const all = faults.map((x) => describe(x.planned ?? x)).join(' ')
+    say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${faults.length}` : 'not shrunk,'} fault(s) [${all}]`)
     say(`replay: npm run jepsen -- --store ${o.store} --workload ${workloadOf(o, failed.seed)}${o.lock === 'real' ? '' : ` --lock ${o.lock}`}${o.kinds ? ` --kinds ${o.kinds.join(',')}` : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
     return 1
   }

@@ -596,7 +596,7 @@ impl Engine {
         let mut released: Option<bool> = None;
         // Loops only when a waiter left while permits handed to it were on the way: they are
         // released (or handed on) in turn. `inherited`: that grant's send time and lease, to
-        // give it back in the background if this fails.
+        // give it back in the background if this fails (as a lock's, in `release`).
         let mut inherited: Option<(Instant, u64)> = None;
         loop {
             // The first waiter no other release is handing permits to, unless that would
@@ -612,7 +612,7 @@ impl Engine {
                 let outcome = self.store.release_permits(key, Release::new(&owner)).await;
                 self.wake(key, Kind::Permits, true);
                 if let (Err(_), Some((sent, ttl_ms))) = (&outcome, inherited) {
-                    self.give_back_inherited(Kind::Permits, key, &owner, false, sent, ttl_ms);
+                    self.clean_up(Kind::Permits, key, &owner, false, sent, ttl_ms);
                 }
                 return outcome.map(|o| *released.get_or_insert(o.released));
             };
@@ -638,7 +638,7 @@ impl Engine {
                     drop(claim);
                     self.wake(key, Kind::Permits, true);
                     if let Some((sent, ttl_ms)) = inherited {
-                        self.give_back_inherited(Kind::Permits, key, &owner, false, sent, ttl_ms);
+                        self.clean_up(Kind::Permits, key, &owner, false, sent, ttl_ms);
                     }
                     return match released {
                         Some(r) => Ok(r),
@@ -694,7 +694,9 @@ impl Engine {
         let mut released: Option<bool> = None;
         // Loops only when a waiter left while its grant was on the way: the grant is then
         // released (or handed on) in turn. `inherited`: that grant's send time and lease, to
-        // give it back in the background if this fails without telling whether it was freed.
+        // give it back in the background (`clean_up`) if this fails, whatever the failure:
+        // nobody else knows of it, and a release the store refused (an error reply) left it
+        // held as surely as one whose outcome is unknown may have.
         let mut inherited: Option<(Instant, u64)> = None;
         loop {
             let Some(waiter) = self.next_for_handoff(key) else {
@@ -712,7 +714,7 @@ impl Engine {
                     self.wake(key, Kind::Lock, true);
                 }
                 if let (Err(_), Some((sent, ttl_ms))) = (&outcome, inherited) {
-                    self.give_back_inherited(Kind::Lock, key, &owner, had_data, sent, ttl_ms);
+                    self.clean_up(Kind::Lock, key, &owner, had_data, sent, ttl_ms);
                 }
                 return match released {
                     Some(r) => Ok(r),
@@ -752,14 +754,7 @@ impl Engine {
                             self.maybe_handed(key, &waiter, sent);
                         }
                         if let Some((sent, ttl_ms)) = inherited {
-                            self.give_back_inherited(
-                                Kind::Lock,
-                                key,
-                                &owner,
-                                had_data,
-                                sent,
-                                ttl_ms,
-                            );
+                            self.clean_up(Kind::Lock, key, &owner, had_data, sent, ttl_ms);
                         }
                     }
                     return match released {
@@ -796,22 +791,6 @@ impl Engine {
                 waiter.ttl_ms,
             );
         }
-    }
-
-    /// The release or handoff of a grant that was handed to a waiter who had left failed:
-    /// that grant is given back in the background, as one whose reply was lost, whatever the
-    /// failure. Nobody else knows of it: a release the store refused (an error reply) left
-    /// it held as surely as one whose outcome is unknown may have.
-    fn give_back_inherited(
-        self: &Arc<Self>,
-        kind: Kind,
-        key: &str,
-        owner: &str,
-        had_data: bool,
-        sent: Instant,
-        ttl_ms: u64,
-    ) {
-        self.clean_up(kind, key, owner, had_data, sent, ttl_ms);
     }
 
     fn has_waiters(&self, key: &str) -> bool {
