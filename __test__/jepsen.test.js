@@ -14,6 +14,7 @@ const { STORES } = require('../jepsen/stores')
 const { check } = require('../jepsen/checker')
 const { HostClockWatch } = require('../jepsen/hostclock')
 const { schedule } = require('../jepsen/schedule')
+const { monoDeadline } = require('../jepsen/deadline')
 const { prefix } = require('./helpers')
 
 const tmp = (name) => path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'deadbolt-jepsen-test-')), name)
@@ -155,6 +156,20 @@ test('the host clock watch reports a step of the wall clock, and neither the jit
   watch.sample()
   assert.equal(watch.steps.length, 2)
   assert.ok(Math.abs(watch.steps[1].ms + 200) <= 1, 'a backward step is reported too')
+})
+
+test('a local deadline read while the process was preempted is placed where it is, not later by the wait', () => {
+  // A fake monotonic clock (ms) and a wall clock a fixed offset from it, at 1 ms resolution.
+  let mono = 1000
+  const offset = 1_700_000_000_000
+  const wall = () => Math.floor(mono + offset)
+  const end = 1800
+  let preempt = 50
+  // As lib/lock.js reads validUntil: what is left on the monotonic clock, then Date.now().
+  const read = () => { const left = end - mono; mono += preempt + 0.01; preempt = 0; return Math.floor(wall() + left) }
+  const at = monoDeadline(read, () => mono, wall)
+  assert.ok(Math.abs(at - end) <= 1, `placed at ${at}, the deadline is at ${end}`)
+  assert.equal(monoDeadline(() => null, () => mono, wall), null, 'a lock no longer held has no deadline')
 })
 
 test('the checker says which overlaps follow a forward step of the host\'s wall clock, and still reports them', () => {

@@ -22,6 +22,7 @@ const { redlockFaceClient } = require('./redlock-face')
 const { redisSemaphoreClient } = require('./redis-semaphore')
 const WORKLOADS = require('./workloads')
 const { offerWrite, serveCommands } = require('../torture/ipc')
+const { monoDeadline } = require('./deadline')
 
 const W = process.env.TORTURE_WORKER || String(process.pid)
 const now = () => Number(process.hrtime.bigint()) / 1e6
@@ -51,11 +52,6 @@ function offer(a, key, token, held, g, t0) {
   return offerWrite(log, { key, token, held }, { g, t0 }, { a })
 }
 
-/** The local deadline `validUntil` (epoch ms) on the monotonic clock, or null. */
-function mono(validUntil) {
-  if (validUntil === null || validUntil === undefined) return null
-  return validUntil - Date.now() + now()
-}
 
 function context(a, client, seed, cfg) {
   let ops = 0
@@ -90,7 +86,7 @@ function context(a, client, seed, cfg) {
     /** A new grant id, logged with what the grant is. */
     granted(key, lock, extra = {}) {
       const g = `${a}#${++grants}`
-      log({ a, ev: 'grant', g, key, token: lock.fencingToken === null ? null : String(lock.fencingToken), owner: lock.owner, held: lock.held, settledHeld: settledHeld.get(lock), vu: mono(lock.validUntil), ...extra })
+      log({ a, ev: 'grant', g, key, token: lock.fencingToken === null ? null : String(lock.fencingToken), owner: lock.owner, held: lock.held, settledHeld: settledHeld.get(lock), vu: monoDeadline(() => lock.validUntil), ...extra })
       return g
     },
     lost: (g, key) => (err) => log({ a, ev: 'lost', g, key, reason: err?.reason ?? err?.name ?? null }),
@@ -99,7 +95,7 @@ function context(a, client, seed, cfg) {
     sample(g, key, view) {
       const t0 = now()
       const held = view.held
-      const vu = mono(view.validUntil)
+      const vu = monoDeadline(() => view.validUntil)
       log({ a, ev: 'sample', g, key, held, vu, t0 })
       return held
     },
