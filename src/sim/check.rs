@@ -5,7 +5,8 @@
 //! - nobody is told it holds a key the store has since given to another (a stale grant);
 //! - fencing tokens strictly increase per key, in the store and in what holders believe;
 //! - every call returns within its bound;
-//! - after the run, nothing is left: no grant nobody believes in (orphans freed), no waiter,
+//! - after the run, nothing is left: no grant nobody believes in (orphans freed, unless the
+//!   store stayed silent to their clean-up for a lease: see [`may_outlive`]), no waiter,
 //!   timer, clean-up or subscription in any engine.
 
 use super::history::{Event, What};
@@ -71,7 +72,11 @@ pub(super) fn violations(events: &[Event]) -> Vec<String> {
             What::Release | What::Lost(_) => {
                 k.believers.remove(&e.owner);
             }
-            What::ReleaseFailed | What::ReleaseRefused | What::Trace(_) => {}
+            What::ReleaseFailed
+            | What::ReleaseRefused
+            | What::ReleaseErred
+            | What::Asked { .. }
+            | What::Trace(_) => {}
             What::Overran { call, took, bound } => out.push(format!(
                 "{at}: {call} of {} by {} took {} ms, beyond its bound of {} ms",
                 e.key,
@@ -85,12 +90,32 @@ pub(super) fn violations(events: &[Event]) -> Vec<String> {
 }
 
 /// Owners whose lease may outlive the run by design: a holder that heard of its loss (its
-/// lease may have been extended by a renewal whose reply was lost) or whose release failed.
-/// Any other live lock after the run is a grant nobody believes in, left behind: the engine
-/// gives back every grant it does not return (docs/design.md, "Grants whose reply was
-/// lost"), a server error that refused one release included.
+/// lease may have been extended by a renewal whose reply was lost) or whose release failed,
+/// and a grant nobody believed in whose clean-up ran out of its bound. Any other live lock
+/// after the run is a grant nobody believes in, left behind: the engine gives back every
+/// grant it does not return (docs/design.md, "Grants whose reply was lost"), a server error
+/// that refused one release included.
 pub(super) fn may_outlive(events: &[Event], owner: &str) -> bool {
     events
         .iter()
         .any(|e| e.owner == owner && matches!(e.what, What::Lost(_) | What::ReleaseFailed))
+        || clean_up_ran_out(events, owner)
+}
+
+/// Whether the clean-up of `owner`'s grant ended by its bound: a release of it failed at or
+/// after `sent + ttl` of the last request that could have granted it (docs/design.md, "Grants
+/// whose reply was lost": a store silent that long may still grant the request it holds, for
+/// one lease). A clean-up that gave up sooner, or never ran, leaves no such failure.
+pub(super) fn clean_up_ran_out(events: &[Event], owner: &str) -> bool {
+    let asked = events.iter().rev().find_map(|e| match e.what {
+        What::Asked { ttl_ms } if e.owner == owner => {
+            Some(e.at + std::time::Duration::from_millis(ttl_ms))
+        }
+        _ => None,
+    });
+    asked.is_some_and(|bound| {
+        events
+            .iter()
+            .any(|e| e.owner == owner && e.what == What::ReleaseErred && e.at >= bound)
+    })
 }

@@ -25,6 +25,13 @@ pub(super) enum What {
     /// release failing lets a lease outlive the run (`ReleaseFailed`): a grant the engine
     /// gives back is retried after a refusal.
     ReleaseRefused,
+    /// A request that may grant `owner` the key for `ttl_ms` was sent (an acquisition, or a
+    /// handoff to it): the clean-up of a grant whose reply was lost counts its bound from
+    /// here (`sent + ttl`).
+    Asked { ttl_ms: u64 },
+    /// A release by this owner (its holder's or the engine's clean-up) returned an error: no
+    /// answer within the bound, a broken connection or a refusal.
+    ReleaseErred,
     /// (Traced replays only) a store call was sent, or a request was served, or a reply
     /// arrived: what it was and how it went.
     Trace(String),

@@ -333,6 +333,10 @@ impl SimConn {
 impl LockStore for SimConn {
     fn try_acquire<'a>(&'a self, key: &'a str, acq: Acquisition<'a>) -> Call<'a, Option<u64>> {
         let call = ("acquire", key, acq.owner);
+        let ttl_ms = acq.ttl_ms;
+        self.world
+            .history
+            .record(key, acq.owner, What::Asked { ttl_ms });
         let (key, owner, ttl_ms) = (key.to_string(), acq.owner.to_string(), acq.ttl_ms);
         self.call(
             call.0,
@@ -409,11 +413,23 @@ impl LockStore for SimConn {
                 }
             }),
         );
-        call
+        let history = self.world.history.clone();
+        async move {
+            let result = call.await;
+            if result.is_err() {
+                history.record(key, owner, What::ReleaseErred);
+            }
+            result
+        }
+        .boxed()
     }
 
     fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
         let call = ("handoff", key, h.next.owner);
+        let ttl_ms = h.next.ttl_ms;
+        self.world
+            .history
+            .record(key, h.next.owner, What::Asked { ttl_ms });
         let (key, from) = (key.to_string(), h.from.to_string());
         let (next, ttl_ms) = (h.next.owner.to_string(), h.next.ttl_ms);
         self.call(

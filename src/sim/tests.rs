@@ -135,6 +135,51 @@ fn a_cancelled_waiter_gives_back_a_handed_lock_once_and_within_its_bound() {
     }
 }
 
+/// An acquisition timed out against a paused store while its process was cut off from it;
+/// the four releases of its clean-up went unanswered until `sent + ttl` had passed, and the
+/// store served the acquisition as the pause ended. The clean-up ended there, as designed: a
+/// store silent that long may still grant what it holds, for one lease, as for a client that
+/// died. The checker counted that grant as left behind; it now allows it when, and only when,
+/// the clean-up ran to its bound. Seed 110242.
+#[test]
+fn a_grant_served_once_its_clean_up_ran_out_of_its_bound_is_allowed_its_one_lease() {
+    replays_clean(110242);
+}
+
+/// The checker allows a grant nobody believes in to outlive the run only when a release of
+/// it failed at or after `sent + ttl` of its last request: not a clean-up that gave up sooner,
+/// nor another owner's failure.
+#[test]
+fn the_checker_allows_a_left_grant_only_a_clean_up_that_ran_to_its_bound() {
+    use super::check::may_outlive;
+    use super::history::{Event, What};
+    use std::time::Duration;
+    let ev = |ms: u64, owner: &str, what: What| Event {
+        at: Duration::from_millis(ms),
+        key: "k".into(),
+        owner: owner.into(),
+        what,
+    };
+    let asked = ev(100, "o", What::Asked { ttl_ms: 1_000 });
+    let early = vec![asked.clone(), ev(1_099, "o", What::ReleaseErred)];
+    assert!(!may_outlive(&early, "o"), "gave up before sent + ttl");
+    let other = vec![asked.clone(), ev(1_200, "x", What::ReleaseErred)];
+    assert!(!may_outlive(&other, "o"), "another owner's release failed");
+    let none = vec![asked.clone()];
+    assert!(!may_outlive(&none, "o"), "no clean-up at all");
+    let ran_out = vec![asked, ev(1_100, "o", What::ReleaseErred)];
+    assert!(may_outlive(&ran_out, "o"), "ran to its bound");
+    let asked_again = vec![
+        ev(100, "o", What::Asked { ttl_ms: 1_000 }),
+        ev(1_050, "o", What::Asked { ttl_ms: 1_000 }),
+        ev(1_100, "o", What::ReleaseErred),
+    ];
+    assert!(
+        !may_outlive(&asked_again, "o"),
+        "counted from the last request that could grant it"
+    );
+}
+
 /// Runs seeds with `mutant` until the checker reports one; returns the first such seed.
 fn first_caught(mutant: Mutant, within: u64) -> Option<Outcome> {
     run_many(0, within, mutant, 1).into_iter().next()
