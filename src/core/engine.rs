@@ -627,6 +627,13 @@ impl Engine {
                 queue_ttl_ms: 0,
             };
             let claim = Claim::new(waiter.clone());
+            // As the waiter's own request would: a clean-up of its owner's earlier grant must
+            // not free these permits once they are its.
+            if self.orphans.len() > 0 {
+                self.orphans
+                    .supersede(Kind::Permits, key, &waiter.owner)
+                    .await;
+            }
             let sent = Instant::now();
             let handed = self
                 .store
@@ -721,6 +728,12 @@ impl Engine {
                     None => outcome.map(|o| o.released),
                 };
             };
+            // As the waiter's own request would: a release of its owner's earlier grant still
+            // on its way (a clean-up's) must land before the handoff, or it frees the handed
+            // lock under a holder that believes it holds it.
+            if self.orphans.len() > 0 {
+                self.orphans.supersede(Kind::Lock, key, &waiter.owner).await;
+            }
             let sent = Instant::now();
             let handed = self
                 .store

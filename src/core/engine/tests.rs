@@ -208,6 +208,8 @@ struct Probe {
     /// replies wake their tasks in any order, may.
     later_answers_sooner: AtomicBool,
     acquire_asks: AtomicU64,
+    /// One owner's next release, held like an acquire request (see [`Probe::hold`]).
+    release_gate: Mutex<Option<Gate>>,
 }
 
 /// One owner's acquire request (of a lock or permits), held until `go` is notified; `entered` says it arrived.
@@ -223,6 +225,17 @@ impl Probe {
     fn hold(&self, owner: &str) -> (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
         let (entered, go) = (Arc::default(), Arc::default());
         *self.gate.lock().unwrap() = Some(Gate {
+            owner: owner.into(),
+            entered: Arc::clone(&entered),
+            go: Arc::clone(&go),
+        });
+        (entered, go)
+    }
+
+    /// Holds `owner`'s next release (of a lock or permits); returns (arrived, let it through).
+    fn hold_release(&self, owner: &str) -> (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+        let (entered, go) = (Arc::default(), Arc::default());
+        *self.release_gate.lock().unwrap() = Some(Gate {
             owner: owner.into(),
             entered: Arc::clone(&entered),
             go: Arc::clone(&go),
@@ -282,7 +295,20 @@ impl crate::store::LockStore for Probe {
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::ReleaseOutcome>>
     {
         self.releases.fetch_add(1, Ordering::SeqCst);
-        crate::store::LockStore::release(self.inner.as_ref(), key, r)
+        let gate = {
+            let mut gate = self.release_gate.lock().unwrap();
+            match gate.as_ref() {
+                Some(g) if g.owner == r.owner => gate.take(),
+                _ => None,
+            }
+        };
+        Box::pin(async move {
+            if let Some(g) = gate {
+                g.entered.notify_one();
+                g.go.notified().await;
+            }
+            crate::store::LockStore::release(self.inner.as_ref(), key, r).await
+        })
     }
     fn handoff<'a>(
         &'a self,
@@ -329,7 +355,20 @@ impl crate::store::LockStore for Probe {
         r: crate::store::Release<'a>,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::ReleaseOutcome>>
     {
-        crate::store::LockStore::release_permits(self.inner.as_ref(), name, r)
+        let gate = {
+            let mut gate = self.release_gate.lock().unwrap();
+            match gate.as_ref() {
+                Some(g) if g.owner == r.owner => gate.take(),
+                _ => None,
+            }
+        };
+        Box::pin(async move {
+            if let Some(g) = gate {
+                g.entered.notify_one();
+                g.go.notified().await;
+            }
+            crate::store::LockStore::release_permits(self.inner.as_ref(), name, r).await
+        })
     }
     fn permits<'a>(
         &'a self,
@@ -851,4 +890,112 @@ async fn a_release_hands_no_permits_past_a_waiter_whose_own_handoff_is_on_its_wa
         .unwrap()
         .unwrap()
         .expect("the reader is granted");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_is_handed_to_an_owner_only_after_the_release_its_clean_up_has_in_flight() {
+    // Owner o's clean-up (of an earlier grant whose outcome was unknown) has a release on the
+    // wire when a release hands the key to o's waiting acquisition. Landing after the
+    // handoff, that release would free the lock o was just told it holds; the handoff waits
+    // for it and stops the clean-up first, as o's own request does.
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    take(&e, "k", "h").await;
+    let (entered, go) = probe.hold_release("o");
+    e.clean_up(Kind::Lock, "k", "o", false, Instant::now(), 60_000);
+    entered.notified().await;
+    let waiting = |owner: &'static str, retry: Duration| {
+        let e = e.clone();
+        tokio::spawn(async move {
+            let s = AcquireSpec {
+                retry_delay: retry,
+                ..spec("k", owner, 60_000, Some(Duration::from_secs(30)))
+            };
+            e.acquire(&s, &CancellationToken::new()).await
+        })
+    };
+    let w = waiting("w", Duration::from_millis(50));
+    settle().await;
+    // o queues behind w and so sends nothing of its own before a handoff reaches it.
+    let o = waiting("o", Duration::from_secs(20));
+    settle().await;
+    assert!(e.release("k", "h", false).await.unwrap());
+    w.await.unwrap().unwrap().expect("handed to w");
+    let handing = {
+        let e = e.clone();
+        tokio::spawn(async move { e.release("k", "w", false).await })
+    };
+    settle().await;
+    go.notify_one();
+    assert!(handing.await.unwrap().unwrap());
+    let grant = o.await.unwrap().unwrap().expect("handed to o");
+    settle().await;
+    let info = e
+        .inspect("k")
+        .await
+        .unwrap()
+        .expect("the clean-up's release freed the lock handed to o");
+    assert_eq!(
+        (info.owner.as_str(), info.fencing_token),
+        ("o", grant.token)
+    );
+    // The stopped clean-up ends at its next look (after its pause, on the paused clock).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!((e.waiting(), e.cleanups()), (0, 0));
+    assert_eq!(
+        e.inspect("k").await.unwrap().map(|i| i.owner),
+        Some("o".to_string())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn permits_are_handed_to_an_owner_only_after_the_release_its_clean_up_has_in_flight() {
+    // The same with a semaphore of one permit: the clean-up's release of o's earlier permits,
+    // landing after the handoff, would free the permit o was just told it holds.
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    let one = |owner: &str, retry: Duration| AcquireSpec {
+        retry_delay: retry,
+        permits: Some(PermitSpec { count: 1, limit: 1 }),
+        ..spec("sem", owner, 60_000, Some(Duration::from_secs(30)))
+    };
+    e.acquire(
+        &one("h", Duration::from_millis(50)),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap()
+    .expect("free");
+    let (entered, go) = probe.hold_release("o");
+    e.clean_up(Kind::Permits, "sem", "o", false, Instant::now(), 60_000);
+    entered.notified().await;
+    let waiting = |s: AcquireSpec| {
+        let e = e.clone();
+        tokio::spawn(async move { e.acquire(&s, &CancellationToken::new()).await })
+    };
+    let w = waiting(one("w", Duration::from_millis(50)));
+    settle().await;
+    let o = waiting(one("o", Duration::from_secs(20)));
+    settle().await;
+    assert!(e.release_permits("sem", "h").await.unwrap());
+    w.await.unwrap().unwrap().expect("handed to w");
+    let handing = {
+        let e = e.clone();
+        tokio::spawn(async move { e.release_permits("sem", "w").await })
+    };
+    settle().await;
+    go.notify_one();
+    assert!(handing.await.unwrap().unwrap());
+    let grant = o.await.unwrap().unwrap().expect("handed to o");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let holders = e.permits("sem").await.unwrap();
+    assert_eq!(
+        holders
+            .iter()
+            .map(|h| (h.owner.as_str(), h.fencing_token))
+            .collect::<Vec<_>>(),
+        vec![("o", grant.token)],
+        "the clean-up's release freed the permit handed to o"
+    );
+    assert_eq!((e.waiting(), e.cleanups()), (0, 0));
 }
