@@ -29,8 +29,9 @@ pub(super) enum What {
     /// handoff to it): the clean-up of a grant whose reply was lost counts its bound from
     /// here (`sent + ttl`).
     Asked { ttl_ms: u64 },
-    /// A release by this owner (its holder's or the engine's clean-up) returned an error: no
-    /// answer within the bound, a broken connection or a refusal.
+    /// A release by this owner, or a handoff from it (its holder's, or the engine's clean-up
+    /// handing the grant to a local waiter), returned an error: no answer within the bound, a
+    /// broken connection or a refusal.
     ReleaseErred,
     /// (Traced replays only) a store call was sent, or a request was served, or a reply
     /// arrived: what it was and how it went.

@@ -430,9 +430,10 @@ impl LockStore for SimConn {
         self.world
             .history
             .record(key, h.next.owner, What::Asked { ttl_ms });
+        let (giver, history) = (h.from, self.world.history.clone());
         let (key, from) = (key.to_string(), h.from.to_string());
         let (next, ttl_ms) = (h.next.owner.to_string(), h.next.ttl_ms);
-        self.call(
+        let handoff = self.call(
             call.0,
             call.1,
             call.2,
@@ -449,7 +450,16 @@ impl LockStore for SimConn {
                 w.grant(t, &key, &next, ttl_ms, token, now);
                 Some(token)
             }),
-        )
+        );
+        async move {
+            // A handoff is the giver's release too (a clean-up hands a grant to a local waiter).
+            let result = handoff.await;
+            if result.is_err() {
+                history.record(call.1, giver, What::ReleaseErred);
+            }
+            result
+        }
+        .boxed()
     }
 
     fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {

@@ -146,6 +146,27 @@ fn a_grant_served_once_its_clean_up_ran_out_of_its_bound_is_allowed_its_one_leas
     replays_clean(110242);
 }
 
+/// The same bound where the clean-up gave the grant back by handing it to a local waiter:
+/// each handoff went unanswered until `sent + ttl` had passed. A failed handoff is the
+/// giver's failed release. Seeds 163105, 201052.
+#[test]
+fn a_clean_up_that_hands_its_grant_on_ends_by_the_same_bound() {
+    for seed in [163105, 201052] {
+        replays_clean(seed);
+    }
+}
+
+/// A grant reached its caller past its lease; its clean-up handed it on to a local waiter (a
+/// handoff held up on the wire), and the caller, asking again, was handed the lock by that
+/// waiter's release before the clean-up's handoff landed, which then gave the caller's lock
+/// to the waiter: the caller held token 6 in its belief, the store had given 7 to another. A
+/// handoff to an owner now first stops that owner's clean-up and waits for what it has in
+/// flight, as the owner's own request does. Seed 251939.
+#[test]
+fn a_lock_handed_to_an_owner_is_not_given_away_by_its_own_clean_up() {
+    replays_clean(251939);
+}
+
 /// The checker allows a grant nobody believes in to outlive the run only when a release of
 /// it failed at or after `sent + ttl` of its last request: not a clean-up that gave up sooner,
 /// nor another owner's failure.
