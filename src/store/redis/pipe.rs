@@ -14,8 +14,12 @@
 //! - opened lazily, within the connect timeout (connect, `AUTH`, `SELECT`);
 //! - every script is loaded (`SCRIPT LOAD`) ahead of the first command on each connection
 //!   and again after a server answered `NOSCRIPT`; a command that met `NOSCRIPT` is sent once
-//!   more behind the reload (commands sent after it met `NOSCRIPT` too and follow it in
-//!   order, so order on the server is kept);
+//!   more behind the reload. Commands sent after it meet `NOSCRIPT` too and follow it in
+//!   order, unless another connection loads the scripts in between (a server restarted, or
+//!   still loading its data when the preload was refused): those run first. Every script is
+//!   keyed by owner (Redlock's by attempt) and one owner's calls follow each other, so such a
+//!   reordering can leave a grant nobody believes in (until its lease ends, or the engine's
+//!   clean-up frees it), never free a believed one;
 //! - a command whose reply is overdue (the response timeout, from when it was written) fails
 //!   with a timeout; its place is kept, so a late reply is dropped rather than given to the
 //!   next caller;
