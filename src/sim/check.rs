@@ -106,7 +106,7 @@ pub(super) fn may_outlive(events: &[Event], owner: &str) -> bool {
 /// after `sent + ttl` of the last request that could have granted it (docs/design.md, "Grants
 /// whose reply was lost": a store silent that long may still grant the request it holds, for
 /// one lease). A clean-up that gave up sooner, or never ran, leaves no such failure.
-pub(super) fn clean_up_ran_out(events: &[Event], owner: &str) -> bool {
+fn clean_up_ran_out(events: &[Event], owner: &str) -> bool {
     let asked = events.iter().rev().find_map(|e| match e.what {
         What::Asked { ttl_ms } if e.owner == owner => {
             Some(e.at + std::time::Duration::from_millis(ttl_ms))
