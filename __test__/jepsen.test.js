@@ -310,6 +310,24 @@ for (const [store, workload, n, ms] of SMOKE) {
   })
 }
 
+test('--per-process puts that many actors in each worker process, whose acquisitions then queue in one engine, and the schedule passes', { timeout: 120_000 }, async (t) => {
+  if (!STORES.redis.available()) {
+    if (process.env.CI) throw new Error('redis-server is not installed')
+    return t.skip('redis-server is not installed')
+  }
+  assert.throws(() => parse(['--actors', '2', '--per-process', '3']), RangeError)
+  assert.throws(() => parse(['--per-process', '0']), TypeError)
+  const json = tmp('per-process.json')
+  const code = await main(['--store', 'redis', '--workload', 'semaphore', '--per-process', '2', '--schedules', '1', '--seed', '7000', '--duration', '1500', '--no-shrink', '--keep-going', '--quiet', '--json', json])
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'))
+  const actorsOf = new Map()
+  for (const e of doc.history.events) if (e.a && e.w) actorsOf.set(e.w, new Set([...(actorsOf.get(e.w) ?? []), e.a]))
+  const layout = [...actorsOf.values()].map((a) => a.size).sort()
+  assert.ok(layout.length >= 2 && layout.every((n) => n <= 2) && layout.some((n) => n === 2), `actors per worker process: ${layout}`)
+  assert.deepEqual(doc.schedules.flatMap((s) => s.violations), [])
+  assert.equal(code, 0)
+})
+
 // The node-redlock face's documented limits (docs/guarantees.md): node-redlock bounds its
 // attempts, not its time, and a grant can come back with its validity spent. Neither is about
 // exclusion: an overlap, a stale write or a token going back still fails this test.

@@ -2,7 +2,7 @@
 // `npm run jepsen`: seeded fault schedules against one store configuration and workload.
 //
 //   npm run jepsen -- --store <name|URL> --workload <w> --schedules N --seed S
-//                     [--duration ms] [--actors n] [--faults k] [--kinds k1,k2] [--lock unsafe|redlock|redis-semaphore]
+//                     [--duration ms] [--actors n] [--per-process k] [--faults k] [--kinds k1,k2] [--lock unsafe|redlock|redis-semaphore]
 //                     [--json FILE] [--append docs/guarantees.md] [--no-shrink] [--keep-going]
 //
 // Schedule i of a run with seed S has seed S + i: `--seed <S+i> --schedules 1` replays it, and
@@ -19,10 +19,10 @@ const { runSchedule } = require('./runner')
 const { timeline } = require('./timeline')
 const WORKLOADS = require('./workloads')
 
-const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|redlock5|sentinel|cluster|mysql|postgres|redis-clock|redlock-clock|mysql-clock|postgres-clock|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall|jobs|all> --schedules N --seed S [--duration ms] [--actors n] [--faults k] [--kinds k1,k2] [--lock unsafe|redlock|redis-semaphore] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
+const USAGE = 'usage: npm run jepsen -- --store <memory|sqlite|redis|redlock|redlock5|sentinel|cluster|mysql|postgres|redis-clock|redlock-clock|mysql-clock|postgres-clock|etcd|etcd3|dynamodb|URL> --workload <mutex|semaphore|rwlock|election|handover|weblocks|acquireall|jobs|all> --schedules N --seed S [--duration ms] [--actors n] [--per-process k] [--faults k] [--kinds k1,k2] [--lock unsafe|redlock|redis-semaphore] [--json FILE] [--append FILE] [--no-shrink] [--keep-going]'
 
 function parse(argv) {
-  const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, faults: null, kinds: null, lock: 'real', json: null, append: null, shrink: true, quiet: false, keepGoing: false }
+  const o = { store: 'memory', workload: 'mutex', schedules: 5, seed: null, duration: 4000, actors: 4, perProcess: 1, faults: null, kinds: null, lock: 'real', json: null, append: null, shrink: true, quiet: false, keepGoing: false }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     const v = () => { const x = argv[++i]; if (x === undefined) throw new TypeError(`${a} needs a value`); return x }
@@ -32,6 +32,7 @@ function parse(argv) {
     else if (a === '--seed') o.seed = Number(v())
     else if (a === '--duration') o.duration = Number(v())
     else if (a === '--actors') o.actors = Number(v())
+    else if (a === '--per-process') o.perProcess = Number(v())
     else if (a === '--faults') o.faults = Number(v())
     else if (a === '--kinds') o.kinds = v().split(',').filter(Boolean)
     else if (a === '--lock') o.lock = v()
@@ -47,7 +48,8 @@ function parse(argv) {
   if (!['real', 'unsafe', 'redlock', 'redis-semaphore'].includes(o.lock)) throw new TypeError('--lock is real, unsafe, redlock or redis-semaphore')
   if (['unsafe', 'redlock'].includes(o.lock) && o.workload !== 'mutex') throw new TypeError(`--lock ${o.lock} runs the mutex workload only`)
   if (o.lock === 'redis-semaphore' && !['mutex', 'semaphore'].includes(o.workload)) throw new TypeError('--lock redis-semaphore runs the mutex and semaphore workloads only')
-  for (const k of ['schedules', 'duration', 'actors']) if (!Number.isInteger(o[k]) || o[k] < 1) throw new TypeError(`--${k} must be a positive integer`)
+  for (const k of ['schedules', 'duration', 'actors', 'perProcess']) if (!Number.isInteger(o[k]) || o[k] < 1) throw new TypeError(`--${k === 'perProcess' ? 'per-process' : k} must be a positive integer`)
+  if (o.perProcess > o.actors) throw new RangeError('--per-process cannot exceed --actors')
   o.seed ??= Math.floor(Math.random() * 1e9)
   if (!Number.isSafeInteger(o.seed)) throw new TypeError('--seed must be an integer')
   return o
@@ -121,7 +123,7 @@ function appendRows(file, o, results) {
   const date = new Date().toISOString().slice(0, 10)
   const c = o.commit ?? commit()
   const name = o.workload === 'all' ? `all ${Object.keys(WORKLOADS).length} in turn` : o.workload
-  const lines = [...kinds].sort().map(([k, r]) => `| ${o.store} | ${name}${LABEL[o.lock]}${o.kinds ? ` (only ${o.kinds.join(', ')})` : ''} | ${k} | ${r.schedules} | ${r.ops} | ${r.violations} | ${date} | ${c} | ${o.seed} |`)
+  const lines = [...kinds].sort().map(([k, r]) => `| ${o.store} | ${name}${LABEL[o.lock]}${o.kinds ? ` (only ${o.kinds.join(', ')})` : ''}${o.perProcess > 1 ? ` (${o.perProcess} actors a process)` : ''} | ${k} | ${r.schedules} | ${r.ops} | ${r.violations} | ${date} | ${c} | ${o.seed} |`)
   insertRows(file, lines)
 }
 
@@ -152,9 +154,9 @@ async function one(env, o, seed, keep) {
   // topologies.js), so that no schedule begins in the middle of another's heal.
   if (env.healthy) await env.healthy()
   const params = { ttl: env.ttl ?? 1000, wait: 2000, keys: 2, limit: 2 }
-  const sched = schedule(seed, { kinds: o.kinds ?? env.faults, workers: env.inProcess ? 1 : o.actors, actors: o.actors, servers: env.servers.length, durationMs: o.duration, ttl: params.ttl })
+  const sched = schedule(seed, { kinds: o.kinds ?? env.faults, workers: env.inProcess ? 1 : Math.ceil(o.actors / o.perProcess), actors: o.actors, servers: env.servers.length, durationMs: o.duration, ttl: params.ttl })
   if (keep !== null) sched.faults = sched.faults.slice(0, keep)
-  return runSchedule(env, sched, { storeName: o.store, workload: workloadOf(o, seed), lock: o.lock, actors: o.actors, durationMs: o.duration, params })
+  return runSchedule(env, sched, { storeName: o.store, workload: workloadOf(o, seed), lock: o.lock, actors: o.actors, perProcess: o.perProcess, durationMs: o.duration, params })
 }
 
 /** The faults a schedule played (a host clock step the harness found is not one). */
@@ -214,7 +216,7 @@ async function main(argv) {
   const json = o.json ?? (failed ? path.join(os.tmpdir(), `deadbolt-jepsen-${o.store.replace(/[^a-z0-9]/gi, '_')}-${workloadOf(o, failed.seed)}-${failed.seed}.json`) : null)
   if (json) {
     const pick = failed ? failed.r : results[results.length - 1]
-    const doc = { store: o.store, workload: o.workload, lock: o.lock, seed: o.seed, failingSeed: failed?.seed ?? null, shrunkToFaults: failed?.keep ?? null, replay: failed ? `npm run jepsen -- --store ${o.store} --workload ${workloadOf(o, failed.seed)}${o.lock === 'real' ? '' : ` --lock ${o.lock}`}${o.kinds ? ` --kinds ${o.kinds.join(',')}` : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}` : null, schedules: results.map((r) => ({ seed: r.seed, violations: r.violations, figures: r.figures, faults: r.faults })), history: pick ? { seed: pick.seed, violations: pick.violations, faults: pick.faults, operations: operations(pick.events), events: pick.events, register: pick.register } : null }
+    const doc = { store: o.store, workload: o.workload, lock: o.lock, seed: o.seed, failingSeed: failed?.seed ?? null, shrunkToFaults: failed?.keep ?? null, replay: failed ? `npm run jepsen -- --store ${o.store} --workload ${workloadOf(o, failed.seed)}${o.lock === 'real' ? '' : ` --lock ${o.lock}`}${o.kinds ? ` --kinds ${o.kinds.join(',')}` : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${o.perProcess > 1 ? ` --per-process ${o.perProcess}` : ''}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}` : null, schedules: results.map((r) => ({ seed: r.seed, violations: r.violations, figures: r.figures, faults: r.faults })), history: pick ? { seed: pick.seed, violations: pick.violations, faults: pick.faults, operations: operations(pick.events), events: pick.events, register: pick.register } : null }
     fs.writeFileSync(json, JSON.stringify(doc, JSONBIG, 1))
     if (pick) {
       const svg = json.replace(/\.json$/, '') + '.svg'
@@ -227,7 +229,7 @@ async function main(argv) {
     const faults = played(failed.r)
     const all = faults.map((x) => describe(x.planned ?? x)).join(' ')
     say(`FAIL: seed ${failed.seed}, shortest failing prefix: ${failed.keep !== undefined ? failed.keep : o.shrink ? `all ${faults.length}` : 'not shrunk,'} fault(s) [${all}]`)
-    say(`replay: npm run jepsen -- --store ${o.store} --workload ${workloadOf(o, failed.seed)}${o.lock === 'real' ? '' : ` --lock ${o.lock}`}${o.kinds ? ` --kinds ${o.kinds.join(',')}` : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
+    say(`replay: npm run jepsen -- --store ${o.store} --workload ${workloadOf(o, failed.seed)}${o.lock === 'real' ? '' : ` --lock ${o.lock}`}${o.kinds ? ` --kinds ${o.kinds.join(',')}` : ''} --schedules 1 --seed ${failed.seed} --duration ${o.duration} --actors ${o.actors}${o.perProcess > 1 ? ` --per-process ${o.perProcess}` : ''}${failed.keep !== undefined ? ` --faults ${failed.keep}` : ''}`)
     return 1
   }
   return harnessError ? 2 : 0

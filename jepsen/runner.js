@@ -21,8 +21,9 @@ class ActorResource extends Resource {
 }
 
 /**
- * Runs schedule `sched` on environment `env`. `o`: { workload, lock, actors, durationMs,
- * params }. Resolves { violations, figures, history, faults, notes }.
+ * Runs schedule `sched` on environment `env`. `o`: { workload, lock, actors, perProcess,
+ * durationMs, params }: `perProcess` actors share each worker process (and so, with one URL,
+ * one engine: their acquisitions of a key queue locally and are handed over). Resolves { violations, figures, history, faults, notes }.
  */
 /**
  * Waits until the store answers a client of the harness directly (not through a relay): a
@@ -57,7 +58,8 @@ async function runSchedule(env, sched, o) {
   h.resource = new ActorResource(now)
   const model = WORKLOADS[o.workload].model
   const params = { ...o.params, ttl: env.ttl ?? o.params.ttl }
-  const nWorkers = env.inProcess ? 1 : o.actors
+  const perProcess = o.perProcess ?? 1
+  const nWorkers = env.inProcess ? 1 : Math.ceil(o.actors / perProcess)
   const workers = []
   let gen = 0
   const cfgFor = (i, actors) => ({ url: env.url(workers[i].proxies.slice(0, env.endpoints.length).map((p) => p.port)), opts: env.opts, workload: o.workload, lock: o.lock, prefix, params, actors })
@@ -82,7 +84,7 @@ async function runSchedule(env, sched, o) {
     }
     const actorsOf = (i, g) => (env.inProcess
       ? sched.actorSeeds.slice(0, o.actors).map((seed, k) => ({ id: `a${k}`, seed }))
-      : [{ id: `a${i}${g ? `.${g}` : ''}`, seed: sched.actorSeeds[i] + g }])
+      : sched.actorSeeds.slice(i * perProcess, Math.min(o.actors, (i + 1) * perProcess)).map((seed, k) => ({ id: `a${i * perProcess + k}${g ? `.${g}` : ''}`, seed: seed + g })))
     await Promise.all(workers.map((_, i) => spawn(i, actorsOf(i, 0))))
     const run = {
       h, env, workers,
