@@ -608,6 +608,13 @@ impl Engine {
                     .get_mut(key)
                     .and_then(|q| q.next_for_permits())
             };
+            let next = next.filter(|w| {
+                let ok = self.may_hand_to(Kind::Permits, key, &owner, w);
+                if !ok {
+                    w.claimed.store(false, Ordering::Release);
+                }
+                ok
+            });
             let Some((waiter, spec)) = next.and_then(|w| w.permits.map(|p| (w, p))) else {
                 let outcome = self.store.release_permits(key, Release::new(&owner)).await;
                 self.wake(key, Kind::Permits, true);
@@ -627,13 +634,6 @@ impl Engine {
                 queue_ttl_ms: 0,
             };
             let claim = Claim::new(waiter.clone());
-            // As the waiter's own request would: a clean-up of its owner's earlier grant must
-            // not free these permits once they are its.
-            if self.orphans.len() > 0 {
-                self.orphans
-                    .supersede(Kind::Permits, key, &waiter.owner)
-                    .await;
-            }
             let sent = Instant::now();
             let handed = self
                 .store
@@ -706,7 +706,9 @@ impl Engine {
         // held as surely as one whose outcome is unknown may have.
         let mut inherited: Option<(Instant, u64)> = None;
         loop {
-            let Some(waiter) = self.next_for_handoff(key) else {
+            let next = self.next_for_handoff(key);
+            let next = next.filter(|w| self.may_hand_to(Kind::Lock, key, &owner, w));
+            let Some(waiter) = next else {
                 let release = Release {
                     owner: &owner,
                     had_data,
@@ -728,12 +730,6 @@ impl Engine {
                     None => outcome.map(|o| o.released),
                 };
             };
-            // As the waiter's own request would: a release of its owner's earlier grant still
-            // on its way (a clean-up's) must land before the handoff, or it frees the handed
-            // lock under a holder that believes it holds it.
-            if self.orphans.len() > 0 {
-                self.orphans.supersede(Kind::Lock, key, &waiter.owner).await;
-            }
             let sent = Instant::now();
             let handed = self
                 .store
@@ -820,6 +816,19 @@ impl Engine {
                 engine.wake(&key, Kind::Lock, true);
             }
         });
+    }
+
+    /// Whether `owner` may hand `key` to `waiter`. A clean-up of the waiter's owner's earlier
+    /// grant is stopped first, as the waiter's own request would stop it: its release landing
+    /// after the handoff would free, or hand on, what the waiter was just told it holds. When
+    /// that release is already on its way, the key is released instead of handed over and
+    /// the waiter asks for itself (its request waits for that release). Never waits: a
+    /// clean-up releases through here too, and two clean-ups waiting for each other would
+    /// never end. A clean-up handing its grant to its own owner's next acquisition may.
+    fn may_hand_to(&self, kind: Kind, key: &str, owner: &str, waiter: &Waiter) -> bool {
+        self.orphans.len() == 0
+            || waiter.owner == owner
+            || self.orphans.stop_idle(kind, key, &waiter.owner)
     }
 
     /// The head waiter of `key`, if a handoff to it is due (not too many in a row).

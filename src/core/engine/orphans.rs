@@ -106,6 +106,27 @@ impl Orphans {
     }
 }
 
+impl Orphans {
+    /// Stops a clean-up of what `owner` was granted of `key`, if one runs, without waiting:
+    /// false when it has a release on its way (which may land later than a request sent
+    /// now), true when it has none and will send none.
+    pub(super) fn stop_idle(&self, kind: Kind, key: &str, owner: &str) -> bool {
+        let cleanup = {
+            let map = self.map.lock().unwrap();
+            map.get(&(kind, key.to_string(), owner.to_string()))
+                .cloned()
+        };
+        let Some(cleanup) = cleanup else {
+            return true;
+        };
+        // The clean-up reads `stopped` holding `sending`: stopped before the look, it sends
+        // nothing more; if it holds `sending` now, a release may be on its way.
+        cleanup.stopped.store(true, Ordering::Release);
+        let idle = cleanup.sending.try_lock().is_ok();
+        idle
+    }
+}
+
 impl Engine {
     /// Starts the background clean-up of what `owner` may have been granted of `key` by a
     /// request sent at `sent` for a lease of `ttl_ms`, whose outcome is unknown.

@@ -895,9 +895,9 @@ async fn a_release_hands_no_permits_past_a_waiter_whose_own_handoff_is_on_its_wa
 #[tokio::test(start_paused = true)]
 async fn a_lock_is_handed_to_an_owner_only_after_the_release_its_clean_up_has_in_flight() {
     // Owner o's clean-up (of an earlier grant whose outcome was unknown) has a release on the
-    // wire when a release hands the key to o's waiting acquisition. Landing after the
-    // handoff, that release would free the lock o was just told it holds; the handoff waits
-    // for it and stops the clean-up first, as o's own request does.
+    // wire when a release would hand the key to o's waiting acquisition. Landing after the
+    // handoff, that release would free the lock o was just told it holds: the key is
+    // released instead, and o's own request waits for the clean-up's release.
     let probe = Arc::new(Probe::default());
     let e = Engine::new(probe.clone());
     take(&e, "k", "h").await;
@@ -996,6 +996,53 @@ async fn permits_are_handed_to_an_owner_only_after_the_release_its_clean_up_has_
             .collect::<Vec<_>>(),
         vec![("o", grant.token)],
         "the clean-up's release freed the permit handed to o"
+    );
+    assert_eq!((e.waiting(), e.cleanups()), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_handed_to_an_owner_between_its_clean_ups_releases_stops_that_clean_up() {
+    // Owner o's clean-up was answered "not held" once and pauses before it looks again, when
+    // a release hands the key to o's waiting acquisition: the handoff goes out and the
+    // clean-up stops, so its next release never frees the lock o was just told it holds.
+    let probe = Arc::new(Probe::default());
+    let e = Engine::new(probe.clone());
+    take(&e, "k", "h").await;
+    let (entered, go) = probe.hold_release("o");
+    e.clean_up(Kind::Lock, "k", "o", false, Instant::now(), 60_000);
+    entered.notified().await;
+    let waiting = |owner: &'static str, retry: Duration| {
+        let e = e.clone();
+        tokio::spawn(async move {
+            let s = AcquireSpec {
+                retry_delay: retry,
+                ..spec("k", owner, 60_000, Some(Duration::from_secs(30)))
+            };
+            e.acquire(&s, &CancellationToken::new()).await
+        })
+    };
+    let w = waiting("w", Duration::from_millis(50));
+    settle().await;
+    // o queues behind w and so sends nothing of its own before a handoff reaches it.
+    let o = waiting("o", Duration::from_secs(20));
+    settle().await;
+    // The clean-up's release is answered (the key is h's) and the clean-up pauses.
+    go.notify_one();
+    settle().await;
+    assert_eq!(e.cleanups(), 1, "the clean-up goes on after one answer");
+    assert!(e.release("k", "h", false).await.unwrap());
+    w.await.unwrap().unwrap().expect("handed to w");
+    assert!(e.release("k", "w", false).await.unwrap());
+    let grant = o.await.unwrap().unwrap().expect("handed to o");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let info = e
+        .inspect("k")
+        .await
+        .unwrap()
+        .expect("the clean-up's next release freed the lock handed to o");
+    assert_eq!(
+        (info.owner.as_str(), info.fencing_token),
+        ("o", grant.token)
     );
     assert_eq!((e.waiting(), e.cleanups()), (0, 0));
 }
