@@ -219,12 +219,14 @@ struct Gate {
     go: Arc<tokio::sync::Notify>,
 }
 
-impl Probe {
-    /// Holds `owner`'s next acquire request (of a lock or permits); returns (arrived, let it
-    /// through).
-    fn hold(&self, owner: &str) -> (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+impl Gate {
+    /// Puts a gate for `owner`'s next call in `slot`; returns (arrived, let it through).
+    fn set(
+        slot: &Mutex<Option<Gate>>,
+        owner: &str,
+    ) -> (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
         let (entered, go) = (Arc::default(), Arc::default());
-        *self.gate.lock().unwrap() = Some(Gate {
+        *slot.lock().unwrap() = Some(Gate {
             owner: owner.into(),
             entered: Arc::clone(&entered),
             go: Arc::clone(&go),
@@ -232,15 +234,34 @@ impl Probe {
         (entered, go)
     }
 
+    /// The gate in `slot` if it is `owner`'s (it then holds that call alone).
+    fn take(slot: &Mutex<Option<Gate>>, owner: &str) -> Option<Gate> {
+        let mut gate = slot.lock().unwrap();
+        match gate.as_ref() {
+            Some(g) if g.owner == owner => gate.take(),
+            _ => None,
+        }
+    }
+
+    /// Says the call arrived and waits until it is let through (at once without a gate).
+    async fn pass(gate: Option<Gate>) {
+        if let Some(g) = gate {
+            g.entered.notify_one();
+            g.go.notified().await;
+        }
+    }
+}
+
+impl Probe {
+    /// Holds `owner`'s next acquire request (of a lock or permits); returns (arrived, let it
+    /// through).
+    fn hold(&self, owner: &str) -> (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+        Gate::set(&self.gate, owner)
+    }
+
     /// Holds `owner`'s next release (of a lock or permits); returns (arrived, let it through).
     fn hold_release(&self, owner: &str) -> (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
-        let (entered, go) = (Arc::default(), Arc::default());
-        *self.release_gate.lock().unwrap() = Some(Gate {
-            owner: owner.into(),
-            entered: Arc::clone(&entered),
-            go: Arc::clone(&go),
-        });
-        (entered, go)
+        Gate::set(&self.release_gate, owner)
     }
 }
 
@@ -251,13 +272,7 @@ impl crate::store::LockStore for Probe {
         acq: crate::store::Acquisition<'a>,
     ) -> crate::store::Call<'a, Option<u64>> {
         let (owner, ttl_ms, data) = (acq.owner, acq.ttl_ms, acq.data);
-        let gate = {
-            let mut gate = self.gate.lock().unwrap();
-            match gate.as_ref() {
-                Some(g) if g.owner == owner => gate.take(),
-                _ => None,
-            }
-        };
+        let gate = Gate::take(&self.gate, owner);
         let n = self.acquire_asks.fetch_add(1, Ordering::SeqCst);
         let delay = if self.later_answers_sooner.load(Ordering::SeqCst) {
             Duration::from_millis(1_000u64.saturating_sub(n))
@@ -265,10 +280,7 @@ impl crate::store::LockStore for Probe {
             Duration::ZERO
         };
         Box::pin(async move {
-            if let Some(g) = gate {
-                g.entered.notify_one();
-                g.go.notified().await;
-            }
+            Gate::pass(gate).await;
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
@@ -295,18 +307,9 @@ impl crate::store::LockStore for Probe {
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::ReleaseOutcome>>
     {
         self.releases.fetch_add(1, Ordering::SeqCst);
-        let gate = {
-            let mut gate = self.release_gate.lock().unwrap();
-            match gate.as_ref() {
-                Some(g) if g.owner == r.owner => gate.take(),
-                _ => None,
-            }
-        };
+        let gate = Gate::take(&self.release_gate, r.owner);
         Box::pin(async move {
-            if let Some(g) = gate {
-                g.entered.notify_one();
-                g.go.notified().await;
-            }
+            Gate::pass(gate).await;
             crate::store::LockStore::release(self.inner.as_ref(), key, r).await
         })
     }
@@ -334,18 +337,9 @@ impl crate::store::LockStore for Probe {
         req: &'a PermitRequest<'a>,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<Option<u64>>> {
         self.permit_asks.fetch_add(1, Ordering::SeqCst);
-        let gate = {
-            let mut gate = self.gate.lock().unwrap();
-            match gate.as_ref() {
-                Some(g) if g.owner == req.owner => gate.take(),
-                _ => None,
-            }
-        };
+        let gate = Gate::take(&self.gate, req.owner);
         Box::pin(async move {
-            if let Some(g) = gate {
-                g.entered.notify_one();
-                g.go.notified().await;
-            }
+            Gate::pass(gate).await;
             crate::store::LockStore::acquire_permits(self.inner.as_ref(), req).await
         })
     }
@@ -355,18 +349,9 @@ impl crate::store::LockStore for Probe {
         r: crate::store::Release<'a>,
     ) -> futures_util::future::BoxFuture<'a, crate::store::StoreResult<crate::store::ReleaseOutcome>>
     {
-        let gate = {
-            let mut gate = self.release_gate.lock().unwrap();
-            match gate.as_ref() {
-                Some(g) if g.owner == r.owner => gate.take(),
-                _ => None,
-            }
-        };
+        let gate = Gate::take(&self.release_gate, r.owner);
         Box::pin(async move {
-            if let Some(g) = gate {
-                g.entered.notify_one();
-                g.go.notified().await;
-            }
+            Gate::pass(gate).await;
             crate::store::LockStore::release_permits(self.inner.as_ref(), name, r).await
         })
     }
@@ -892,12 +877,16 @@ async fn a_release_hands_no_permits_past_a_waiter_whose_own_handoff_is_on_its_wa
         .expect("the reader is granted");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_lock_is_handed_to_an_owner_only_after_the_release_its_clean_up_has_in_flight() {
-    // Owner o's clean-up (of an earlier grant whose outcome was unknown) has a release on the
-    // wire when a release would hand the key to o's waiting acquisition. Landing after the
-    // handoff, that release would free the lock o was just told it holds: the key is
-    // released instead, and o's own request waits for the clean-up's release.
+/// Key "k" held by h; a clean-up of owner o's earlier grant whose first release is held on
+/// the wire; w waiting for the key, then o behind it (so o sends nothing of its own before
+/// a handoff reaches it). Returns the engine, the gate's "let it through", and w's and o's
+/// acquisitions.
+async fn an_owner_waiting_behind_its_clean_up() -> (
+    Arc<Engine>,
+    Arc<tokio::sync::Notify>,
+    tokio::task::JoinHandle<Result<Option<Grant>, LockError>>,
+    tokio::task::JoinHandle<Result<Option<Grant>, LockError>>,
+) {
     let probe = Arc::new(Probe::default());
     let e = Engine::new(probe.clone());
     take(&e, "k", "h").await;
@@ -916,9 +905,34 @@ async fn a_lock_is_handed_to_an_owner_only_after_the_release_its_clean_up_has_in
     };
     let w = waiting("w", Duration::from_millis(50));
     settle().await;
-    // o queues behind w and so sends nothing of its own before a handoff reaches it.
     let o = waiting("o", Duration::from_secs(20));
     settle().await;
+    (e, go, w, o)
+}
+
+/// After o was handed `grant` and its clean-up had time to look again: o still holds the
+/// key with that grant's token, and nothing is left waiting or cleaning up.
+async fn still_held_by_o(e: &Arc<Engine>, grant: Grant) {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let info = e
+        .inspect("k")
+        .await
+        .unwrap()
+        .expect("the clean-up's release freed the lock handed to o");
+    assert_eq!(
+        (info.owner.as_str(), info.fencing_token),
+        ("o", grant.token)
+    );
+    assert_eq!((e.waiting(), e.cleanups()), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_is_handed_to_an_owner_only_after_the_release_its_clean_up_has_in_flight() {
+    // Owner o's clean-up (of an earlier grant whose outcome was unknown) has a release on the
+    // wire when a release would hand the key to o's waiting acquisition. Landing after the
+    // handoff, that release would free the lock o was just told it holds: the key is
+    // released instead, and o's own request waits for the clean-up's release.
+    let (e, go, w, o) = an_owner_waiting_behind_its_clean_up().await;
     assert!(e.release("k", "h", false).await.unwrap());
     w.await.unwrap().unwrap().expect("handed to w");
     let handing = {
@@ -929,23 +943,7 @@ async fn a_lock_is_handed_to_an_owner_only_after_the_release_its_clean_up_has_in
     go.notify_one();
     assert!(handing.await.unwrap().unwrap());
     let grant = o.await.unwrap().unwrap().expect("handed to o");
-    settle().await;
-    let info = e
-        .inspect("k")
-        .await
-        .unwrap()
-        .expect("the clean-up's release freed the lock handed to o");
-    assert_eq!(
-        (info.owner.as_str(), info.fencing_token),
-        ("o", grant.token)
-    );
-    // The stopped clean-up ends at its next look (after its pause, on the paused clock).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!((e.waiting(), e.cleanups()), (0, 0));
-    assert_eq!(
-        e.inspect("k").await.unwrap().map(|i| i.owner),
-        Some("o".to_string())
-    );
+    still_held_by_o(&e, grant).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -1005,27 +1003,7 @@ async fn a_lock_handed_to_an_owner_between_its_clean_ups_releases_stops_that_cle
     // Owner o's clean-up was answered "not held" once and pauses before it looks again, when
     // a release hands the key to o's waiting acquisition: the handoff goes out and the
     // clean-up stops, so its next release never frees the lock o was just told it holds.
-    let probe = Arc::new(Probe::default());
-    let e = Engine::new(probe.clone());
-    take(&e, "k", "h").await;
-    let (entered, go) = probe.hold_release("o");
-    e.clean_up(Kind::Lock, "k", "o", false, Instant::now(), 60_000);
-    entered.notified().await;
-    let waiting = |owner: &'static str, retry: Duration| {
-        let e = e.clone();
-        tokio::spawn(async move {
-            let s = AcquireSpec {
-                retry_delay: retry,
-                ..spec("k", owner, 60_000, Some(Duration::from_secs(30)))
-            };
-            e.acquire(&s, &CancellationToken::new()).await
-        })
-    };
-    let w = waiting("w", Duration::from_millis(50));
-    settle().await;
-    // o queues behind w and so sends nothing of its own before a handoff reaches it.
-    let o = waiting("o", Duration::from_secs(20));
-    settle().await;
+    let (e, go, w, o) = an_owner_waiting_behind_its_clean_up().await;
     // The clean-up's release is answered (the key is h's) and the clean-up pauses.
     go.notify_one();
     settle().await;
@@ -1034,15 +1012,5 @@ async fn a_lock_handed_to_an_owner_between_its_clean_ups_releases_stops_that_cle
     w.await.unwrap().unwrap().expect("handed to w");
     assert!(e.release("k", "w", false).await.unwrap());
     let grant = o.await.unwrap().unwrap().expect("handed to o");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let info = e
-        .inspect("k")
-        .await
-        .unwrap()
-        .expect("the clean-up's next release freed the lock handed to o");
-    assert_eq!(
-        (info.owner.as_str(), info.fencing_token),
-        ("o", grant.token)
-    );
-    assert_eq!((e.waiting(), e.cleanups()), (0, 0));
+    still_held_by_o(&e, grant).await;
 }
