@@ -167,6 +167,16 @@ fn a_lock_handed_to_an_owner_is_not_given_away_by_its_own_clean_up() {
     replays_clean(251939);
 }
 
+/// The fix above, first cut: a release that would have handed the lock to a waiter whose
+/// clean-up had a release on its way released it instead, and the waiter's own request
+/// waited for that release (a store call) before it went out (another): the call took 2.6 s
+/// against its bound of 2.1 s. A request whose wait ran out while it waited for its owner's
+/// clean-up is not sent. Seed 280783.
+#[test]
+fn a_request_that_waited_for_its_owners_clean_up_past_its_wait_is_not_sent() {
+    replays_clean(280783);
+}
+
 /// The checker allows a grant nobody believes in to outlive the run only when a release of
 /// it failed at or after `sent + ttl` of its last request: not a clean-up that gave up sooner,
 /// nor another owner's failure.

@@ -89,20 +89,25 @@ impl Orphans {
 
     /// Called before `owner` asks the store for `key` again (when [`Orphans::len`] is not 0):
     /// stops a clean-up of an earlier grant of the same owner and waits for its release in
-    /// flight, if any.
+    /// flight, if any. Returns whether it waited for one.
     ///
     /// # Cancel Safety
     /// Cancel safe: the clean-up is stopped before the first await.
-    pub(super) async fn supersede(&self, kind: Kind, key: &str, owner: &str) {
+    pub(super) async fn supersede(&self, kind: Kind, key: &str, owner: &str) -> bool {
         let cleanup = {
             let map = self.map.lock().unwrap();
             map.get(&(kind, key.to_string(), owner.to_string()))
                 .cloned()
         };
-        if let Some(cleanup) = cleanup {
-            cleanup.stopped.store(true, Ordering::Release);
-            drop(cleanup.sending.lock().await);
+        let Some(cleanup) = cleanup else {
+            return false;
+        };
+        cleanup.stopped.store(true, Ordering::Release);
+        if cleanup.sending.try_lock().is_ok() {
+            return false;
         }
+        drop(cleanup.sending.lock().await);
+        true
     }
 }
 
