@@ -479,13 +479,13 @@ impl Engine {
         // An owner asking again (the redislock face's lock objects keep theirs, and a call
         // whose grant came past its lease asks on) must not have its new grant freed by the
         // clean-up of its last one. Waiting for that clean-up's release may take a store
-        // call: if the wait ran out meanwhile, no request starts, so the call still ends
-        // within its wait and one store call.
+        // call: if a wait ran out meanwhile, no request starts, so the call still ends
+        // within its wait and one store call. (A try, with no wait, still asks once.)
         if self.orphans.len() > 0
             && self.orphans.supersede(kind, &spec.key, &spec.owner).await
             && spec
                 .wait
-                .is_some_and(|w| Instant::now() >= clock::after(started, w))
+                .is_some_and(|w| !w.is_zero() && Instant::now() >= clock::after(started, w))
         {
             return Ok(None);
         }
