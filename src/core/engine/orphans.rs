@@ -87,6 +87,21 @@ impl Orphans {
         self.live.load(Ordering::Acquire)
     }
 
+    /// Stops the clean-up of what `owner` was granted of `key`, if one runs; returns it when
+    /// it may have a release on its way (none: it runs not, or will send nothing more). The
+    /// clean-up reads `stopped` holding `sending`: stopped before that look, it sends nothing
+    /// more; holding `sending` now, it may be sending.
+    fn stop(&self, kind: Kind, key: &str, owner: &str) -> Option<Arc<Cleanup>> {
+        let cleanup = {
+            let map = self.map.lock().unwrap();
+            map.get(&(kind, key.to_string(), owner.to_string()))
+                .cloned()
+        }?;
+        cleanup.stopped.store(true, Ordering::Release);
+        let busy = cleanup.sending.try_lock().is_err();
+        busy.then_some(cleanup)
+    }
+
     /// Called before `owner` asks the store for `key` again (when [`Orphans::len`] is not 0):
     /// stops a clean-up of an earlier grant of the same owner and waits for its release in
     /// flight, if any. Returns whether it waited for one.
@@ -94,41 +109,18 @@ impl Orphans {
     /// # Cancel Safety
     /// Cancel safe: the clean-up is stopped before the first await.
     pub(super) async fn supersede(&self, kind: Kind, key: &str, owner: &str) -> bool {
-        let cleanup = {
-            let map = self.map.lock().unwrap();
-            map.get(&(kind, key.to_string(), owner.to_string()))
-                .cloned()
-        };
-        let Some(cleanup) = cleanup else {
+        let Some(busy) = self.stop(kind, key, owner) else {
             return false;
         };
-        cleanup.stopped.store(true, Ordering::Release);
-        if cleanup.sending.try_lock().is_ok() {
-            return false;
-        }
-        drop(cleanup.sending.lock().await);
+        drop(busy.sending.lock().await);
         true
     }
-}
 
-impl Orphans {
     /// Stops a clean-up of what `owner` was granted of `key`, if one runs, without waiting:
     /// false when it has a release on its way (which may land later than a request sent
     /// now), true when it has none and will send none.
     pub(super) fn stop_idle(&self, kind: Kind, key: &str, owner: &str) -> bool {
-        let cleanup = {
-            let map = self.map.lock().unwrap();
-            map.get(&(kind, key.to_string(), owner.to_string()))
-                .cloned()
-        };
-        let Some(cleanup) = cleanup else {
-            return true;
-        };
-        // The clean-up reads `stopped` holding `sending`: stopped before the look, it sends
-        // nothing more; if it holds `sending` now, a release may be on its way.
-        cleanup.stopped.store(true, Ordering::Release);
-        let idle = cleanup.sending.try_lock().is_ok();
-        idle
+        self.stop(kind, key, owner).is_none()
     }
 }
 
