@@ -269,6 +269,24 @@ async fn serve<T: Send + std::fmt::Debug + 'static>(
     }
 }
 
+/// `call`, a release by `owner` (or a handoff from it), recording `ReleaseErred` when it
+/// returns an error.
+fn erred_as_release<'a, T: Send + 'a>(
+    history: Arc<History>,
+    key: &'a str,
+    owner: &'a str,
+    call: Call<'a, T>,
+) -> Call<'a, T> {
+    async move {
+        let result = call.await;
+        if result.is_err() {
+            history.record(key, owner, What::ReleaseErred);
+        }
+        result
+    }
+    .boxed()
+}
+
 /// One simulated process's connection to the store.
 pub(super) struct SimConn {
     world: Arc<World>,
@@ -413,15 +431,7 @@ impl LockStore for SimConn {
                 }
             }),
         );
-        let history = self.world.history.clone();
-        async move {
-            let result = call.await;
-            if result.is_err() {
-                history.record(key, owner, What::ReleaseErred);
-            }
-            result
-        }
-        .boxed()
+        erred_as_release(self.world.history.clone(), key, owner, call)
     }
 
     fn handoff<'a>(&'a self, key: &'a str, h: Handoff<'a>) -> Call<'a, Option<u64>> {
@@ -451,15 +461,8 @@ impl LockStore for SimConn {
                 Some(token)
             }),
         );
-        async move {
-            // A handoff is the giver's release too (a clean-up hands a grant to a local waiter).
-            let result = handoff.await;
-            if result.is_err() {
-                history.record(call.1, giver, What::ReleaseErred);
-            }
-            result
-        }
-        .boxed()
+        // A handoff is the giver's release too (a clean-up hands a grant to a local waiter).
+        erred_as_release(history, call.1, giver, handoff)
     }
 
     fn inspect<'a>(&'a self, key: &'a str) -> Call<'a, Option<LockInfo>> {
